@@ -1,0 +1,306 @@
+"""The data model every mode shares.
+
+A researcher's ``Study`` holds ``Image`` and ``Caption`` rows (imported), and ``Item`` rows
+(the unit a mode serves: an image's caption set, a caption to rate, a group of comparisons).
+A ``Participant`` (account or crowd worker) receives an ``Assignment`` (a lease on one item)
+and submits one ``Judgment`` per part of it. Long work is tracked by ``Job`` rows.
+Judgments are never deleted: exclusions are flags.
+"""
+
+import secrets
+import uuid
+
+from django.conf import settings as django_settings
+from django.contrib.auth.models import AbstractUser
+from django.db import models
+from django.db.models import F, Q
+
+
+class User(AbstractUser):
+    """A person with an account: admin (``is_staff``), researcher or registered annotator."""
+
+    is_researcher = models.BooleanField(
+        default=False, help_text="May create studies and see the studies they own or join."
+    )
+    native_english = models.BooleanField(
+        default=False, help_text="Native English speaker (THumB's fluency rule)."
+    )
+
+
+class Study(models.Model):
+    class Mode(models.TextChoices):
+        THUMB = "thumb", "THumB rubric"
+        VICR = "vicr", "VICR rating game"
+        HUMANR = "humanr", "HUMANr head-to-head"
+
+    class Status(models.TextChoices):
+        DRAFT = "draft", "Draft"
+        LIVE = "live", "Live"
+        CLOSED = "closed", "Closed"
+
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    mode = models.CharField(max_length=16, choices=Mode.choices)
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.DRAFT)
+    settings = models.JSONField(default=dict, blank=True)
+    seed = models.BigIntegerField(default=0, help_text="Seed of every random choice the study makes.")
+    owner = models.ForeignKey(
+        django_settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="owned_studies"
+    )
+    members = models.ManyToManyField(
+        django_settings.AUTH_USER_MODEL, blank=True, related_name="member_studies",
+        help_text="Researchers who may see and change this study.",
+    )
+    annotators = models.ManyToManyField(
+        django_settings.AUTH_USER_MODEL, blank=True, related_name="annotator_studies",
+        help_text="Registered annotators this study is open to.",
+    )
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name_plural = "studies"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.get_mode_display()})"
+
+
+class Image(models.Model):
+    """An image of a study, stored once per content hash; ``name`` is what import files cite."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="images")
+    name = models.CharField(max_length=255)
+    sha256 = models.CharField(max_length=64)
+    file = models.CharField(max_length=255, help_text="Original, relative to MEDIA_ROOT.")
+    display = models.CharField(max_length=255, help_text="Rendition, longest side <= 1024 px.")
+    width = models.PositiveIntegerField()
+    height = models.PositiveIntegerField()
+    format = models.CharField(max_length=8)
+    alt_text = models.CharField(max_length=500, blank=True)
+    source = models.CharField(max_length=500, blank=True, help_text="Origin and licence.")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["study", "name"], name="image_name_unique_in_study")
+        ]
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Caption(models.Model):
+    """A caption of one image by one system (``Human`` for human-written captions)."""
+
+    class Purpose(models.TextChoices):
+        STUDY = "study", "Study"
+        TUTORIAL = "tutorial", "Tutorial"
+        PROBATION = "probation", "Probation"
+
+    HUMAN = "Human"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="captions")
+    image = models.ForeignKey(Image, on_delete=models.CASCADE, related_name="captions")
+    system = models.CharField(max_length=100)
+    raw_text = models.TextField()
+    text = models.TextField(help_text="THumB-normalised text, shown to annotators.")
+    purpose = models.CharField(max_length=10, choices=Purpose.choices, default=Purpose.STUDY)
+    prime_ratings = models.JSONField(default=list, blank=True)
+    metrics = models.JSONField(default=dict, blank=True)
+    truth = models.PositiveSmallIntegerField(null=True, blank=True)
+    explanation = models.TextField(blank=True)
+    line = models.PositiveIntegerField(default=0, help_text="Line of the import file.")
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["study", "purpose", "system"])]
+
+    def __str__(self) -> str:
+        return f"{self.system}: {self.text[:60]}"
+
+    @property
+    def is_human(self) -> bool:
+        return self.system == self.HUMAN
+
+
+class Item(models.Model):
+    """The unit a mode serves; ``spec`` is the mode's description of it (caption ids, order...).
+
+    ``judgment_count`` and ``open_lease_count`` are kept exact by the assignment service so
+    that no item is leased beyond ``target``.
+    """
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="items")
+    kind = models.CharField(max_length=32)
+    image = models.ForeignKey(
+        Image, on_delete=models.CASCADE, null=True, blank=True, related_name="items"
+    )
+    position = models.PositiveIntegerField(default=0)
+    spec = models.JSONField(default=dict, blank=True)
+    target = models.PositiveIntegerField(default=1)
+    judgment_count = models.PositiveIntegerField(default=0)
+    open_lease_count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["position", "id"]
+        indexes = [models.Index(fields=["study", "kind", "judgment_count", "position"])]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(judgment_count__lte=F("target")), name="item_not_over_target"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} #{self.position}"
+
+
+def new_pseudonym() -> str:
+    return "P-" + secrets.token_hex(4)
+
+
+class Participant(models.Model):
+    """Someone taking part in one study: a registered user or a crowd worker (no account)."""
+
+    class Source(models.TextChoices):
+        ACCOUNT = "account", "Registered account"
+        PROLIFIC = "prolific", "Prolific"
+        MTURK = "mturk", "Amazon MTurk"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="participants")
+    user = models.ForeignKey(
+        django_settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True,
+        related_name="participations",
+    )
+    source = models.CharField(max_length=10, choices=Source.choices)
+    external_id = models.CharField(max_length=128, blank=True)
+    external_meta = models.JSONField(default=dict, blank=True)
+    pseudonym = models.CharField(max_length=16, default=new_pseudonym, unique=True)
+    status = models.CharField(max_length=16, default="active")
+    state = models.JSONField(default=dict, blank=True, help_text="The mode's per-player state.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["study", "user"], condition=Q(user__isnull=False),
+                name="one_participant_per_user_and_study",
+            ),
+            models.UniqueConstraint(
+                fields=["study", "source", "external_id"], condition=~Q(external_id=""),
+                name="one_participant_per_external_id_and_study",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.pseudonym
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(24)
+
+
+class Assignment(models.Model):
+    """A lease: ``participant`` may judge ``item`` until ``expires_at``, citing ``token``."""
+
+    class Status(models.TextChoices):
+        OPEN = "open", "Open"
+        SUBMITTED = "submitted", "Submitted"
+        RELEASED = "released", "Released (expired)"
+
+    participant = models.ForeignKey(
+        Participant, on_delete=models.CASCADE, related_name="assignments"
+    )
+    item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="assignments")
+    round = models.PositiveSmallIntegerField(
+        default=0, help_text="Repeat number when a protocol serves an item again (probation)."
+    )
+    token = models.CharField(max_length=40, default=new_token, unique=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.OPEN)
+    served_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    state = models.JSONField(default=dict, blank=True, help_text="Per-lease mode state.")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["participant", "item", "round"], name="one_assignment_per_item_and_round"
+            )
+        ]
+        indexes = [models.Index(fields=["status", "expires_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.participant} -> {self.item}"
+
+
+class Judgment(models.Model):
+    """One validated submission for one part of an assignment. Never deleted."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="judgments")
+    item = models.ForeignKey(Item, on_delete=models.PROTECT, related_name="judgments")
+    participant = models.ForeignKey(
+        Participant, on_delete=models.PROTECT, related_name="judgments"
+    )
+    assignment = models.ForeignKey(
+        Assignment, on_delete=models.PROTECT, related_name="judgments"
+    )
+    part = models.PositiveSmallIntegerField(default=0)
+    phase = models.CharField(max_length=16, blank=True)
+    payload = models.JSONField(help_text="What the participant submitted, validated.")
+    result = models.JSONField(default=dict, blank=True, help_text="What the server computed.")
+    dwell_ms = models.PositiveIntegerField(help_text="Server-measured time since serving.")
+    excluded = models.BooleanField(default=False)
+    exclusion_reason = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["assignment", "part"], name="one_judgment_per_part")
+        ]
+        indexes = [models.Index(fields=["study", "id"])]
+        ordering = ["id"]
+
+
+class Job(models.Model):
+    """A long task (import, export, report) with status and progress a page can poll."""
+
+    class Kind(models.TextChoices):
+        IMPORT = "import", "Import"
+        EXPORT = "export", "Export"
+        REPORT = "report", "Report"
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    study = models.ForeignKey(
+        Study, on_delete=models.CASCADE, null=True, blank=True, related_name="jobs"
+    )
+    created_by = models.ForeignKey(
+        django_settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
+    )
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.QUEUED)
+    progress = models.PositiveSmallIntegerField(default=0)
+    message = models.CharField(max_length=500, blank=True)
+    params = models.JSONField(default=dict, blank=True)
+    result = models.JSONField(default=dict, blank=True)
+    result_file = models.CharField(max_length=500, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} job {self.pk} ({self.status})"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in {self.Status.DONE, self.Status.FAILED}

@@ -1,0 +1,102 @@
+"""Store a submission: validate it with the mode, score it under the item lock, keep it."""
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from annotation.models import Assignment, Item, Judgment, Participant
+from annotation.modes import SubmissionError, get_mode
+
+
+@dataclass(frozen=True)
+class Submitted:
+    judgment: Judgment
+    created: bool
+
+
+def judgment_submit(
+    *,
+    participant: Participant,
+    token: str,
+    data: dict[str, Any],
+    part: int = 0,
+    now: datetime | None = None,
+) -> Submitted:
+    """Validate and store one judgment for a lease the participant holds.
+
+    A repeat of a stored submission (same token and part) returns the stored judgment
+    and writes nothing. Raises SubmissionError for anything the protocol refuses; then
+    nothing is written.
+    """
+    now = now or timezone.now()
+    mode = get_mode(participant.study.mode)
+    try:
+        with transaction.atomic():
+            assignment = (
+                Assignment.objects.select_for_update(of=("self",))
+                .select_related("item", "participant__study")
+                .filter(token=token, participant=participant)
+                .first()
+            )
+            if assignment is None:
+                raise SubmissionError("This item was not served to you.", status=404)
+            stored = Judgment.objects.filter(assignment=assignment, part=part).first()
+            if stored is not None:
+                return Submitted(stored, created=False)
+            if assignment.status != Assignment.Status.OPEN:
+                raise SubmissionError(
+                    "This item's time ran out and it went to someone else; "
+                    "please continue with the next one.",
+                    status=409,
+                )
+            parts = mode.parts(assignment.item)
+            if not 0 <= part < parts:
+                raise SubmissionError(f"Part {part} does not exist (0 to {parts - 1}).")
+            done_parts = Judgment.objects.filter(assignment=assignment).count()
+            if part != done_parts:
+                raise SubmissionError(
+                    f"Answer part {done_parts + 1} first; parts are answered in order.",
+                    status=409,
+                )
+            dwell = (now - mode.served_at(assignment, part)).total_seconds()
+            minimum = mode.min_seconds(assignment)
+            if dwell < minimum:
+                raise SubmissionError(
+                    f"Please take at least {minimum:g} seconds per rating "
+                    f"(this one came after {max(dwell, 0):.1f} s). Nothing was saved.",
+                    status=429,
+                )
+            payload = mode.validate(assignment, part, data)
+            item = Item.objects.select_for_update().get(pk=assignment.item_id)
+            result = mode.score(item=item, assignment=assignment, part=part, payload=payload)
+            judgment = Judgment.objects.create(
+                study_id=participant.study_id,
+                item=item,
+                participant=participant,
+                assignment=assignment,
+                part=part,
+                phase=mode.phase(assignment),
+                payload=payload,
+                result=result,
+                dwell_ms=int(max(dwell, 0) * 1000),
+            )
+            if part == parts - 1:
+                assignment.status = Assignment.Status.SUBMITTED
+                assignment.submitted_at = now
+                assignment.save(update_fields=["status", "submitted_at"])
+                Item.objects.filter(pk=item.pk).update(
+                    judgment_count=F("judgment_count") + 1,
+                    open_lease_count=F("open_lease_count") - 1,
+                )
+            mode.after_submit(participant, judgment)
+            return Submitted(judgment, created=True)
+    except IntegrityError:
+        # A concurrent identical submission won the unique constraint: return its row.
+        stored = Judgment.objects.filter(assignment__token=token, part=part).first()
+        if stored is None:
+            raise
+        return Submitted(stored, created=False)

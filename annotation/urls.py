@@ -1,0 +1,22 @@
+from django.urls import path
+
+from annotation.views import exports, imports, participate, reports, studies
+
+urlpatterns = [
+    path("", studies.home, name="home"),
+    path("studies/new/", studies.study_new, name="study_new"),
+    path("studies/<int:study_id>/", studies.study_detail, name="study_detail"),
+    path("studies/<int:study_id>/status/", studies.study_change_status, name="study_status"),
+    path("studies/<int:study_id>/import/", imports.study_import, name="study_import"),
+    path("studies/<int:study_id>/export/", exports.study_export, name="study_export"),
+    path("studies/<int:study_id>/report/", reports.study_report, name="study_report"),
+    path("studies/<int:study_id>/report/figures/<slug:name>.<str:fmt>", reports.report_figure,
+         name="report_figure"),
+    path("jobs/<int:job_id>/", studies.job_status, name="job_status"),
+    path("jobs/<int:job_id>/download/", studies.job_download, name="job_download"),
+    path("p/<str:token>/", participate.crowd_entry, name="crowd_entry"),
+    path("s/<uuid:public_id>/", participate.participate_intro, name="participate_intro"),
+    path("s/<uuid:public_id>/next/", participate.participate_next, name="participate_next"),
+    path("s/<uuid:public_id>/submit/<str:token>/", participate.participate_submit,
+         name="participate_submit"),
+]

@@ -1,0 +1,67 @@
+"""The report page of any mode: start a report job, watch its progress, read the result,
+download its figures as SVG or PNG (drawn server-side with matplotlib)."""
+
+import io
+
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_http_methods
+
+from annotation import selectors
+from annotation.models import Job
+from annotation.modes import get_mode
+from annotation.services.reports import report_latest, report_request
+from annotation.views.access import researcher_required
+
+FIGURE_TYPES = {"svg": "image/svg+xml", "png": "image/png"}
+
+
+@require_http_methods(["GET", "POST"])
+@researcher_required
+def study_report(request: HttpRequest, study_id: int) -> HttpResponse:
+    study = selectors.study_for_researcher(request.user, study_id)
+    mode = get_mode(study.mode)
+    if request.method == "POST":
+        job = report_request(study=study, user=request.user)
+        if request.htmx:
+            return render(request, "partials/job_status.html", {"job": job})
+        return redirect("study_report", study_id=study.pk)
+    latest = report_latest(study=study)
+    pending = study.jobs.filter(
+        kind=Job.Kind.REPORT, status__in=[Job.Status.QUEUED, Job.Status.RUNNING]
+    ).first()
+    result = latest.result if latest else None
+    context = {
+        "study": study,
+        "report_job": latest,
+        "pending_job": pending,
+        "result": result,
+        "figure_names": mode.figure_names,
+        **(mode.report_context(result, request.GET.dict()) if result else {}),
+    }
+    return render(request, mode.report_template or "reports/base.html", context)
+
+
+@require_GET
+@researcher_required
+def report_figure(request: HttpRequest, study_id: int, name: str, fmt: str) -> HttpResponse:
+    study = selectors.study_for_researcher(request.user, study_id)
+    if fmt not in FIGURE_TYPES:
+        raise Http404("Figures come as .svg or .png.")
+    latest = report_latest(study=study)
+    mode = get_mode(study.mode)
+    if latest is None or name not in mode.figure_names:
+        raise Http404("No such figure; compute the report first.")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure = mode.figure(name, latest.result)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format=fmt, dpi=150 if fmt == "png" else None, bbox_inches="tight")
+    plt.close(figure)
+    response = HttpResponse(buffer.getvalue(), content_type=FIGURE_TYPES[fmt])
+    if request.GET.get("download"):
+        response["Content-Disposition"] = f'attachment; filename="{study.pk}-{name}.{fmt}"'
+    return response

@@ -1,0 +1,85 @@
+"""Researcher pages: dashboard, study creation and detail, job progress and downloads."""
+
+from django.contrib.auth.decorators import login_required
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from annotation import selectors
+from annotation.forms import StudyForm
+from annotation.models import Job
+from annotation.services.studies import study_close, study_create, study_open
+from annotation.views.access import researcher_required
+
+
+@require_GET
+@login_required
+def home(request: HttpRequest) -> HttpResponse:
+    studies = selectors.studies_for_researcher(request.user).select_related("owner")
+    to_annotate = selectors.studies_for_annotator(request.user)
+    return render(request, "home.html", {"studies": studies, "to_annotate": to_annotate})
+
+
+@require_http_methods(["GET", "POST"])
+@researcher_required
+def study_new(request: HttpRequest) -> HttpResponse:
+    form = StudyForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            study = study_create(owner=request.user, **form.cleaned_data)
+        except ValueError as exc:
+            form.add_error("settings", str(exc))
+        else:
+            return redirect("study_detail", study_id=study.pk)
+    return render(request, "studies/new.html", {"form": form})
+
+
+@require_GET
+@researcher_required
+def study_detail(request: HttpRequest, study_id: int) -> HttpResponse:
+    study = selectors.study_for_researcher(request.user, study_id)
+    context = {
+        "study": study,
+        "counts": selectors.study_counts(study),
+        "jobs": study.jobs.all()[:10],
+        "crowd_link": selectors.crowd_link(request, study),
+    }
+    return render(request, "studies/detail.html", context)
+
+
+@require_POST
+@researcher_required
+def study_change_status(request: HttpRequest, study_id: int) -> HttpResponse:
+    study = selectors.study_for_researcher(request.user, study_id)
+    action = request.POST.get("action")
+    try:
+        if action == "open":
+            study_open(study=study)
+        elif action == "close":
+            study_close(study=study)
+        else:
+            raise ValueError(f"Unknown action {action!r}.")
+    except ValueError as exc:
+        return render(request, "error.html", {"title": "Cannot change status", "message": str(exc)},
+                      status=400)
+    return redirect("study_detail", study_id=study.pk)
+
+
+@require_GET
+@login_required
+def job_status(request: HttpRequest, job_id: int) -> HttpResponse:
+    """The job's progress bar; htmx polls this fragment until the job finishes."""
+    job = selectors.job_for_user(request.user, job_id)
+    template = "partials/job_status.html" if request.htmx else "jobs/detail.html"
+    return render(request, template, {"job": job})
+
+
+@require_GET
+@login_required
+def job_download(request: HttpRequest, job_id: int) -> FileResponse:
+    job = selectors.job_for_user(request.user, job_id)
+    if job.status != Job.Status.DONE or not job.result_file:
+        raise Http404("This job has no file.")
+    path = selectors.job_file_path(job)
+    return FileResponse(path.open("rb"), as_attachment=True, filename=path.name)
+

@@ -1,0 +1,193 @@
+"""Settings shared by every environment, read from the environment in this one place.
+
+Environment variables:
+
+- ``DATABASE_URL``: database (default: a SQLite file under ``var/``).
+- ``REDIS_URL``: Celery broker; without it Celery runs tasks eagerly in-process.
+- ``SECRET_KEY``: required in production (``capeval.settings.production``).
+- ``DEBUG``: ``1``/``true``/``yes`` or ``0``/``false``/``no``; anything else is an error.
+- ``ALLOWED_HOSTS``: comma-separated host names.
+- ``CAPEVAL_MEDIA_ROOT``, ``CAPEVAL_VAR_DIR``: where uploads, exports and the SQLite file live.
+- ``CAPEVAL_MAX_UPLOAD_MB``: largest request body accepted (default 100).
+- ``CAPEVAL_MAX_IMAGE_PIXELS``: largest image accepted, in pixels (default 40 million).
+- ``CAPEVAL_LINK_MAX_AGE_DAYS``: how long a signed crowd link stays valid (default 90).
+"""
+
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parents[3]
+
+
+def env_bool(name: str, default: bool) -> bool:
+    """Read a boolean flag strictly: a typo must not silently turn DEBUG on."""
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    value = raw.strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off"}:
+        return False
+    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean (use 1/0, true/false, yes/no)")
+
+
+def env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name, "")
+    if raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not an integer") from exc
+
+
+VAR_DIR = Path(os.environ.get("CAPEVAL_VAR_DIR") or BASE_DIR / "var")
+SECRET_KEY = os.environ.get("SECRET_KEY", "")
+DEBUG = env_bool("DEBUG", False)
+ALLOWED_HOSTS = [h.strip() for h in os.environ.get("ALLOWED_HOSTS", "").split(",") if h.strip()]
+CSRF_TRUSTED_ORIGINS = [
+    o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()
+]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "django_htmx",
+    "annotation",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "annotation.middleware.RequestSizeLimitMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "capeval.urls"
+WSGI_APPLICATION = "capeval.wsgi.application"
+AUTH_USER_MODEL = "annotation.User"
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": dj_database_url.parse(
+        os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'capeval.sqlite3'}",
+        conn_max_age=env_int("CAPEVAL_DB_CONN_MAX_AGE", 0),
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # WAL lets readers (progress bars) proceed while an import or export writes.
+    DATABASES["default"]["OPTIONS"] = {
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
+    }
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "staticfiles"
+MEDIA_URL = "media/"
+MEDIA_ROOT = Path(os.environ.get("CAPEVAL_MEDIA_ROOT") or VAR_DIR / "media")
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+
+# Uploads: the middleware answers 413 above this many bytes; Pillow refuses images above
+# the pixel limit, well below Pillow's own decompression-bomb threshold (about 89 Mpx).
+CAPEVAL_MAX_UPLOAD_BYTES = env_int("CAPEVAL_MAX_UPLOAD_MB", 100) * 1024 * 1024
+CAPEVAL_MAX_IMAGE_PIXELS = env_int("CAPEVAL_MAX_IMAGE_PIXELS", 40_000_000)
+CAPEVAL_DISPLAY_MAX_SIDE = 1024
+CAPEVAL_MAX_CAPTION_CHARS = 1000
+CAPEVAL_EXPORT_DIR = VAR_DIR / "exports"
+CAPEVAL_LINK_MAX_AGE = env_int("CAPEVAL_LINK_MAX_AGE_DAYS", 90) * 24 * 3600
+CAPEVAL_LEASE_SECONDS = env_int("CAPEVAL_LEASE_SECONDS", 30 * 60)
+FILE_UPLOAD_TEMP_DIR = None
+DATA_UPLOAD_MAX_NUMBER_FIELDS = 5000
+
+REDIS_URL = os.environ.get("REDIS_URL", "")
+CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+CELERY_BEAT_SCHEDULE = {
+    "release-expired-leases": {
+        "task": "annotation.tasks.release_expired_leases",
+        "schedule": 60.0,
+    },
+    "delete-old-exports": {
+        "task": "annotation.tasks.delete_old_exports",
+        "schedule": 24 * 3600.0,
+    },
+}
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.BasicAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 100,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "CapEval API",
+    "DESCRIPTION": "Studies, imports, jobs and exports of the CapEval human-evaluation platform.",
+    "VERSION": "0.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+}

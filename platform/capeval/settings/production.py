@@ -1,0 +1,29 @@
+"""Production settings: refuse to start without a secret key; secure cookies and HSTS."""
+
+from django.core.exceptions import ImproperlyConfigured
+
+from capeval.settings.base import *  # noqa: F403
+from capeval.settings.base import SECRET_KEY, env_bool, env_int
+
+if not SECRET_KEY or len(SECRET_KEY) < 50:
+    raise ImproperlyConfigured(
+        "SECRET_KEY must be set to a random string of at least 50 characters in production."
+    )
+
+DEBUG = False
+if not ALLOWED_HOSTS:  # noqa: F405
+    raise ImproperlyConfigured("ALLOWED_HOSTS must name the host(s) this site is served on.")
+
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
+SESSION_COOKIE_SECURE = True
+CSRF_COOKIE_SECURE = True
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+SECURE_HSTS_PRELOAD = True
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"

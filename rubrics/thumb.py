@@ -1,0 +1,1009 @@
+"""THumB 1.0 rubric: rules, validation and the per-system report.
+
+Source: Kasai et al., "Transparent Human Evaluation for Image Captioning"
+(NAACL 2022), as distilled in ``../shared/PROTOCOLS.md`` sections 0 and 1.
+
+Scores of one caption:
+
+* precision P and recall R, integers 1-5 (paper section 2.2.1);
+* three penalties, stored as POSITIVE deductions (paper section 2.2.2):
+  fluency (sum of the selected error types of paper Table 6), conciseness
+  (0 or 0.5) and inclusive language (0, 0.5 or 2);
+* Total = (P + R) / 2 - (fluency + conciseness + inclusive).
+
+The THumB 1.0 release stores penalties as values <= 0; negate them before
+calling anything here (the functions refuse negative penalties).
+
+Choices this module makes where the paper is silent (documented where applied):
+
+* a fluency error type is either selected or not for a caption (the paper's
+  casing example "tv, christmas" is one selection covering two words); the
+  caption's fluency penalty is the sum over the selected types;
+* integral floats such as ``4.0`` are accepted as integer scores (the THumB 1.0
+  release stores P and R as floats); ``True``/``False`` are refused;
+* ``report`` uses nan-aware means when an image lacks a system's caption (see
+  its docstring); undefined statistics are returned as ``None``, never NaN.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+__all__ = [
+    "CONCISENESS_VALUES",
+    "EXAMPLES",
+    "FLUENCY_ERRORS",
+    "HUMAN_SYSTEM",
+    "INCLUSIVE_VALUES",
+    "MAX_FLUENCY_PENALTY",
+    "PRECISION_DEFINITION",
+    "RECALL_DEFINITION",
+    "RULES",
+    "SCORE_VALUES",
+    "CaptionJudgments",
+    "CaptionScores",
+    "FluencyError",
+    "RubricExample",
+    "RubricRule",
+    "ScoreArrays",
+    "fluency_penalty",
+    "normalise",
+    "report",
+    "stage_agreement",
+    "total",
+    "validate_caption_scores",
+]
+
+HUMAN_SYSTEM = "Human"
+"""System name of human-written captions (PROTOCOLS.md section 0)."""
+
+SCORE_VALUES: tuple[int, ...] = (1, 2, 3, 4, 5)
+"""Allowed precision and recall values (paper section 2.2.1)."""
+
+CONCISENESS_VALUES: tuple[float, ...] = (0.0, 0.5)
+"""Allowed conciseness penalties (paper section 2.2.2)."""
+
+INCLUSIVE_VALUES: tuple[float, ...] = (0.0, 0.5, 2.0)
+"""Allowed inclusive-language penalties: none, subjective comment, severe (section 2.2.2)."""
+
+_TOL = 1e-6  # tolerance for "on the 0.1 grid" and value-set membership checks
+
+
+# ---------------------------------------------------------------------------
+# Text normalisation (paper section 2.2.3, "Text Processing")
+# ---------------------------------------------------------------------------
+
+
+def normalise(text: str) -> str:
+    """Normalise a caption for display and metrics (paper section 2.2.3, Text Processing).
+
+    Strip surrounding whitespace, uppercase the first character, remove the
+    spaces before a final period, and add a final period when the text does not
+    end with one. Only a final ``.`` counts as a period (``"Wow!"`` becomes
+    ``"Wow!."``, the literal rule). Raises ValueError on an empty caption.
+    """
+    if not isinstance(text, str):
+        raise ValueError(f"caption text must be a string, got {type(text).__name__}")
+    clean = text.strip()
+    if not clean:
+        raise ValueError("caption text is empty")
+    if clean.endswith("."):
+        clean = clean[:-1].rstrip() + "."
+    else:
+        clean += "."
+    if clean == ".":
+        raise ValueError("caption text has no words")
+    return clean[0].upper() + clean[1:]
+
+
+# ---------------------------------------------------------------------------
+# Fluency error table (paper Table 6, appendix A.1)
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FluencyError:
+    """One fluency error type of paper Table 6: a fixed penalty or an annotator-picked range."""
+
+    key: str
+    label: str
+    example: str
+    penalty: float | None = None
+    """Fixed penalty, or None when the annotator picks an amount from ``amount_range``."""
+    amount_range: tuple[float, float, float] | None = None
+    """(minimum, maximum, step) for annotator-picked amounts, else None."""
+
+    @property
+    def is_fixed(self) -> bool:
+        """Whether the penalty is fixed (paper Table 6)."""
+        return self.penalty is not None
+
+    @property
+    def max_amount(self) -> float:
+        """Largest penalty this error type can contribute (paper Table 6)."""
+        if self.penalty is not None:
+            return self.penalty
+        assert self.amount_range is not None
+        return self.amount_range[1]
+
+
+FLUENCY_ERRORS: dict[str, FluencyError] = {
+    e.key: e
+    for e in (
+        FluencyError(
+            "spelling",
+            "Obvious spelling error, one vs. two words",
+            "cel phone, surf board",
+            penalty=0.1,
+        ),
+        FluencyError(
+            "grammar", "Grammatical error that can be easily fixed", "a otter", penalty=0.1
+        ),
+        FluencyError("casing", "Casing issue", "tv, christmas", penalty=0.1),
+        FluencyError("hyphenation", "Hyphenation", "horse drawn carriage", penalty=0.1),
+        FluencyError(
+            "unnatural_wording",
+            "Interpretable but unnatural wording",
+            "double decked bus",
+            penalty=0.1,
+        ),
+        FluencyError(
+            "punctuation",
+            "Non-trivial punctuation",
+            "A bird standing in the wooded area with leaves all around.",
+            penalty=0.2,
+        ),
+        FluencyError(
+            "misleading_spelling",
+            "Misleading spelling error",
+            "A good stands in the grass next to the water. (good -> goose)",
+            penalty=0.5,
+        ),
+        FluencyError(
+            "duplication", "Duplication", "A display case of donuts and doughnuts.", penalty=0.5
+        ),
+        FluencyError(
+            "ambiguity", "Ambiguity", "A cat is on a table with a cloth on it.", penalty=0.5
+        ),
+        FluencyError(
+            "awkward_construction",
+            "Awkward construction",
+            "There is a freshly made pizza out of the oven.",
+            amount_range=(0.1, 0.5, 0.1),
+        ),
+        FluencyError(
+            "broken_sentence",
+            "Broken sentence",
+            "A large concrete sign small buildings behind it.",
+            amount_range=(0.5, 2.0, 0.1),
+        ),
+    )
+}
+"""Paper Table 6 as data: type key -> error type (label, example, penalty or range)."""
+
+MAX_FLUENCY_PENALTY: float = round(sum(e.max_amount for e in FLUENCY_ERRORS.values()), 1)
+"""Largest possible fluency penalty of one caption: every type selected at its maximum (4.7)."""
+
+
+# ---------------------------------------------------------------------------
+# Scalar validation helpers
+# ---------------------------------------------------------------------------
+
+
+def _number(value: Any, name: str) -> float:
+    if value is None:
+        raise ValueError(f"{name}: missing value")
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name}: must be a number, got {value!r}")
+    x = float(value)
+    if not math.isfinite(x):
+        raise ValueError(f"{name}: must be finite, got {value!r}")
+    return x
+
+
+def _score(value: Any, name: str) -> int:
+    x = _number(value, name)
+    if x != int(x):
+        raise ValueError(f"{name}: must be an integer 1-5, got {value!r}")
+    if not 1 <= x <= 5:
+        raise ValueError(f"{name}: must be an integer 1-5, got {value!r}")
+    return int(x)
+
+
+def _on_tenth_grid(x: float) -> bool:
+    return abs(x * 10 - round(x * 10)) <= _TOL
+
+
+def _in_set(x: float, allowed: Sequence[float]) -> float | None:
+    for a in allowed:
+        if abs(x - a) <= _TOL:
+            return a
+    return None
+
+
+def _fluency_total(value: Any, name: str = "fluency") -> float:
+    x = _number(value, name)
+    if x < -_TOL or x > MAX_FLUENCY_PENALTY + _TOL:
+        raise ValueError(
+            f"{name}: must be a positive deduction between 0 and {MAX_FLUENCY_PENALTY}, "
+            f"got {value!r}"
+        )
+    if not _on_tenth_grid(x):
+        raise ValueError(f"{name}: must be a multiple of 0.1, got {value!r}")
+    return round(abs(x), 1)
+
+
+def _conciseness(value: Any, name: str = "conciseness") -> float:
+    x = _number(value, name)
+    a = _in_set(x, CONCISENESS_VALUES)
+    if a is None:
+        raise ValueError(f"{name}: must be 0 or 0.5 (a positive deduction), got {value!r}")
+    return a
+
+
+def _inclusive(value: Any, name: str = "inclusive") -> float:
+    x = _number(value, name)
+    a = _in_set(x, INCLUSIVE_VALUES)
+    if a is None:
+        raise ValueError(f"{name}: must be 0, 0.5 or 2 (a positive deduction), got {value!r}")
+    return a
+
+
+def _fluency_amount(key: Any, amount: Any) -> float:
+    if not isinstance(key, str) or key not in FLUENCY_ERRORS:
+        raise ValueError(
+            f"fluency: unknown error type {key!r}; known types: {', '.join(FLUENCY_ERRORS)}"
+        )
+    err = FLUENCY_ERRORS[key]
+    name = f"fluency[{key}]"
+    if err.penalty is not None:
+        if amount is None:
+            return err.penalty
+        x = _number(amount, name)
+        if abs(x - err.penalty) > _TOL:
+            raise ValueError(f"{name}: fixed penalty {err.penalty}; pass None, got {amount!r}")
+        return err.penalty
+    assert err.amount_range is not None
+    lo, hi, _step = err.amount_range
+    if amount is None:
+        raise ValueError(f"{name}: the annotator must pick an amount from {lo} to {hi}")
+    x = _number(amount, name)
+    if x < lo - _TOL or x > hi + _TOL:
+        raise ValueError(f"{name}: amount must be from {lo} to {hi}, got {amount!r}")
+    if not _on_tenth_grid(x):
+        raise ValueError(f"{name}: amount must be a multiple of 0.1, got {amount!r}")
+    return round(x, 1)
+
+
+# ---------------------------------------------------------------------------
+# Scalar API
+# ---------------------------------------------------------------------------
+
+
+def fluency_penalty(errors: Mapping[str, float | None] | None) -> float:
+    """Fluency penalty of one caption, the sum of its selected errors (paper Table 6, A.1).
+
+    ``errors`` maps an error type key of ``FLUENCY_ERRORS`` to the amount: None
+    for fixed-penalty types (or exactly their fixed penalty), the annotator's
+    pick for range types (on the 0.1 step). Each type is selected at most once.
+    Returns the sum rounded to one decimal; ``{}`` or None gives 0.0.
+    """
+    if errors is None:
+        return 0.0
+    if not isinstance(errors, Mapping):
+        raise ValueError(f"fluency: errors must map error type -> amount, got {errors!r}")
+    return round(sum(_fluency_amount(k, v) for k, v in errors.items()), 1)
+
+
+def total(
+    precision: Any,
+    recall: Any,
+    fluency: Any = 0.0,
+    conciseness: Any = 0.0,
+    inclusive: Any = 0.0,
+) -> float:
+    """Total of one caption (paper section 2.2): (P + R) / 2 - (fluency + conciseness + inclusive).
+
+    Penalties are positive deductions: ``fluency`` is the summed fluency penalty
+    (0 to 4.7 on the 0.1 step), ``conciseness`` 0 or 0.5, ``inclusive`` 0, 0.5
+    or 2. The result lies on the 0.1 grid and is rounded to one decimal.
+    """
+    p = _score(precision, "precision")
+    r = _score(recall, "recall")
+    f = _fluency_total(fluency)
+    c = _conciseness(conciseness)
+    i = _inclusive(inclusive)
+    return round((p + r) / 2 - (f + c + i), 1)
+
+
+@dataclass(frozen=True)
+class CaptionScores:
+    """Validated THumB scores of one caption (paper section 2.2)."""
+
+    precision: int
+    recall: int
+    fluency_errors: dict[str, float]
+    """Selected fluency error types -> penalty each contributes."""
+    fluency: float
+    conciseness: float
+    inclusive: float
+
+    @property
+    def total(self) -> float:
+        """Total of these scores (paper section 2.2)."""
+        return total(self.precision, self.recall, self.fluency, self.conciseness, self.inclusive)
+
+    def as_dict(self) -> dict[str, Any]:
+        """These scores and their Total as a JSON-serialisable dict (paper section 2.2)."""
+        return {
+            "precision": self.precision,
+            "recall": self.recall,
+            "fluency_errors": dict(self.fluency_errors),
+            "fluency": self.fluency,
+            "conciseness": self.conciseness,
+            "inclusive": self.inclusive,
+            "total": self.total,
+        }
+
+
+def validate_caption_scores(
+    precision: Any,
+    recall: Any,
+    fluency_errors: Mapping[str, float | None] | None = None,
+    conciseness: Any = 0.0,
+    inclusive: Any = 0.0,
+) -> CaptionScores:
+    """Validate one caption's annotation form (paper section 2.2); ValueError names the field.
+
+    ``fluency_errors`` is the mapping accepted by ``fluency_penalty``; the
+    returned ``CaptionScores.fluency_errors`` holds the resolved amount of
+    every selected type.
+    """
+    p = _score(precision, "precision")
+    r = _score(recall, "recall")
+    if fluency_errors is None:
+        fluency_errors = {}
+    if not isinstance(fluency_errors, Mapping):
+        raise ValueError(f"fluency: errors must map error type -> amount, got {fluency_errors!r}")
+    resolved = {k: _fluency_amount(k, v) for k, v in fluency_errors.items()}
+    return CaptionScores(
+        precision=p,
+        recall=r,
+        fluency_errors=resolved,
+        fluency=round(sum(resolved.values()), 1),
+        conciseness=_conciseness(conciseness),
+        inclusive=_inclusive(inclusive),
+    )
+
+
+# ---------------------------------------------------------------------------
+# Rubric texts shown on the annotation page
+# ---------------------------------------------------------------------------
+
+PRECISION_DEFINITION = (
+    "Precision (P, 1-5) measures how precise the caption is given the image. It guards against "
+    "hallucinated objects and covers objects and their properties, attributes, occasions, "
+    "locations and the relations between objects. Reserve 4 for relatively minor issues: an "
+    "attribute that is almost correct (pink vs. red), or something the image does not "
+    "contradict but does not guarantee either."
+)
+"""Definition of precision shown to annotators (paper section 2.2.1)."""
+
+RECALL_DEFINITION = (
+    "Recall (R, 1-5) measures how much of the salient information in the image (objects, "
+    "attributes, relations, colour) the caption covers. Generic, uninformative captions score "
+    "low: 'small animal' is precise for an otter but much less informative than 'otter'. Ask: "
+    "what image does this caption lead me to imagine? When it fits many images that differ "
+    "substantially from this one, recall is low."
+)
+"""Definition of recall shown to annotators (paper section 2.2.1)."""
+
+
+@dataclass(frozen=True)
+class RubricRule:
+    """One rule of THumB the annotation guide shows (paper section 2.2.3)."""
+
+    key: str
+    title: str
+    text: str
+
+
+RULES: tuple[RubricRule, ...] = (
+    RubricRule(
+        "double_penalties",
+        "Avoid double penalties",
+        "When an error is accounted for in precision, correct it before scoring recall: score "
+        "recall as if the caption said the right thing (a dog that is really an otter costs "
+        "precision only). This correction does not apply to hallucinated objects, which have no "
+        "counterpart in the image.",
+    ),
+    RubricRule(
+        "counts_are_attributes",
+        "Object counts are attributes",
+        "A wrong count is a precision error ('three frisbees' when there are two). A vague "
+        "'some frisbees' when the count is clearly two is a recall problem.",
+    ),
+    RubricRule(
+        "black_and_white",
+        "Black-and-white photos",
+        "Ignore whether a caption mentions that the photo is black and white or grey-scale.",
+    ),
+    RubricRule(
+        "implied_information",
+        "Implied information",
+        "Do not take recall points off for information the caption already implies (a "
+        "double-decker bus is typically red).",
+    ),
+    RubricRule(
+        "imagine",
+        "Recall: what would you imagine?",
+        "For recall ask: what image does this caption lead me to imagine? If it fits many "
+        "images that differ substantially from this one, recall should be low.",
+    ),
+)
+"""The rules of paper section 2.2.3 as PROTOCOLS.md states them."""
+
+
+@dataclass(frozen=True)
+class RubricExample:
+    """One worked example of paper Table 1 (no conciseness or inclusive penalty)."""
+
+    example_id: str
+    systems: tuple[str, ...]
+    caption: str
+    precision: int
+    recall: int
+    fluency: float
+    total: float
+
+
+EXAMPLES: tuple[RubricExample, ...] = (
+    RubricExample("1-A", ("Up-Down",), "A dog playing with a frisbee on the ground.", 3, 4, 0, 3.5),
+    RubricExample(
+        "1-B",
+        ("VinVL-base",),
+        "A otter is laying on the sand next to two frisbees.",
+        5,
+        4,
+        0.1,
+        4.4,
+    ),
+    RubricExample(
+        "1-C",
+        ("VinVL-large",),
+        "A small animal laying on a rock with three frisbees.",
+        4,
+        3,
+        0,
+        3.5,
+    ),
+    RubricExample("2-A", ("Up-Down",), "A close up of a plate of broccoli.", 5, 3, 0, 4.0),
+    RubricExample(
+        "2-B",
+        ("Unified-VLP", "VinVL-base", "VinVL-large"),
+        "A plate of pasta and broccoli on a table.",
+        4,
+        4,
+        0,
+        4.0,
+    ),
+    RubricExample(
+        "2-C",
+        ("Human",),
+        "A multi colored dish with broccoli and white twisted pasta in it.",
+        5,
+        5,
+        0.1,
+        4.9,
+    ),
+    RubricExample(
+        "3-A", ("Unified-VLP",), "A little girl holding a video game controller.", 3, 4, 0, 3.5
+    ),
+    RubricExample(
+        "3-B", ("VinVL-large",), "A little girl is blow drying her hair on a couch.", 4, 5, 0, 4.5
+    ),
+    RubricExample(
+        "3-C", ("Human",), "A little girl holding a blow dryer next to her head.", 5, 5, 0, 5.0
+    ),
+    RubricExample("4-A", ("Up-Down",), "A black cat laying in a red suitcase.", 3, 5, 0, 4.0),
+    RubricExample(
+        "4-B",
+        ("Unified-VLP", "VinVL-base", "VinVL-large"),
+        "A black cat sitting on top of a red suitcase.",
+        5,
+        5,
+        0,
+        5.0,
+    ),
+    RubricExample(
+        "4-C",
+        ("Human",),
+        "A large black cat laying on top of a pink piece of luggage.",
+        4,
+        5,
+        0,
+        4.5,
+    ),
+    RubricExample(
+        "5-A",
+        ("Up-Down", "Unified-VLP"),
+        "A man standing in front of a display of donuts.",
+        3,
+        2,
+        0,
+        2.5,
+    ),
+    RubricExample(
+        "5-B", ("VinVL-large",), "A woman standing behind a counter at a donut shop.", 5, 3, 0, 4.0
+    ),
+    RubricExample(
+        "5-C",
+        ("Human",),
+        "Woman selling doughnuts with doughnut stock in the background.",
+        5,
+        5,
+        0.3,
+        4.7,
+    ),
+)
+"""Paper Table 1 worked examples, caption texts as printed there."""
+
+
+# ---------------------------------------------------------------------------
+# Arrays for the report
+# ---------------------------------------------------------------------------
+
+_FIELDS = ("precision", "recall", "fluency", "conciseness", "inclusive")
+
+
+def _score_array(values: ArrayLike, name: str, n: int | None) -> np.ndarray:
+    arr = np.asarray(values)
+    if arr.ndim != 1:
+        raise ValueError(f"{name}: must be one-dimensional, got shape {arr.shape}")
+    if n is not None and arr.shape[0] != n:
+        raise ValueError(f"{name}: has {arr.shape[0]} rows, expected {n}")
+    if arr.dtype == object:
+        if any(v is None for v in arr):
+            raise ValueError(f"{name}: missing value (None)")
+        try:
+            arr = arr.astype(float)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{name}: values must be numbers") from exc
+    if arr.dtype.kind == "b" or arr.dtype.kind not in "iuf":
+        raise ValueError(f"{name}: values must be numbers, got dtype {arr.dtype}")
+    arr = arr.astype(float)
+    if not np.all(np.isfinite(arr)):
+        bad = int(np.flatnonzero(~np.isfinite(arr))[0])
+        raise ValueError(f"{name}: row {bad} is missing or not finite ({arr[bad]!r})")
+    return arr
+
+
+def _check_scores(arr: np.ndarray, name: str) -> np.ndarray:
+    bad = (arr != np.round(arr)) | (arr < 1) | (arr > 5)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"{name}: row {i} must be an integer 1-5, got {arr[i]!r}")
+    return arr
+
+
+def _check_fluency(arr: np.ndarray) -> np.ndarray:
+    grid = np.abs(arr * 10 - np.round(arr * 10)) > _TOL
+    bad = grid | (arr < -_TOL) | (arr > MAX_FLUENCY_PENALTY + _TOL)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"fluency: row {i} must be a positive deduction from 0 to {MAX_FLUENCY_PENALTY} "
+            f"on the 0.1 step, got {arr[i]!r}"
+        )
+    return np.abs(np.round(arr, 1))
+
+
+def _check_in(arr: np.ndarray, allowed: Sequence[float], name: str) -> np.ndarray:
+    ok = np.zeros(arr.shape, dtype=bool)
+    for a in allowed:
+        ok |= np.abs(arr - a) <= _TOL
+    if not ok.all():
+        i = int(np.flatnonzero(~ok)[0])
+        vals = ", ".join(f"{a:g}" for a in allowed)
+        raise ValueError(f"{name}: row {i} must be one of {vals} (positive), got {arr[i]!r}")
+    return np.abs(np.round(arr, 1))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScoreArrays:
+    """THumB scores of n captions as aligned 1-D arrays (paper section 2.2).
+
+    ``precision`` and ``recall``: integers 1-5; ``fluency``, ``conciseness``,
+    ``inclusive``: positive deductions (None means all zero). Values are
+    validated and converted to float arrays on construction (ValueError names
+    the field and the first bad row).
+    """
+
+    precision: np.ndarray
+    recall: np.ndarray
+    fluency: np.ndarray | None = None
+    conciseness: np.ndarray | None = None
+    inclusive: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        p = _check_scores(_score_array(self.precision, "precision", None), "precision")
+        n = p.shape[0]
+        r = _check_scores(_score_array(self.recall, "recall", n), "recall")
+        zeros = np.zeros(n)
+        f = zeros if self.fluency is None else _score_array(self.fluency, "fluency", n)
+        c = zeros if self.conciseness is None else _score_array(self.conciseness, "conciseness", n)
+        i = zeros if self.inclusive is None else _score_array(self.inclusive, "inclusive", n)
+        object.__setattr__(self, "precision", p)
+        object.__setattr__(self, "recall", r)
+        object.__setattr__(self, "fluency", _check_fluency(f))
+        object.__setattr__(self, "conciseness", _check_in(c, CONCISENESS_VALUES, "conciseness"))
+        object.__setattr__(self, "inclusive", _check_in(i, INCLUSIVE_VALUES, "inclusive"))
+
+    def __len__(self) -> int:
+        return int(self.precision.shape[0])
+
+    @property
+    def penalties(self) -> np.ndarray:
+        """Summed penalties per caption (paper section 2.2.2)."""
+        return self.fluency + self.conciseness + self.inclusive  # type: ignore[operator]
+
+    @property
+    def totals(self) -> np.ndarray:
+        """Total per caption, (P + R) / 2 - penalties (paper section 2.2)."""
+        return np.round((self.precision + self.recall) / 2 - self.penalties, 1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CaptionJudgments(ScoreArrays):
+    """Final THumB judgments, one row per (image, system) caption (paper section 2.2).
+
+    ``image_ids``: any hashable ids compared by equality (1-D array-like);
+    ``systems``: system names as strings (``"Human"`` for human captions).
+    Identical texts of several systems are scored once upstream and the scores
+    copied to one row per system. Each (image, system) pair may occur once.
+    """
+
+    image_ids: np.ndarray
+    systems: np.ndarray
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        n = len(self)
+        ids = np.asarray(self.image_ids)
+        systems = np.asarray(self.systems)
+        if ids.ndim != 1 or ids.shape[0] != n:
+            raise ValueError(f"image_ids: expected {n} rows, got shape {ids.shape}")
+        if systems.ndim != 1 or systems.shape[0] != n:
+            raise ValueError(f"systems: expected {n} rows, got shape {systems.shape}")
+        if n and not all(isinstance(s, str) and s for s in systems.tolist()):
+            raise ValueError("systems: every system must be a non-empty string")
+        object.__setattr__(self, "image_ids", ids)
+        object.__setattr__(self, "systems", systems.astype(str))
+
+    @classmethod
+    def from_records(cls, records: Iterable[Mapping[str, Any]]) -> CaptionJudgments:
+        """Build from dicts with keys image_id, system, precision, recall and the penalties."""
+        rows = list(records)
+        return cls(
+            image_ids=np.array([r["image_id"] for r in rows]),
+            systems=np.array([r["system"] for r in rows], dtype=str),
+            precision=np.array([r.get("precision") for r in rows], dtype=object),
+            recall=np.array([r.get("recall") for r in rows], dtype=object),
+            fluency=np.array([r.get("fluency", 0.0) for r in rows], dtype=object),
+            conciseness=np.array([r.get("conciseness", 0.0) for r in rows], dtype=object),
+            inclusive=np.array([r.get("inclusive", 0.0) for r in rows], dtype=object),
+        )
+
+
+# ---------------------------------------------------------------------------
+# Statistics helpers
+# ---------------------------------------------------------------------------
+
+
+def _rng(seed: int | np.random.Generator) -> np.random.Generator:
+    if isinstance(seed, np.random.Generator):
+        return seed
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise ValueError(f"seed: must be an int or numpy Generator, got {seed!r}")
+    return np.random.default_rng(int(seed))
+
+
+def _float_or_none(x: float) -> float | None:
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def _pearson(x: np.ndarray, y: np.ndarray) -> float | None:
+    """Pearson r, None when undefined (fewer than 2 points or a constant variable)."""
+    if x.shape[0] < 2:
+        return None
+    xc = x - x.mean()
+    yc = y - y.mean()
+    den = math.sqrt(float(xc @ xc) * float(yc @ yc))
+    if den == 0.0:
+        return None
+    return max(-1.0, min(1.0, float(xc @ yc) / den))
+
+
+def _cohen_kappa(a: np.ndarray, b: np.ndarray) -> float | None:
+    """Unweighted Cohen's kappa (Cohen 1960), None when chance agreement is 1."""
+    cats, inv = np.unique(np.concatenate([a, b]), return_inverse=True)
+    k = cats.shape[0]
+    n = a.shape[0]
+    table = np.bincount(inv[:n] * k + inv[n:], minlength=k * k).reshape(k, k) / n
+    po = float(np.trace(table))
+    pe = float(table.sum(axis=1) @ table.sum(axis=0))
+    if abs(1.0 - pe) < 1e-12:
+        return None
+    return (po - pe) / (1.0 - pe)
+
+
+def _resample_counts(rng: np.random.Generator, n: int, n_resamples: int) -> np.ndarray:
+    """(n_resamples, n) matrix: how often each unit is drawn in each bootstrap resample."""
+    idx = rng.integers(0, n, size=(n_resamples, n))
+    idx += (np.arange(n_resamples) * n)[:, None]
+    return np.bincount(idx.ravel(), minlength=n_resamples * n).reshape(n_resamples, n)
+
+
+# ---------------------------------------------------------------------------
+# Report
+# ---------------------------------------------------------------------------
+
+_REPORT_FIELDS = ("precision", "recall", "fluency", "conciseness", "inclusive", "total")
+
+
+def _system_order(systems: Sequence[str], mean_total: np.ndarray, human: str) -> list[int]:
+    def key(j: int) -> tuple[int, float, str]:
+        return (0 if systems[j] == human else 1, -float(mean_total[j]), systems[j])
+
+    return sorted(range(len(systems)), key=key)
+
+
+def report(
+    judgments: CaptionJudgments,
+    *,
+    metrics: Mapping[str, ArrayLike] | None = None,
+    human_system: str = HUMAN_SYSTEM,
+    weights: tuple[float, float] = (0.5, 0.5),
+    n_resamples: int = 1000,
+    confidence: float = 0.90,
+    seed: int | np.random.Generator = 0,
+) -> dict[str, Any]:
+    """Per-system THumB report (paper section 3.1, Tables 2-4) as a JSON-serialisable dict.
+
+    Input: ``judgments`` has one row per (image, system) caption with the final
+    (stage-2) scores. ``metrics`` optionally maps a metric name to per-row
+    automatic scores aligned with ``judgments`` (NaN = not scored, dropped
+    pairwise).
+
+    Statistics:
+
+    * per system, the mean of P, R, each penalty, Total and the weighted Total
+      ``w_p * P + w_r * R - penalties`` (``weights = (w_p, w_r)``; the default
+      (0.5, 0.5) reproduces Total), each with a ``confidence`` interval by
+      PAIRED percentile bootstrap over images: each resample draws images with
+      replacement and the same drawn images are used for every system
+      (``n_resamples`` resamples, percentiles (1 - confidence)/2 and
+      (1 + confidence)/2: the 5th and 95th by default);
+    * "# best" / "# worst" per system (Table 3): a caption is best when its P
+      and its R are each >= those of every other caption of its image (ties
+      count, so several systems can be best on one image), worst when each is
+      <=; only images with at least two captions count;
+    * P and R histograms (counts of 1..5) for human vs machine captions and per
+      system;
+    * with ``metrics``: instance-level Pearson r of each metric with P, R and
+      Total over captions, with and without the human captions (Table 4).
+
+    Missing captions: when an image lacks a system's caption, that system's
+    means are over the images where it has one (nan-aware), and in a bootstrap
+    resample a system's mean is over the drawn images where it has a caption.
+    ``n_images`` per system says how many images it covers. Resamples that draw
+    none of a system's images (possible only for very sparse systems) are left
+    out of that system's percentiles. Undefined values are ``None``.
+
+    Systems are ordered human first, then by mean Total (descending), then name.
+    """
+    if not isinstance(judgments, CaptionJudgments):
+        raise ValueError("judgments: must be a CaptionJudgments instance")
+    n = len(judgments)
+    if n == 0:
+        raise ValueError("judgments: no rows")
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, numbers.Integral):
+        raise ValueError(f"n_resamples: must be a positive integer, got {n_resamples!r}")
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples: must be a positive integer, got {n_resamples!r}")
+    conf = _number(confidence, "confidence")
+    if not 0 < conf < 1:
+        raise ValueError(f"confidence: must be between 0 and 1, got {confidence!r}")
+    if not isinstance(weights, Sequence) or len(weights) != 2:
+        raise ValueError(f"weights: must be a pair (w_p, w_r), got {weights!r}")
+    w_p = _number(weights[0], "weights[0] (precision)")
+    w_r = _number(weights[1], "weights[1] (recall)")
+    if w_p < 0 or w_r < 0:
+        raise ValueError(f"weights: must be non-negative, got {weights!r}")
+    rng = _rng(seed)
+
+    img_keys, img = np.unique(judgments.image_ids, return_inverse=True)
+    sys_names, sys_idx = np.unique(judgments.systems, return_inverse=True)
+    n_img, n_sys = img_keys.shape[0], sys_names.shape[0]
+    cell = img * n_sys + sys_idx
+    if np.unique(cell).shape[0] != n:
+        counts = np.bincount(cell, minlength=n_img * n_sys)
+        dup = int(np.flatnonzero(counts > 1)[0])
+        raise ValueError(
+            f"judgments: image {img_keys[dup // n_sys]!r} has several rows for system "
+            f"{sys_names[dup % n_sys]!r}; pass one row per (image, system)"
+        )
+
+    pen = judgments.penalties
+    per_row = {
+        "precision": judgments.precision,
+        "recall": judgments.recall,
+        "fluency": judgments.fluency,
+        "conciseness": judgments.conciseness,
+        "inclusive": judgments.inclusive,
+        "total": judgments.totals,
+        "weighted_total": w_p * judgments.precision + w_r * judgments.recall - pen,
+    }
+    fields = list(per_row)
+    n_fields = len(fields)
+
+    # images x (fields * systems) matrix of values (0 where absent) and presence.
+    present = np.zeros((n_img, n_sys))
+    present[img, sys_idx] = 1.0
+    values = np.zeros((n_img, n_fields, n_sys))
+    for k, name in enumerate(fields):
+        values[img, k, sys_idx] = per_row[name]
+    values = values.reshape(n_img, n_fields * n_sys)
+
+    n_per_sys = present.sum(axis=0)
+    point = (values.sum(axis=0).reshape(n_fields, n_sys)) / n_per_sys
+
+    counts = _resample_counts(rng, n_img, int(n_resamples)).astype(float)
+    sums = (counts @ values).reshape(int(n_resamples), n_fields, n_sys)
+    ns = counts @ present  # (B, n_sys)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        boot = sums / ns[:, None, :]
+    q = [100 * (1 - conf) / 2, 100 * (1 + conf) / 2]
+    if np.isnan(boot).any():
+        lo, hi = np.nanpercentile(boot, q, axis=0)
+    else:
+        lo, hi = np.percentile(boot, q, axis=0)
+
+    # best / worst (Table 3): equal to the image's max (min) in both P and R.
+    nan = np.full((n_img, n_sys), np.nan)
+    pm, rm = nan.copy(), nan.copy()
+    pm[img, sys_idx] = judgments.precision
+    rm[img, sys_idx] = judgments.recall
+    has = present.astype(bool)
+    multi = (has.sum(axis=1) >= 2)[:, None]
+    with np.errstate(invalid="ignore"):
+        best = has & multi & (pm == np.nanmax(pm, axis=1, keepdims=True))
+        best &= rm == np.nanmax(rm, axis=1, keepdims=True)
+        worst = has & multi & (pm == np.nanmin(pm, axis=1, keepdims=True))
+        worst &= rm == np.nanmin(rm, axis=1, keepdims=True)
+    n_best = best.sum(axis=0)
+    n_worst = worst.sum(axis=0)
+
+    order = _system_order(sys_names.tolist(), point[fields.index("total")], human_system)
+    per_system: dict[str, Any] = {}
+    for j in order:
+        entry: dict[str, Any] = {
+            "n_images": int(n_per_sys[j]),
+            "is_human": bool(sys_names[j] == human_system),
+        }
+        for k, name in enumerate(fields):
+            entry[name] = {
+                "mean": _float_or_none(point[k, j]),
+                "ci_low": _float_or_none(lo[k, j]),
+                "ci_high": _float_or_none(hi[k, j]),
+            }
+        entry["n_best"] = int(n_best[j])
+        entry["n_worst"] = int(n_worst[j])
+        per_system[str(sys_names[j])] = entry
+
+    is_human = judgments.systems == human_system
+
+    def hist(mask: np.ndarray) -> dict[str, list[int]]:
+        """Counts of the scores 1..5 among the masked captions."""
+        return {
+            name: np.bincount(getattr(judgments, name)[mask].astype(int), minlength=6)[1:].tolist()
+            for name in ("precision", "recall")
+        }
+
+    histograms = {
+        "human": hist(is_human),
+        "machine": hist(~is_human),
+        "per_system": {str(sys_names[j]): hist(sys_idx == j) for j in order},
+    }
+
+    correlations: dict[str, Any] | None = None
+    if metrics is not None:
+        if not isinstance(metrics, Mapping):
+            raise ValueError("metrics: must map metric name -> per-row scores")
+        correlations = {}
+        targets = {
+            "precision": judgments.precision,
+            "recall": judgments.recall,
+            "total": judgments.totals,
+        }
+        for name, raw in metrics.items():
+            try:
+                m = np.asarray(raw, dtype=float)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"metrics[{name!r}]: values must be numbers or NaN") from exc
+            if m.ndim != 1 or m.shape[0] != n:
+                raise ValueError(f"metrics[{name!r}]: expected {n} rows, got shape {m.shape}")
+            scored = np.isfinite(m)
+            out: dict[str, Any] = {}
+            for label, mask in (("with_human", scored), ("without_human", scored & ~is_human)):
+                out[label] = {"n": int(mask.sum())}
+                for t, tv in targets.items():
+                    out[label][t] = _pearson(m[mask], tv[mask])
+            correlations[str(name)] = out
+
+    return {
+        "n_images": int(n_img),
+        "n_captions": int(n),
+        "human_system": human_system,
+        "systems": [str(sys_names[j]) for j in order],
+        "per_system": per_system,
+        "histograms": histograms,
+        "weights": {"precision": w_p, "recall": w_r},
+        "bootstrap": {
+            "method": "paired percentile bootstrap over images",
+            "n_resamples": int(n_resamples),
+            "confidence": conf,
+            "percentiles": q,
+            "seed": int(seed) if not isinstance(seed, np.random.Generator) else None,
+        },
+        "correlations": correlations,
+    }
+
+
+def stage_agreement(stage1: ScoreArrays, stage2: ScoreArrays) -> dict[str, Any]:
+    """Stage-1 vs stage-2 agreement (paper section 2.1): Cohen's kappa of P and R, share modified.
+
+    ``stage1`` and ``stage2`` hold the scores of the same captions, row by row
+    (pass one row per scored caption text, so that identical texts of several
+    systems count once). Kappa is unweighted, as the paper reports it; a
+    field's modified share is the fraction of captions whose stage-2 value
+    differs from stage 1; ``any`` is the share of captions with any field
+    modified. Kappa is None when undefined (chance agreement 1).
+    """
+    for name, s in (("stage1", stage1), ("stage2", stage2)):
+        if not isinstance(s, ScoreArrays):
+            raise ValueError(f"{name}: must be ScoreArrays or CaptionJudgments")
+    n = len(stage1)
+    if n == 0:
+        raise ValueError("stage1: no rows")
+    if len(stage2) != n:
+        raise ValueError(f"stage2: has {len(stage2)} rows, stage1 has {n}")
+    if isinstance(stage1, CaptionJudgments) and isinstance(stage2, CaptionJudgments):
+        same = np.array_equal(stage1.image_ids, stage2.image_ids) and np.array_equal(
+            stage1.systems, stage2.systems
+        )
+        if not same:
+            raise ValueError("stage2: rows are not aligned with stage1 (image ids or systems)")
+    modified: dict[str, float] = {}
+    any_mod = np.zeros(n, dtype=bool)
+    for f in _FIELDS:
+        changed = np.abs(getattr(stage1, f) - getattr(stage2, f)) > _TOL
+        any_mod |= changed
+        modified[f] = float(changed.mean())
+    modified["any"] = float(any_mod.mean())
+    return {
+        "n_captions": int(n),
+        "kappa": {
+            "precision": _cohen_kappa(stage1.precision, stage2.precision),
+            "recall": _cohen_kappa(stage1.recall, stage2.recall),
+        },
+        "modified_share": modified,
+    }

@@ -1,0 +1,14 @@
+from pathlib import Path
+
+import pytest
+
+SHARED_DIR = Path(__file__).resolve().parents[2].parent / "shared"
+
+
+@pytest.fixture
+def shared_datasets() -> Path:
+    """The reference datasets folder beside the repository; skip when a fresh clone lacks it."""
+    datasets = SHARED_DIR / "datasets"
+    if not datasets.is_dir():
+        pytest.skip(f"reference datasets not found at {datasets} (../shared is absent)")
+    return datasets
