@@ -22,6 +22,16 @@ contingency tables, so these run in O(n + k^2) instead of O(n^2)):
 
 The ``batched_*`` functions take arrays with any number of leading batch axes (for
 example 100 virtual-rater repetitions) and return one value per batch element.
+Example, VICR virtual raters (PROTOCOLS.md section 2) with ``codes`` of shape
+(100, n_pairs, 3) holding the sorted ratings minus 1 (so X, Y, Z = codes[..., 0/1/2])::
+
+    x, y, z = (np.ascontiguousarray(codes[..., j]) for j in range(3))
+    # tau_X-YZ, "method A": x repeated per reference rater, references concatenated;
+    # tabulating the flattened vectors equals summing the two tables.
+    t = batched_contingency_tables(x, y, 5) + batched_contingency_tables(x, z, 5)
+    tau_x_yz = batched_kendall_tau_from_tables(t, "c")  # shape (100,)
+    w = batched_kendall_w_from_codes(codes, 5)  # shape (100,)
+    kappa = batched_fleiss_kappa_from_codes(np.minimum(codes, 3), 4)  # 4 and 5 merged
 
 Undefined statistics are never returned as NaN: when a statistic is 0/0 (a constant
 rater, all ratings in one category, no pairable unit...) a ``ValueError`` says why.
@@ -225,6 +235,8 @@ def contingency_table(
     ya = _label_array(y, "y")
     if xa.ndim != 1 or ya.ndim != 1:
         raise ValueError("x and y must be 1-D")
+    if (xa.dtype.kind in "biufc") != (ya.dtype.kind in "biufc"):
+        raise ValueError(f"x and y hold labels of different kinds ({xa.dtype}, {ya.dtype})")
     if xa.size != ya.size:
         raise ValueError(f"x and y have different lengths ({xa.size} and {ya.size})")
     try:

@@ -35,6 +35,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import stats
 
+from rubrics import resampling
+
 __all__ = [
     "GROUP_SIZE",
     "HUMAN_SYSTEM",
@@ -126,16 +128,8 @@ def choose_reference(
     Returns ``(reference, other)``; the caller stores it and later passes
     ``human_on_left=True`` when the reference was shown on the left.
     """
-    rng = _rng(seed)
+    rng = resampling.as_generator(seed)
     return (caption_a, caption_b) if rng.random() < 0.5 else (caption_b, caption_a)
-
-
-def _rng(seed: int | np.random.Generator) -> np.random.Generator:
-    if isinstance(seed, np.random.Generator):
-        return seed
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-        raise ValueError(f"seed: must be an int or numpy Generator, got {seed!r}")
-    return np.random.default_rng(int(seed))
 
 
 # ---------------------------------------------------------------------------
@@ -213,7 +207,7 @@ def build_groups(
         raise ValueError(f"group_size: must be an integer >= 2, got {group_size!r}")
     if group_size < 2:
         raise ValueError(f"group_size: must be an integer >= 2, got {group_size!r}")
-    rng = _rng(seed)
+    rng = resampling.as_generator(seed)
     need = int(group_size) - 1
 
     by_image: dict[Hashable, list[Hashable]] = {}
@@ -353,6 +347,11 @@ def _id_array(values: ArrayLike, name: str, n: int | None) -> np.ndarray:
         raise ValueError(f"{name}: row {i} is missing")
     if arr.dtype.kind == "f" and np.isnan(arr).any():
         raise ValueError(f"{name}: row {int(np.flatnonzero(np.isnan(arr))[0])} is missing")
+    if arr.dtype == object:
+        try:
+            np.unique(arr)
+        except TypeError as exc:
+            raise ValueError(f"{name}: ids must be mutually comparable (one type)") from exc
     return arr
 
 
@@ -416,7 +415,10 @@ class Responses:
             else _bool_array(self.dropped, "dropped", n)
         )
         object.__setattr__(self, "dropped", dropped)
-        systems = _id_array(self.systems, "systems", n).astype(str)
+        systems = np.asarray(self.systems)
+        if systems.dtype == object:  # attention-check rows may carry None as system
+            systems = np.array(["" if x is None else x for x in systems], dtype=object)
+        systems = _id_array(systems, "systems", n).astype(str)
         comp = ~check
         if comp.any() and (systems[comp] == "").any():
             i = int(np.flatnonzero(comp & (systems == ""))[0])
@@ -428,7 +430,7 @@ class Responses:
 
     @classmethod
     def from_records(cls, records: Iterable[Mapping[str, Any]]) -> Responses:
-        """Build from dicts with the field names as keys (``dropped`` optional)."""
+        """Build from dicts keyed by the singular field names (section 4.2); dropped optional."""
         rows = list(records)
 
         def col(key: str, default: Any = None) -> np.ndarray:
@@ -477,13 +479,6 @@ def _t_interval(values: np.ndarray, confidence: float) -> tuple[float, float] | 
     sem = float(values.std(ddof=1)) / math.sqrt(n)
     half = float(stats.t.ppf((1 + confidence) / 2, n - 1)) * sem
     return mean - half, mean + half
-
-
-def _resample_counts(rng: np.random.Generator, n: int, n_resamples: int) -> np.ndarray:
-    """(n_resamples, n) matrix: how often each unit is drawn in each bootstrap resample."""
-    idx = rng.integers(0, n, size=(n_resamples, n))
-    idx += (np.arange(n_resamples) * n)[:, None]
-    return np.bincount(idx.ravel(), minlength=n_resamples * n).reshape(n_resamples, n)
 
 
 def _summary(x: np.ndarray) -> dict[str, float | int | None]:
@@ -546,20 +541,25 @@ def report(
       ddof=1, t with n - 1 degrees of freedom), clipped to [-1, 1], as the
       toolkit does;
     * ``bootstrap_interval``: percentile bootstrap clustered by image: each of
-      ``n_bootstrap`` resamples draws the system's images with replacement and
-      takes the mean over all their kept comparisons;
+      ``n_bootstrap`` resamples draws images (all images with a kept
+      comparison) with replacement, and a system's replicate is the mean over
+      all its kept comparisons on the drawn images (sum of drawn image sums /
+      sum of drawn image counts). The same draws serve every system (paired),
+      which is exactly the per-system cluster bootstrap when every system has
+      comparisons on every image; an image without a comparison of the system
+      contributes nothing to it;
     * ``mean_raw`` of the system's kept comparisons.
 
     Reproducibility: ``n_splits`` random half-splits of the workers that have
     kept comparisons (half A gets floor(W/2) workers): per system a summary of
     the HUMANr values of both halves and of the difference A - B (mean, std,
     2.5/50/97.5 percentiles; splits where a half has no comparison of the
-    system are left out and counted). ``images``: for each k of
+    system are left out and counted). ``std_by_image_count``: for each k of
     ``image_counts`` (default 10, 20, 50, ... below the number of images), the
     std over ``n_image_draws`` random subsets of k images (without
     replacement) of the system's HUMANr on those images (paper Fig. 4 right);
     the subsets of one draw are nested (the first k images of one random
-    permutation), each k's marginal is a uniform k-subset.
+    order of the images), so each k's subset is a uniform random k-subset.
 
     Also: attention-check counts per worker and in total, and position bias:
     the mean raw answer over all kept comparisons (5 = no side preference)
@@ -575,7 +575,7 @@ def report(
     n_bootstrap = _positive_int(n_bootstrap, "n_bootstrap")
     n_splits = _positive_int(n_splits, "n_splits")
     n_image_draws = _positive_int(n_image_draws, "n_image_draws", 2)
-    rng = _rng(seed)
+    rng = resampling.as_generator(seed)
 
     check = responses.is_attention_check
     failed = responses.check_failed()
@@ -612,7 +612,7 @@ def report(
     # Bootstrap clustered by image, paired across systems: one draw of images.
     boot = np.full((n_bootstrap, n_sys), np.nan)
     if n_img:
-        w = _resample_counts(rng, n_img, n_bootstrap).astype(float)
+        w = resampling.resample_counts(n_img, n_bootstrap, rng).astype(float)
         with np.errstate(invalid="ignore", divide="ignore"):
             boot = (w @ img_sums) / (w @ img_cnts)
     q = [100 * (1 - conf) / 2, 100 * (1 + conf) / 2]
@@ -652,16 +652,16 @@ def report(
     cell_cnts = np.zeros((max(n_w, 1), n_sys))
     np.add.at(cell_sums, (w_k, s_k), v)
     np.add.at(cell_cnts, (w_k, s_k), 1.0)
-    half_splits: dict[str, Any] | None = None
+    split_report: dict[str, Any] | None = None
     if n_w >= 2:
-        half = rng.random((n_splits, n_w)).argsort(axis=1) < n_w // 2
+        half = resampling.half_splits(n_w, n_splits, rng)
         a = half.astype(float)
         b = 1.0 - a
         with np.errstate(invalid="ignore", divide="ignore"):
             ha = (a @ cell_sums) / (a @ cell_cnts)
             hb = (b @ cell_sums) / (b @ cell_cnts)
         diff = ha - hb
-        half_splits = {"n_splits": n_splits, "n_workers": int(n_w), "half_a_size": n_w // 2}
+        split_report = {"n_splits": n_splits, "n_workers": int(n_w), "half_a_size": n_w // 2}
         for j in range(n_sys):
             d = diff[:, j]
             item: dict[str, Any] = {
@@ -684,16 +684,17 @@ def report(
             raise ValueError(f"image_counts: each must be an integer 1-{n_img}, got {k!r}")
     by_images: list[dict[str, Any]] = []
     if ks and n_img:
-        perm = rng.permuted(np.tile(np.arange(n_img), (n_image_draws, 1)), axis=1)
-        # (systems, draws, images) so that the running sums run along contiguous memory.
-        cum_s = np.cumsum(img_sums.T[:, perm], axis=2)
-        cum_c = np.cumsum(img_cnts.T[:, perm], axis=2)
+        # rank[d, i]: position of image i in draw d's random order (a uniform permutation);
+        # the images with rank < k form a uniform random k-subset, nested across k.
+        rank = rng.permuted(np.tile(np.arange(n_img), (n_image_draws, 1)), axis=1)
+        sums_cnts = np.concatenate([img_sums, img_cnts], axis=1)
         for k in ks:
+            sub = (rank < k).astype(float) @ sums_cnts
             with np.errstate(invalid="ignore", divide="ignore"):
-                vals = cum_s[:, :, k - 1] / cum_c[:, :, k - 1]
+                vals = sub[:, :n_sys] / sub[:, n_sys:]
             std = {}
             for j in range(n_sys):
-                x = vals[j][np.isfinite(vals[j])]
+                x = vals[:, j][np.isfinite(vals[:, j])]
                 std[str(sys_names[j])] = float(x.std(ddof=1)) if x.shape[0] > 1 else None
             by_images.append({"n_images": int(k), "std": std})
 
@@ -740,7 +741,7 @@ def report(
         "n_workers": int(n_workers_all),
         "systems": {s: entries[s] for s in order},
         "baseline": baseline,
-        "half_splits": half_splits,
+        "half_splits": split_report,
         "std_by_image_count": by_images,
         "attention_checks": {
             "n_checks": int(check.sum()),

@@ -29,12 +29,15 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
+
+from rubrics.agreement import cohen_kappa, pearson
+from rubrics.resampling import as_generator, resample_counts
 
 __all__ = [
     "CONCISENESS_VALUES",
@@ -684,12 +687,20 @@ class CaptionJudgments(ScoreArrays):
             raise ValueError(f"systems: expected {n} rows, got shape {systems.shape}")
         if n and not all(isinstance(s, str) and s for s in systems.tolist()):
             raise ValueError("systems: every system must be a non-empty string")
+        if ids.dtype == object and any(v is None for v in ids):
+            raise ValueError("image_ids: missing id (None)")
+        if ids.dtype.kind == "f" and not np.isfinite(ids).all():
+            raise ValueError("image_ids: missing id (NaN)")
+        try:
+            np.unique(ids)
+        except TypeError as exc:
+            raise ValueError("image_ids: ids must be mutually comparable (one type)") from exc
         object.__setattr__(self, "image_ids", ids)
         object.__setattr__(self, "systems", systems.astype(str))
 
     @classmethod
     def from_records(cls, records: Iterable[Mapping[str, Any]]) -> CaptionJudgments:
-        """Build from dicts with keys image_id, system, precision, recall and the penalties."""
+        """Build from dicts (image_id, system, precision, recall, penalties) (paper section 2.2)."""
         rows = list(records)
         return cls(
             image_ids=np.array([r["image_id"] for r in rows]),
@@ -707,49 +718,17 @@ class CaptionJudgments(ScoreArrays):
 # ---------------------------------------------------------------------------
 
 
-def _rng(seed: int | np.random.Generator) -> np.random.Generator:
-    if isinstance(seed, np.random.Generator):
-        return seed
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-        raise ValueError(f"seed: must be an int or numpy Generator, got {seed!r}")
-    return np.random.default_rng(int(seed))
-
-
 def _float_or_none(x: float) -> float | None:
     x = float(x)
     return x if math.isfinite(x) else None
 
 
-def _pearson(x: np.ndarray, y: np.ndarray) -> float | None:
-    """Pearson r, None when undefined (fewer than 2 points or a constant variable)."""
-    if x.shape[0] < 2:
+def _or_none(statistic: Callable[..., float], *args: Any) -> float | None:
+    """The statistic, or None where rubrics.agreement says it is undefined (ValueError)."""
+    try:
+        return statistic(*args)
+    except ValueError:
         return None
-    xc = x - x.mean()
-    yc = y - y.mean()
-    den = math.sqrt(float(xc @ xc) * float(yc @ yc))
-    if den == 0.0:
-        return None
-    return max(-1.0, min(1.0, float(xc @ yc) / den))
-
-
-def _cohen_kappa(a: np.ndarray, b: np.ndarray) -> float | None:
-    """Unweighted Cohen's kappa (Cohen 1960), None when chance agreement is 1."""
-    cats, inv = np.unique(np.concatenate([a, b]), return_inverse=True)
-    k = cats.shape[0]
-    n = a.shape[0]
-    table = np.bincount(inv[:n] * k + inv[n:], minlength=k * k).reshape(k, k) / n
-    po = float(np.trace(table))
-    pe = float(table.sum(axis=1) @ table.sum(axis=0))
-    if abs(1.0 - pe) < 1e-12:
-        return None
-    return (po - pe) / (1.0 - pe)
-
-
-def _resample_counts(rng: np.random.Generator, n: int, n_resamples: int) -> np.ndarray:
-    """(n_resamples, n) matrix: how often each unit is drawn in each bootstrap resample."""
-    idx = rng.integers(0, n, size=(n_resamples, n))
-    idx += (np.arange(n_resamples) * n)[:, None]
-    return np.bincount(idx.ravel(), minlength=n_resamples * n).reshape(n_resamples, n)
 
 
 # ---------------------------------------------------------------------------
@@ -828,7 +807,7 @@ def report(
     w_r = _number(weights[1], "weights[1] (recall)")
     if w_p < 0 or w_r < 0:
         raise ValueError(f"weights: must be non-negative, got {weights!r}")
-    rng = _rng(seed)
+    rng = as_generator(seed)
 
     img_keys, img = np.unique(judgments.image_ids, return_inverse=True)
     sys_names, sys_idx = np.unique(judgments.systems, return_inverse=True)
@@ -866,7 +845,7 @@ def report(
     n_per_sys = present.sum(axis=0)
     point = (values.sum(axis=0).reshape(n_fields, n_sys)) / n_per_sys
 
-    counts = _resample_counts(rng, n_img, int(n_resamples)).astype(float)
+    counts = resample_counts(n_img, int(n_resamples), rng).astype(float)
     sums = (counts @ values).reshape(int(n_resamples), n_fields, n_sys)
     ns = counts @ present  # (B, n_sys)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -946,7 +925,7 @@ def report(
             for label, mask in (("with_human", scored), ("without_human", scored & ~is_human)):
                 out[label] = {"n": int(mask.sum())}
                 for t, tv in targets.items():
-                    out[label][t] = _pearson(m[mask], tv[mask])
+                    out[label][t] = _or_none(pearson, m[mask], tv[mask])
             correlations[str(name)] = out
 
     return {
@@ -1002,8 +981,8 @@ def stage_agreement(stage1: ScoreArrays, stage2: ScoreArrays) -> dict[str, Any]:
     return {
         "n_captions": int(n),
         "kappa": {
-            "precision": _cohen_kappa(stage1.precision, stage2.precision),
-            "recall": _cohen_kappa(stage1.recall, stage2.recall),
+            "precision": _or_none(cohen_kappa, stage1.precision, stage2.precision),
+            "recall": _or_none(cohen_kappa, stage1.recall, stage2.recall),
         },
         "modified_share": modified,
     }

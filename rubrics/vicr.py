@@ -260,9 +260,13 @@ def points_for_distance(d: Fraction | float | int) -> int:
     """Algorithm 1 ladder: d <= 0.25 -> 2, <= 0.5 -> 1, <= 1 -> 0, <= 1.75 -> -1, else -2."""
     if isinstance(d, bool) or not isinstance(d, Fraction | numbers.Real):
         raise ValueError(f"d must be a number, got {d!r}")
-    if isinstance(d, float) and not np.isfinite(d):
-        raise ValueError(f"d must be finite, got {d!r}")
-    exact = Fraction(d)  # exact value of a float, so 0.25 and 1.75 compare exactly
+    if isinstance(d, Fraction | numbers.Integral):
+        exact = Fraction(int(d)) if isinstance(d, numbers.Integral) else d
+    else:
+        value = float(d)
+        if not np.isfinite(value):
+            raise ValueError(f"d must be finite, got {d!r}")
+        exact = Fraction(value)  # the float's exact value: 0.25 and 1.75 compare exactly
     if exact < 0:
         raise ValueError(f"d must be >= 0, got {d!r}")
     for threshold, points in _THRESHOLDS:

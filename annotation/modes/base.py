@@ -129,6 +129,13 @@ class Mode:
         """Mode-specific columns appended to the common export columns."""
         return ()
 
+    def export_rows(self, judgment: Judgment) -> list[dict[str, Any]]:
+        """The mode's cells of the export rows one judgment gives (THumB: one per caption).
+
+        The exporter repeats the common columns on each row.
+        """
+        return [{column.name: column.value(judgment) for column in self.export_columns()}]
+
 
 _REGISTRY: dict[str, Mode] = {}
 

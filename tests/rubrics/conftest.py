@@ -12,3 +12,9 @@ def shared_datasets() -> Path:
     if not datasets.is_dir():
         pytest.skip(f"reference datasets not found at {datasets} (../shared is absent)")
     return datasets
+
+
+@pytest.fixture(autouse=True)
+def isolated_files():
+    """rubrics is pure Python: no Django settings, media or Celery to isolate."""
+    yield

@@ -1,0 +1,21 @@
+# One image for web, worker and beat (docker-compose.yml chooses the command).
+FROM python:3.11-slim
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 \
+    DJANGO_SETTINGS_MODULE=capeval.settings.production \
+    CAPEVAL_VAR_DIR=/var/capeval \
+    PYTHONPATH=/app/platform:/app
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY platform ./platform
+COPY annotation ./annotation
+COPY rubrics ./rubrics
+COPY templates ./templates
+COPY static ./static
+COPY manage.py ./
+RUN pip install --no-cache-dir . \
+ && SECRET_KEY=collectstatic-only-$(python -c "print('x'*50)") ALLOWED_HOSTS=build \
+    python manage.py collectstatic --no-input \
+ && useradd --system --uid 10001 capeval && mkdir -p /var/capeval && chown capeval /var/capeval
+USER capeval
+EXPOSE 8000
+CMD ["gunicorn", "capeval.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3", "--chdir", "platform"]

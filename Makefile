@@ -1,0 +1,47 @@
+# The two commands of the README: `make demo` and `make test`. Both are idempotent.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: demo test lint format bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+# Reinstall only when the dependency list changes.
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e ".[test]"
+	touch $(VENV)/.installed $@
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --silent
+	touch $@
+
+## Install, migrate SQLite, load the demo study and serve it (Celery runs eagerly).
+demo: $(VENV)/.installed
+	$(BIN)/python manage.py migrate --no-input
+	$(BIN)/python manage.py load_demo
+	@echo "Open http://$(HOST):$(PORT)/ (Ctrl-C stops the server)"
+	$(BIN)/python manage.py runserver $(HOST):$(PORT)
+
+## Install with test dependencies and run lint plus the whole test suite.
+test: $(VENV)/.installed-test node_modules/.installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+format: $(VENV)/.installed-test
+	$(BIN)/ruff format . && $(BIN)/ruff check --fix .
+
+clean:
+	rm -rf $(VENV) node_modules var .pytest_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""The humanr mode (being written)."""
