@@ -19,17 +19,20 @@ contingency tables, so these run in O(n + k^2) instead of O(n^2)):
 - :func:`fleiss_kappa_from_counts` / :func:`batched_fleiss_kappa_from_counts`, and
   :func:`batched_fleiss_kappa_from_codes` (no count matrix; fastest for few raters).
 - :func:`batched_kendall_w_from_codes` (bincount-based midranks).
+- :func:`batched_joint_counts` (m-way table of rating profiles).
 
 The ``batched_*`` functions take arrays with any number of leading batch axes (for
 example 100 virtual-rater repetitions) and return one value per batch element.
 Example, VICR virtual raters (PROTOCOLS.md section 2) with ``codes`` of shape
 (100, n_pairs, 3) holding the sorted ratings minus 1 (so X, Y, Z = codes[..., 0/1/2])::
 
-    x, y, z = (np.ascontiguousarray(codes[..., j]) for j in range(3))
-    # tau_X-YZ, "method A": x repeated per reference rater, references concatenated;
-    # tabulating the flattened vectors equals summing the two tables.
-    t = batched_contingency_tables(x, y, 5) + batched_contingency_tables(x, z, 5)
-    tau_x_yz = batched_kendall_tau_from_tables(t, "c")  # shape (100,)
+    joint = batched_joint_counts(codes, 5)  # (100, 5, 5, 5): one bincount
+    t_xy, t_xz, t_yz = joint.sum(axis=3), joint.sum(axis=2), joint.sum(axis=1)
+    # "method A": the candidate repeated per reference rater, the references
+    # concatenated; tabulating those flattened vectors = summing the pairwise tables.
+    tau_x_yz = batched_kendall_tau_from_tables(t_xy + t_xz, "c")  # shape (100,)
+    tau_y_xz = batched_kendall_tau_from_tables(t_xy.swapaxes(-1, -2) + t_yz, "c")
+    tau_z_xy = batched_kendall_tau_from_tables((t_xz + t_yz).swapaxes(-1, -2), "c")
     w = batched_kendall_w_from_codes(codes, 5)  # shape (100,)
     kappa = batched_fleiss_kappa_from_codes(np.minimum(codes, 3), 4)  # 4 and 5 merged
 
@@ -41,7 +44,6 @@ A batched function raises if any batch element is undefined and names the first 
 from typing import Literal
 
 import numpy as np
-import scipy.stats
 from numpy.typing import ArrayLike, NDArray
 
 __all__ = [
@@ -59,6 +61,7 @@ __all__ = [
     "batched_fleiss_kappa_from_counts",
     "batched_fleiss_kappa_from_codes",
     "batched_kendall_w_from_codes",
+    "batched_joint_counts",
     "cohen_kappa",
     "fleiss_kappa",
     "kendall_w",
@@ -300,6 +303,50 @@ def batched_category_counts(codes: ArrayLike, n_categories: int) -> NDArray[np.i
     return np.bincount(keys.ravel(), minlength=n_rows * k).reshape(lead + (k,))
 
 
+# Rating profiles: with few raters and categories, (..., items, raters) codes reduce to
+# counts of each profile (c_1, ..., c_m), k**m cells per batch element; W and Fleiss'
+# kappa are then computed over the cells instead of the items.
+_MAX_PROFILE_CELLS = 4096
+
+
+def _profile_counts(flat: NDArray[np.int64], k: int) -> NDArray[np.int64]:
+    """(b, n, m) codes -> (b, k**m) profile counts; profile index = sum_j c_j k^(m-1-j)."""
+    n_batch, _, m = flat.shape
+    cells = k**m
+    keys = flat[..., 0] * k if m > 1 else flat[..., 0].copy()
+    for j in range(1, m):
+        keys += flat[..., j]
+        if j < m - 1:
+            keys *= k
+    keys += (np.arange(n_batch, dtype=np.int64) * cells)[:, None]
+    return np.bincount(keys.ravel(), minlength=n_batch * cells).reshape(n_batch, cells)
+
+
+def _profile_grid(k: int, m: int) -> NDArray[np.int64]:
+    """(k**m, m) array: row p lists the codes (c_1, ..., c_m) of profile p."""
+    return np.stack(np.unravel_index(np.arange(k**m), (k,) * m), axis=-1).astype(np.int64)
+
+
+def batched_joint_counts(codes: ArrayLike, n_categories: int) -> NDArray[np.int64]:
+    """Rating-profile counts (m-way contingency table), batched: (..., n, m) -> (..., k, ..., k).
+
+    ``out[..., c_1, ..., c_m]`` is the number of items whose m raters gave codes
+    (c_1, ..., c_m); the result has shape ``(...,) + (k,) * m``. Summing out all but
+    two rater axes gives their contingency table; only sensible when k**m is small.
+    """
+    arr = _check_codes(codes, n_categories, "codes")
+    if arr.ndim < 2:
+        raise ValueError(f"codes must be at least 2-D (items x raters), got shape {arr.shape}")
+    k = int(n_categories)
+    n_items, m = arr.shape[-2], arr.shape[-1]
+    if k**m > 1 << 24:
+        raise ValueError(f"k**m = {k}**{m} profile cells is too many for a joint table")
+    batch_shape = arr.shape[:-2]
+    n_batch = int(np.prod(batch_shape, dtype=np.int64))
+    joint = _profile_counts(arr.reshape(n_batch, n_items, m), k)
+    return joint.reshape(batch_shape + (k,) * m)
+
+
 # ---------------------------------------------------------------------------
 # Kendall's tau
 # ---------------------------------------------------------------------------
@@ -393,6 +440,8 @@ def kendall_tau(x: ArrayLike, y: ArrayLike, variant: TauVariant = "b") -> float:
     if kx * ky <= _MAX_TABLE_CELLS:
         table = np.bincount(xi * ky + yi, minlength=kx * ky).reshape(kx, ky)
         return kendall_tau_from_table(table, variant)
+    import scipy.stats  # only here: importing scipy.stats costs ~0.3 s
+
     return float(scipy.stats.kendalltau(xa, ya, variant=variant).statistic)
 
 
@@ -438,8 +487,9 @@ def batched_fleiss_kappa_from_codes(codes: ArrayLike, n_categories: int) -> NDAr
 
     Equal to ``batched_fleiss_kappa_from_counts(batched_category_counts(codes, k))``
     but faster for few raters: per-item agreement comes from pairwise equality of the
-    raters' codes (sum_j n_ij^2 = m + 2 * agreeing rater pairs). Collapse categories
-    before calling (e.g. ``np.minimum(codes, 3)`` merges codes 3 and 4).
+    raters' codes (sum_j n_ij^2 = m + 2 * agreeing rater pairs), counted once per
+    rating profile when k**m <= 4096. Collapse categories before calling (e.g.
+    ``np.minimum(codes, 3)`` merges codes 3 and 4).
     """
     arr = _check_codes(codes, n_categories, "codes")
     if arr.ndim < 2:
@@ -447,16 +497,29 @@ def batched_fleiss_kappa_from_codes(codes: ArrayLike, n_categories: int) -> NDAr
     n_items, m = arr.shape[-2], arr.shape[-1]
     if m < 2:
         raise ValueError("Fleiss' kappa needs at least 2 ratings per item")
-    if m > 8:
-        return batched_fleiss_kappa_from_counts(batched_category_counts(arr, n_categories))
     k = int(n_categories)
-    agreeing = np.zeros(arr.shape[:-2], dtype=np.int64)
-    for j in range(m):
-        for j2 in range(j + 1, m):
-            agreeing += np.count_nonzero(arr[..., j] == arr[..., j2], axis=-1)
-    totals = np.stack(
-        [np.count_nonzero(arr == c, axis=(-2, -1)) for c in range(k)], axis=-1
-    )  # (..., k)
+    batch_shape = arr.shape[:-2]
+    if k**m <= _MAX_PROFILE_CELLS:
+        # one bincount of rating profiles; agreement and marginals per profile cell
+        n_batch = int(np.prod(batch_shape, dtype=np.int64))
+        joint = _profile_counts(arr.reshape(n_batch, n_items, m), k)  # (b, k**m)
+        grid = _profile_grid(k, m)  # (k**m, m)
+        pairs_per_cell = sum(
+            (grid[:, j] == grid[:, j2]).astype(np.int64) for j in range(m) for j2 in range(j + 1, m)
+        )
+        agreeing = (joint @ pairs_per_cell).reshape(batch_shape)
+        in_cat = (grid[:, :, None] == np.arange(k)).sum(axis=1)  # (k**m, k) ratings in c
+        totals = (joint @ in_cat).reshape(batch_shape + (k,))
+    elif m > 8:
+        return batched_fleiss_kappa_from_counts(batched_category_counts(arr, n_categories))
+    else:
+        agreeing = np.zeros(batch_shape, dtype=np.int64)
+        for j in range(m):
+            for j2 in range(j + 1, m):
+                agreeing += np.count_nonzero(arr[..., j] == arr[..., j2], axis=-1)
+        totals = np.stack(
+            [np.count_nonzero(arr == c, axis=(-2, -1)) for c in range(k)], axis=-1
+        )  # (..., k)
     single = (totals > 0).sum(axis=-1) == 1
     if np.any(single):
         raise ValueError(
@@ -553,7 +616,8 @@ def batched_kendall_w_from_codes(codes: ArrayLike, n_categories: int) -> NDArray
 
     ``codes``: integer array ``(..., n_items, m_raters)`` with values in
     ``[0, n_categories)``; each rater's column is ranked over the items with midranks
-    computed by bincount (O(n + k)). W = 12 S / (m^2 (n^3 - n) - m sum_T) with
+    computed by bincount (O(n + k)); when k**m <= 4096 items are grouped by rating
+    profile first (one bincount). W = 12 S / (m^2 (n^3 - n) - m sum_T) with
     sum_T = sum over raters and tie groups of t^3 - t. Returns one W per batch element.
     Raises ValueError when every rater is constant (W is 0/0).
     """
@@ -569,19 +633,34 @@ def batched_kendall_w_from_codes(codes: ArrayLike, n_categories: int) -> NDArray
     batch_shape = arr.shape[:-2]
     n_batch = int(np.prod(batch_shape, dtype=np.int64))
     flat = arr.reshape(n_batch, n_items, m)
-    # counts[b, j, c] = number of items rater j put in category c (in batch element b)
-    # key (b * m + j) * k + code indexes counts[b, j, code] in a flat array
-    keys = (np.arange(n_batch * m, dtype=np.int64) * k).reshape(n_batch, 1, m) + flat
-    keys = keys.ravel()
-    counts = np.bincount(keys, minlength=n_batch * m * k).reshape(n_batch, m, k)
-    below = np.cumsum(counts, axis=-1) - counts
-    midrank = (below + (counts + 1) / 2.0).ravel()  # midrank of code c for rater j in batch b
-    ranks = midrank[keys].reshape(n_batch, n_items, m)
-    rank_sums = ranks[..., 0].copy()  # (b, n); summing columns beats sum(axis=-1) for small m
-    for j in range(1, m):
-        rank_sums += ranks[..., j]
-    dev = rank_sums - m * (n_items + 1) / 2.0
-    s = (dev * dev).sum(axis=-1)
+    mean_rank_sum = m * (n_items + 1) / 2.0
+    if k**m <= _MAX_PROFILE_CELLS:
+        # One bincount of rating profiles (c_1..c_m); items sharing a profile share their
+        # rank sum, so S = sum over profiles of count * (R_profile - mean)^2.
+        joint = _profile_counts(flat, k)  # (b, k**m)
+        grid = _profile_grid(k, m)  # (k**m, m)
+        onehot = grid[:, :, None] == np.arange(k)  # (k**m, m, k)
+        # counts[b, j, c] = items rater j put in category c
+        counts = np.einsum("bp,pjc->bjc", joint, onehot.astype(np.int64))
+        below = np.cumsum(counts, axis=-1) - counts
+        midrank = below + (counts + 1) / 2.0  # (b, m, k)
+        profile_rank_sum = np.einsum("bjc,pjc->bp", midrank, onehot.astype(np.float64))
+        dev = profile_rank_sum - mean_rank_sum
+        s = np.einsum("bp,bp->b", joint.astype(np.float64), dev * dev)
+    else:
+        # counts[b, j, c] = number of items rater j put in category c (in batch element b);
+        # key (b * m + j) * k + code indexes counts[b, j, code] in a flat array
+        keys = (np.arange(n_batch * m, dtype=np.int64) * k).reshape(n_batch, 1, m) + flat
+        keys = keys.ravel()
+        counts = np.bincount(keys, minlength=n_batch * m * k).reshape(n_batch, m, k)
+        below = np.cumsum(counts, axis=-1) - counts
+        midrank = (below + (counts + 1) / 2.0).ravel()  # midrank of code c, rater j, batch b
+        ranks = midrank[keys].reshape(n_batch, n_items, m)
+        rank_sums = ranks[..., 0].copy()  # (b, n); column sums beat sum(axis=-1) for small m
+        for j in range(1, m):
+            rank_sums += ranks[..., j]
+        dev = rank_sums - mean_rank_sum
+        s = (dev * dev).sum(axis=-1)
     ties = (counts**3 - counts).sum(axis=(-2, -1)).astype(np.float64)
     denom = m * m * float(n_items**3 - n_items) - m * ties
     bad = denom <= 0

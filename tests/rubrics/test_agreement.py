@@ -22,6 +22,7 @@ from rubrics.agreement import (
     batched_contingency_tables,
     batched_fleiss_kappa_from_codes,
     batched_fleiss_kappa_from_counts,
+    batched_joint_counts,
     batched_kendall_tau_from_tables,
     batched_kendall_w_from_codes,
     category_counts,
@@ -376,6 +377,25 @@ def test_batched_tau_from_tables_matches_scipy(seed, k, variant):
     np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
 
 
+def test_vicr_method_a_from_joint_counts_matches_scipy():
+    # The recipe of the module docstring: the three method-A taus from one joint table.
+    rng = np.random.default_rng(17)
+    codes = np.sort(rng.integers(0, 5, size=(4, 60, 3)), axis=-1)
+    joint = batched_joint_counts(codes, 5)
+    t_xy, t_xz, t_yz = joint.sum(axis=3), joint.sum(axis=2), joint.sum(axis=1)
+    got = {
+        "x": batched_kendall_tau_from_tables(t_xy + t_xz, "c"),
+        "y": batched_kendall_tau_from_tables(t_xy.swapaxes(-1, -2) + t_yz, "c"),
+        "z": batched_kendall_tau_from_tables((t_xz + t_yz).swapaxes(-1, -2), "c"),
+    }
+    for b in range(4):
+        x, y, z = codes[b].T
+        for name, cand, refs in [("x", x, (y, z)), ("y", y, (x, z)), ("z", z, (x, y))]:
+            flat_cand, flat_refs = np.concatenate([cand, cand]), np.concatenate(refs)
+            expected = scipy.stats.kendalltau(flat_cand, flat_refs, variant="c").statistic
+            assert got[name][b] == pytest.approx(expected, rel=1e-12)
+
+
 def test_kendall_tau_undefined_raises():
     with pytest.raises(ValueError, match="constant"):
         kendall_tau([1, 1, 1], [1, 2, 3])
@@ -498,6 +518,37 @@ def test_batched_kendall_w_matches_direct(seed, m, k):
     codes[:, 0, 0], codes[:, 1, 0] = 0, 1  # rater 0 is never constant
     got = batched_kendall_w_from_codes(codes, k)
     np.testing.assert_allclose(got, [kendall_w_direct(c) for c in codes], rtol=1e-12)
+
+
+@pytest.mark.parametrize("profile_cells", [0, 1 << 20])
+def test_both_batched_code_paths_match_direct(monkeypatch, profile_cells):
+    # 0 forces the per-item path, 1 << 20 the rating-profile path of W and Fleiss' kappa.
+    monkeypatch.setattr(agreement, "_MAX_PROFILE_CELLS", profile_cells)
+    rng = np.random.default_rng(21)
+    for k, m in [(2, 2), (5, 3), (4, 5), (3, 8)]:
+        codes = rng.integers(0, k, size=(3, 40, m))
+        codes[:, 0, :], codes[:, 1, :] = 0, 1  # every rater uses at least two categories
+        np.testing.assert_allclose(
+            batched_kendall_w_from_codes(codes, k), [kendall_w_direct(c) for c in codes]
+        )
+        expected = [inter_rater.fleiss_kappa(inter_rater.aggregate_raters(c)[0]) for c in codes]
+        np.testing.assert_allclose(batched_fleiss_kappa_from_codes(codes, k), expected)
+
+
+def test_batched_joint_counts_against_loop():
+    rng = np.random.default_rng(8)
+    codes = rng.integers(0, 3, size=(2, 30, 3))
+    joint = batched_joint_counts(codes, 3)
+    assert joint.shape == (2, 3, 3, 3)
+    for b in range(2):
+        expected = np.zeros((3, 3, 3), dtype=int)
+        for c1, c2, c3 in codes[b]:
+            expected[c1, c2, c3] += 1
+        np.testing.assert_array_equal(joint[b], expected)
+    # summing out the third rater gives the contingency table of the first two
+    np.testing.assert_array_equal(
+        joint.sum(axis=-1), batched_contingency_tables(codes[..., 0], codes[..., 1], 3)
+    )
 
 
 def test_kendall_w_undefined_raises():
@@ -673,6 +724,8 @@ BAD_INPUT = [
     ("n_categories", lambda: batched_category_counts([[0, 1]], 0)),
     ("lie in", lambda: batched_kendall_w_from_codes([[0, -1], [1, 1]], 2)),
     ("2-D", lambda: batched_fleiss_kappa_from_codes([0, 1], 2)),
+    ("2-D", lambda: batched_joint_counts([0, 1], 2)),
+    ("too many", lambda: batched_joint_counts(np.zeros((2, 30), dtype=int), 2)),
 ]
 
 
