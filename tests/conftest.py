@@ -25,6 +25,8 @@ def isolated_files(settings, tmp_path):
     settings.MEDIA_ROOT = tmp_path / "media"
     settings.CAPEVAL_EXPORT_DIR = tmp_path / "exports"
     settings.CELERY_TASK_ALWAYS_EAGER = True
+    # The production hasher costs about a second per user; tests need no key stretching.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     from capeval.celery_app import app
 
     app.conf.task_always_eager = True

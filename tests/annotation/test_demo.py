@@ -1,0 +1,118 @@
+"""The demo: loads real, licensed photographs through the import service, twice harmlessly."""
+
+import csv
+import io
+from collections import Counter
+from pathlib import Path
+
+from django.contrib.auth import authenticate
+from django.core.management import call_command
+from PIL import Image as PILImage
+
+from annotation.management.commands.load_demo import DEMO_DIR, DEMO_STUDIES
+from annotation.models import Caption, Image, Item, Study, User
+from annotation.modes import get_mode
+
+DEMO_IMAGES = sorted(p.name for p in (DEMO_DIR / "images").iterdir() if p.is_file())
+
+
+def registered(mode: str) -> bool:
+    try:
+        get_mode(mode)
+    except KeyError:
+        return False
+    return True
+
+
+def snapshot(settings) -> dict:
+    media = Path(settings.MEDIA_ROOT)
+    return {
+        "users": sorted(User.objects.values_list("username", "password")),
+        "studies": sorted(Study.objects.values_list("name", "mode", "status")),
+        "images": Image.objects.count(),
+        "captions": Caption.objects.count(),
+        "items": Item.objects.count(),
+        "annotators": sorted(Study.annotators.through.objects.values_list("study_id", "user_id")),
+        "files": sorted(p for p in media.rglob("*") if p.is_file()),
+    }
+
+
+def read_csv(name: str) -> list[dict[str, str]]:
+    with (DEMO_DIR / name).open(encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_load_demo_twice_changes_nothing(db, settings):
+    call_command("load_demo", stdout=io.StringIO())
+    first = snapshot(settings)
+    out = io.StringIO()
+    call_command("load_demo", stdout=out)
+    assert snapshot(settings) == first
+    assert "researcher / researcher" in out.getvalue()
+
+    loaded = [(mode, name) for mode, name in DEMO_STUDIES if registered(mode)]
+    assert sorted(s[0] for s in first["studies"]) == sorted(name for _, name in loaded)
+    captions_csv = read_csv("captions.csv")
+    for mode, name in loaded:
+        study = Study.objects.get(name=name)
+        assert sorted(study.images.values_list("name", flat=True)) == DEMO_IMAGES
+        assert not study.images.filter(source="").exists()
+        study_captions = study.captions.filter(purpose=Caption.Purpose.STUDY)
+        assert study_captions.count() == len(captions_csv)
+        assert set(study.annotators.values_list("username", flat=True)) == {
+            "annotator1",
+            "annotator2",
+        }
+        if mode == Study.Mode.VICR:
+            assert study.captions.filter(purpose=Caption.Purpose.TUTORIAL).count() == 10
+            assert study.captions.filter(purpose=Caption.Purpose.PROBATION).count() == 20
+    # The same photographs in every study are stored once: an original and a rendition each.
+    if loaded:
+        assert len(first["files"]) == 2 * len(DEMO_IMAGES)
+
+
+def test_demo_accounts(db):
+    call_command("load_demo", stdout=io.StringIO())
+    for name, flags in [
+        ("admin", "is_superuser"),
+        ("researcher", "is_researcher"),
+        ("annotator1", "native_english"),
+    ]:
+        user = authenticate(username=name, password=name)
+        assert user is not None and getattr(user, flags)
+    assert authenticate(username="annotator2", password="annotator2").native_english is False
+
+
+def test_licences_name_every_demo_image():
+    licences = (DEMO_DIR / "LICENCES.md").read_text(encoding="utf-8")
+    rows = [line for line in licences.splitlines() if line.startswith("| `")]
+    listed = sorted(line.split("`")[1] for line in rows)
+    assert listed == DEMO_IMAGES and len(DEMO_IMAGES) >= 8
+    for row in rows:
+        assert any(word in row.lower() for word in ("public domain", "cc0", "no known copyright"))
+
+
+def test_demo_images_are_small_real_photographs():
+    total = 0
+    for name in DEMO_IMAGES:
+        path = DEMO_DIR / "images" / name
+        total += path.stat().st_size
+        with PILImage.open(path) as img:
+            assert img.format == "JPEG" and max(img.size) <= 1024 and min(img.size) >= 256
+    assert total < 2 * 1024 * 1024
+
+
+def test_demo_captions_serve_every_mode():
+    rows = read_csv("captions.csv")
+    assert {row["image"] for row in rows} == set(DEMO_IMAGES)
+    per_image = Counter((row["image"], row["system"]) for row in rows)
+    for image in DEMO_IMAGES:
+        assert per_image[(image, "Human")] >= 2  # HUMANr's Human-vs-Human pair
+        for system in ("GoodBot", "MidBot", "BadBot"):
+            assert per_image[(image, system)] == 1
+    assert all(len(row["prime_ratings"].split(";")) == 2 for row in rows)  # VICR priming
+    tutorial, probation = read_csv("vicr_tutorial.csv"), read_csv("vicr_probation.csv")
+    assert (len(tutorial), len(probation)) == (10, 20)
+    assert all(row["explanation"].strip() for row in tutorial)
+    truths = {int(row["truth"]) for row in tutorial + probation}
+    assert truths == {1, 2, 3, 4, 5}
