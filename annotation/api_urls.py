@@ -5,5 +5,11 @@ from annotation import apis
 urlpatterns = [
     path("studies/", apis.StudyListApi.as_view(), name="api_studies"),
     path("studies/<int:study_id>/", apis.StudyDetailApi.as_view(), name="api_study"),
+    path("studies/<int:study_id>/open/", apis.StudyOpenApi.as_view(), name="api_study_open"),
+    path("studies/<int:study_id>/close/", apis.StudyCloseApi.as_view(), name="api_study_close"),
+    path("studies/<int:study_id>/jobs/", apis.StudyJobsApi.as_view(), name="api_study_jobs"),
+    path(
+        "studies/<int:study_id>/exports/", apis.StudyExportsApi.as_view(), name="api_study_exports"
+    ),
     path("jobs/<int:job_id>/", apis.JobDetailApi.as_view(), name="api_job"),
 ]

@@ -1,28 +1,65 @@
 """REST API (DRF): thin views with nested input/output serializers, calling selectors and
-services. Another researcher's study answers 404."""
+services. A study or job the user may not manage answers 404, like a missing one."""
 
-from drf_spectacular.utils import extend_schema
+from django.urls import reverse
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers, status
+from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation import selectors
 from annotation.models import Job, Study
-from annotation.services.studies import study_create
+from annotation.services.exports import EXPORT_FORMATS, export_request
+from annotation.services.studies import study_close, study_create, study_open
 
 
 class JobOutput(serializers.ModelSerializer):
+    download_url = serializers.SerializerMethodField(
+        help_text="Where the finished job's file downloads; null until there is one."
+    )
+
     class Meta:
         model = Job
-        fields = ["id", "kind", "study", "status", "progress", "message", "error", "result",
-                  "created_at", "started_at", "finished_at"]
+        fields = [
+            "id",
+            "kind",
+            "study",
+            "status",
+            "progress",
+            "message",
+            "error",
+            "result",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "download_url",
+        ]
+
+    @extend_schema_field(serializers.URLField(allow_null=True))
+    def get_download_url(self, job: Job) -> str | None:
+        if job.status != Job.Status.DONE or not job.result_file:
+            return None
+        url = reverse("job_download", args=[job.pk])
+        request = self.context.get("request")
+        return request.build_absolute_uri(url) if request else url
 
 
 class StudyOutput(serializers.ModelSerializer):
     class Meta:
         model = Study
-        fields = ["id", "name", "description", "mode", "status", "settings", "seed", "owner",
-                  "public_id", "created_at"]
+        fields = [
+            "id",
+            "name",
+            "description",
+            "mode",
+            "status",
+            "settings",
+            "seed",
+            "owner",
+            "public_id",
+            "created_at",
+        ]
 
 
 class StudyListApi(APIView):
@@ -33,13 +70,24 @@ class StudyListApi(APIView):
         settings = serializers.DictField(required=False, default=dict)
         seed = serializers.IntegerField(required=False, min_value=0, default=0)
 
+        class Meta:
+            ref_name = "StudyCreate"
+
+    class Pagination(LimitOffsetPagination):
+        default_limit = 100
+        max_limit = 1000
+
     @extend_schema(responses=StudyOutput(many=True))
     def get(self, request):
-        studies = selectors.studies_for_researcher(request.user)
-        return Response(StudyOutput(studies, many=True).data)
+        """The studies the user owns or was added to (every study for staff), newest first."""
+        paginator = self.Pagination()
+        studies = selectors.studies_for_researcher(request.user).order_by("-created_at", "-id")
+        page = paginator.paginate_queryset(studies, request, view=self)
+        return paginator.get_paginated_response(StudyOutput(page, many=True).data)
 
     @extend_schema(request=InputSerializer, responses={201: StudyOutput})
     def post(self, request):
+        """Create a draft study owned by the user (researchers only)."""
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         try:
@@ -58,7 +106,79 @@ class StudyDetailApi(APIView):
         return Response(StudyOutput(study).data)
 
 
+class StudyOpenApi(APIView):
+    @extend_schema(request=None, responses={200: StudyOutput})
+    def post(self, request, study_id: int):
+        """Build the study's items (first time only) and make it live."""
+        study = selectors.study_for_researcher(request.user, study_id)
+        try:
+            study_open(study=study)
+        except ValueError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        return Response(StudyOutput(study).data)
+
+
+class StudyCloseApi(APIView):
+    @extend_schema(request=None, responses={200: StudyOutput})
+    def post(self, request, study_id: int):
+        """Stop serving the study; its judgments stay."""
+        study = selectors.study_for_researcher(request.user, study_id)
+        study_close(study=study)
+        return Response(StudyOutput(study).data)
+
+
+class StudyJobsApi(APIView):
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "kind",
+                enum=Job.Kind.values,
+                required=False,
+                description="Only jobs of this kind (e.g. import).",
+            ),
+        ],
+        responses=JobOutput(many=True),
+    )
+    def get(self, request, study_id: int):
+        """The study's jobs, newest first: import status, exports, reports."""
+        study = selectors.study_for_researcher(request.user, study_id)
+        jobs = study.jobs.order_by("-created_at", "-id")
+        kind = request.query_params.get("kind")
+        if kind:
+            if kind not in Job.Kind.values:
+                choices = ", ".join(Job.Kind.values)
+                return Response(
+                    {"kind": [f"Unknown job kind {kind!r}; choose {choices}."]},
+                    status=status.HTTP_400_BAD_REQUEST,
+                )
+            jobs = jobs.filter(kind=kind)
+        return Response(JobOutput(jobs[:100], many=True, context={"request": request}).data)
+
+
+class StudyExportsApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        format = serializers.ChoiceField(choices=list(EXPORT_FORMATS), default="csv")
+
+        class Meta:
+            ref_name = "ExportRequest"
+
+    @extend_schema(request=InputSerializer, responses={202: JobOutput})
+    def post(self, request, study_id: int):
+        """Queue an export of the study's judgments; poll the job until it is done."""
+        study = selectors.study_for_researcher(request.user, study_id)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        job = export_request(
+            study=study, user=request.user, export_format=data.validated_data["format"]
+        )
+        job.refresh_from_db()
+        return Response(
+            JobOutput(job, context={"request": request}).data, status=status.HTTP_202_ACCEPTED
+        )
+
+
 class JobDetailApi(APIView):
     @extend_schema(responses=JobOutput)
     def get(self, request, job_id: int):
-        return Response(JobOutput(selectors.job_for_user(request.user, job_id)).data)
+        job = selectors.job_for_user(request.user, job_id)
+        return Response(JobOutput(job, context={"request": request}).data)

@@ -34,13 +34,22 @@ def studies_for_annotator(user: User) -> QuerySet[Study]:
 
 
 def job_for_user(user: User, job_id: int) -> Job:
-    """The job if the user started it or may manage its study, else Http404."""
+    """The job if the user may manage its study (or, for a job of no study, started it).
+
+    Starting a study's job is not enough: a researcher removed from the study must not
+    keep reading its exports. Anything else is Http404.
+    """
+    if not user.is_authenticated:
+        raise Http404("No such job.")
     job = Job.objects.select_related("study").filter(pk=job_id).first()
     if job is None:
         raise Http404("No such job.")
-    if user.is_staff or job.created_by_id == user.pk:
+    if user.is_staff:
         return job
-    if job.study_id and studies_for_researcher(user).filter(pk=job.study_id).exists():
+    if job.study_id is None:
+        if job.created_by_id == user.pk:
+            return job
+    elif studies_for_researcher(user).filter(pk=job.study_id).exists():
         return job
     raise Http404("No such job.")
 

@@ -348,7 +348,9 @@ class ThumbMode(Mode):
             try:
                 resolved = rubric.validate_caption_scores(5, 5, errors)
             except ValueError as exc:
-                raise SubmissionError(f"{who}: {exc}", field=_error_field(key, exc)) from exc
+                raise SubmissionError(
+                    f"{who}: {_friendly(exc)}", field=_error_field(key, exc)
+                ) from exc
             return {"fluency_errors": resolved.fluency_errors, "fluency": resolved.fluency}
         for field in ("precision", "recall"):
             if values.get(field) in (None, ""):
@@ -364,7 +366,7 @@ class ThumbMode(Mode):
                 _as_number(values.get("inclusive") or 0),
             )
         except ValueError as exc:
-            raise SubmissionError(f"{who}: {exc}", field=_error_field(key, exc)) from exc
+            raise SubmissionError(f"{who}: {_friendly(exc)}", field=_error_field(key, exc)) from exc
         return scores.as_dict()
 
     def score(
@@ -465,6 +467,7 @@ class ThumbMode(Mode):
             fluency.append(
                 {
                     **row,
+                    "field": f"{key}-amount-{row['key']}",
                     "checked": row["key"] in ticked,
                     "amount": _number_text(amount)
                     if amount is not None and not error.is_fixed
@@ -691,6 +694,9 @@ class ThumbMode(Mode):
 
         if name == HISTOGRAM_FIGURE:
             figure = Figure(figsize=(8, 3.2))
+            # No layout engine: savefig(bbox_inches="tight") trims the margins, and layout
+            # engines triple the drawing time of these small figures.
+            figure.subplots_adjust(wspace=0.08)
             axes = figure.subplots(1, 2, sharey=True)
             scores = np.arange(1, 6)
             for ax, field, title in zip(
@@ -714,7 +720,6 @@ class ThumbMode(Mode):
                 ax.set_xlabel("score")
             axes[0].set_ylabel("share of captions")
             axes[1].legend(frameon=False)
-            figure.tight_layout()
             return figure
         if name == TOTALS_FIGURE:
             systems = result["systems"]
@@ -734,7 +739,6 @@ class ThumbMode(Mode):
             ax.set_yticks(y, systems)
             percent = round(result["bootstrap"]["confidence"] * 100)
             ax.set_xlabel(f"mean Total with {percent}% bootstrap interval")
-            figure.tight_layout()
             return figure
         raise KeyError(name)
 
@@ -791,6 +795,16 @@ class ThumbMode(Mode):
                     }
                 )
         return rows
+
+
+def _friendly(exc: ValueError) -> str:
+    """A ``rubrics.thumb`` message with error-type keys replaced by their labels."""
+
+    def label(match: re.Match) -> str:
+        error = rubric.FLUENCY_ERRORS.get(match.group(1))
+        return f"fluency error '{error.label}'" if error else match.group(0)
+
+    return re.sub(r"fluency\[([a-z_]+)\]", label, str(exc))
 
 
 def _error_field(key: str, exc: ValueError) -> str:

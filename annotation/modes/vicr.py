@@ -437,9 +437,12 @@ class VicrMode(Mode):
             for rank, (pk, pseudonym, score) in enumerate(top, start=1)
         ]
         own_rank = None
-        if participant.status == GAME and not any(row["me"] for row in rows):
+        if participant.status == GAME:
+            # Asked even when the player is on the board, so every page costs the same queries.
             own_score = player_state(participant).score
             own_rank = players.filter(game_score__gt=own_score).count() + 1
+            if any(row["me"] for row in rows):
+                own_rank = None
         return {
             "leaderboard": rows,
             "own_rank": own_rank,

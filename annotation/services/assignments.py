@@ -2,63 +2,117 @@
 
 Capacity is enforced by a conditional UPDATE (``judgment_count + open_lease_count < target``)
 that only one transaction can win for the last slot, on SQLite and PostgreSQL alike; on
-PostgreSQL the candidate rows are also read with ``SKIP LOCKED`` so that concurrent
+PostgreSQL the candidate row is also read with ``SKIP LOCKED`` so that concurrent
 participants spread over different items instead of queueing on the same row.
+
+Lock order, shared with ``judgments.judgment_submit``: participant row, then assignment
+rows, then item rows. Keeping one order is what makes deadlocks impossible.
 """
 
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import F, QuerySet
 from django.utils import timezone
 
-from annotation.models import Assignment, Item, Participant
+from annotation.models import Assignment, Item, Participant, Study
 from annotation.modes import get_mode
 
-CANDIDATES_PER_TRY = 8
+# A claim can only fail if a candidate's capacity changed between reading and claiming it
+# (not possible while its row is locked); a few retries cover databases without row locks.
+CLAIM_ATTEMPTS = 3
+RELEASE_BATCH = 10_000
 
 
-def _with_capacity(items):
+def _with_capacity(items: QuerySet[Item]) -> QuerySet[Item]:
     return items.alias(taken=F("judgment_count") + F("open_lease_count")).filter(
         taken__lt=F("target")
     )
 
 
+def _lock_first(candidates: QuerySet[Item]) -> int | None:
+    """Lock and return the first candidate's id, preferring rows nobody else holds."""
+    if not connection.features.has_select_for_update:
+        return candidates.values_list("id", flat=True).first()
+    if connection.features.has_select_for_update_skip_locked:
+        free = (
+            candidates.select_for_update(skip_locked=True, of=("self",))
+            .values_list("id", flat=True)
+            .first()
+        )
+        if free is not None:
+            return free
+    # Every candidate is held by a concurrent lease: wait for one rather than tell the
+    # participant that nothing is left while capacity may remain after the others commit.
+    return candidates.select_for_update(of=("self",)).values_list("id", flat=True).first()
+
+
+def _release(assignment_id: int) -> bool:
+    """Release one open lease and give its slot back; False if it was no longer open.
+
+    Call inside a transaction. The conditional UPDATE waits for a concurrent submission of
+    the same lease and then sees it submitted, so a slot is never given back twice.
+    """
+    released = Assignment.objects.filter(pk=assignment_id, status=Assignment.Status.OPEN).update(
+        status=Assignment.Status.RELEASED
+    )
+    if released:
+        item_id = Assignment.objects.filter(pk=assignment_id).values_list("item_id", flat=True)[0]
+        Item.objects.filter(pk=item_id).update(open_lease_count=F("open_lease_count") - 1)
+    return bool(released)
+
+
 def assignment_next(*, participant: Participant, now: datetime | None = None) -> Assignment | None:
     """Return the participant's open lease, or lease them the next item that needs judgments.
 
-    Never an item they already have an assignment for in this round, never beyond the
-    item's target. Returns None when nothing is left for them.
+    A reload returns the same lease with its original ``served_at``. Otherwise the least
+    taken item (judgments plus open leases) that they have not had in this round and that
+    still has capacity. Returns None when nothing is left for them or the study is not live.
     """
     now = now or timezone.now()
-    mode = get_mode(participant.study.mode)
     with transaction.atomic():
-        # Serialises one participant's concurrent requests (two tabs, a double click).
-        Participant.objects.select_for_update().filter(pk=participant.pk).first()
-        current = (
-            Assignment.objects.select_related("item")
-            .filter(participant=participant, status=Assignment.Status.OPEN, expires_at__gt=now)
-            .order_by("served_at")
+        # Serialises one participant's concurrent requests (two tabs, a double click) and
+        # reads their protocol state as the last committed submission left it.
+        locked = (
+            Participant.objects.select_for_update(of=("self",))
+            .select_related("study")
+            .filter(pk=participant.pk)
             .first()
         )
+        if locked is None or locked.study.status != Study.Status.LIVE:
+            return None
+        open_leases = Assignment.objects.select_related("item").filter(
+            participant=locked, status=Assignment.Status.OPEN
+        )
+        current = open_leases.filter(expires_at__gt=now).order_by("served_at").first()
         if current is not None:
             return current
-        round_number = mode.current_round(participant)
+        # The participant's own lapsed leases go back now, not at the next beat tick, so
+        # they never hold two slots and a late answer to the old lease is refused.
+        for lapsed_id in open_leases.values_list("id", flat=True):
+            _release(lapsed_id)
+
+        mode = get_mode(locked.study.mode)
+        round_number = mode.current_round(locked)
+        had_this_round = Assignment.objects.filter(participant=locked, round=round_number)
         candidates = (
-            _with_capacity(mode.eligible_items(participant))
-            .exclude(assignments__participant=participant, assignments__round=round_number)
-            .order_by("judgment_count", "position", "id")
+            _with_capacity(mode.eligible_items(locked))
+            .exclude(pk__in=had_this_round.values("item_id"))
+            .order_by("taken", "position", "id")
         )
-        if connection.features.has_select_for_update_skip_locked:
-            candidates = candidates.select_for_update(skip_locked=True, of=("self",))
-        for item_id in candidates.values_list("id", flat=True)[:CANDIDATES_PER_TRY]:
+        tried: list[int] = []
+        for _ in range(CLAIM_ATTEMPTS):
+            item_id = _lock_first(candidates.exclude(pk__in=tried))
+            if item_id is None:
+                return None
+            tried.append(item_id)
             claimed = _with_capacity(Item.objects.filter(pk=item_id)).update(
                 open_lease_count=F("open_lease_count") + 1
             )
             if claimed:
                 return Assignment.objects.select_related("item").create(
-                    participant=participant,
+                    participant=locked,
                     item_id=item_id,
                     round=round_number,
                     served_at=now,
@@ -68,27 +122,21 @@ def assignment_next(*, participant: Participant, now: datetime | None = None) ->
 
 
 def assignment_release_expired(*, now: datetime | None = None) -> int:
-    """Release open leases past their expiry so their items can be served again."""
+    """Release open leases past their expiry so their items can be served again.
+
+    Run every minute by the Celery beat task ``annotation.tasks.release_expired_leases``.
+    Returns how many leases were released.
+    """
     now = now or timezone.now()
-    released = 0
     expired_ids = list(
-        Assignment.objects.filter(status=Assignment.Status.OPEN, expires_at__lte=now).values_list(
-            "id", flat=True
-        )[:10_000]
+        Assignment.objects.filter(status=Assignment.Status.OPEN, expires_at__lte=now)
+        .order_by("expires_at")
+        .values_list("id", flat=True)[:RELEASE_BATCH]
     )
+    released = 0
     for assignment_id in expired_ids:
+        # One short transaction per lease: a long batch would hold item rows that
+        # participants are being served from.
         with transaction.atomic():
-            assignment = (
-                Assignment.objects.select_for_update()
-                .filter(pk=assignment_id, status=Assignment.Status.OPEN)
-                .first()
-            )
-            if assignment is None:
-                continue
-            assignment.status = Assignment.Status.RELEASED
-            assignment.save(update_fields=["status"])
-            Item.objects.filter(pk=assignment.item_id).update(
-                open_lease_count=F("open_lease_count") - 1
-            )
-            released += 1
+            released += _release(assignment_id)
     return released

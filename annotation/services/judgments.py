@@ -8,7 +8,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from annotation.models import Assignment, Item, Judgment, Participant
+from annotation.models import Assignment, Item, Judgment, Participant, Study
 from annotation.modes import SubmissionError, get_mode
 
 
@@ -30,23 +30,37 @@ def judgment_submit(
 
     A repeat of a stored submission (same token and part) returns the stored judgment
     and writes nothing. Raises SubmissionError for anything the protocol refuses; then
-    nothing is written.
+    nothing is written. On success ``participant`` carries the state ``after_submit`` left.
     """
     now = now or timezone.now()
-    mode = get_mode(participant.study.mode)
     try:
         with transaction.atomic():
+            # Lock order as in assignments.py: participant, assignment, item. Locking the
+            # participant also keeps two concurrent submissions of theirs from losing one
+            # another's update of the protocol state.
+            fresh = (
+                Participant.objects.select_for_update(of=("self",))
+                .select_related("study")
+                .get(pk=participant.pk)
+            )
+            participant.state, participant.status = fresh.state, fresh.status
+            study = fresh.study
+            mode = get_mode(study.mode)
             assignment = (
                 Assignment.objects.select_for_update(of=("self",))
-                .select_related("item", "participant__study")
-                .filter(token=token, participant=participant)
+                .select_related("item")
+                .filter(token=token, participant_id=participant.pk)
                 .first()
             )
             if assignment is None:
-                raise SubmissionError("This item was not served to you.", status=404)
+                raise SubmissionError(
+                    "This item was not served to you; nothing was saved.", status=404
+                )
             stored = Judgment.objects.filter(assignment=assignment, part=part).first()
             if stored is not None:
                 return Submitted(stored, created=False)
+            if study.status != Study.Status.LIVE:
+                raise SubmissionError("This study is closed; nothing was saved.", status=409)
             if assignment.status != Assignment.Status.OPEN:
                 raise SubmissionError(
                     "This item's time ran out and it went to someone else; "
@@ -96,7 +110,9 @@ def judgment_submit(
             return Submitted(judgment, created=True)
     except IntegrityError:
         # A concurrent identical submission won the unique constraint: return its row.
-        stored = Judgment.objects.filter(assignment__token=token, part=part).first()
+        stored = Judgment.objects.filter(
+            assignment__token=token, assignment__participant_id=participant.pk, part=part
+        ).first()
         if stored is None:
             raise
         return Submitted(stored, created=False)

@@ -41,12 +41,14 @@ def study_from_crowd_token(token: str) -> Study:
 
 def crowd_identity(params: dict[str, str]) -> tuple[str, str, dict[str, str]]:
     """Return (source, external id, metadata) from Prolific or MTurk query parameters."""
-    if params.get("PROLIFIC_PID"):
-        meta = {k: params[k] for k in PROLIFIC_KEYS if params.get(k)}
-        return Participant.Source.PROLIFIC, params["PROLIFIC_PID"][:128], meta
-    if params.get("workerId"):
-        meta = {k: params[k] for k in MTURK_KEYS if params.get(k)}
-        return Participant.Source.MTURK, params["workerId"][:128], meta
+    # Surrounding spaces (a pasted id) must not turn a returning worker into a new one.
+    clean = {k: v.strip()[:128] for k, v in params.items() if isinstance(v, str) and v.strip()}
+    if clean.get("PROLIFIC_PID"):
+        meta = {k: clean[k] for k in PROLIFIC_KEYS if k in clean}
+        return Participant.Source.PROLIFIC, clean["PROLIFIC_PID"], meta
+    if clean.get("workerId"):
+        meta = {k: clean[k] for k in MTURK_KEYS if k in clean}
+        return Participant.Source.MTURK, clean["workerId"], meta
     raise CrowdLinkError("The link lacks a worker id (PROLIFIC_PID or workerId).")
 
 

@@ -3,6 +3,7 @@
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
 from annotation.models import Study, User
 from annotation.modes import get_mode
@@ -20,26 +21,44 @@ def study_create(
     """Create a draft study; settings are checked against the mode's defaults."""
     if not (owner.is_researcher or owner.is_staff):
         raise PermissionError("Only researchers create studies.")
-    clean = get_mode(mode).clean_settings(settings or {})
+    if not name.strip():
+        raise ValueError("A study needs a name.")
+    try:
+        chosen = get_mode(mode)
+    except KeyError as exc:
+        raise ValueError(exc.args[0]) from exc
+    clean = chosen.clean_settings(settings or {})
     return Study.objects.create(
-        owner=owner, name=name.strip(), mode=mode, settings=clean, description=description,
+        owner=owner,
+        name=name.strip(),
+        mode=mode,
+        settings=clean,
+        description=description,
         seed=seed,
     )
 
 
 def study_open(*, study: Study) -> int:
-    """Build the study's items (once) and make it live; return the number of items built."""
+    """Build the study's items (once) and make it live; return the number of items built.
+
+    Raises ValueError, and changes nothing, for a closed study or one with nothing to serve.
+    """
     with transaction.atomic():
-        study = Study.objects.select_for_update().get(pk=study.pk)
-        if study.status == Study.Status.CLOSED:
+        locked = Study.objects.select_for_update().get(pk=study.pk)
+        if locked.status == Study.Status.CLOSED:
             raise ValueError("A closed study cannot be reopened.")
         built = 0
-        if not study.items.exists():
-            built = get_mode(study.mode).build_items(study)
-        study.status = Study.Status.LIVE
-        study.save(update_fields=["status", "updated_at"])
+        if not locked.items.exists():
+            built = get_mode(locked.mode).build_items(locked)
+            if not built:
+                raise ValueError("There is nothing to annotate yet: import captions first.")
+        locked.status = Study.Status.LIVE
+        locked.save(update_fields=["status", "updated_at"])
+    study.status = locked.status
     return built
 
 
 def study_close(*, study: Study) -> None:
-    Study.objects.filter(pk=study.pk).update(status=Study.Status.CLOSED)
+    """Stop serving the study; stored judgments stay, open leases can no longer be answered."""
+    Study.objects.filter(pk=study.pk).update(status=Study.Status.CLOSED, updated_at=timezone.now())
+    study.status = Study.Status.CLOSED

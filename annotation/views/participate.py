@@ -34,11 +34,13 @@ def _session_key(study: Study) -> str:
 def current_participant(request: HttpRequest, study: Study) -> Participant | None:
     """The participant this browser acts as in the study, or None."""
     participant_id = request.session.get(_session_key(study))
+    user = request.user
     if participant_id:
         participant = Participant.objects.filter(pk=participant_id, study=study).first()
-        if participant is not None:
+        # An account's participation follows the account, not a session someone else
+        # may be holding.
+        if participant is not None and participant.user_id in (None, user.pk):
             return participant
-    user = request.user
     if user.is_authenticated and study.annotators.filter(pk=user.pk).exists():
         participant = participant_for_user(study=study, user=user)
         request.session[_session_key(study)] = participant.pk
@@ -72,20 +74,21 @@ def crowd_entry(request: HttpRequest, token: str) -> HttpResponse:
         study = study_from_crowd_token(token)
         params = request.GET.dict()
         if is_mturk_preview(params):
-            response = render(request, get_mode(study.mode).intro_template,
-                              {"study": study, "preview": True})
+            response = render(
+                request, get_mode(study.mode).intro_template, {"study": study, "preview": True}
+            )
             response["Content-Security-Policy"] = MTURK_FRAME_ANCESTORS
             return response
         source, external_id, meta = crowd_identity(params)
     except CrowdLinkError as exc:
-        return render(request, "error.html", {"title": "Link problem", "message": str(exc)},
-                      status=400)
+        return render(
+            request, "error.html", {"title": "Link problem", "message": str(exc)}, status=400
+        )
     participant, _ = participant_for_crowd_worker(
         study=study, source=source, external_id=external_id, meta=meta
     )
     request.session[_session_key(study)] = participant.pk
-    return _allow_mturk_frame(redirect("participate_intro", public_id=study.public_id),
-                              participant)
+    return _allow_mturk_frame(redirect("participate_intro", public_id=study.public_id), participant)
 
 
 @require_GET
@@ -115,8 +118,9 @@ def _render_item(request, study, participant, assignment: Assignment, error=None
         "submit_url": reverse("participate_submit", args=[study.public_id, assignment.token]),
         **mode.page_context(assignment, part),
     }
-    return _allow_mturk_frame(render(request, mode.item_template, context, status=status),
-                              participant)
+    return _allow_mturk_frame(
+        render(request, mode.item_template, context, status=status), participant
+    )
 
 
 @require_GET
@@ -126,10 +130,10 @@ def participate_next(request: HttpRequest, public_id) -> HttpResponse:
     assignment = assignment_next(participant=participant)
     if assignment is None:
         mode = get_mode(study.mode)
-        context = {"study": study, "participant": participant,
-                   **mode.finished_context(participant)}
-        return _allow_mturk_frame(render(request, "participate/finished.html", context),
-                                  participant)
+        context = {"study": study, "participant": participant, **mode.finished_context(participant)}
+        return _allow_mturk_frame(
+            render(request, "participate/finished.html", context), participant
+        )
     return _render_item(request, study, participant, assignment)
 
 
@@ -144,19 +148,31 @@ def participate_submit(request: HttpRequest, public_id, token: str) -> HttpRespo
         part = -1
     try:
         outcome = judgment_submit(
-            participant=participant, token=token, data=mode.parse_form(request.POST, part),
+            participant=participant,
+            token=token,
+            data=mode.parse_form(request.POST, part),
             part=part,
         )
     except SubmissionError as exc:
         assignment = Assignment.objects.filter(token=token, participant=participant).first()
         if assignment is None or assignment.status != Assignment.Status.OPEN:
-            return render(request, "error.html", {"title": "Not saved", "message": exc.message},
-                          status=exc.status)
+            response = render(
+                request,
+                "error.html",
+                {"title": "Not saved", "message": exc.message},
+                status=exc.status,
+            )
+            return _allow_mturk_frame(response, participant)
         return _render_item(request, study, participant, assignment, error=exc, status=exc.status)
     participant.refresh_from_db()
     feedback = mode.feedback_context(outcome.judgment)
     if feedback:
-        context = {"study": study, "participant": participant, "judgment": outcome.judgment,
-                   "next_url": reverse("participate_next", args=[study.public_id]), **feedback}
+        context = {
+            "study": study,
+            "participant": participant,
+            "judgment": outcome.judgment,
+            "next_url": reverse("participate_next", args=[study.public_id]),
+            **feedback,
+        }
         return _allow_mturk_frame(render(request, mode.feedback_template, context), participant)
     return redirect("participate_next", public_id=study.public_id)

@@ -60,8 +60,12 @@ def study_change_status(request: HttpRequest, study_id: int) -> HttpResponse:
         else:
             raise ValueError(f"Unknown action {action!r}.")
     except ValueError as exc:
-        return render(request, "error.html", {"title": "Cannot change status", "message": str(exc)},
-                      status=400)
+        return render(
+            request,
+            "error.html",
+            {"title": "Cannot change status", "message": str(exc)},
+            status=400,
+        )
     return redirect("study_detail", study_id=study.pk)
 
 
@@ -82,4 +86,3 @@ def job_download(request: HttpRequest, job_id: int) -> FileResponse:
         raise Http404("This job has no file.")
     path = selectors.job_file_path(job)
     return FileResponse(path.open("rb"), as_attachment=True, filename=path.name)
-
