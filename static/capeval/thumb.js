@@ -1,0 +1,143 @@
+// THumB item page: running totals, fluency amounts, digit keys, rubric dialog, draft.
+// Progressive enhancement: the form posts and validates server-side without any of this.
+(function () {
+  "use strict";
+  var form = document.getElementById("thumb-form");
+  if (!form) return;
+  var draftKey = form.dataset.draftKey;
+  var dialog = document.getElementById("rubric");
+  var opener = document.getElementById("rubric-open");
+  var PENDING = "capeval-thumb-pending";
+
+  function checked(name) {
+    var box = form.querySelector('input[name="' + name + '"]:checked');
+    return box ? parseFloat(box.value) : null;
+  }
+
+  function fluency(section) {
+    var sum = 0, count = 0;
+    var key = section.dataset.group;
+    section.querySelectorAll("input[type=checkbox]").forEach(function (box) {
+      var amount = document.getElementById(key + "-amount-" + box.value);
+      if (amount) amount.closest("label").hidden = !box.checked;
+      if (!box.checked) return;
+      count += 1;
+      if (box.dataset.penalty) sum += parseFloat(box.dataset.penalty);
+      else if (amount && !isNaN(parseFloat(amount.value))) sum += parseFloat(amount.value);
+    });
+    return { sum: Math.round(sum * 10) / 10, count: count };
+  }
+
+  function update(section) {
+    var key = section.dataset.group;
+    var flu = fluency(section);
+    var summary = section.querySelector("[data-flu-summary]");
+    summary.textContent = flu.count + " ticked" + (flu.count ? ", −" + flu.sum : "");
+    section.querySelectorAll("fieldset[data-stage1]").forEach(function (set) {
+      var was = set.dataset.stage1, mark = set.querySelector(".was");
+      if (!mark || was === "") return;
+      var now = checked(set.id);
+      var changed = now !== null && now !== parseFloat(was);
+      mark.classList.toggle("changed", changed);
+      mark.textContent = "(stage 1: " + was + (changed ? "; changed" : "") + ")";
+    });
+    var out = document.getElementById(key + "-total");
+    if (!out) return;
+    var p = checked(key + "-precision"), r = checked(key + "-recall");
+    if (p === null || r === null) { out.textContent = "—"; return; }
+    var pen = flu.sum + (checked(key + "-conciseness") || 0) + (checked(key + "-inclusive") || 0);
+    var total = Math.round(((p + r) / 2 - pen) * 10) / 10;
+    out.textContent = String(total);
+  }
+
+  function sections() { return form.querySelectorAll("section[data-group]"); }
+
+  function saveDraft() {
+    var data = {};
+    new FormData(form).forEach(function (value, name) {
+      if (name === "csrfmiddlewaretoken" || name === "part") return;
+      (data[name] = data[name] || []).push(value);
+    });
+    try { localStorage.setItem(draftKey, JSON.stringify(data)); } catch (e) { /* private mode */ }
+  }
+
+  function restoreDraft() {
+    var raw = null;
+    try { raw = localStorage.getItem(draftKey); } catch (e) { return; }
+    if (!raw) return;
+    var data;
+    try { data = JSON.parse(raw); } catch (e) { return; }
+    form.querySelectorAll("input").forEach(function (input) {
+      if (input.type === "hidden" || !input.name.match(/^c\d+-/)) return;
+      var values = data[input.name] || [];
+      if (input.type === "radio" || input.type === "checkbox") {
+        if (input.type === "checkbox" || values.length) input.checked = values.indexOf(input.value) >= 0;
+      } else if (values.length) input.value = values[0];
+    });
+  }
+
+  // Submitting moves the draft to this tab's session storage. The same lease coming back
+  // means the server refused the answer: the draft returns. Any other page means it was saved.
+  try {
+    var pending = JSON.parse(sessionStorage.getItem(PENDING) || "null");
+    sessionStorage.removeItem(PENDING);
+    if (pending && pending.key === draftKey) localStorage.setItem(draftKey, pending.data);
+  } catch (e) { /* storage unavailable */ }
+  restoreDraft();
+  sections().forEach(update);
+
+  form.addEventListener("input", function (event) {
+    var section = event.target.closest("section[data-group]");
+    if (section) update(section);
+    saveDraft();
+  });
+  form.addEventListener("change", function (event) {
+    var section = event.target.closest("section[data-group]");
+    if (section) update(section);
+    saveDraft();
+  });
+  form.addEventListener("submit", function () {
+    saveDraft();
+    try {
+      var data = localStorage.getItem(draftKey);
+      if (data) sessionStorage.setItem(PENDING, JSON.stringify({ key: draftKey, data: data }));
+      localStorage.removeItem(draftKey);
+    } catch (e) { /* storage unavailable */ }
+  });
+
+  function openRubric() {
+    if (dialog && dialog.showModal && !dialog.open) dialog.showModal();
+  }
+  if (opener && dialog && dialog.showModal) {
+    opener.setAttribute("role", "button");
+    opener.addEventListener("click", function (event) { event.preventDefault(); openRubric(); });
+    dialog.addEventListener("close", function () { opener.focus(); });
+  }
+
+  document.addEventListener("keydown", function (event) {
+    if (event.ctrlKey || event.metaKey || event.altKey) return;
+    var target = event.target;
+    var typing = target.matches && target.matches("input[type=number], input[type=text], textarea, select");
+    if ((event.key === "?" || event.key === "h") && !typing && !(dialog && dialog.open)) {
+      event.preventDefault();
+      openRubric();
+      return;
+    }
+    if (/^[1-5]$/.test(event.key) && target.type === "radio") {
+      var set = target.closest("fieldset.scale");
+      if (!set) return;
+      var radio = set.querySelector('input[value="' + event.key + '"]');
+      if (!radio) return;
+      event.preventDefault();
+      radio.checked = true;
+      radio.focus();
+      radio.dispatchEvent(new Event("change", { bubbles: true }));
+    }
+  });
+
+  var error = document.getElementById("form-error");
+  if (error) {
+    error.setAttribute("tabindex", "-1");
+    error.focus();
+  }
+})();

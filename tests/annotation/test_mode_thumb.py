@@ -1,0 +1,740 @@
+"""The thumb mode: items, stage flow, native-speaker routing, validation, pages, report, export.
+
+Captions are created directly (``thumb_study``), so these tests do not depend on the importer.
+"""
+
+import io
+import json
+import re
+from pathlib import Path
+
+import pytest
+from django.contrib.staticfiles import finders
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+from django.utils.html import escape
+
+from annotation.models import Assignment, Caption, Image, Item, Judgment, Participant, Study
+from annotation.modes import SubmissionError, get_mode
+from annotation.modes.thumb import FLUENCY, STAGE1, STAGE2
+from annotation.services.assignments import assignment_next
+from annotation.services.judgments import judgment_submit
+from annotation.services.participants import participant_for_user
+from annotation.services.studies import study_open
+from rubrics import thumb as rubric
+
+pytestmark = pytest.mark.django_db
+
+MODE = get_mode("thumb")
+
+# image name -> [(system, raw caption text)]; "cat" has one text shared by two systems.
+CAPTIONS = {
+    "cat": [
+        ("Human", "a black cat sleeping on a red suitcase"),
+        ("Up-Down", "A cat laying in a suitcase ."),
+        ("VinVL", "a cat laying in a suitcase"),
+    ],
+    "dog": [("Human", "A brown dog catching a frisbee."), ("Up-Down", "A dog in a park.")],
+}
+
+
+def add_image(study, name, captions, *, metrics=None):
+    image = Image.objects.create(
+        study=study,
+        name=name,
+        sha256=name.ljust(64, "0")[:64],
+        file=f"originals/{name}.jpg",
+        display=f"display/{name}.jpg",
+        width=640,
+        height=480,
+        format="JPEG",
+        alt_text=f"Photo {name}",
+    )
+    for line, (system, raw) in enumerate(captions, start=1):
+        Caption.objects.create(
+            study=study,
+            image=image,
+            system=system,
+            raw_text=raw,
+            text=rubric.normalise(raw),
+            line=line,
+            metrics=(metrics or {}).get(system, {}),
+        )
+    return image
+
+
+def thumb_study(make_study, *, captions=CAPTIONS, settings=None, extra_images=0, seed=7):
+    study = make_study("thumb", settings=settings or {}, seed=seed)
+    for name, rows in captions.items():
+        add_image(study, name, rows)
+    for n in range(extra_images):
+        add_image(
+            study, f"extra{n}", [("Human", f"A scene number {n}."), ("Up-Down", f"A picture {n}.")]
+        )
+    study_open(study=study)
+    return study
+
+
+def member(study, user):
+    study.annotators.add(user)
+    return participant_for_user(study=study, user=user)
+
+
+def scores(precision=4, recall=3, **extra):
+    return {
+        "precision": precision,
+        "recall": recall,
+        "fluency_errors": {},
+        "conciseness": 0,
+        "inclusive": 0,
+        **extra,
+    }
+
+
+def all_scores(item, **per_field):
+    return {"captions": {g["key"]: scores(**per_field) for g in item.spec["groups"]}}
+
+
+def judge(participant, data_for, expected_kind=None):
+    """Lease the next item to ``participant`` and submit ``data_for(item)`` for it."""
+    lease = assignment_next(participant=participant)
+    assert lease is not None, "the participant was given an item"
+    if expected_kind:
+        assert lease.item.kind == expected_kind
+    return judgment_submit(
+        participant=participant, token=lease.token, data=data_for(lease.item)
+    ).judgment
+
+
+def form_for(item, **per_field):
+    """The POST body the item page sends for every caption group of ``item``."""
+    body = {"part": "0"}
+    for group in item.spec["groups"]:
+        values = scores(**per_field)
+        for field in ("precision", "recall", "conciseness", "inclusive"):
+            if values.get(field) is not None:
+                body[f"{group['key']}-{field}"] = str(values[field])
+    return body
+
+
+@pytest.fixture(autouse=True)
+def fast_passwords(settings):
+    """Accounts are made by the dozen here; their password hashing is not under test."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def make_annotator(make_user):
+    def make(name, native=False):
+        return make_user(name, native_english=native)
+
+    return make
+
+
+# ---------------------------------------------------------------------- items
+
+
+def test_items_cover_images_with_a_human_and_another_caption_and_join_identical_texts(
+    make_study,
+):
+    study = make_study("thumb", seed=3)
+    cat = add_image(study, "cat", CAPTIONS["cat"])
+    add_image(study, "humans-only", [("Human", "One caption."), ("Human", "Another one.")])
+    add_image(study, "machines-only", [("Up-Down", "A dog."), ("VinVL", "A dog running.")])
+
+    built = study_open(study=study)
+
+    assert built == 2, "one stage-1 and one stage-2 item for the only eligible image"
+    stage1 = Item.objects.get(study=study, kind=STAGE1)
+    assert stage1.image_id == cat.pk
+    assert Item.objects.get(study=study, kind=STAGE2).spec == stage1.spec
+    groups = stage1.spec["groups"]
+    assert [g["text"] for g in groups] == [
+        "A black cat sleeping on a red suitcase.",
+        "A cat laying in a suitcase.",
+    ]
+    assert [c["system"] for c in groups[1]["captions"]] == ["Up-Down", "VinVL"]
+
+
+def test_n_images_samples_reproducibly_with_the_study_seed(make_study):
+    chosen = []
+    for _ in range(2):
+        study = thumb_study(
+            make_study, settings={"n_images": 3, "stage2": False}, extra_images=8, seed=11
+        )
+        chosen.append(
+            sorted(Item.objects.filter(study=study).values_list("image__name", flat=True))
+        )
+    assert len(chosen[0]) == 3
+    assert chosen[0] == chosen[1]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"n_images": 0},
+        {"stage2": "yes"},
+        {"confidence": 1.5},
+        {"bootstrap_resamples": 10},
+        {"weight_recall": -1},
+        {"colour": "red"},
+    ],
+)
+def test_invalid_settings_are_refused(make_study, bad):
+    with pytest.raises(ValueError):
+        make_study("thumb", settings=bad)
+
+
+# ---------------------------------------------------------------------- stage flow
+
+
+def test_stage2_waits_for_stage1_and_never_goes_to_the_stage1_annotator(make_study, make_annotator):
+    study = thumb_study(make_study, captions={"cat": CAPTIONS["cat"]})
+    first = member(study, make_annotator("ann", native=True))
+    second = member(study, make_annotator("bob", native=True))
+
+    lease = assignment_next(participant=first)
+    assert lease.item.kind == STAGE1
+    assert assignment_next(participant=second) is None, "stage 2 waits for stage 1"
+    judgment_submit(participant=first, token=lease.token, data=all_scores(lease.item))
+
+    assert assignment_next(participant=first) is None, "never stage 2 of one's own stage 1"
+    review = assignment_next(participant=second)
+    assert review.item.kind == STAGE2
+
+
+def test_validate_refuses_stage2_by_the_stage1_annotator(make_study, make_annotator):
+    study = thumb_study(make_study, captions={"cat": CAPTIONS["cat"]})
+    first = member(study, make_annotator("ann", native=True))
+    judge(first, all_scores, STAGE1)
+    stage2 = Item.objects.get(study=study, kind=STAGE2)
+    # A lease the service would never give: forged to check the mode's own refusal.
+    forged = Assignment.objects.create(
+        participant=first,
+        item=stage2,
+        served_at=stage2.study.created_at,
+        expires_at=stage2.study.created_at.replace(year=2999),
+    )
+
+    with pytest.raises(SubmissionError) as refused:
+        judgment_submit(participant=first, token=forged.token, data=all_scores(stage2))
+
+    assert refused.value.status == 403
+    assert "stage 1" in refused.value.message
+    assert not Judgment.objects.filter(item=stage2).exists()
+
+
+def test_stage2_page_prefills_stage1_and_the_server_flags_modified_fields(
+    client, make_study, make_annotator
+):
+    study = thumb_study(make_study, captions={"cat": CAPTIONS["cat"]})
+    first = member(study, make_annotator("ann", native=True))
+    reviewer = make_annotator("bob")
+    judge(first, lambda item: all_scores(item, precision=4, recall=3))
+    member(study, reviewer)
+    client.force_login(reviewer)
+
+    page = client.get(reverse("participate_next", args=[study.public_id]))
+
+    html = page.content.decode()
+    assert "Stage 2" in html
+    assert html.count("(stage 1: 4)") == 2, "each caption's precision shows its stage-1 value"
+    assert len(re.findall(r'name="c1-precision" value="4" checked', html)) == 1
+    lease = Assignment.objects.get(participant__user=reviewer)
+    body = form_for(lease.item, precision=4, recall=3)
+    body["c2-recall"] = "5"  # the reviewer changes one field of one caption
+
+    response = client.post(reverse("participate_submit", args=[study.public_id, lease.token]), body)
+
+    assert response.status_code == 302
+    stage2 = Judgment.objects.get(item__kind=STAGE2)
+    assert stage2.result["modified"]["c2"] == {
+        "precision": False,
+        "recall": True,
+        "fluency": False,
+        "conciseness": False,
+        "inclusive": False,
+    }
+    assert not any(stage2.result["modified"]["c1"].values())
+    assert stage2.payload["captions"]["c2"]["total"] == rubric.total(4, 5)
+
+
+# ---------------------------------------------------------------------- native speakers
+
+
+def test_no_native_speaker_in_either_stage_sends_the_image_to_a_fluency_round(
+    client, make_study, make_annotator
+):
+    study = thumb_study(make_study, captions={"cat": CAPTIONS["cat"]})
+    first = member(study, make_annotator("ann"))
+    second = member(study, make_annotator("bob"))
+    native = member(study, make_annotator("nia", native=True))
+    judge(first, all_scores, STAGE1)
+    assert not Item.objects.filter(study=study, kind=FLUENCY).exists()
+
+    judge(second, all_scores, STAGE2)
+
+    fluency_item = Item.objects.get(study=study, kind=FLUENCY)
+    assert assignment_next(participant=member(study, make_annotator("ned"))) is None, (
+        "a non-native speaker is never given the fluency round"
+    )
+    nia = native.user
+    client.force_login(nia)
+    html = client.get(reverse("participate_next", args=[study.public_id])).content.decode()
+    assert "Fluency check" in html
+    assert "-precision" not in html and 'name="c1-fluency"' in html
+    ticked = {
+        "captions": {
+            g["key"]: {"fluency_errors": {"awkward_construction": "0.3"}}
+            for g in fluency_item.spec["groups"]
+        }
+    }
+    judgment = judge(native, lambda item: ticked, FLUENCY)
+    assert judgment.payload["captions"]["c1"] == {
+        "caption_ids": [c["id"] for c in fluency_item.spec["groups"][0]["captions"]],
+        "fluency_errors": {"awkward_construction": 0.3},
+        "fluency": 0.3,
+    }
+
+    result = MODE.report(Study.objects.get(pk=study.pk), lambda *a: None)
+    assert result["per_system"]["Human"]["fluency"]["mean"] == pytest.approx(0.3)
+    assert result["per_system"]["Human"]["total"]["mean"] == pytest.approx(3.5 - 0.3)
+
+
+@pytest.mark.parametrize("native_stage", ["stage1", "stage2"])
+def test_a_native_speaker_in_either_stage_needs_no_fluency_round(
+    make_study, make_annotator, native_stage
+):
+    study = thumb_study(make_study, captions={"cat": CAPTIONS["cat"]})
+    first = member(study, make_annotator("ann", native=native_stage == "stage1"))
+    second = member(study, make_annotator("bob", native=native_stage == "stage2"))
+    judge(first, all_scores, STAGE1)
+    judge(second, all_scores, STAGE2)
+    assert not Item.objects.filter(study=study, kind=FLUENCY).exists()
+
+
+def test_without_stage2_the_fluency_rule_applies_after_stage1(make_study, make_annotator):
+    study = thumb_study(make_study, captions={"cat": CAPTIONS["cat"]}, settings={"stage2": False})
+    judge(member(study, make_annotator("ann")), all_scores, STAGE1)
+    assert Item.objects.filter(study=study, kind=FLUENCY).count() == 1
+
+
+# ---------------------------------------------------------------------- validation
+
+
+def refused_form(client, study, user, mutate):
+    member(study, user)
+    client.force_login(user)
+    client.get(reverse("participate_next", args=[study.public_id]))
+    lease = Assignment.objects.get(participant__user=user)
+    body = form_for(lease.item)
+    mutate(body)
+    response = client.post(reverse("participate_submit", args=[study.public_id, lease.token]), body)
+    return response, lease
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field", "words"),
+    [
+        (lambda b: b.update({"c2-precision": "0"}), "c2-precision", "1-5"),
+        (lambda b: b.update({"c2-precision": "6"}), "c2-precision", "1-5"),
+        (lambda b: b.update({"c1-precision": "four"}), "c1-precision", "number"),
+        (lambda b: b.pop("c1-recall"), "c1-recall", "choose a recall score"),
+        (
+            lambda b: b.update(
+                {"c2-fluency": "awkward_construction", "c2-amount-awkward_construction": "0.7"}
+            ),
+            "c2-amount-awkward_construction",
+            "0.1 to 0.5",
+        ),
+        (
+            lambda b: b.update(
+                {"c2-fluency": "broken_sentence", "c2-amount-broken_sentence": "2.5"}
+            ),
+            "c2-amount-broken_sentence",
+            "0.5 to 2.0",
+        ),
+        (
+            lambda b: b.update({"c1-fluency": "broken_sentence", "c1-amount-broken_sentence": ""}),
+            "c1-amount-broken_sentence",
+            "pick an amount",
+        ),
+        (lambda b: b.update({"c1-fluency": "typo"}), "c1-fluency", "unknown error type"),
+        (lambda b: b.update({"c1-conciseness": "1"}), "c1-conciseness", "0 or 0.5"),
+        (lambda b: b.update({"c1-inclusive": "1"}), "c1-inclusive", "0, 0.5 or 2"),
+    ],
+)
+def test_every_refusal_names_caption_and_field_and_stores_nothing(
+    client, make_study, annotator, mutate, field, words
+):
+    study = thumb_study(make_study, captions={"cat": CAPTIONS["cat"]})
+
+    response, lease = refused_form(client, study, annotator, mutate)
+
+    assert response.status_code == 400
+    html = response.content.decode()
+    error = response.context["error"]
+    assert error.field == field
+    assert words in error.message
+    text = next(g["text"] for g in lease.item.spec["groups"] if g["key"] == field.split("-")[0])
+    assert text[:20] in error.message, "the message names the caption"
+    field_at = html.index(f'id="{field}"')
+    shown_at = html.index(f">{escape(error.message)}</p>", field_at)
+    assert html.rindex('class="field-error"', 0, shown_at) > field_at, "shown by the field"
+    assert not Judgment.objects.exists()
+    lease.refresh_from_db()
+    assert lease.status == Assignment.Status.OPEN
+
+
+def test_a_missing_caption_group_is_refused(make_study, make_annotator):
+    study = thumb_study(make_study, captions={"cat": CAPTIONS["cat"]})
+    participant = member(study, make_annotator("ann", native=True))
+    lease = assignment_next(participant=participant)
+    data = all_scores(lease.item)
+    del data["captions"]["c2"]
+
+    with pytest.raises(SubmissionError) as refused:
+        judgment_submit(participant=participant, token=lease.token, data=data)
+
+    assert refused.value.field == "c2-precision"
+    assert not Judgment.objects.exists()
+
+
+def test_identical_texts_are_shown_once_and_scores_apply_to_each_system(
+    client, make_study, annotator
+):
+    study = thumb_study(make_study, captions={"cat": CAPTIONS["cat"]})
+    member(study, annotator)
+    client.force_login(annotator)
+
+    html = client.get(reverse("participate_next", args=[study.public_id])).content.decode()
+
+    assert html.count("A cat laying in a suitcase.") == 1
+    for system in ("Up-Down", "VinVL"):
+        assert system not in html, "systems are hidden from annotators"
+    lease = Assignment.objects.get(participant__user=annotator)
+    body = form_for(lease.item, precision=3, recall=2)
+    body.update(
+        {
+            "c2-fluency": ["casing", "awkward_construction"],
+            "c2-amount-awkward_construction": "0.2",
+            "c2-conciseness": "0.5",
+        }
+    )
+    response = client.post(reverse("participate_submit", args=[study.public_id, lease.token]), body)
+    assert response.status_code == 302
+
+    judgment = Judgment.objects.get()
+    rows = MODE.export_rows(judgment)
+    by_system = {row["system"]: row for row in rows}
+    assert set(by_system) == {"Human", "Up-Down", "VinVL"}
+    expected = rubric.total(3, 2, 0.3, 0.5)
+    for system in ("Up-Down", "VinVL"):
+        row = by_system[system]
+        assert (
+            row["precision"],
+            row["recall"],
+            row["fluency"],
+            row["conciseness"],
+            row["total"],
+        ) == (3, 2, 0.3, 0.5, expected)
+        assert row["fluency_errors"] == "casing;awkward_construction=0.2"
+        assert row["stage"] == STAGE1
+    assert by_system["Up-Down"]["raw_text"] == "A cat laying in a suitcase ."
+    assert by_system["VinVL"]["raw_text"] == "a cat laying in a suitcase"
+    assert by_system["Human"]["total"] == rubric.total(3, 2)
+
+
+def test_caption_order_is_shuffled_per_annotator_and_stable_on_reload(
+    client, make_study, make_annotator
+):
+    five = {
+        "many": [("Human", "Caption zero."), *[(f"S{n}", f"Caption {n}.") for n in range(1, 8)]]
+    }
+    orders = []
+    for name in ("ann", "bob", "cyd", "dan"):
+        study = thumb_study(make_study, captions=five)
+        user = make_annotator(name)
+        member(study, user)
+        client.force_login(user)
+        url = reverse("participate_next", args=[study.public_id])
+        first = re.findall(r'class="cap-text" id="(c\d+)-text"', client.get(url).content.decode())
+        again = re.findall(r'class="cap-text" id="(c\d+)-text"', client.get(url).content.decode())
+        assert first == again
+        orders.append(tuple(first))
+    assert len(set(orders)) > 1
+
+
+# ---------------------------------------------------------------------- page budget
+
+
+def five_caption_study(make_study, extra_images):
+    captions = {
+        "five": [
+            ("Human", "A woman selling doughnuts at a counter."),
+            *[(f"S{n}", f"A person standing near food number {n}.") for n in range(1, 5)],
+        ]
+    }
+    return thumb_study(make_study, captions=captions, extra_images=extra_images)
+
+
+def test_the_item_page_makes_the_same_number_of_queries_for_any_study_size(
+    client, make_study, make_annotator, django_assert_num_queries
+):
+    counts = []
+    for n, extra in enumerate((0, 60)):
+        study = five_caption_study(make_study, extra)
+        user = make_annotator(f"a{n}")
+        member(study, user)
+        client.force_login(user)
+        url = reverse("participate_next", args=[study.public_id])
+        client.get(url)  # lease the item (writes), then measure the reading page
+        with CaptureQueriesContext(connection) as queries:
+            assert client.get(url).status_code == 200
+        counts.append(len(queries))
+    print(f"thumb item page: {counts[0]} queries with 1 image, {counts[1]} with 61 images")
+    assert counts[0] == counts[1]
+    with django_assert_num_queries(counts[0]):
+        client.get(url)
+
+
+def test_the_item_page_with_five_captions_weighs_under_100_kb(client, make_study, annotator):
+    study = five_caption_study(make_study, 0)
+    member(study, annotator)
+    client.force_login(annotator)
+
+    html = client.get(reverse("participate_next", args=[study.public_id])).content.decode()
+
+    assert html.count('class="cap-text"') == 5
+    assets = re.findall(r'(?:src|href)="/static/([^"]+\.(?:js|css))"', html)
+    assert "capeval/thumb.js" in assets and "capeval/capeval.css" in assets
+    weight = len(html.encode()) + sum(Path(finders.find(a)).stat().st_size for a in assets)
+    print(f"thumb item page: {len(html.encode())} B HTML, {weight} B with CSS and JS")
+    assert weight < 100_000
+
+
+# ---------------------------------------------------------------------- report
+
+
+def tiny_study(make_study, make_annotator):
+    """Two images, Human and M1, both stages; hand-checkable numbers."""
+    captions = {
+        "one": [("Human", "A red bus on a street."), ("M1", "A bus.")],
+        "two": [("Human", "Two dogs playing."), ("M1", "A dog playing.")],
+    }
+    study = make_study("thumb", settings={"weight_precision": 0.5, "weight_recall": 0.5})
+    for name, rows in captions.items():
+        add_image(study, name, rows, metrics={"Human": {"bleu": 0.9}, "M1": {"bleu": 0.2}})
+    study_open(study=study)
+    first = member(study, make_annotator("ann", native=True))
+    second = member(study, make_annotator("bob", native=True))
+    stage1 = {  # image -> text -> (P, R)
+        "one": {"A red bus on a street.": (5, 5), "A bus.": (5, 2)},
+        "two": {"Two dogs playing.": (5, 4), "A dog playing.": (3, 3)},
+    }
+
+    def payload(item, changes=None):
+        values = dict(stage1[item.image.name])
+        values.update(changes or {})
+        return {"captions": {g["key"]: scores(*values[g["text"]]) for g in item.spec["groups"]}}
+
+    for _ in range(2):
+        judge(first, payload, STAGE1)
+    # Stage 2 changes M1's recall on image "one" from 2 to 3; Human on "two" gets a penalty.
+    judge(
+        second,
+        lambda item: (
+            payload(item, {"A bus.": (5, 3)}) if item.image.name == "one" else payload(item)
+        ),
+        STAGE2,
+    )
+    judge(
+        second,
+        lambda item: {
+            "captions": {
+                **payload(item)["captions"],
+                **{
+                    g["key"]: scores(5, 4, conciseness="0.5")
+                    for g in item.spec["groups"]
+                    if g["text"] == "Two dogs playing."
+                },
+            }
+        },
+        STAGE2,
+    )
+    return study
+
+
+def test_report_on_a_tiny_study_gives_the_hand_computed_numbers(make_study, make_annotator):
+    study = tiny_study(make_study, make_annotator)
+    messages = []
+
+    result = MODE.report(study, lambda pct, msg="": messages.append(pct))
+
+    human, machine = result["per_system"]["Human"], result["per_system"]["M1"]
+    assert human["precision"]["mean"] == 5.0
+    assert human["recall"]["mean"] == 4.5
+    assert human["conciseness"]["mean"] == 0.25
+    assert human["total"]["mean"] == pytest.approx((5.0 + 4.0) / 2)  # 4.5 - 0.5 on image two
+    assert machine["recall"]["mean"] == 3.0, "stage 2 (3) replaced stage 1 (2) on image one"
+    assert machine["total"]["mean"] == pytest.approx((4.0 + 3.0) / 2)
+    assert (human["n_best"], machine["n_best"]) == (2, 0), "M1 ties on P only, never on R"
+    assert (human["n_worst"], machine["n_worst"]) == (0, 2)
+    assert result["histograms"]["machine"]["recall"] == [0, 0, 2, 0, 0]
+    agreement = result["stage_agreement"]
+    assert agreement["n_captions"] == 4
+    assert agreement["modified_share"]["recall"] == 0.25
+    assert agreement["modified_share"]["conciseness"] == 0.25
+    assert agreement["modified_share"]["any"] == 0.5
+    assert agreement["kappa"]["precision"] == 1.0
+    bleu = result["correlations"]["bleu"]
+    assert bleu["with_human"]["n"] == 4 and bleu["without_human"]["n"] == 2
+    assert result["workflow"]["images_with_stage2"] == 2
+    assert messages[-1] == 100 and messages == sorted(messages)
+
+    context = MODE.report_context(result, {"wp": "1", "wr": "0"})
+    weighted = {row["system"]: row["weighted"] for row in context["rows"]}
+    assert weighted["Human"] == pytest.approx(5.0 - 0.25)
+    assert weighted["M1"] == pytest.approx(4.0)
+    assert MODE.report_context(result, {"wp": "-1"})["weights_error"]
+
+
+def test_report_page_shows_the_tables_and_draws_the_figures(
+    client, make_study, make_annotator, researcher, django_capture_on_commit_callbacks
+):
+    study = tiny_study(make_study, make_annotator)
+    client.force_login(researcher)
+    url = reverse("study_report", args=[study.pk])
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(url)
+
+    html = client.get(url, {"wp": "1", "wr": "0"}).content.decode()
+
+    assert "paper Table 2" in html and "paper Table 3" in html and "paper Table 4" in html
+    assert re.search(r'data-field="recall">3\.00', html), "M1's final recall mean"
+    assert "4.75" in html, "Human's Total with weights (1, 0)"
+    for name in MODE.figure_names:
+        figure = client.get(reverse("report_figure", args=[study.pk, name, "svg"]))
+        assert figure.status_code == 200 and b"<svg" in figure.content
+
+
+def test_another_researcher_cannot_open_the_report(
+    client, make_study, make_annotator, other_researcher
+):
+    study = tiny_study(make_study, make_annotator)
+    client.force_login(other_researcher)
+    assert client.get(reverse("study_report", args=[study.pk])).status_code == 404
+    assert client.post(reverse("study_report", args=[study.pk])).status_code == 404
+
+
+def test_a_report_without_judgments_fails_with_a_message(make_study):
+    study = thumb_study(make_study)
+    with pytest.raises(ValueError, match="No stage-1 judgments"):
+        MODE.report(study, lambda *a: None)
+
+
+# ---------------------------------------------------------------------- export
+
+
+def test_export_gives_one_row_per_caption_per_stage(make_study, make_annotator):
+    tiny_study(make_study, make_annotator)
+
+    rows = [
+        row
+        for j in Judgment.objects.select_related("item").order_by("id")
+        for row in MODE.export_rows(j)
+    ]
+
+    assert len(rows) == 2 * 2 * 2, "2 images x 2 captions x 2 stages"
+    names = [c.name for c in MODE.export_columns()]
+    assert all(set(row) == set(names) for row in rows)
+    changed = [r for r in rows if r["modified"]]
+    assert {(r["system"], r["stage"], r["modified"]) for r in changed} == {
+        ("M1", STAGE2, "recall"),
+        ("Human", STAGE2, "conciseness"),
+    }
+
+
+# ---------------------------------------------------------------------- import_thumb
+
+
+def release_line(seg, system, text, p, r, fl=-0.0, con=-0.0, inc=-0.0):
+    return json.dumps(
+        {
+            "SYS": system,
+            "seg_id": seg,
+            "set_id": 1,
+            "hyp": text,
+            "image": f"COCO_val2014_{int(seg):012d}.jpg",
+            "P": p,
+            "R": r,
+            "Fl": fl,
+            "Inc": inc,
+            "Con": con,
+            "human_score": (p + r) / 2 + fl + con + inc,
+        }
+    )
+
+
+def test_import_thumb_loads_a_closed_study_that_reports(tmp_path, researcher):
+    path = tmp_path / "release.jsonl"
+    path.write_text(
+        "\n".join(
+            [
+                release_line("1", "Human", "a cat on a mat", 5.0, 4.0, fl=-0.1),
+                release_line("1", "M", "A cat.", 5.0, 2.0),
+                release_line("1", "N", "a cat", 5.0, 2.0),
+                release_line("2", "Human", "two dogs", 4.0, 4.0, con=-0.5),
+                release_line("2", "M", "A dog.", 3.0, 2.0),
+                release_line("2", "N", "a dog", 3.0, 3.0),
+            ]
+        )
+        + "\n"
+    )
+    out = io.StringIO()
+
+    call_command(
+        "import_thumb", str(path), "--owner", researcher.username, "--name", "R", stdout=out
+    )
+
+    study = Study.objects.get(name="R")
+    assert study.status == Study.Status.CLOSED and study.mode == "thumb"
+    assert list(Image.objects.filter(study=study).values_list("source", "file")) == [
+        ("1", ""),
+        ("2", ""),
+    ]
+    assert Caption.objects.filter(study=study).count() == 6
+    groups = Item.objects.get(study=study, image__source="1").spec["groups"]
+    assert len(groups) == 2, "identical text and scores: one group"
+    groups = Item.objects.get(study=study, image__source="2").spec["groups"]
+    assert len(groups) == 3, "identical text but different scores stay apart"
+    assert Judgment.objects.filter(study=study).count() == 2
+    result = MODE.report(study, lambda *a: None)
+    assert result["per_system"]["Human"]["fluency"]["mean"] == pytest.approx(0.05)
+    assert result["per_system"]["Human"]["conciseness"]["mean"] == pytest.approx(0.25)
+    assert result["per_system"]["N"]["recall"]["mean"] == 2.5
+    assert "2 images" in out.getvalue()
+
+
+def test_import_thumb_refuses_a_bad_file_and_writes_nothing(tmp_path, researcher):
+    path = tmp_path / "bad.jsonl"
+    path.write_text(
+        "\n".join(
+            [
+                release_line("1", "Human", "a cat", 5.0, 4.0),
+                release_line("1", "M", "A cat.", 6.0, 2.0),
+                "not json",
+            ]
+        )
+        + "\n"
+    )
+
+    with pytest.raises(CommandError) as failed:
+        call_command("import_thumb", str(path), "--owner", researcher.username)
+
+    assert "line 2" in str(failed.value) and "line 3" in str(failed.value)
+    assert not Study.objects.exists()
+    assert not Participant.objects.exists()
