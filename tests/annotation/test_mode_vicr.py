@@ -1,0 +1,761 @@
+"""The VICR mode: settings, items, refusals, the phase machine, priming, pages, report, export.
+
+Studies are built from Image/Caption rows made here (not through the import service) so
+these tests do not depend on the importer. ``play`` leases the next pair and rates it a
+few seconds later on the server's clock.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from itertools import count
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+from django.utils import timezone
+
+from annotation.models import Assignment, Caption, Image, Item, Judgment, Participant, Study
+from annotation.modes import SubmissionError, get_mode
+from annotation.services.assignments import assignment_next
+from annotation.services.judgments import judgment_submit
+from annotation.services.participants import crowd_link_token
+from annotation.services.studies import study_create, study_open
+from rubrics import vicr as rules
+
+pytestmark = pytest.mark.django_db
+
+MODE = get_mode("vicr")
+TUTORIAL_TRUTHS = [5, 4, 3, 2, 1, 1, 2, 3, 4, 5]
+PROBATION_TRUTHS = [3, 4, 2, 5, 1] * 4
+_names = count()
+
+
+def vicr_study(
+    owner,
+    *,
+    game=6,
+    primes=(3, 4),
+    tutorial=TUTORIAL_TRUTHS,
+    probation=PROBATION_TRUTHS,
+    seed=0,
+    **settings,
+) -> Study:
+    """A live VICR study: tutorial and probation pairs with truths, game pairs with primes."""
+    study = study_create(owner=owner, name="VICR test", mode="vicr", settings=settings, seed=seed)
+    line = count(2)
+
+    def caption(purpose, text, **fields):
+        number = next(_names)
+        image = Image.objects.create(
+            study=study,
+            name=f"img-{number}.jpg",
+            sha256=f"{number:064d}",
+            file=f"images/{number}.jpg",
+            display=f"display/{number}.webp",
+            width=640,
+            height=480,
+            format="JPEG",
+            alt_text=f"Photo {number}",
+        )
+        return Caption.objects.create(
+            study=study,
+            image=image,
+            system="S",
+            raw_text=text,
+            text=text,
+            purpose=purpose,
+            line=next(line),
+            **fields,
+        )
+
+    for i, truth in enumerate(tutorial):
+        caption("tutorial", f"tutorial caption {i}", truth=truth, explanation=f"Because {i}.")
+    for i, truth in enumerate(probation):
+        caption("probation", f"probation caption {i}", truth=truth)
+    for i in range(game):
+        caption("study", f"game caption {i}", prime_ratings=list(primes))
+    study_open(study=study)
+    study.refresh_from_db()
+    return study
+
+
+def player(study, name=None) -> Participant:
+    return Participant.objects.create(
+        study=study, source=Participant.Source.PROLIFIC, external_id=name or f"w{next(_names)}"
+    )
+
+
+def in_game(study, name=None) -> Participant:
+    """A player who already passed the tutorial (state as after_submit would leave it)."""
+    participant = player(study, name)
+    participant.state = {
+        "player": {"phase": "game", "probation_attempts": 0, "score": 0, "game_ratings": 0},
+        "tutorial_score": 20,
+        "block": [],
+    }
+    participant.status = "game"
+    participant.save()
+    return participant
+
+
+def truth_of(item: Item) -> int:
+    return Caption.objects.get(pk=item.spec["caption_id"]).truth
+
+
+def play(participant, rating=None, *, wait=3.0, answer=None):
+    """Lease the next pair and rate it ``wait`` seconds later; return the judgment."""
+    now = timezone.now()
+    lease = assignment_next(participant=participant, now=now)
+    assert lease is not None, "nothing left to play"
+    if answer is not None:
+        rating = answer(lease.item)
+    outcome = judgment_submit(
+        participant=participant,
+        token=lease.token,
+        data={"rating": str(rating)},
+        now=lease.served_at + timedelta(seconds=wait),
+    )
+    participant.refresh_from_db()
+    return outcome.judgment
+
+
+def play_block(participant, pairs, answer):
+    return [play(participant, answer=answer) for _ in range(pairs)]
+
+
+def exact(item):
+    return truth_of(item)
+
+
+def one_off(item):
+    """One level away from the truth: 1 point a pair."""
+    truth = truth_of(item)
+    return truth - 1 if truth > 1 else 2
+
+
+def far(item):
+    """Two or more levels away: at most 0 points a pair."""
+    truth = truth_of(item)
+    return 5 if truth <= 2 else 1
+
+
+# ---------------------------------------------------------------------------- settings, items
+
+
+def test_defaults_follow_the_protocol():
+    settings = MODE.clean_settings({})
+    assert (
+        settings["min_ratings"],
+        settings["max_ratings"],
+        settings["seconds_before_submit"],
+    ) == (3, 7, 3)
+    assert (settings["tutorial_pass"], settings["probation_pass"]) == (10, 25)
+    assert (settings["first_game_ratings"], settings["first_game_pass"]) == (20, 25)
+    assert settings["max_probation_attempts"] == 2
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"min_ratings": 5, "max_ratings": 3},
+        {"min_ratings": -1},
+        {"seconds_before_submit": -1},
+        {"max_probation_attempts": 0},
+        {"scale_levels": 7},
+        {"first_game_pass": 41},
+        {"max_ratings": True},
+        {"min_ratings": "3"},
+        {"collapse_top": "yes"},
+        {"colour": "blue"},
+    ],
+)
+def test_nonsense_settings_are_refused(bad):
+    with pytest.raises(ValueError):
+        MODE.clean_settings(bad)
+
+
+def test_items_are_built_per_caption_with_kinds_targets_and_order(researcher):
+    study = vicr_study(researcher, game=12, max_ratings=5)
+    items = list(study.items.order_by("kind", "position"))
+    kinds = [item.kind for item in items]
+    assert kinds.count("tutorial") == 10 and kinds.count("probation") == 20
+    assert kinds.count("game") == 12
+    game = [item for item in items if item.kind == "game"]
+    assert {item.target for item in game} == {5}
+    # tutorial/probation pairs go to every player: their target never binds
+    assert min(item.target for item in items if item.kind != "game") > 10**9
+    tutorial = [item for item in items if item.kind == "tutorial"]
+    assert [truth_of(item) for item in tutorial] == TUTORIAL_TRUTHS, "import order"
+    for item in items:
+        assert Caption.objects.get(pk=item.spec["caption_id"]).image_id == item.image_id
+    game_order = [Caption.objects.get(pk=i.spec["caption_id"]).text for i in game]
+    again = vicr_study(researcher, game=12, max_ratings=5)
+    again_order = [
+        Caption.objects.get(pk=i.spec["caption_id"]).text
+        for i in again.items.filter(kind="game").order_by("position")
+    ]
+    assert game_order == again_order, "the study seed fixes the shuffle"
+    assert game_order != sorted(game_order, key=lambda t: int(t.split()[-1])), "shuffled"
+
+
+def test_a_study_without_tutorial_or_with_an_unreachable_pass_mark_is_not_opened(researcher):
+    with pytest.raises(ValueError, match="tutorial pairs"):
+        vicr_study(researcher, tutorial=[])
+    with pytest.raises(ValueError, match="tutorial_pass"):
+        vicr_study(researcher, tutorial=[3, 3], tutorial_pass=5)
+
+
+# ---------------------------------------------------------------------------- refusals
+
+
+@pytest.mark.parametrize("bad", [None, "", "0", "6", "abc", "3.5", 0, 6, True])
+def test_a_rating_outside_1_to_5_is_refused_and_nothing_is_stored(researcher, bad):
+    study = vicr_study(researcher)
+    participant = in_game(study)
+    lease = assignment_next(participant=participant)
+    with pytest.raises(SubmissionError) as refused:
+        judgment_submit(
+            participant=participant,
+            token=lease.token,
+            data={"rating": bad},
+            now=lease.served_at + timedelta(seconds=5),
+        )
+    assert refused.value.field == "rating"
+    assert "1 to 5" in refused.value.message
+    assert not Judgment.objects.exists()
+    lease.refresh_from_db()
+    assert lease.status == Assignment.Status.OPEN, "the player may still answer"
+
+
+def test_a_rating_faster_than_3_seconds_by_the_servers_clock_is_refused(researcher):
+    study = vicr_study(researcher)
+    participant = in_game(study)
+    lease = assignment_next(participant=participant)
+    with pytest.raises(SubmissionError) as refused:
+        judgment_submit(
+            participant=participant,
+            token=lease.token,
+            data={"rating": "3"},
+            now=lease.served_at + timedelta(seconds=2.9),
+        )
+    assert refused.value.status == 429
+    assert "2.9" in refused.value.message and "3 seconds" in refused.value.message
+    assert not Judgment.objects.exists()
+    # a reload returns the same lease and the same clock
+    assert assignment_next(participant=participant).served_at == lease.served_at
+    stored = judgment_submit(
+        participant=participant,
+        token=lease.token,
+        data={"rating": "3"},
+        now=lease.served_at + timedelta(seconds=3),
+    )
+    assert stored.created and stored.judgment.dwell_ms == 3000
+
+
+def test_the_tutorial_has_the_minimum_time_too(researcher):
+    study = vicr_study(researcher)
+    participant = player(study)
+    lease = assignment_next(participant=participant)
+    assert lease.item.kind == "tutorial"
+    with pytest.raises(SubmissionError):
+        judgment_submit(
+            participant=participant,
+            token=lease.token,
+            data={"rating": "3"},
+            now=lease.served_at + timedelta(seconds=1),
+        )
+
+
+def test_a_pair_is_never_rated_twice_by_one_player(researcher):
+    study = vicr_study(researcher, game=5)
+    participant = in_game(study)
+    judgments = [play(participant, 3) for _ in range(5)]
+    assert len({j.item_id for j in judgments}) == 5
+    assert assignment_next(participant=participant) is None, "every pair rated once"
+    again = judgment_submit(
+        participant=participant, token=judgments[0].assignment.token, data={"rating": "1"}
+    )
+    assert not again.created and again.judgment.pk == judgments[0].pk
+    assert Judgment.objects.filter(participant=participant).count() == 5
+
+
+def test_a_pair_not_served_to_the_player_is_refused_with_404(researcher):
+    study = vicr_study(researcher)
+    owner, intruder = in_game(study), in_game(study)
+    lease = assignment_next(participant=owner)
+    with pytest.raises(SubmissionError) as refused:
+        judgment_submit(
+            participant=intruder,
+            token=lease.token,
+            data={"rating": "3"},
+            now=lease.served_at + timedelta(seconds=10),
+        )
+    assert refused.value.status == 404
+    assert not Judgment.objects.exists()
+
+
+def test_a_tutorial_pair_submitted_as_a_game_rating_is_refused(researcher):
+    study = vicr_study(researcher)
+    participant = in_game(study)
+    tutorial_item = study.items.filter(kind="tutorial").first()
+    now = timezone.now()
+    lease = Assignment.objects.create(
+        participant=participant,
+        item=tutorial_item,
+        served_at=now,
+        expires_at=now + timedelta(hours=1),
+    )
+    with pytest.raises(SubmissionError) as refused:
+        judgment_submit(
+            participant=participant,
+            token=lease.token,
+            data={"rating": "3"},
+            now=now + timedelta(seconds=10),
+        )
+    assert "tutorial pair" in refused.value.message and "game" in refused.value.message
+    assert not Judgment.objects.exists()
+
+
+# ---------------------------------------------------------------------------- phases
+
+
+def test_passing_the_tutorial_leads_to_the_game(researcher):
+    study = vicr_study(researcher)
+    participant = player(study)
+    judgments = play_block(participant, 10, exact)
+    assert [j.phase for j in judgments] == ["tutorial"] * 10
+    assert [truth_of(j.item) for j in judgments] == TUTORIAL_TRUTHS, "served in import order"
+    assert all(j.result["points"] == 2 for j in judgments)
+    assert participant.status == "game"
+    assert participant.state["tutorial_score"] == 20
+    assert (
+        judgments[-1]
+        .result["transition"]["message"]
+        .startswith("You passed the tutorial with 20 of 20 points")
+    )
+    assert "transition" not in judgments[0].result
+    assert play(participant, 3).phase == "game"
+
+
+def test_exactly_10_points_passes_and_9_do_not(researcher):
+    study = vicr_study(researcher)
+    passing, failing = player(study), player(study)
+    play_block(passing, 10, one_off)  # 10 x 1 point
+    assert passing.status == "game" and passing.state["tutorial_score"] == 10
+    answers = iter([one_off] * 9 + [far])
+    play_block(failing, 10, lambda item: next(answers)(item))
+    assert failing.state["tutorial_score"] <= 9
+    assert failing.status == "probation"
+    assert player_item_kind(failing) == "probation"
+
+
+def player_item_kind(participant):
+    lease = assignment_next(participant=participant)
+    return lease.item.kind if lease else None
+
+
+def test_probation_pass_fail_retry_and_exclusion(researcher):
+    study = vicr_study(researcher)
+    # passes probation at the first attempt
+    good = player(study)
+    play_block(good, 10, far)
+    assert good.status == "probation"
+    last = play_block(good, 20, one_off)[-1]  # 20 points < 25: fails
+    assert good.status == "probation" and good.state["probation_scores"] == [20]
+    assert "attempt 2 of 2" in last.result["transition"]["message"]
+    # the retry serves the same 20 pairs again, as round 2
+    retry = play_block(good, 20, exact)
+    assert {j.item_id for j in retry} == set(
+        study.items.filter(kind="probation").values_list("id", flat=True)
+    )
+    assert {j.assignment.round for j in retry} == {2}
+    assert good.status == "game" and good.state["probation_scores"] == [20, 40]
+    assert retry[-1].result["transition"]["message"] == (
+        "You passed probation with 40 of 40 points. On to the game!"
+    )
+    # fails both attempts: excluded, nothing more is served, a crafted submit is refused
+    bad = player(study)
+    play_block(bad, 10, far)
+    play_block(bad, 20, far)
+    last = play_block(bad, 20, far)[-1]
+    assert bad.status == "excluded"
+    assert "no attempt is left" in last.result["transition"]["message"]
+    assert assignment_next(participant=bad) is None
+    assert MODE.eligible_items(bad).count() == 0
+
+
+def test_the_first_game_ratings_rule_resets_the_score_and_sends_to_probation(researcher):
+    study = vicr_study(researcher, game=10, primes=(5, 5), first_game_ratings=3, first_game_pass=4)
+    participant = in_game(study)
+    first = play(participant, 5)
+    assert first.result["points"] == 2 and participant.state["player"]["score"] == 2
+    play(participant, 1)  # far from 5: -2
+    last = play(participant, 5)
+    assert last.result["points"] == 2
+    assert participant.status == "probation"
+    assert participant.state["player"]["score"] == 0, "score reset"
+    assert last.result["transition"]["message"] == (
+        "Your first 3 game ratings scored 2 of the 4 needed: your score is reset and you go "
+        "back to probation."
+    )
+    assert player_item_kind(participant) == "probation"
+    assert MODE.current_round(participant) == 1
+
+
+def test_passing_the_first_game_ratings_keeps_the_player_in_the_game(researcher):
+    study = vicr_study(researcher, game=10, primes=(5, 5), first_game_ratings=3, first_game_pass=4)
+    participant = in_game(study)
+    for _ in range(4):
+        play(participant, 5)
+    assert participant.status == "game" and participant.state["player"]["score"] == 8
+
+
+def test_failing_the_first_game_ratings_with_no_attempt_left_excludes(researcher):
+    study = vicr_study(
+        researcher,
+        game=10,
+        primes=(5, 5),
+        first_game_ratings=2,
+        first_game_pass=4,
+        max_probation_attempts=1,
+    )
+    participant = in_game(study)
+    participant.state["player"]["probation_attempts"] = 1
+    participant.save()
+    play(participant, 1)
+    last = play(participant, 1)
+    assert participant.status == "excluded"
+    assert "no probation attempt is left" in last.result["transition"]["message"]
+
+
+# ---------------------------------------------------------------------------- priming, scoring
+
+
+def test_priming_replaces_one_prime_per_human_rating(researcher):
+    study = vicr_study(researcher, game=1, primes=(1, 5))
+    raters = [in_game(study) for _ in range(4)]
+    scored = [play(rater, rating) for rater, rating in zip(raters, (4, 2, 3, 3), strict=True)]
+    pools = [(j.result["pool_human"], j.result["pool_primed"]) for j in scored]
+    assert pools == [(0, 2), (1, 1), (2, 0), (3, 0)]
+    # 0 humans: pool [1, 5] -> consensus 3; rating 4, var 4, n 3, v = 1 + (1 + 2*4/4)/3 = 2
+    assert scored[0].result["consensus"] == 3
+    assert scored[0].result["d"] == pytest.approx(0.5)
+    assert scored[0].result["points"] == 1, "d <= 0.5"
+    # 1 human: pool [4, 1] -> mean 2.5 rounds half up to 3
+    assert scored[1].result["consensus"] == 3
+    # 2 humans: pool [4, 2] -> 3; rating 3 matches
+    assert (scored[2].result["consensus"], scored[2].result["points"]) == (3, 2)
+    # 3 humans: pool [4, 2, 3]
+    assert scored[3].result["n"] == 4 and scored[3].result["consensus"] == 3
+
+
+def test_an_empty_pool_scores_0_with_no_consensus_yet(researcher):
+    study = vicr_study(researcher, game=1, primes=())
+    judgment = play(in_game(study), 4)
+    assert judgment.result["points"] == 0 and judgment.result["consensus"] is None
+    assert "no consensus yet" in judgment.result["reason"]
+
+
+def test_real_valued_primes_count_as_the_nearest_level(researcher):
+    study = vicr_study(researcher, game=1, primes=(3.5, 4.4))
+    judgment = play(in_game(study), 4)
+    assert judgment.result["consensus"] == 4 and judgment.result["points"] == 2
+
+
+def test_a_flagged_judgment_leaves_the_consensus_pool(researcher):
+    study = vicr_study(researcher, game=1, primes=())
+    first = play(in_game(study), 1)
+    Judgment.objects.filter(pk=first.pk).update(excluded=True, exclusion_reason="spam")
+    second = play(in_game(study), 5)
+    assert second.result["consensus"] is None
+
+
+def test_tutorial_points_use_the_expert_truth(researcher):
+    study = vicr_study(researcher)
+    participant = player(study)
+    judgment = play(participant, 2)  # first tutorial truth is 5
+    assert judgment.result == {**judgment.result, "points": -1, "truth": 5}
+
+
+# ---------------------------------------------------------------------------- pages
+
+
+def crowd_client(client, study, worker="W1"):
+    client.get(reverse("crowd_entry", args=[crowd_link_token(study)]) + f"?PROLIFIC_PID={worker}")
+    return client
+
+
+def test_item_page_shows_the_pair_the_scale_and_a_disabled_submit(client, researcher):
+    study = vicr_study(researcher)
+    crowd_client(client, study)
+    page = client.get(reverse("participate_next", args=[study.public_id]))
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert "Tutorial pair 1 of 10" in html
+    assert "tutorial caption 0" in html
+    assert 'alt="Photo' in html and "display/" in html
+    assert "<fieldset" in html and "<legend>" in html
+    assert html.count('type="radio" name="rating"') == 5
+    assert 'id="vicr-submit" disabled' in html
+    assert "<dialog" in html and rules.SCALE[5].text in html
+    assert "<noscript>" in html
+    assert len(page.content) < 20_000
+
+
+def test_a_reload_does_not_restart_the_clock(client, researcher):
+    study = vicr_study(researcher)
+    crowd_client(client, study)
+    client.get(reverse("participate_next", args=[study.public_id]))
+    Assignment.objects.update(served_at=timezone.now() - timedelta(seconds=10))
+    html = client.get(reverse("participate_next", args=[study.public_id])).content.decode()
+    assert 'id="vicr-submit" disabled' not in html
+    assert 'data-remaining="0' in html
+
+
+def test_an_early_submit_through_the_page_is_refused_with_a_message(client, researcher):
+    study = vicr_study(researcher)
+    crowd_client(client, study)
+    client.get(reverse("participate_next", args=[study.public_id]))
+    lease = Assignment.objects.get()
+    response = client.post(
+        reverse("participate_submit", args=[study.public_id, lease.token]), {"rating": "3"}
+    )
+    assert response.status_code == 429
+    assert "at least 3 seconds" in response.content.decode()
+    assert not Judgment.objects.exists()
+
+
+def test_feedback_pages_show_truth_explanation_consensus_and_leaderboard(client, researcher):
+    study = vicr_study(researcher, game=3, primes=(4, 4))
+    crowd_client(client, study)
+    for index in range(11):
+        client.get(reverse("participate_next", args=[study.public_id]))
+        lease = Assignment.objects.get(status="open")
+        Assignment.objects.filter(pk=lease.pk).update(
+            served_at=timezone.now() - timedelta(seconds=5)
+        )
+        rating = truth_of(lease.item) if lease.item.kind == "tutorial" else 3
+        response = client.post(
+            reverse("participate_submit", args=[study.public_id, lease.token]),
+            {"rating": str(rating)},
+        )
+        html = response.content.decode()
+        assert response.status_code == 200
+        if index == 0:
+            assert "the expert rating is <strong" in html and "Because 0." in html
+        if index == 9:
+            assert "You passed the tutorial with 20 of 20 points" in html
+    # the 11th was a game rating: consensus 4 from the two primes, rated 3
+    assert 'the consensus is <strong id="vicr-consensus">4</strong>' in html
+    assert "2 machine predictions" in html
+    assert "Leaderboard" in html and "(you)" in html
+
+
+def _pages_queries(client, study, worker):
+    crowd_client(client, study, worker)
+    url = reverse("participate_next", args=[study.public_id])
+    client.get(url)
+    lease = Assignment.objects.get(status="open", participant__external_id=worker)
+    Assignment.objects.filter(pk=lease.pk).update(served_at=timezone.now() - timedelta(seconds=5))
+    with CaptureQueriesContext(connection) as shown:
+        client.get(url)
+    submit = reverse("participate_submit", args=[study.public_id, lease.token])
+    with CaptureQueriesContext(connection) as submitted:
+        client.post(submit, {"rating": "3"})
+    print([q["sql"][:150] for q in submitted.captured_queries])
+    return len(shown), len(submitted)
+
+
+def test_page_queries_do_not_grow_with_the_study(client, researcher):
+    small = vicr_study(researcher, game=3)
+    large = vicr_study(researcher, game=300)
+    for study in (small, large):
+        for _ in range(30):  # a crowd of players already in the game
+            in_game(study)
+        for participant in Participant.objects.filter(study=study)[:12]:
+            play(participant, 3)
+    small_game = _in_game_client_queries(client, small, "S1")
+    large_game = _in_game_client_queries(client, large, "L1")
+    assert small_game == large_game
+    assert max(small_game) < 40
+
+
+def _in_game_client_queries(client, study, worker):
+    participant = in_game(study, worker)
+    participant.source = Participant.Source.PROLIFIC
+    participant.save()
+    return _pages_queries(client, study, worker)
+
+
+# ---------------------------------------------------------------------------- leaderboard
+
+
+def test_leaderboard_lists_the_top_players_and_the_own_rank(researcher):
+    study = vicr_study(researcher, leaderboard_size=3)
+    scores = [7, 12, 3, 9, 1]
+    players = []
+    for score in scores:
+        participant = in_game(study)
+        participant.state["player"]["score"] = score
+        participant.save()
+        players.append(participant)
+    board = MODE.leaderboard(players[4])
+    assert [row["score"] for row in board["leaderboard"]] == [12, 9, 7]
+    assert board["own_rank"] == 5
+    board = MODE.leaderboard(players[1])
+    assert board["leaderboard"][0]["me"] and board["own_rank"] is None
+
+
+# ---------------------------------------------------------------------------- report
+
+
+def ratings_study(researcher, table, *, statuses=None, levels=5, seed=0):
+    """A VICR study whose game pairs carry the given ratings (rows: pair, columns: player)."""
+    study = vicr_study(researcher, game=len(table), primes=(), seed=seed, scale_levels=levels)
+    items = list(study.items.filter(kind="game").order_by("position"))
+    players = [in_game(study) for _ in range(len(table[0]))]
+    for index, status in enumerate(statuses or []):
+        if status:
+            players[index].status = status
+            players[index].save()
+    now = timezone.now()
+    for item, row in zip(items, table, strict=True):
+        for participant, rating in zip(players, row, strict=True):
+            if rating is None:
+                continue
+            lease = Assignment.objects.create(
+                participant=participant,
+                item=item,
+                status="submitted",
+                served_at=now,
+                expires_at=now,
+                submitted_at=now,
+            )
+            Judgment.objects.create(
+                study=study,
+                item=item,
+                participant=participant,
+                assignment=lease,
+                phase="game",
+                payload={"rating": rating},
+                result={"points": 0},
+                dwell_ms=4000 + 1000 * rating,
+            )
+    return study, items, players
+
+
+def test_report_on_a_hand_checkable_study(researcher):
+    table = [  # players A B C D; D is excluded and leaves the final view
+        [1, 1, 2, 5],
+        [2, 3, 3, 5],
+        [4, 5, 5, 1],
+        [5, 5, 4, None],
+        [3, None, None, None],
+        [None, None, None, None],
+    ]
+    study, items, players = ratings_study(
+        researcher, table, statuses=[None, None, None, "excluded"]
+    )
+    messages = []
+    result = MODE.report(study, lambda pct, msg: messages.append(pct))
+    assert messages == sorted(messages)
+    # final view: A, B, C only; pair means 1.33->1, 2.67->3, 4.67->5, 4.67->5, 3->3
+    assert [row["pairs"] for row in result["distribution"]] == [1, 0, 2, 0, 2]
+    assert result["included"] == {
+        "pairs": 5,
+        "pairs_virtual": 4,
+        "players": 3,
+        "ratings": 13,
+        "game_ratings": 16,
+    }
+    assert [(row["label"], row["pairs"], row["final"]) for row in result["coverage"]] == [
+        ("0", 1, 1),
+        ("1", 1, 1),
+        ("2", 0, 0),
+        ("3 or more", 4, 4),
+    ]
+    final = [[1, 1, 2], [2, 3, 3], [4, 5, 5], [5, 5, 4], [3]]
+    expected = rules.virtual_raters(final, repetitions=100, seed=0)
+    assert {row["key"]: row["mean"] for row in result["agreement"]} == {
+        key: value["mean"] for key, value in expected.items()
+    }
+    by_name = {row["pseudonym"]: row for row in result["players"]}
+    a, d = by_name[players[0].pseudonym], by_name[players[3].pseudonym]
+    # A rated 1, 2, 4, 5, 3 against consensus 1, 3, 5, 5, 3: exact 3 times, one off twice
+    assert (a["ratings"], a["exact"], a["adjacent"]) == (5, 3 / 5, 2 / 5)
+    assert a["median_dwell_s"] == 7.0
+    # D (excluded) keeps its row; against 1, 3, 5: 5 is 4 off, 5 is 2 off, 1 is 4 off
+    assert (d["status"], d["ratings"], d["exact"], d["adjacent"]) == ("excluded", 3, 0, 0)
+
+
+def test_report_explains_when_agreement_cannot_be_computed(researcher):
+    study, _, _ = ratings_study(researcher, [[3, 4], [2, 2]])
+    result = MODE.report(study, lambda *args: None)
+    assert result["agreement"] is None
+    assert "at least 2 pairs with 3 or more ratings" in result["agreement_error"]
+
+
+def test_report_figure_is_a_bar_chart_of_the_distribution(researcher):
+    study, _, _ = ratings_study(researcher, [[1, 1, 2], [5, 5, 4], [3, 3, 3]])
+    result = MODE.report(study, lambda *args: None)
+    figure = MODE.figure("rating-distribution", result)
+    heights = [patch.get_height() for patch in figure.axes[0].patches]
+    assert heights == [1, 0, 1, 0, 1]
+    with pytest.raises(KeyError):
+        MODE.figure("nope", result)
+
+
+def test_report_page_renders_the_tables(client, researcher):
+    from annotation.services.reports import report_request
+
+    study, _, _ = ratings_study(researcher, [[1, 1, 2], [2, 3, 3], [4, 5, 5], [5, 5, 4]])
+    client.force_login(researcher)
+    with pytest.MonkeyPatch.context():
+        pass
+    from django.test import TestCase
+
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        report_request(study=study, user=researcher)
+    html = client.get(reverse("study_report", args=[study.pk])).content.decode()
+    assert "Agreement by virtual raters" in html and "Kendall" in html
+    assert "Rating distribution" in html and "Players" in html
+    expected = rules.virtual_raters([[1, 1, 2], [2, 3, 3], [4, 5, 5], [5, 5, 4]], seed=0)
+    assert f"{expected['kendall_w']['mean']:.1f}" in html
+    svg = client.get(reverse("report_figure", args=[study.pk, "rating-distribution", "svg"]))
+    assert svg.status_code == 200 and svg["Content-Type"] == "image/svg+xml"
+
+
+# ---------------------------------------------------------------------------- export
+
+
+def test_export_columns_read_the_judgment_without_queries(researcher):
+    study = vicr_study(researcher, game=2, primes=(2, 4))
+    participant = in_game(study)
+    judgment = Judgment.objects.select_related("participant").get(pk=play(participant, 3).pk)
+    with CaptureQueriesContext(connection) as queries:
+        row = {column.name: column.value(judgment) for column in MODE.export_columns()}
+    assert len(queries) == 0
+    assert row == {
+        "rating": 3,
+        "vicr_phase": "game",
+        "points": 2,
+        "truth": None,
+        "consensus_at_rating": 3,
+        "pool_size": 2,
+        "pool_human": 0,
+        "pool_primed": 2,
+        "score_after": 2,
+        "player_status": "game",
+        "final_view": True,
+    }
+    tutorial = play(player(study), 1)
+    tutorial = Judgment.objects.select_related("participant").get(pk=tutorial.pk)
+    row = {column.name: column.value(tutorial) for column in MODE.export_columns()}
+    assert (row["vicr_phase"], row["truth"], row["points"], row["final_view"]) == (
+        "tutorial",
+        5,
+        -2,
+        False,
+    )
