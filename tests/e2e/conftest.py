@@ -1,0 +1,174 @@
+"""Browser-test harness: headless Chromium driven by Playwright against Django's live server.
+
+Fixtures: ``browser`` (one Chromium for all e2e tests), ``page`` (a fresh browser context per
+test, failing the test on JavaScript errors and on requests that leave the live server),
+``login`` (log a user in through the login form) and ``live_url`` (absolute URL of a path).
+
+Chromium comes from ``CAPEVAL_CHROMIUM`` or the ``chromium`` on the PATH (Debian's package);
+Playwright's own browser download is never used. Without Chromium, the ``playwright`` package
+or ``node_modules/axe-core`` the tests skip, and fail on CI (``CAPEVAL_REQUIRE_SERVICES=1``).
+See docs/testing.md.
+"""
+
+import os
+import shutil
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+try:
+    from playwright.sync_api import expect
+except ImportError:  # the browser fixture skips, or fails on CI, and says why
+    expect = None
+
+from tests.conftest import skip_or_fail
+from tests.e2e.axe import AXE_SCRIPT
+
+# "localhost" may resolve to ::1 in Chromium while the live server listens on IPv4 only.
+os.environ.setdefault("DJANGO_LIVE_TEST_SERVER_ADDRESS", "127.0.0.1")
+
+E2E_DIR = Path(__file__).resolve().parent
+DEFAULT_TIMEOUT_MS = 10_000
+# Headless, no sandbox (containers and CI run as root), and none of the background services
+# that would otherwise keep dialling Google from a closed network.
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-default-apps",
+    "--disable-extensions",
+]
+LOCAL_SCHEMES = {"data", "blob", "about"}
+
+
+def pytest_collection_modifyitems(items):
+    """Every test under tests/e2e is an e2e test, so ``-m "not e2e"`` leaves them all out."""
+    for item in items:
+        if E2E_DIR in Path(item.path).resolve().parents:
+            item.add_marker(pytest.mark.e2e)
+
+
+def chromium_executable() -> str | None:
+    configured = os.environ.get("CAPEVAL_CHROMIUM", "")
+    if configured:
+        return configured if Path(configured).is_file() else None
+    for candidate in ("chromium", "chromium-browser"):
+        found = shutil.which(candidate)
+        if found:
+            return found
+    return "/usr/bin/chromium" if Path("/usr/bin/chromium").is_file() else None
+
+
+@pytest.fixture(scope="package", autouse=True)
+def allow_orm_beside_playwright():
+    """Let test code use the ORM while Playwright's event loop runs in the same thread.
+
+    Playwright's sync API keeps an asyncio loop running in the main thread while the browser
+    is open, and Django then refuses ORM calls from the test ("you cannot call this from an
+    async context"). The test code is plain synchronous code and the live server runs in its
+    own thread, so the check is a false alarm here; it is restored after the e2e tests.
+    """
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    yield
+    if previous is None:
+        del os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"]
+    else:
+        os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+@pytest.fixture(scope="package")
+def browser():
+    """One headless Chromium for all e2e tests; each test gets its own context.
+
+    Package scope, not session: Playwright's event loop stops when the e2e tests end, so
+    tests collected after them (asyncio, ``async_to_sync``) see no running loop.
+    """
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        skip_or_fail("The playwright Python package is missing: pip install -e '.[test]'")
+    executable = chromium_executable()
+    if executable is None:
+        skip_or_fail(
+            "Chromium not found: install Debian's chromium package or set CAPEVAL_CHROMIUM"
+        )
+    if not AXE_SCRIPT.is_file():
+        skip_or_fail(f"axe-core is missing ({AXE_SCRIPT}): run `npm ci` in the repository root")
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(
+            executable_path=executable, headless=True, args=CHROMIUM_ARGS
+        )
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def live_url(live_server):
+    """Absolute URL of a path on the live server: ``live_url("/studies/new/")``."""
+
+    def url(path: str) -> str:
+        return live_server.url + path
+
+    return url
+
+
+@pytest.fixture
+def page(browser, live_server):
+    """A page in a fresh context (own cookies) whose relative URLs go to the live server.
+
+    The test fails if the page throws an uncaught JavaScript error, logs a console error (htmx
+    logs failed requests there) or requests anything outside the live server: every script,
+    style and image is served by the application itself.
+    """
+    context = browser.new_context(base_url=live_server.url, accept_downloads=True)
+    context.set_default_timeout(DEFAULT_TIMEOUT_MS)
+    # Chromium asks for /favicon.ico on every site; the application has none and the 404 would
+    # show up as a console error.
+    context.route("**/favicon.ico", lambda route: route.fulfill(status=204))
+    problems: list[str] = []
+    server_host = urlsplit(live_server.url).netloc
+
+    def on_request(request):
+        parts = urlsplit(request.url)
+        if parts.scheme not in LOCAL_SCHEMES and parts.netloc != server_host:
+            problems.append(f"request outside the live server: {request.url}")
+
+    def on_console(message):
+        if message.type == "error":
+            location = message.location.get("url", "")
+            problems.append(f"console error: {message.text} ({location})")
+
+    browser_page = context.new_page()
+    browser_page.on("pageerror", lambda error: problems.append(f"JavaScript error: {error}"))
+    browser_page.on("console", on_console)
+    browser_page.on("request", on_request)
+    yield browser_page
+    context.close()
+    if problems:
+        pytest.fail("The browser reported problems:\n" + "\n".join(problems), pytrace=False)
+
+
+@pytest.fixture
+def login():
+    """Log a user in through the login form: ``login(page, user)``.
+
+    Users made by ``make_user`` have the password ``pw-<username>``; pass ``password`` for
+    others. Fails unless the page ends on a logged-in page.
+    """
+
+    def log_in(page, user, *, password: str | None = None) -> None:
+        page.goto("/accounts/login/")
+        page.get_by_label("Username").fill(user.username)
+        page.get_by_label("Password").fill(password or f"pw-{user.username}")
+        with page.expect_navigation():
+            page.get_by_role("button", name="Log in").click()
+        logout = page.get_by_role("button", name=f"Log out {user.username}")
+        expect(logout, f"login as {user.username} failed").to_be_visible()
+
+    return log_in
