@@ -14,6 +14,7 @@ from django.conf import settings as django_settings
 from django.contrib.auth.models import AbstractUser
 from django.db import models
 from django.db.models import F, Q
+from django.utils import timezone
 
 
 class User(AbstractUser):
@@ -43,16 +44,22 @@ class Study(models.Model):
     mode = models.CharField(max_length=16, choices=Mode.choices)
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.DRAFT)
     settings = models.JSONField(default=dict, blank=True)
-    seed = models.BigIntegerField(default=0, help_text="Seed of every random choice the study makes.")
+    seed = models.BigIntegerField(
+        default=0, help_text="Seed of every random choice the study makes."
+    )
     owner = models.ForeignKey(
         django_settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="owned_studies"
     )
     members = models.ManyToManyField(
-        django_settings.AUTH_USER_MODEL, blank=True, related_name="member_studies",
+        django_settings.AUTH_USER_MODEL,
+        blank=True,
+        related_name="member_studies",
         help_text="Researchers who may see and change this study.",
     )
     annotators = models.ManyToManyField(
-        django_settings.AUTH_USER_MODEL, blank=True, related_name="annotator_studies",
+        django_settings.AUTH_USER_MODEL,
+        blank=True,
+        related_name="annotator_studies",
         help_text="Registered annotators this study is open to.",
     )
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
@@ -170,7 +177,10 @@ class Participant(models.Model):
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="participants")
     user = models.ForeignKey(
-        django_settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True,
+        django_settings.AUTH_USER_MODEL,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
         related_name="participations",
     )
     source = models.CharField(max_length=10, choices=Source.choices)
@@ -184,11 +194,13 @@ class Participant(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["study", "user"], condition=Q(user__isnull=False),
+                fields=["study", "user"],
+                condition=Q(user__isnull=False),
                 name="one_participant_per_user_and_study",
             ),
             models.UniqueConstraint(
-                fields=["study", "source", "external_id"], condition=~Q(external_id=""),
+                fields=["study", "source", "external_id"],
+                condition=~Q(external_id=""),
                 name="one_participant_per_external_id_and_study",
             ),
         ]
@@ -240,12 +252,8 @@ class Judgment(models.Model):
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="judgments")
     item = models.ForeignKey(Item, on_delete=models.PROTECT, related_name="judgments")
-    participant = models.ForeignKey(
-        Participant, on_delete=models.PROTECT, related_name="judgments"
-    )
-    assignment = models.ForeignKey(
-        Assignment, on_delete=models.PROTECT, related_name="judgments"
-    )
+    participant = models.ForeignKey(Participant, on_delete=models.PROTECT, related_name="judgments")
+    assignment = models.ForeignKey(Assignment, on_delete=models.PROTECT, related_name="judgments")
     part = models.PositiveSmallIntegerField(default=0)
     phase = models.CharField(max_length=16, blank=True)
     payload = models.JSONField(help_text="What the participant submitted, validated.")
@@ -253,7 +261,9 @@ class Judgment(models.Model):
     dwell_ms = models.PositiveIntegerField(help_text="Server-measured time since serving.")
     excluded = models.BooleanField(default=False)
     exclusion_reason = models.CharField(max_length=200, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(
+        default=timezone.now, help_text="Set by the service from the same clock as dwell time."
+    )
 
     class Meta:
         constraints = [
@@ -261,6 +271,9 @@ class Judgment(models.Model):
         ]
         indexes = [models.Index(fields=["study", "id"])]
         ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"judgment {self.pk} ({self.phase}, part {self.part})"
 
 
 class Job(models.Model):

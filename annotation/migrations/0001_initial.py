@@ -11,243 +11,637 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('auth', '0012_alter_user_first_name_max_length'),
+        ("auth", "0012_alter_user_first_name_max_length"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Image',
+            name="Image",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=255)),
-                ('sha256', models.CharField(max_length=64)),
-                ('file', models.CharField(help_text='Original, relative to MEDIA_ROOT.', max_length=255)),
-                ('display', models.CharField(help_text='Rendition, longest side <= 1024 px.', max_length=255)),
-                ('width', models.PositiveIntegerField()),
-                ('height', models.PositiveIntegerField()),
-                ('format', models.CharField(max_length=8)),
-                ('alt_text', models.CharField(blank=True, max_length=500)),
-                ('source', models.CharField(blank=True, help_text='Origin and licence.', max_length=500)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=255)),
+                ("sha256", models.CharField(max_length=64)),
+                (
+                    "file",
+                    models.CharField(help_text="Original, relative to MEDIA_ROOT.", max_length=255),
+                ),
+                (
+                    "display",
+                    models.CharField(
+                        help_text="Rendition, longest side <= 1024 px.", max_length=255
+                    ),
+                ),
+                ("width", models.PositiveIntegerField()),
+                ("height", models.PositiveIntegerField()),
+                ("format", models.CharField(max_length=8)),
+                ("alt_text", models.CharField(blank=True, max_length=500)),
+                (
+                    "source",
+                    models.CharField(blank=True, help_text="Origin and licence.", max_length=500),
+                ),
             ],
             options={
-                'ordering': ['id'],
+                "ordering": ["id"],
             },
         ),
         migrations.CreateModel(
-            name='User',
+            name="User",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('password', models.CharField(max_length=128, verbose_name='password')),
-                ('last_login', models.DateTimeField(blank=True, null=True, verbose_name='last login')),
-                ('is_superuser', models.BooleanField(default=False, help_text='Designates that this user has all permissions without explicitly assigning them.', verbose_name='superuser status')),
-                ('username', models.CharField(error_messages={'unique': 'A user with that username already exists.'}, help_text='Required. 150 characters or fewer. Letters, digits and @/./+/-/_ only.', max_length=150, unique=True, validators=[django.contrib.auth.validators.UnicodeUsernameValidator()], verbose_name='username')),
-                ('first_name', models.CharField(blank=True, max_length=150, verbose_name='first name')),
-                ('last_name', models.CharField(blank=True, max_length=150, verbose_name='last name')),
-                ('email', models.EmailField(blank=True, max_length=254, verbose_name='email address')),
-                ('is_staff', models.BooleanField(default=False, help_text='Designates whether the user can log into this admin site.', verbose_name='staff status')),
-                ('is_active', models.BooleanField(default=True, help_text='Designates whether this user should be treated as active. Unselect this instead of deleting accounts.', verbose_name='active')),
-                ('date_joined', models.DateTimeField(default=django.utils.timezone.now, verbose_name='date joined')),
-                ('is_researcher', models.BooleanField(default=False, help_text='May create studies and see the studies they own or join.')),
-                ('native_english', models.BooleanField(default=False, help_text="Native English speaker (THumB's fluency rule).")),
-                ('groups', models.ManyToManyField(blank=True, help_text='The groups this user belongs to. A user will get all permissions granted to each of their groups.', related_name='user_set', related_query_name='user', to='auth.group', verbose_name='groups')),
-                ('user_permissions', models.ManyToManyField(blank=True, help_text='Specific permissions for this user.', related_name='user_set', related_query_name='user', to='auth.permission', verbose_name='user permissions')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("password", models.CharField(max_length=128, verbose_name="password")),
+                (
+                    "last_login",
+                    models.DateTimeField(blank=True, null=True, verbose_name="last login"),
+                ),
+                (
+                    "is_superuser",
+                    models.BooleanField(
+                        default=False,
+                        help_text="Designates that this user has all permissions without explicitly assigning them.",
+                        verbose_name="superuser status",
+                    ),
+                ),
+                (
+                    "username",
+                    models.CharField(
+                        error_messages={"unique": "A user with that username already exists."},
+                        help_text="Required. 150 characters or fewer. Letters, digits and @/./+/-/_ only.",
+                        max_length=150,
+                        unique=True,
+                        validators=[django.contrib.auth.validators.UnicodeUsernameValidator()],
+                        verbose_name="username",
+                    ),
+                ),
+                (
+                    "first_name",
+                    models.CharField(blank=True, max_length=150, verbose_name="first name"),
+                ),
+                (
+                    "last_name",
+                    models.CharField(blank=True, max_length=150, verbose_name="last name"),
+                ),
+                (
+                    "email",
+                    models.EmailField(blank=True, max_length=254, verbose_name="email address"),
+                ),
+                (
+                    "is_staff",
+                    models.BooleanField(
+                        default=False,
+                        help_text="Designates whether the user can log into this admin site.",
+                        verbose_name="staff status",
+                    ),
+                ),
+                (
+                    "is_active",
+                    models.BooleanField(
+                        default=True,
+                        help_text="Designates whether this user should be treated as active. Unselect this instead of deleting accounts.",
+                        verbose_name="active",
+                    ),
+                ),
+                (
+                    "date_joined",
+                    models.DateTimeField(
+                        default=django.utils.timezone.now, verbose_name="date joined"
+                    ),
+                ),
+                (
+                    "is_researcher",
+                    models.BooleanField(
+                        default=False,
+                        help_text="May create studies and see the studies they own or join.",
+                    ),
+                ),
+                (
+                    "native_english",
+                    models.BooleanField(
+                        default=False, help_text="Native English speaker (THumB's fluency rule)."
+                    ),
+                ),
+                (
+                    "groups",
+                    models.ManyToManyField(
+                        blank=True,
+                        help_text="The groups this user belongs to. A user will get all permissions granted to each of their groups.",
+                        related_name="user_set",
+                        related_query_name="user",
+                        to="auth.group",
+                        verbose_name="groups",
+                    ),
+                ),
+                (
+                    "user_permissions",
+                    models.ManyToManyField(
+                        blank=True,
+                        help_text="Specific permissions for this user.",
+                        related_name="user_set",
+                        related_query_name="user",
+                        to="auth.permission",
+                        verbose_name="user permissions",
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'user',
-                'verbose_name_plural': 'users',
-                'abstract': False,
+                "verbose_name": "user",
+                "verbose_name_plural": "users",
+                "abstract": False,
             },
             managers=[
-                ('objects', django.contrib.auth.models.UserManager()),
+                ("objects", django.contrib.auth.models.UserManager()),
             ],
         ),
         migrations.CreateModel(
-            name='Item',
+            name="Item",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(max_length=32)),
-                ('position', models.PositiveIntegerField(default=0)),
-                ('spec', models.JSONField(blank=True, default=dict)),
-                ('target', models.PositiveIntegerField(default=1)),
-                ('judgment_count', models.PositiveIntegerField(default=0)),
-                ('open_lease_count', models.PositiveIntegerField(default=0)),
-                ('image', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='items', to='annotation.image')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("kind", models.CharField(max_length=32)),
+                ("position", models.PositiveIntegerField(default=0)),
+                ("spec", models.JSONField(blank=True, default=dict)),
+                ("target", models.PositiveIntegerField(default=1)),
+                ("judgment_count", models.PositiveIntegerField(default=0)),
+                ("open_lease_count", models.PositiveIntegerField(default=0)),
+                (
+                    "image",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="items",
+                        to="annotation.image",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['position', 'id'],
+                "ordering": ["position", "id"],
             },
         ),
         migrations.CreateModel(
-            name='Participant',
+            name="Participant",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('source', models.CharField(choices=[('account', 'Registered account'), ('prolific', 'Prolific'), ('mturk', 'Amazon MTurk')], max_length=10)),
-                ('external_id', models.CharField(blank=True, max_length=128)),
-                ('external_meta', models.JSONField(blank=True, default=dict)),
-                ('pseudonym', models.CharField(default=annotation.models.new_pseudonym, max_length=16, unique=True)),
-                ('status', models.CharField(default='active', max_length=16)),
-                ('state', models.JSONField(blank=True, default=dict, help_text="The mode's per-player state.")),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('user', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='participations', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "source",
+                    models.CharField(
+                        choices=[
+                            ("account", "Registered account"),
+                            ("prolific", "Prolific"),
+                            ("mturk", "Amazon MTurk"),
+                        ],
+                        max_length=10,
+                    ),
+                ),
+                ("external_id", models.CharField(blank=True, max_length=128)),
+                ("external_meta", models.JSONField(blank=True, default=dict)),
+                (
+                    "pseudonym",
+                    models.CharField(
+                        default=annotation.models.new_pseudonym, max_length=16, unique=True
+                    ),
+                ),
+                ("status", models.CharField(default="active", max_length=16)),
+                (
+                    "state",
+                    models.JSONField(
+                        blank=True, default=dict, help_text="The mode's per-player state."
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "user",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="participations",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='Assignment',
+            name="Assignment",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('round', models.PositiveSmallIntegerField(default=0, help_text='Repeat number when a protocol serves an item again (probation).')),
-                ('token', models.CharField(default=annotation.models.new_token, max_length=40, unique=True)),
-                ('status', models.CharField(choices=[('open', 'Open'), ('submitted', 'Submitted'), ('released', 'Released (expired)')], default='open', max_length=10)),
-                ('served_at', models.DateTimeField()),
-                ('expires_at', models.DateTimeField()),
-                ('submitted_at', models.DateTimeField(blank=True, null=True)),
-                ('state', models.JSONField(blank=True, default=dict, help_text='Per-lease mode state.')),
-                ('item', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='assignments', to='annotation.item')),
-                ('participant', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='assignments', to='annotation.participant')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "round",
+                    models.PositiveSmallIntegerField(
+                        default=0,
+                        help_text="Repeat number when a protocol serves an item again (probation).",
+                    ),
+                ),
+                (
+                    "token",
+                    models.CharField(
+                        default=annotation.models.new_token, max_length=40, unique=True
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("open", "Open"),
+                            ("submitted", "Submitted"),
+                            ("released", "Released (expired)"),
+                        ],
+                        default="open",
+                        max_length=10,
+                    ),
+                ),
+                ("served_at", models.DateTimeField()),
+                ("expires_at", models.DateTimeField()),
+                ("submitted_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "state",
+                    models.JSONField(blank=True, default=dict, help_text="Per-lease mode state."),
+                ),
+                (
+                    "item",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="assignments",
+                        to="annotation.item",
+                    ),
+                ),
+                (
+                    "participant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="assignments",
+                        to="annotation.participant",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='Study',
+            name="Study",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=200)),
-                ('description', models.TextField(blank=True)),
-                ('mode', models.CharField(choices=[('thumb', 'THumB rubric'), ('vicr', 'VICR rating game'), ('humanr', 'HUMANr head-to-head')], max_length=16)),
-                ('status', models.CharField(choices=[('draft', 'Draft'), ('live', 'Live'), ('closed', 'Closed')], default='draft', max_length=8)),
-                ('settings', models.JSONField(blank=True, default=dict)),
-                ('seed', models.BigIntegerField(default=0, help_text='Seed of every random choice the study makes.')),
-                ('public_id', models.UUIDField(default=uuid.uuid4, editable=False, unique=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('annotators', models.ManyToManyField(blank=True, help_text='Registered annotators this study is open to.', related_name='annotator_studies', to=settings.AUTH_USER_MODEL)),
-                ('members', models.ManyToManyField(blank=True, help_text='Researchers who may see and change this study.', related_name='member_studies', to=settings.AUTH_USER_MODEL)),
-                ('owner', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='owned_studies', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=200)),
+                ("description", models.TextField(blank=True)),
+                (
+                    "mode",
+                    models.CharField(
+                        choices=[
+                            ("thumb", "THumB rubric"),
+                            ("vicr", "VICR rating game"),
+                            ("humanr", "HUMANr head-to-head"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[("draft", "Draft"), ("live", "Live"), ("closed", "Closed")],
+                        default="draft",
+                        max_length=8,
+                    ),
+                ),
+                ("settings", models.JSONField(blank=True, default=dict)),
+                (
+                    "seed",
+                    models.BigIntegerField(
+                        default=0, help_text="Seed of every random choice the study makes."
+                    ),
+                ),
+                ("public_id", models.UUIDField(default=uuid.uuid4, editable=False, unique=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "annotators",
+                    models.ManyToManyField(
+                        blank=True,
+                        help_text="Registered annotators this study is open to.",
+                        related_name="annotator_studies",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "members",
+                    models.ManyToManyField(
+                        blank=True,
+                        help_text="Researchers who may see and change this study.",
+                        related_name="member_studies",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "owner",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="owned_studies",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'verbose_name_plural': 'studies',
-                'ordering': ['-created_at'],
+                "verbose_name_plural": "studies",
+                "ordering": ["-created_at"],
             },
         ),
         migrations.AddField(
-            model_name='participant',
-            name='study',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='participants', to='annotation.study'),
+            model_name="participant",
+            name="study",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="participants",
+                to="annotation.study",
+            ),
         ),
         migrations.CreateModel(
-            name='Judgment',
+            name="Judgment",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('part', models.PositiveSmallIntegerField(default=0)),
-                ('phase', models.CharField(blank=True, max_length=16)),
-                ('payload', models.JSONField(help_text='What the participant submitted, validated.')),
-                ('result', models.JSONField(blank=True, default=dict, help_text='What the server computed.')),
-                ('dwell_ms', models.PositiveIntegerField(help_text='Server-measured time since serving.')),
-                ('excluded', models.BooleanField(default=False)),
-                ('exclusion_reason', models.CharField(blank=True, max_length=200)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('assignment', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='judgments', to='annotation.assignment')),
-                ('item', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='judgments', to='annotation.item')),
-                ('participant', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='judgments', to='annotation.participant')),
-                ('study', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='judgments', to='annotation.study')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("part", models.PositiveSmallIntegerField(default=0)),
+                ("phase", models.CharField(blank=True, max_length=16)),
+                (
+                    "payload",
+                    models.JSONField(help_text="What the participant submitted, validated."),
+                ),
+                (
+                    "result",
+                    models.JSONField(
+                        blank=True, default=dict, help_text="What the server computed."
+                    ),
+                ),
+                (
+                    "dwell_ms",
+                    models.PositiveIntegerField(help_text="Server-measured time since serving."),
+                ),
+                ("excluded", models.BooleanField(default=False)),
+                ("exclusion_reason", models.CharField(blank=True, max_length=200)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "assignment",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="judgments",
+                        to="annotation.assignment",
+                    ),
+                ),
+                (
+                    "item",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="judgments",
+                        to="annotation.item",
+                    ),
+                ),
+                (
+                    "participant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="judgments",
+                        to="annotation.participant",
+                    ),
+                ),
+                (
+                    "study",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="judgments",
+                        to="annotation.study",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['id'],
+                "ordering": ["id"],
             },
         ),
         migrations.CreateModel(
-            name='Job',
+            name="Job",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(choices=[('import', 'Import'), ('export', 'Export'), ('report', 'Report')], max_length=10)),
-                ('status', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('done', 'Done'), ('failed', 'Failed')], default='queued', max_length=8)),
-                ('progress', models.PositiveSmallIntegerField(default=0)),
-                ('message', models.CharField(blank=True, max_length=500)),
-                ('params', models.JSONField(blank=True, default=dict)),
-                ('result', models.JSONField(blank=True, default=dict)),
-                ('result_file', models.CharField(blank=True, max_length=500)),
-                ('error', models.TextField(blank=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
-                ('study', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='jobs', to='annotation.study')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[("import", "Import"), ("export", "Export"), ("report", "Report")],
+                        max_length=10,
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("queued", "Queued"),
+                            ("running", "Running"),
+                            ("done", "Done"),
+                            ("failed", "Failed"),
+                        ],
+                        default="queued",
+                        max_length=8,
+                    ),
+                ),
+                ("progress", models.PositiveSmallIntegerField(default=0)),
+                ("message", models.CharField(blank=True, max_length=500)),
+                ("params", models.JSONField(blank=True, default=dict)),
+                ("result", models.JSONField(blank=True, default=dict)),
+                ("result_file", models.CharField(blank=True, max_length=500)),
+                ("error", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "study",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="jobs",
+                        to="annotation.study",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
+                "ordering": ["-created_at"],
             },
         ),
         migrations.AddField(
-            model_name='item',
-            name='study',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='items', to='annotation.study'),
+            model_name="item",
+            name="study",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="items",
+                to="annotation.study",
+            ),
         ),
         migrations.AddField(
-            model_name='image',
-            name='study',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='images', to='annotation.study'),
+            model_name="image",
+            name="study",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="images",
+                to="annotation.study",
+            ),
         ),
         migrations.CreateModel(
-            name='Caption',
+            name="Caption",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('system', models.CharField(max_length=100)),
-                ('raw_text', models.TextField()),
-                ('text', models.TextField(help_text='THumB-normalised text, shown to annotators.')),
-                ('purpose', models.CharField(choices=[('study', 'Study'), ('tutorial', 'Tutorial'), ('probation', 'Probation')], default='study', max_length=10)),
-                ('prime_ratings', models.JSONField(blank=True, default=list)),
-                ('metrics', models.JSONField(blank=True, default=dict)),
-                ('truth', models.PositiveSmallIntegerField(blank=True, null=True)),
-                ('explanation', models.TextField(blank=True)),
-                ('line', models.PositiveIntegerField(default=0, help_text='Line of the import file.')),
-                ('image', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='captions', to='annotation.image')),
-                ('study', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='captions', to='annotation.study')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("system", models.CharField(max_length=100)),
+                ("raw_text", models.TextField()),
+                ("text", models.TextField(help_text="THumB-normalised text, shown to annotators.")),
+                (
+                    "purpose",
+                    models.CharField(
+                        choices=[
+                            ("study", "Study"),
+                            ("tutorial", "Tutorial"),
+                            ("probation", "Probation"),
+                        ],
+                        default="study",
+                        max_length=10,
+                    ),
+                ),
+                ("prime_ratings", models.JSONField(blank=True, default=list)),
+                ("metrics", models.JSONField(blank=True, default=dict)),
+                ("truth", models.PositiveSmallIntegerField(blank=True, null=True)),
+                ("explanation", models.TextField(blank=True)),
+                (
+                    "line",
+                    models.PositiveIntegerField(default=0, help_text="Line of the import file."),
+                ),
+                (
+                    "image",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="captions",
+                        to="annotation.image",
+                    ),
+                ),
+                (
+                    "study",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="captions",
+                        to="annotation.study",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['id'],
+                "ordering": ["id"],
             },
         ),
         migrations.AddIndex(
-            model_name='assignment',
-            index=models.Index(fields=['status', 'expires_at'], name='annotation__status_e60f22_idx'),
+            model_name="assignment",
+            index=models.Index(
+                fields=["status", "expires_at"], name="annotation__status_e60f22_idx"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='assignment',
-            constraint=models.UniqueConstraint(fields=('participant', 'item', 'round'), name='one_assignment_per_item_and_round'),
+            model_name="assignment",
+            constraint=models.UniqueConstraint(
+                fields=("participant", "item", "round"), name="one_assignment_per_item_and_round"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='participant',
-            constraint=models.UniqueConstraint(condition=models.Q(('user__isnull', False)), fields=('study', 'user'), name='one_participant_per_user_and_study'),
+            model_name="participant",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("user__isnull", False)),
+                fields=("study", "user"),
+                name="one_participant_per_user_and_study",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='participant',
-            constraint=models.UniqueConstraint(condition=models.Q(('external_id', ''), _negated=True), fields=('study', 'source', 'external_id'), name='one_participant_per_external_id_and_study'),
+            model_name="participant",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("external_id", ""), _negated=True),
+                fields=("study", "source", "external_id"),
+                name="one_participant_per_external_id_and_study",
+            ),
         ),
         migrations.AddIndex(
-            model_name='judgment',
-            index=models.Index(fields=['study', 'id'], name='annotation__study_i_6b6131_idx'),
+            model_name="judgment",
+            index=models.Index(fields=["study", "id"], name="annotation__study_i_6b6131_idx"),
         ),
         migrations.AddConstraint(
-            model_name='judgment',
-            constraint=models.UniqueConstraint(fields=('assignment', 'part'), name='one_judgment_per_part'),
+            model_name="judgment",
+            constraint=models.UniqueConstraint(
+                fields=("assignment", "part"), name="one_judgment_per_part"
+            ),
         ),
         migrations.AddIndex(
-            model_name='item',
-            index=models.Index(fields=['study', 'kind', 'judgment_count', 'position'], name='annotation__study_i_1349b4_idx'),
+            model_name="item",
+            index=models.Index(
+                fields=["study", "kind", "judgment_count", "position"],
+                name="annotation__study_i_1349b4_idx",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='item',
-            constraint=models.CheckConstraint(condition=models.Q(('judgment_count__lte', models.F('target'))), name='item_not_over_target'),
+            model_name="item",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("judgment_count__lte", models.F("target"))),
+                name="item_not_over_target",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='image',
-            constraint=models.UniqueConstraint(fields=('study', 'name'), name='image_name_unique_in_study'),
+            model_name="image",
+            constraint=models.UniqueConstraint(
+                fields=("study", "name"), name="image_name_unique_in_study"
+            ),
         ),
         migrations.AddIndex(
-            model_name='caption',
-            index=models.Index(fields=['study', 'purpose', 'system'], name='annotation__study_i_482bc7_idx'),
+            model_name="caption",
+            index=models.Index(
+                fields=["study", "purpose", "system"], name="annotation__study_i_482bc7_idx"
+            ),
         ),
     ]

@@ -66,8 +66,19 @@ class Mode:
         return 1
 
     def served_at(self, assignment: Assignment, part: int) -> datetime:
-        """When the part was shown, by the server's own record."""
-        return assignment.served_at
+        """When the part was shown, by the server's own record.
+
+        The first part is shown when the lease starts; a later part when the previous one was
+        answered. A reopened lease restarts the clock.
+        """
+        if part == 0:
+            return assignment.served_at
+        previous = (
+            Judgment.objects.filter(assignment_id=assignment.pk, part=part - 1)
+            .values_list("created_at", flat=True)
+            .first()
+        )
+        return max(previous, assignment.served_at) if previous else assignment.served_at
 
     def min_seconds(self, assignment: Assignment) -> float:
         """Submissions faster than this are refused."""

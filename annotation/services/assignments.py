@@ -95,7 +95,11 @@ def assignment_next(*, participant: Participant, now: datetime | None = None) ->
 
         mode = get_mode(locked.study.mode)
         round_number = mode.current_round(locked)
-        had_this_round = Assignment.objects.filter(participant=locked, round=round_number)
+        # A lease that lapsed unanswered does not count as "had": the item may come back to
+        # them (otherwise a lapsed tutorial pair could never be finished).
+        had_this_round = Assignment.objects.filter(participant=locked, round=round_number).exclude(
+            status=Assignment.Status.RELEASED
+        )
         candidates = (
             _with_capacity(mode.eligible_items(locked))
             .exclude(pk__in=had_this_round.values("item_id"))
@@ -111,14 +115,33 @@ def assignment_next(*, participant: Participant, now: datetime | None = None) ->
                 open_lease_count=F("open_lease_count") + 1
             )
             if claimed:
-                return Assignment.objects.select_related("item").create(
-                    participant=locked,
-                    item_id=item_id,
-                    round=round_number,
-                    served_at=now,
-                    expires_at=now + timedelta(seconds=settings.CAPEVAL_LEASE_SECONDS),
-                )
+                return _lease(locked, item_id, round_number, now)
     return None
+
+
+def _lease(participant: Participant, item_id: int, round_number: int, now: datetime) -> Assignment:
+    """Create the lease, or reopen the participant's lapsed one for the same item and round.
+
+    Reopening keeps any parts they already answered (a HUMANr group resumes where it
+    stopped) and restarts the clock, since the item is shown again now.
+    """
+    expires_at = now + timedelta(seconds=settings.CAPEVAL_LEASE_SECONDS)
+    lapsed = Assignment.objects.filter(
+        participant=participant, item_id=item_id, round=round_number
+    ).first()
+    if lapsed is None:
+        return Assignment.objects.select_related("item").create(
+            participant=participant,
+            item_id=item_id,
+            round=round_number,
+            served_at=now,
+            expires_at=expires_at,
+        )
+    lapsed.status = Assignment.Status.OPEN
+    lapsed.served_at = now
+    lapsed.expires_at = expires_at
+    lapsed.save(update_fields=["status", "served_at", "expires_at"])
+    return lapsed
 
 
 def assignment_release_expired(*, now: datetime | None = None) -> int:

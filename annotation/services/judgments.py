@@ -97,6 +97,7 @@ def judgment_submit(
                 payload=payload,
                 result=result,
                 dwell_ms=int(max(dwell, 0) * 1000),
+                created_at=now,
             )
             if part == parts - 1:
                 assignment.status = Assignment.Status.SUBMITTED

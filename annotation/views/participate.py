@@ -8,7 +8,6 @@ from django.contrib.auth.views import redirect_to_login
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.clickjacking import xframe_options_exempt
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation.models import Assignment, Participant, Study
@@ -58,32 +57,41 @@ def _study_and_participant(request: HttpRequest, public_id) -> tuple[Study, Part
     return study, participant
 
 
+def _framed_by_mturk(response: HttpResponse) -> HttpResponse:
+    response.xframe_options_exempt = True
+    response["Content-Security-Policy"] = MTURK_FRAME_ANCESTORS
+    return response
+
+
 def _allow_mturk_frame(response: HttpResponse, participant: Participant | None) -> HttpResponse:
     """MTurk shows tasks inside its own frame; every other page keeps X-Frame-Options DENY."""
     if participant is not None and participant.source == Participant.Source.MTURK:
-        response.xframe_options_exempt = True
-        response["Content-Security-Policy"] = MTURK_FRAME_ANCESTORS
+        return _framed_by_mturk(response)
     return response
 
 
 @require_GET
-@xframe_options_exempt
 def crowd_entry(request: HttpRequest, token: str) -> HttpResponse:
-    """A crowd worker arrives from Prolific or MTurk with a signed study link."""
+    """A crowd worker arrives from Prolific or MTurk with a signed study link.
+
+    An MTurk preview (``assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE``) shows the intro read-only
+    and creates nothing. Only what MTurk opens may be framed, and only by MTurk.
+    """
+    params = request.GET.dict()
+    from_mturk = "assignmentId" in params or "workerId" in params
     try:
         study = study_from_crowd_token(token)
-        params = request.GET.dict()
         if is_mturk_preview(params):
             response = render(
                 request, get_mode(study.mode).intro_template, {"study": study, "preview": True}
             )
-            response["Content-Security-Policy"] = MTURK_FRAME_ANCESTORS
-            return response
+            return _framed_by_mturk(response)
         source, external_id, meta = crowd_identity(params)
     except CrowdLinkError as exc:
-        return render(
+        response = render(
             request, "error.html", {"title": "Link problem", "message": str(exc)}, status=400
         )
+        return _framed_by_mturk(response) if from_mturk else response
     participant, _ = participant_for_crowd_worker(
         study=study, source=source, external_id=external_id, meta=meta
     )
