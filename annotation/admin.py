@@ -1,7 +1,17 @@
 from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin
 
-from annotation.models import Assignment, Caption, Image, Item, Job, Judgment, Participant, Study, User
+from annotation.models import (
+    Assignment,
+    Caption,
+    Image,
+    Item,
+    Job,
+    Judgment,
+    Participant,
+    Study,
+    User,
+)
 
 
 @admin.register(User)

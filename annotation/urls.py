@@ -10,13 +10,19 @@ urlpatterns = [
     path("studies/<int:study_id>/import/", imports.study_import, name="study_import"),
     path("studies/<int:study_id>/export/", exports.study_export, name="study_export"),
     path("studies/<int:study_id>/report/", reports.study_report, name="study_report"),
-    path("studies/<int:study_id>/report/figures/<slug:name>.<str:fmt>", reports.report_figure,
-         name="report_figure"),
+    path(
+        "studies/<int:study_id>/report/figures/<slug:name>.<str:fmt>",
+        reports.report_figure,
+        name="report_figure",
+    ),
     path("jobs/<int:job_id>/", studies.job_status, name="job_status"),
     path("jobs/<int:job_id>/download/", studies.job_download, name="job_download"),
     path("p/<str:token>/", participate.crowd_entry, name="crowd_entry"),
     path("s/<uuid:public_id>/", participate.participate_intro, name="participate_intro"),
     path("s/<uuid:public_id>/next/", participate.participate_next, name="participate_next"),
-    path("s/<uuid:public_id>/submit/<str:token>/", participate.participate_submit,
-         name="participate_submit"),
+    path(
+        "s/<uuid:public_id>/submit/<str:token>/",
+        participate.participate_submit,
+        name="participate_submit",
+    ),
 ]

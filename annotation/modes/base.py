@@ -105,6 +105,7 @@ class Mode:
     item_template: ClassVar[str] = ""
     feedback_template: ClassVar[str] = ""
     report_template: ClassVar[str] = ""
+    finished_template: ClassVar[str] = ""  # included in participate/finished.html if set
 
     def page_context(self, assignment: Assignment, part: int) -> dict[str, Any]:
         """What the item template needs to show one part of an assignment."""

@@ -328,7 +328,6 @@ class HumanrMode(Mode):
 
     def finished_context(self, participant: Participant) -> dict[str, Any]:
         context: dict[str, Any] = {
-            "mode_finished_template": self.finished_template,
             "groups_done": (participant.state or {}).get("groups_done", 0),
         }
         if context["groups_done"]:
@@ -766,7 +765,9 @@ def _figure_by_system(Figure, report: dict[str, Any]):
     axes.set_yticks(y, [f"Human–{row['system']}" for row in rows])
     axes.set_xlim(-1, 1)
     axes.set_xlabel("HUMANr (−1: human caption preferred, +1: model caption preferred)")
-    axes.set_title("HUMANr by comparison (black: 95% t-interval, red: image bootstrap)")
+    axes.set_title(
+        "HUMANr by comparison\n(black: 95% t-interval, red: bootstrap over images)", fontsize=10
+    )
     for spine in ("top", "right"):
         axes.spines[spine].set_visible(False)
     figure.tight_layout()
@@ -811,6 +812,9 @@ def _figure_std_vs_images(Figure, report: dict[str, Any]):
     axes.set_title("Stability of HUMANr with the number of images")
     if points:
         axes.set_xscale("log")
+        counts = [p["n_images"] for p in points]
+        axes.set_xticks(counts, [str(n) for n in counts])
+        axes.minorticks_off()
         axes.legend(frameon=False, fontsize="small")
     for spine in ("top", "right"):
         axes.spines[spine].set_visible(False)

@@ -411,7 +411,6 @@ class VicrMode(Mode):
     def finished_context(self, participant: Participant) -> dict[str, Any]:
         state = participant.state or {}
         context = {
-            "mode_finished_template": self.finished_template,
             "phase": player_state(participant).phase,
             "score": player_state(participant).score,
             "game_total": state.get("game_total", 0),

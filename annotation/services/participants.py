@@ -71,14 +71,25 @@ def participant_for_user(*, study: Study, user: User) -> Participant:
 def participant_for_crowd_worker(
     *, study: Study, source: str, external_id: str, meta: dict[str, Any]
 ) -> tuple[Participant, bool]:
-    """One participant per external id and study: a returning worker resumes."""
+    """One participant per external id and study: a returning worker resumes.
+
+    The platform details of the latest visit win: a returning MTurk worker arrives with the
+    assignmentId of a new HIT, and the completion form must post that one.
+    """
     try:
         with transaction.atomic():
-            return Participant.objects.get_or_create(
+            participant, created = Participant.objects.get_or_create(
                 study=study,
                 source=source,
                 external_id=external_id,
                 defaults={"external_meta": meta},
             )
     except IntegrityError:
-        return Participant.objects.get(study=study, source=source, external_id=external_id), False
+        participant, created = (
+            Participant.objects.get(study=study, source=source, external_id=external_id),
+            False,
+        )
+    if not created and meta and {**participant.external_meta, **meta} != participant.external_meta:
+        participant.external_meta = {**participant.external_meta, **meta}
+        participant.save(update_fields=["external_meta"])
+    return participant, created

@@ -24,7 +24,10 @@ def job_run(*, job: Job) -> None:
         )
     except Exception as exc:
         logger.exception("job %s failed", job.pk)
-        job_fail(job=job, error=getattr(exc, "user_message", None) or str(exc) or repr(exc),
-                 result=getattr(exc, "details", None))
+        job_fail(
+            job=job,
+            error=getattr(exc, "user_message", None) or str(exc) or repr(exc),
+            result=getattr(exc, "details", None),
+        )
         return
     job_finish(job=job, **outcome)

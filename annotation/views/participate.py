@@ -138,7 +138,12 @@ def participate_next(request: HttpRequest, public_id) -> HttpResponse:
     assignment = assignment_next(participant=participant)
     if assignment is None:
         mode = get_mode(study.mode)
-        context = {"study": study, "participant": participant, **mode.finished_context(participant)}
+        context = {
+            "study": study,
+            "participant": participant,
+            "mode_finished_template": mode.finished_template,
+            **mode.finished_context(participant),
+        }
         return _allow_mturk_frame(
             render(request, "participate/finished.html", context), participant
         )

@@ -1,0 +1,757 @@
+"""Exports: a study's raw judgments as CSV or JSONL, with a datasheet beside the data file.
+
+One row per judgment (or several, if the mode's ``export_rows`` says so: THumB gives one
+per caption), in primary-key order, of the judgments that existed when the export started
+(a live study keeps collecting; the datasheet names the snapshot's last id).
+
+Columns are chosen once, at the start, and are the same in both formats:
+
+- the common columns of ``COMMON_COLUMNS`` (study, judgment, item, image, the captions the
+  item shows, participant pseudonym, phase, timestamps, dwell time, exclusion flag);
+- ``payload.<key>`` and ``result.<key>`` for every top-level key found in the snapshot's
+  payloads and results (a key a judgment lacks is empty/null);
+- the mode's own columns (``Mode.export_columns()``), appended last.
+
+Formats. JSONL: one JSON object per line, values in their JSON types (lists and objects
+nested, null for missing). CSV (RFC 4180, UTF-8, header row): lists and objects as compact
+JSON, booleans as ``true``/``false``, null as an empty cell; a text cell starting with
+``= + - @``, tab or carriage return is prefixed with ``'`` (OWASP CSV injection guidance) so
+a spreadsheet never runs a caption as a formula. Only text is neutralised: numbers the
+export formats itself (``-0.5``) stay numbers.
+
+Privacy: participants appear only by pseudonym, never by user name or crowd worker id.
+
+Writing: one query streams the rows (a server-side cursor on PostgreSQL, fetched in chunks
+of ``CAPEVAL_EXPORT_CHUNK_SIZE``, default 5,000; memory stays bounded by the chunk and the
+item cache). Item, image, participant and assignment columns come by join, JSON and
+timestamps as text formatted by the database; the captions an item shows are looked up
+once per item and cached. Progress is reported after every chunk. Rows go to a hidden
+``.part`` file in
+``CAPEVAL_EXPORT_DIR`` that is renamed with ``os.replace`` only when complete; the datasheet
+(``<stem>.datasheet.json``) is renamed first, the data file last. A run that fails removes
+its ``.part`` files; a run restarted after a killed worker starts from scratch and
+overwrites them. The job's ``result_file`` is the data file; ``job.result["datasheet"]``
+names the datasheet.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from importlib import metadata
+from itertools import islice
+from json.encoder import encode_basestring as encode_json_string
+from pathlib import Path
+from typing import Any, TextIO
+
+import django
+from django.conf import settings
+from django.db import connection
+from django.db.models import Func, Max, TextField
+from django.db.models.functions import Cast
+from django.utils import timezone
+
+import capeval
+from annotation.models import Caption, Item, Job, Judgment, Study, User
+from annotation.modes import Mode, get_mode
+from annotation.modes.base import ExportColumn
+from annotation.selectors import study_counts
+from annotation.services.jobs import job_create
+
+EXPORT_FORMATS = ("csv", "jsonl")
+DEFAULT_CHUNK_SIZE = 5000
+# Items whose caption cells are kept between chunks (about 0.6 kB each); the cache is
+# emptied when full, which bounds memory for studies with more items than this.
+ITEM_CACHE_SIZE = 20_000
+# SQLite refuses more than 32,766 variables in one statement; stay far below it.
+IN_BATCH = 900
+DEFAULT_KEEP_DAYS = 7
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+GENERIC_EXCLUSION_RULE = (
+    "Judgments with excluded=true are kept and flagged; exclusion_reason says why."
+)
+
+COMMON_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("study_id", "Id of the study."),
+    ("study_name", "Name of the study."),
+    ("study_mode", "Protocol of the study (thumb, vicr, humanr)."),
+    (
+        "judgment_id",
+        "Id of the judgment; rows are in this order (a mode may give a "
+        "judgment several rows, e.g. THumB one per caption).",
+    ),
+    ("item_id", "Id of the item judged (the unit the mode serves)."),
+    ("item_kind", "Kind of item, defined by the mode (e.g. tutorial, game, comparison)."),
+    ("item_position", "Position of the item in the study's item order."),
+    ("image_name", "Name of the image as cited by the import file."),
+    ("image_sha256", "SHA-256 of the original image file."),
+    ("caption_ids", "Ids of the captions the item shows, as a list."),
+    ("caption_systems", "System of each caption (Human for human captions), same order."),
+    ("caption_texts", "Normalised text of each caption as shown, same order."),
+    ("caption_raw_texts", "Raw text of each caption as imported, same order."),
+    ("participant", "Pseudonym of the participant (never a user name or crowd worker id)."),
+    ("phase", "Phase of the participant when judging, defined by the mode."),
+    ("part", "Part of the assignment this judgment answers (0 for single-part items)."),
+    ("created_at", "When the judgment was stored (ISO 8601, UTC)."),
+    ("served_at", "When the item was served to the participant (ISO 8601, UTC)."),
+    ("submitted_at", "When the whole assignment was submitted (ISO 8601, UTC)."),
+    ("dwell_ms", "Server-measured time from serving to submission, in milliseconds."),
+    ("excluded", "Whether the judgment is excluded from the scores (it is kept here)."),
+    ("exclusion_reason", "Why the judgment is excluded, if it is."),
+)
+_PAYLOAD_AT = [name for name, _ in COMMON_COLUMNS].index("created_at")
+
+
+Progress = Callable[..., None]
+
+
+class ExportError(Exception):
+    """An export that cannot run; the message is shown on the job."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.user_message = message
+
+
+@dataclass(frozen=True)
+class ExportColumnInfo:
+    name: str
+    description: str
+
+
+# ---------------------------------------------------------------------------------------
+# Requests and cleanup
+
+
+def export_request(*, study: Study, user: User, export_format: str) -> Job:
+    """Queue an export job of the study's judgments in ``export_format`` (csv or jsonl)."""
+    if export_format not in EXPORT_FORMATS:
+        raise ValueError(
+            f"Unknown export format {export_format!r}; choose one of {', '.join(EXPORT_FORMATS)}."
+        )
+    return job_create(
+        kind=Job.Kind.EXPORT, study=study, created_by=user, params={"format": export_format}
+    )
+
+
+def export_delete_old(*, days: int = DEFAULT_KEEP_DAYS, now: datetime | None = None) -> int:
+    """Delete export files of jobs finished more than ``days`` ago; return files deleted.
+
+    Job rows stay (their ``result_file`` is cleared, so the page offers no dead link);
+    ``.part`` files left by killed workers are removed once they are as old.
+    """
+    now = now or timezone.now()
+    cutoff = now - timedelta(days=days)
+    root = _export_dir()
+    deleted = 0
+    old_jobs = Job.objects.filter(kind=Job.Kind.EXPORT, finished_at__lt=cutoff).exclude(
+        result_file=""
+    )
+    for job in old_jobs.only("pk", "result_file", "result"):
+        names = [job.result_file]
+        if isinstance(job.result, dict) and job.result.get("datasheet"):
+            names.append(job.result["datasheet"])
+        for name in names:
+            path = _inside(root, name)
+            if path is not None and path.is_file():
+                path.unlink()
+                deleted += 1
+        Job.objects.filter(pk=job.pk).update(
+            result_file="", message=f"File deleted after {days} days; export again."
+        )
+    if root.is_dir():
+        for part in root.glob(".*.part"):
+            if datetime.fromtimestamp(part.stat().st_mtime, tz=UTC) < cutoff:
+                part.unlink(missing_ok=True)
+                deleted += 1
+    return deleted
+
+
+def _export_dir() -> Path:
+    return Path(settings.CAPEVAL_EXPORT_DIR)
+
+
+def _inside(root: Path, name: str) -> Path | None:
+    path = (root / name).resolve()
+    return path if root.resolve() in path.parents else None
+
+
+# ---------------------------------------------------------------------------------------
+# Running
+
+
+def export_run(*, job: Job, progress: Progress) -> dict[str, Any]:
+    """Write the job's study export and its datasheet; return what ``job_finish`` stores."""
+    study = Study.objects.get(pk=job.study_id)
+    export_format = (job.params or {}).get("format", "csv")
+    if export_format not in EXPORT_FORMATS:
+        raise ExportError(f"Unknown export format {export_format!r}.")
+    mode = get_mode(study.mode)
+    mode_columns = list(mode.export_columns())
+
+    judgments = Judgment.objects.filter(study_id=study.pk)
+    max_id = judgments.aggregate(last=Max("id"))["last"] or 0
+    total = judgments.filter(id__lte=max_id).count()
+    payload_keys = _json_keys(study.pk, max_id, "payload")
+    result_keys = _json_keys(study.pk, max_id, "result")
+    columns = _columns(payload_keys, result_keys, mode_columns, study.mode)
+
+    root = _export_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    stem = f"study-{study.pk}-export-{job.pk}"
+    data_name = f"{stem}.{export_format}"
+    sheet_name = f"{stem}.datasheet.json"
+    data_part = root / f".{data_name}.part"
+    sheet_part = root / f".{sheet_name}.part"
+
+    writer = _ExportWriter(
+        study=study,
+        export_format=export_format,
+        payload_keys=payload_keys,
+        result_keys=result_keys,
+        mode=mode,
+        mode_columns=mode_columns,
+    )
+    progress(0, f"Exporting {total:,} judgments")
+    try:
+        with data_part.open("w", encoding="utf-8", newline="") as out:
+            writer.write_header(out, [c.name for c in columns])
+            for done in writer.write_rows(out, max_id=max_id):
+                percent = min(99, done * 100 // max(total, 1))
+                progress(percent, f"Exported {done:,} of {total:,} judgments")
+        datasheet = _datasheet(
+            study=study,
+            mode=mode,
+            export_format=export_format,
+            data_name=data_name,
+            columns=columns,
+            counts=writer.counts(max_id),
+            max_id=max_id,
+        )
+        sheet_part.write_text(json.dumps(datasheet, indent=2, ensure_ascii=False) + "\n")
+        os.replace(sheet_part, root / sheet_name)
+        os.replace(data_part, root / data_name)
+    except BaseException:
+        data_part.unlink(missing_ok=True)
+        sheet_part.unlink(missing_ok=True)
+        raise
+    return {
+        "result": {
+            "datasheet": sheet_name,
+            "format": export_format,
+            "judgments": writer.judgments,
+            "rows": writer.rows,
+        },
+        "result_file": data_name,
+        "message": f"Exported {writer.judgments:,} judgments",
+    }
+
+
+def _json_keys(study_id: int, max_id: int, field: str) -> list[str]:
+    """Top-level keys of the snapshot's payloads (or results), found by the database."""
+    table = Judgment._meta.db_table
+    vendor = connection.vendor
+    if vendor == "postgresql":
+        sql = (
+            f"SELECT DISTINCT jsonb_object_keys({field}) FROM {table} "
+            f"WHERE study_id = %s AND id <= %s AND jsonb_typeof({field}) = 'object'"
+        )
+    elif vendor == "sqlite":
+        sql = (
+            f"SELECT DISTINCT e.key FROM {table} AS j, json_each(j.{field}) AS e "
+            f"WHERE j.study_id = %s AND j.id <= %s AND json_type(j.{field}) = 'object'"
+        )
+    else:  # pragma: no cover - only PostgreSQL and SQLite are configured
+        keys: set[str] = set()
+        for value in (
+            Judgment.objects.filter(study_id=study_id, id__lte=max_id)
+            .values_list(field, flat=True)
+            .iterator(chunk_size=DEFAULT_CHUNK_SIZE)
+        ):
+            if isinstance(value, dict):
+                keys.update(value)
+        return sorted(keys)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [study_id, max_id])
+        return sorted(row[0] for row in cursor.fetchall())
+
+
+def _columns(
+    payload_keys: list[str], result_keys: list[str], mode_columns: list[ExportColumn], mode: str
+) -> list[ExportColumnInfo]:
+    common = [ExportColumnInfo(name, text) for name, text in COMMON_COLUMNS]
+    columns = (
+        common[:_PAYLOAD_AT]
+        + [ExportColumnInfo(f"payload.{k}", f"Submitted value {k!r}.") for k in payload_keys]
+        + [ExportColumnInfo(f"result.{k}", f"Server-computed value {k!r}.") for k in result_keys]
+        + common[_PAYLOAD_AT:]
+    )
+    taken = {c.name for c in columns}
+    for column in mode_columns:
+        if column.name in taken:
+            raise ExportError(
+                f"The {mode} mode's export column {column.name!r} repeats a column name."
+            )
+        taken.add(column.name)
+        description = getattr(column, "description", "") or f"Column of the {mode} mode."
+        columns.append(ExportColumnInfo(column.name, description))
+    return columns
+
+
+def _chunk_delay() -> float:
+    """Seconds to sleep between chunks: a test-only hook that makes an export slow enough
+    to kill its worker mid-way (settings.CAPEVAL_EXPORT_CHUNK_DELAY_S, default 0)."""
+    return float(getattr(settings, "CAPEVAL_EXPORT_CHUNK_DELAY_S", 0) or 0)
+
+
+def _iso(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    return value.astimezone(UTC).isoformat()
+
+
+def neutralise(text: str) -> str:
+    """Prefix a text that a spreadsheet would run as a formula with a single quote."""
+    return "'" + text if text.startswith(FORMULA_PREFIXES) else text
+
+
+def _csv_cell(value: Any) -> Any:
+    """A JSON value as a CSV cell: text neutralised, numbers kept, the rest as compact JSON."""
+    kind = type(value)
+    if kind is str:
+        return "'" + value if value.startswith(FORMULA_PREFIXES) else value
+    if value is None:
+        return ""
+    if kind is bool:
+        return "true" if value else "false"
+    if kind is int or kind is float:
+        return value
+    if isinstance(value, datetime):
+        return _iso(value)
+    return neutralise(_compact_json(value))
+
+
+def _compact_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+CAPTION_KEYS = ("caption_ids", "caption_id", "captions", "caption")
+
+
+def _spec_caption_ids(spec: Any) -> list[int]:
+    """Caption ids an item's spec names, in order: ``caption_ids`` first, then any key
+    ``caption``, ``caption_id``, ``captions`` or ending in ``_caption(s)``/``_caption_id(s)``
+    holding an id or a list of ids (modes name them; this stays mode-agnostic)."""
+    if not isinstance(spec, dict):
+        return []
+    found: list[Any] = []
+    for key in sorted(spec, key=lambda key: key != "caption_ids"):
+        if key in CAPTION_KEYS or key.endswith(tuple("_" + name for name in CAPTION_KEYS)):
+            value = spec[key]
+            found.extend(value if isinstance(value, list) else [value])
+    ids: list[int] = []
+    for value in found:
+        if type(value) is int and value not in ids:
+            ids.append(value)
+    return ids
+
+
+def _batches(values: list[int], size: int = IN_BATCH) -> Iterator[list[int]]:
+    for start in range(0, len(values), size):
+        yield values[start : start + size]
+
+
+class IsoUtc(Func):
+    """A timestamp as ISO 8601 text in UTC, formatted by the database: converting a
+    million datetimes row by row in Python costs more than the rest of the export."""
+
+    output_field = TextField()
+    template = "CAST(%(expressions)s AS TEXT)"
+
+    def as_postgresql(self, compiler, connection, **extra):
+        template = (
+            "to_char(%(expressions)s AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"')"
+        )
+        return self.as_sql(compiler, connection, template=template, **extra)
+
+    def as_sqlite(self, compiler, connection, **extra):
+        # Django stores aware datetimes on SQLite as naive UTC text "YYYY-MM-DD HH:MM:SS[.f]".
+        template = "(replace(%(expressions)s, ' ', 'T') || '+00:00')"
+        return self.as_sql(compiler, connection, template=template, **extra)
+
+
+# The columns of one chunk query; JSON and timestamps arrive as text (no per-value
+# conversion by Django), item and image columns by join.
+ROW_FIELDS = (
+    "id",
+    "item_id",
+    "participant__pseudonym",
+    "part",
+    "phase",
+    "dwell_ms",
+    "excluded",
+    "exclusion_reason",
+    "item__kind",
+    "item__position",
+    "item__image__name",
+    "item__image__sha256",
+    "participant_id",
+    "assignment_id",
+)
+ROW_EXPRESSIONS = {
+    "payload_text": Cast("payload", TextField()),
+    "result_text": Cast("result", TextField()),
+    "spec_text": Cast("item__spec", TextField()),
+    "created_iso": IsoUtc("created_at"),
+    "served_iso": IsoUtc("assignment__served_at"),
+    "submitted_iso": IsoUtc("assignment__submitted_at"),
+}
+
+
+class _ExportWriter:
+    """Streams one study's judgments into a CSV or JSONL file, chunk by chunk."""
+
+    def __init__(
+        self,
+        *,
+        study: Study,
+        export_format: str,
+        payload_keys: list[str],
+        result_keys: list[str],
+        mode: Mode,
+        mode_columns: list[ExportColumn],
+    ):
+        self.study = study
+        self.mode = mode
+        self.mode_names = [column.name for column in mode_columns]
+        # The base export_rows gives one row of export_columns; skip it when there are none.
+        self.per_judgment_rows = bool(mode_columns) or (
+            type(mode).export_rows is not Mode.export_rows
+        )
+        self.is_csv = export_format == "csv"
+        self.payload_keys = payload_keys
+        self.result_keys = result_keys
+        self.chunk_size = int(getattr(settings, "CAPEVAL_EXPORT_CHUNK_SIZE", DEFAULT_CHUNK_SIZE))
+        self.delay = _chunk_delay()
+        self.cell = _csv_cell if self.is_csv else _identity
+        self.study_cells = (study.pk, self.cell(study.name), self.cell(study.mode))
+        # item id -> the four caption cells; emptied when full (see ITEM_CACHE_SIZE).
+        self.caption_cells: dict[int, tuple[Any, Any, Any, Any]] = {}
+        self.caption_ids: set[int] = set()
+        self.judgments = 0
+        self.rows = 0
+        self.excluded = 0
+        self._csv: Any = None
+        self._names: list[str] = []
+
+    def write_header(self, out: TextIO, names: list[str]) -> None:
+        self._names = names
+        if self.is_csv:
+            self._csv = csv.writer(out)
+            self._csv.writerow([neutralise(name) for name in names])
+
+    def write_rows(self, out: TextIO, *, max_id: int) -> Iterator[int]:
+        """Write every judgment up to ``max_id``; yield the running count after each chunk."""
+        rows = (
+            Judgment.objects.filter(study_id=self.study.pk, id__lte=max_id)
+            .order_by("id")
+            .annotate(**ROW_EXPRESSIONS)
+            .values_list(*ROW_FIELDS, *ROW_EXPRESSIONS)
+            .iterator(chunk_size=self.chunk_size)
+        )
+        while chunk := list(islice(rows, self.chunk_size)):
+            self._load_captions(chunk)
+            lines = self._csv_lines(chunk) if self.is_csv else self._json_lines(chunk)
+            if self.per_judgment_rows:
+                lines = self._with_mode_rows(chunk, lines)
+            if self.is_csv:
+                self._csv.writerows(lines)
+            else:
+                names = self._names
+                out.writelines(
+                    json.dumps(dict(zip(names, line, strict=True)), ensure_ascii=False) + "\n"
+                    for line in lines
+                )
+            self.judgments += len(chunk)
+            self.rows += len(lines)
+            yield self.judgments
+            if self.delay:
+                time.sleep(self.delay)
+
+    def _csv_lines(self, chunk: list[tuple[Any, ...]]) -> list[list[Any]]:
+        # The hot loop of a large export: locals, no per-cell calls for columns whose
+        # type is known, and neutralisation inlined for the text ones.
+        prefixes = FORMULA_PREFIXES
+        cell = _csv_cell
+        loads = json.loads
+        study_cells = self.study_cells
+        captions = self.caption_cells
+        payload_keys = self.payload_keys
+        result_keys = self.result_keys
+        lines = []
+        excluded_count = 0
+        for (
+            judgment_id,
+            item_id,
+            pseudonym,
+            part,
+            phase,
+            dwell_ms,
+            excluded,
+            reason,
+            kind,
+            position,
+            image_name,
+            image_sha,
+            _participant_id,
+            _assignment_id,
+            payload_text,
+            result_text,
+            _spec_text,
+            created_iso,
+            served_iso,
+            submitted_iso,
+        ) in chunk:
+            line = [
+                *study_cells,
+                judgment_id,
+                item_id,
+                "'" + kind if kind.startswith(prefixes) else kind,
+                position,
+                cell(image_name),
+                image_sha,
+                *captions[item_id],
+                pseudonym,
+                "'" + phase if phase.startswith(prefixes) else phase,
+                part,
+            ]
+            if payload_keys:
+                values = loads(payload_text)
+                if type(values) is not dict:
+                    values = {}
+                line += [cell(values.get(key)) for key in payload_keys]
+            if result_keys:
+                values = loads(result_text)
+                if type(values) is not dict:
+                    values = {}
+                line += [cell(values.get(key)) for key in result_keys]
+            if excluded:
+                excluded_count += 1
+            line += (
+                created_iso,
+                served_iso,
+                submitted_iso,
+                dwell_ms,
+                "true" if excluded else "false",
+                "'" + reason if reason.startswith(prefixes) else reason,
+            )
+            lines.append(line)
+        self.excluded += excluded_count
+        return lines
+
+    def _json_lines(self, chunk: list[tuple[Any, ...]]) -> list[list[Any]]:
+        captions = self.caption_cells
+        lines = []
+        for row in chunk:
+            (judgment_id, item_id, pseudonym, part, phase, dwell_ms, excluded, reason, kind,
+             position, image_name, image_sha, _, _, payload_text, result_text, _,
+             created_iso, served_iso, submitted_iso) = row  # fmt: skip
+            payload = _as_dict(json.loads(payload_text))
+            result = _as_dict(json.loads(result_text))
+            excluded = bool(excluded)
+            self.excluded += excluded
+            lines.append(
+                [
+                    *self.study_cells,
+                    judgment_id,
+                    item_id,
+                    kind,
+                    position,
+                    image_name,
+                    image_sha,
+                    *captions[item_id],
+                    pseudonym,
+                    phase,
+                    part,
+                    *[payload.get(key) for key in self.payload_keys],
+                    *[result.get(key) for key in self.result_keys],
+                    created_iso,
+                    served_iso,
+                    submitted_iso,
+                    dwell_ms,
+                    excluded,
+                    reason,
+                ]
+            )
+        return lines
+
+    def _with_mode_rows(self, chunk: list[tuple[Any, ...]], lines: list[list[Any]]):
+        """Append the mode's cells; a judgment gives as many rows as ``export_rows`` says
+        (at least one: a judgment never silently disappears from the export)."""
+        cell = self.cell
+        names = self.mode_names
+        expanded = []
+        for line, judgment in zip(lines, self._judgments(chunk), strict=True):
+            for mode_row in self.mode.export_rows(judgment) or [{}]:
+                expanded.append(line + [cell(mode_row.get(name)) for name in names])
+        return expanded
+
+    def _judgments(self, chunk: list[tuple[Any, ...]]) -> Iterator[Judgment]:
+        """Judgment instances for the mode's columns, with their item attached (no N+1)."""
+        for row in chunk:
+            item = Item(
+                id=row[1], study_id=self.study.pk, kind=row[8], position=row[9],
+                spec=_as_dict(json.loads(row[16])),
+            )  # fmt: skip
+            judgment = Judgment(
+                id=row[0], study_id=self.study.pk, item_id=row[1], participant_id=row[12],
+                assignment_id=row[13], part=row[3], phase=row[4], dwell_ms=row[5],
+                excluded=bool(row[6]), exclusion_reason=row[7],
+                payload=json.loads(row[14]), result=json.loads(row[15]),
+                created_at=datetime.fromisoformat(row[17]),
+            )  # fmt: skip
+            judgment.item = item
+            yield judgment
+
+    def _load_captions(self, chunk: list[tuple[Any, ...]]) -> None:
+        """Format the caption cells of the chunk's items not yet cached."""
+        specs = {row[1]: row[16] for row in chunk if row[1] not in self.caption_cells}
+        if not specs:
+            return
+        if len(self.caption_cells) + len(specs) > ITEM_CACHE_SIZE:
+            self.caption_cells.clear()
+        shown = {item_id: _spec_caption_ids(json.loads(text)) for item_id, text in specs.items()}
+        found = self._captions(sorted({cid for ids in shown.values() for cid in ids}))
+        for item_id, ids in shown.items():
+            rows = [found[cid] for cid in ids if cid in found]
+            self.caption_ids.update(row[0] for row in rows)
+            if self.is_csv:
+                # JSON arrays built from C-encoded strings: json.dumps per list costs more.
+                self.caption_cells[item_id] = (
+                    "[" + ",".join([str(row[0]) for row in rows]) + "]",
+                    "[" + ",".join([encode_json_string(row[1]) for row in rows]) + "]",
+                    "[" + ",".join([encode_json_string(row[2]) for row in rows]) + "]",
+                    "[" + ",".join([encode_json_string(row[3]) for row in rows]) + "]",
+                )
+            else:
+                self.caption_cells[item_id] = tuple([row[n] for row in rows] for n in range(4))
+
+    def _captions(self, caption_ids: list[int]) -> dict[int, tuple[int, str, str, str]]:
+        if not caption_ids:
+            return {}
+        if connection.vendor == "postgresql":
+            # One array parameter instead of thousands of IN placeholders.
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    f"SELECT id, system, text, raw_text FROM {Caption._meta.db_table} "
+                    "WHERE study_id = %s AND id = ANY(%s)",
+                    [self.study.pk, caption_ids],
+                )
+                return {row[0]: row for row in cursor.fetchall()}
+        found = {}
+        for batch in _batches(caption_ids):
+            for row in Caption.objects.filter(id__in=batch, study_id=self.study.pk).values_list(
+                "id", "system", "text", "raw_text"
+            ):
+                found[row[0]] = row
+        return found
+
+    def counts(self, max_id: int) -> dict[str, int]:
+        snapshot = Judgment.objects.filter(study_id=self.study.pk, id__lte=max_id)
+        return {
+            "judgments": self.judgments,
+            "rows": self.rows,
+            "excluded": self.excluded,
+            "participants": snapshot.values("participant_id").distinct().count(),
+            "items": snapshot.values("item_id").distinct().count(),
+            "images": snapshot.exclude(item__image_id=None)
+            .values("item__image_id")
+            .distinct()
+            .count(),
+            "captions": len(self.caption_ids),
+        }
+
+
+def _as_dict(value: Any) -> dict[str, Any]:
+    return value if type(value) is dict else {}
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+# ---------------------------------------------------------------------------------------
+# Datasheet
+
+
+def _datasheet(
+    *,
+    study: Study,
+    mode: Any,
+    export_format: str,
+    data_name: str,
+    columns: Iterable[ExportColumnInfo],
+    counts: dict[str, int],
+    max_id: int,
+) -> dict[str, Any]:
+    rules = getattr(mode, "exclusion_rules", "") or ""
+    rules_list = [rules] if isinstance(rules, str) else list(rules)
+    return {
+        "title": f"Judgments of study {study.pk}: {study.name}",
+        "data_file": data_name,
+        "format": export_format,
+        "format_notes": (
+            "CSV: RFC 4180, UTF-8, header row; lists and objects as compact JSON, booleans as "
+            "true/false, null as empty; text cells starting with = + - @ tab or CR are "
+            "prefixed with ' (CSV injection)."
+            if export_format == "csv"
+            else "JSONL: one JSON object per line, UTF-8, values in their JSON types."
+        ),
+        "exported_at": timezone.now().astimezone(UTC).isoformat(),
+        "study": {
+            "id": study.pk,
+            "name": study.name,
+            "description": study.description,
+            "mode": study.mode,
+            "mode_label": getattr(mode, "label", "") or study.mode,
+            "status": study.status,
+            "settings": study.settings,
+            "created_at": _iso(study.created_at),
+        },
+        "seeds": {"study": study.seed},
+        "snapshot": {
+            "last_judgment_id": max_id,
+            "note": "Judgments stored after the export started are not included.",
+        },
+        "counts": counts,
+        "counts_notes": (
+            "judgments and excluded count rows of the data file; participants, items, images "
+            "and captions count those appearing in it. study_totals counts the whole study."
+        ),
+        "study_totals": study_counts(study),
+        "exclusion_rules": [*[r for r in rules_list if r], GENERIC_EXCLUSION_RULE],
+        "privacy": "Participants appear by pseudonym only; no user names or crowd worker ids.",
+        "software": {
+            "capeval": capeval.__version__,
+            "django": django.get_version(),
+            "python": platform.python_version(),
+            "numpy": _version("numpy"),
+            "database": connection.vendor,
+            "platform": sys.platform,
+        },
+        "columns": [{"name": c.name, "description": c.description} for c in columns],
+    }
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "not installed"

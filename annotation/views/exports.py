@@ -1,0 +1,47 @@
+"""Exports of a study's judgments: start the job here, watch and download it on the job page.
+
+The data file downloads through ``job_download``; ``job_datasheet`` serves the datasheet
+written beside it (both confined to the export folder).
+"""
+
+from django.contrib.auth.decorators import login_required
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from annotation import selectors
+from annotation.models import Job
+from annotation.services.exports import export_request
+from annotation.views.access import researcher_required
+
+
+@require_POST
+@researcher_required
+def study_export(request: HttpRequest, study_id: int) -> HttpResponse:
+    study = selectors.study_for_researcher(request.user, study_id)
+    try:
+        job = export_request(
+            study=study, user=request.user, export_format=request.POST.get("format", "csv")
+        )
+    except ValueError as exc:
+        return render(
+            request, "error.html", {"title": "Cannot export", "message": str(exc)}, status=400
+        )
+    if request.htmx:
+        return render(request, "partials/job_status.html", {"job": job})
+    return redirect("job_status", job_id=job.pk)
+
+
+@require_GET
+@login_required
+def job_datasheet(request: HttpRequest, job_id: int) -> FileResponse:
+    """The datasheet of a finished export job (``job.result["datasheet"]``)."""
+    job = selectors.job_for_user(request.user, job_id)
+    name = job.result.get("datasheet") if isinstance(job.result, dict) else None
+    if job.kind != Job.Kind.EXPORT or job.status != Job.Status.DONE or not name:
+        raise Http404("This job has no datasheet.")
+    # The same confinement as the data file: resolve the name inside the export folder.
+    path = selectors.job_file_path(Job(result_file=name))
+    return FileResponse(
+        path.open("rb"), as_attachment=True, filename=path.name, content_type="application/json"
+    )

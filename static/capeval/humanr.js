@@ -1,0 +1,78 @@
+/* HUMANr trial page: keys 1-9 choose, arrows move the choice, Enter goes on; shows the
+   chosen value; holds a too-early answer until the server's minimum time has passed.
+   Without this script the radio buttons and the button still work. */
+(function () {
+  "use strict";
+  var form = document.querySelector(".hr-form");
+  if (!form) return;
+  var radios = Array.prototype.slice.call(form.querySelectorAll('input[name="raw"]'));
+  var shown = document.getElementById("hr-choice-value");
+  var status = document.getElementById("hr-status");
+  var submit = document.getElementById("hr-submit");
+  var readyAt = Date.now() + (parseFloat(form.getAttribute("data-remaining")) || 0) * 1000 + 100;
+  var sending = false;
+
+  function chosen() {
+    for (var i = 0; i < radios.length; i++) if (radios[i].checked) return radios[i];
+    return null;
+  }
+  function describe(radio) {
+    return radio.getAttribute("aria-label") || radio.value;
+  }
+  function choose(value) {
+    var radio = radios[Math.max(1, Math.min(9, value)) - 1];
+    radio.checked = true;
+    radio.focus();
+    update();
+  }
+  function update() {
+    var radio = chosen();
+    shown.textContent = radio ? describe(radio) : "none yet";
+  }
+  form.addEventListener("change", update);
+
+  form.addEventListener("submit", function (event) {
+    if (sending) { event.preventDefault(); return; }
+    if (!chosen()) {
+      event.preventDefault();
+      status.textContent = "Choose a value from 1 to 9 first.";
+      radios[0].focus();
+      return;
+    }
+    var wait = readyAt - Date.now();
+    if (wait > 0) {
+      event.preventDefault();
+      status.textContent = "Saving…";
+      setTimeout(function () { sending = true; submit.disabled = true; form.submit(); }, wait);
+      sending = true;
+      return;
+    }
+    sending = true;
+    status.textContent = "Saving…";
+  });
+
+  document.addEventListener("keydown", function (event) {
+    if (event.altKey || event.ctrlKey || event.metaKey) return;
+    var key = event.key;
+    if (/^[1-9]$/.test(key)) {
+      event.preventDefault();
+      choose(parseInt(key, 10));
+      return;
+    }
+    var current = chosen();
+    var onScale = event.target && event.target.name === "raw";
+    var step = { ArrowLeft: -1, ArrowUp: -1, ArrowRight: 1, ArrowDown: 1 }[key];
+    if (step && (onScale || event.target === document.body || event.target.id === "main")) {
+      event.preventDefault();
+      // From no choice the first arrow press lands on the middle: no side is favoured.
+      choose(current ? parseInt(current.value, 10) + step : 5);
+    } else if ((key === "Home" || key === "End") && onScale) {
+      event.preventDefault();
+      choose(key === "Home" ? 1 : 9);
+    } else if (key === "Enter" && (onScale || event.target === document.body)) {
+      event.preventDefault();
+      form.requestSubmit(submit);
+    }
+  });
+  update();
+})();

@@ -1,0 +1,712 @@
+"""The HUMANr mode: groups, serving, refusals, attention checks, report, export, pages."""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections import Counter
+from datetime import timedelta
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from django.conf import settings as django_settings
+from django.contrib.staticfiles import finders
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from annotation.models import Assignment, Caption, Image, Item, Judgment, Participant, Study
+from annotation.modes import SubmissionError, get_mode
+from annotation.modes import humanr as mode_module
+from annotation.services.assignments import assignment_next
+from annotation.services.exports import export_request
+from annotation.services.judgments import judgment_submit
+from annotation.services.participants import crowd_link_token, participant_for_crowd_worker
+from annotation.services.reports import report_request
+from annotation.services.studies import study_create, study_open
+
+pytestmark = pytest.mark.django_db
+
+MODE = get_mode("humanr")
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def add_images(study, *, images, humans, systems, missing_human=()):
+    """Images with ``humans`` human captions and one caption per model system each."""
+    for number in range(images):
+        image = Image.objects.create(
+            study=study,
+            name=f"img{number:04d}.jpg",
+            sha256=f"{number:064x}",
+            file=f"o/{number}",
+            display=f"d/{number}.jpg",
+            width=40,
+            height=30,
+            format="JPEG",
+            alt_text=f"Photo {number}",
+        )
+        count = 1 if number in missing_human else humans
+        rows = [
+            Caption(
+                study=study,
+                image=image,
+                system=Caption.HUMAN,
+                raw_text=f"h{k}",
+                text=f"Human caption {k} of image {number}.",
+                line=number * 10 + k,
+            )
+            for k in range(count)
+        ]
+        rows += [
+            Caption(
+                study=study,
+                image=image,
+                system=system,
+                raw_text=system,
+                text=f"{system} caption of image {number}.",
+                line=number * 10 + 5 + k,
+            )
+            for k, system in enumerate(systems)
+        ]
+        Caption.objects.bulk_create(rows)
+
+
+def humanr_study(
+    owner, *, images=12, humans=3, systems=("GIT", "ClipCap"), seed=7, missing_human=(), **settings
+):
+    settings.setdefault("min_seconds_per_trial", 0)
+    study = study_create(
+        owner=owner, name="HUMANr test", mode="humanr", settings=settings, seed=seed
+    )
+    add_images(study, images=images, humans=humans, systems=systems, missing_human=missing_human)
+    study_open(study=study)
+    return study
+
+
+def crowd(study, pid="PID-1", source=Participant.Source.PROLIFIC, meta=None):
+    participant, _ = participant_for_crowd_worker(
+        study=study,
+        source=source,
+        external_id=pid,
+        meta=meta
+        if meta is not None
+        else {"PROLIFIC_PID": pid, "STUDY_ID": "S", "SESSION_ID": "X"},
+    )
+    return participant
+
+
+def honest(trial, on_left):
+    """Prefers the reference (human / correct) caption strongly: passes every check."""
+    return 2 if on_left else 8
+
+
+def careless(trial, on_left):
+    """Answers 'both equally' everywhere: fails every attention check."""
+    return 5
+
+
+def do_group(participant, answer=honest, *, parts=None):
+    """Lease the next group and answer ``parts`` trials (all by default); return the lease."""
+    lease = assignment_next(participant=participant)
+    assert lease is not None
+    spec = lease.item.spec
+    for part in range(parts if parts is not None else len(spec["trials"])):
+        on_left = mode_module.reference_on_left(spec["seed"], lease.pk, part)
+        judgment_submit(
+            participant=participant,
+            token=lease.token,
+            part=part,
+            data={"raw": answer(spec["trials"][part], on_left)},
+        )
+    return lease
+
+
+def specs(study):
+    return [item.spec for item in Item.objects.filter(study=study).order_by("position")]
+
+
+# ---------------------------------------------------------------------- building
+
+
+def test_groups_hold_nine_comparisons_of_distinct_images_and_one_check(researcher):
+    study = humanr_study(researcher, images=27, systems=("GIT", "ClipCap"))
+    groups = specs(study)
+
+    assert len(groups) == 27 * 3 // 9, "81 comparisons in groups of 9"
+    for spec in groups:
+        kinds = Counter(trial["kind"] for trial in spec["trials"])
+        assert kinds == {"comparison": 9, "attention_check": 1}
+        images = [t["image_id"] for t in spec["trials"]]
+        assert len(set(images)) == 10, "9 comparison images and a check image, all different"
+        check = next(t for t in spec["trials"] if t["kind"] == "attention_check")
+        assert check["distractor_image_id"] != check["image_id"]
+        assert spec["seed"] == 7, "the seed is recorded on every group"
+    assert {i.target for i in Item.objects.filter(study=study)} == {3}
+    assert {i.kind for i in Item.objects.filter(study=study)} == {"group"}
+
+
+def test_each_image_gets_one_human_pair_and_one_pair_per_model_each_used_once(researcher):
+    study = humanr_study(researcher, images=18, humans=3, systems=("GIT", "ClipCap"))
+    trials = [t for spec in specs(study) for t in spec["trials"] if t["kind"] == "comparison"]
+    captions = {c.pk: c for c in Caption.objects.filter(study=study)}
+
+    keys = Counter(t["comparison"] for t in trials)
+    assert set(keys.values()) == {1}, "every comparison sits in exactly one group"
+    images = Image.objects.filter(study=study).values_list("pk", flat=True)
+    assert set(keys) == {f"{i}:{s}" for i in images for s in ("Human", "GIT", "ClipCap")}
+    positions = Counter()
+    for trial in trials:
+        reference, other = (
+            captions[trial["reference_caption_id"]],
+            captions[trial["other_caption_id"]],
+        )
+        assert reference.is_human and reference.image_id == trial["image_id"]
+        assert other.image_id == trial["image_id"] and other.system == trial["system"]
+        assert reference.pk != other.pk, "the two human captions of a baseline pair differ"
+        if trial["system"] == "Human":
+            positions[reference.raw_text] += 1
+    assert len(positions) > 1, "the reference of the Human pairs is not always the same caption"
+
+
+def test_the_same_seed_gives_the_same_groups_and_another_seed_others(researcher):
+    first = specs(humanr_study(researcher, images=18, seed=11))
+    again = specs(humanr_study(researcher, images=18, seed=11))
+    other = specs(humanr_study(researcher, images=18, seed=12))
+
+    def shape(groups):  # caption ids differ between studies; compare by caption text
+        texts = dict(Caption.objects.values_list("pk", "text"))
+        return [
+            [
+                (t["kind"], texts[t["reference_caption_id"]], texts[t["other_caption_id"]])
+                for t in g["trials"]
+            ]
+            for g in groups
+        ]
+
+    assert shape(first) == shape(again)
+    assert shape(first) != shape(other)
+
+
+def test_images_without_two_human_captions_are_left_out_and_n_images_samples(researcher):
+    study = humanr_study(researcher, images=12, missing_human=(0, 1))
+    used = {t["image_id"] for s in specs(study) for t in s["trials"] if t["kind"] == "comparison"}
+    names = dict(Image.objects.filter(study=study).values_list("pk", "name"))
+    assert {names[i] for i in used} == {f"img{n:04d}.jpg" for n in range(2, 12)}
+
+    sampled = humanr_study(researcher, images=12, n_images=5)
+    used = {t["image_id"] for s in specs(sampled) for t in s["trials"] if t["kind"] == "comparison"}
+    assert len(used) == 5
+
+
+@pytest.mark.parametrize(
+    ("humans", "systems", "message"),
+    [(1, ("GIT",), "two human captions"), (3, (), "model system")],
+)
+def test_a_study_that_cannot_run_is_refused_and_stays_a_draft(researcher, humans, systems, message):
+    study = study_create(owner=researcher, name="x", mode="humanr", settings={})
+    add_images(study, images=4, humans=humans, systems=systems)
+
+    with pytest.raises(ValueError, match=message):
+        study_open(study=study)
+
+    study.refresh_from_db()
+    assert study.status == Study.Status.DRAFT and not study.items.exists()
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"workers_per_comparison": 0},
+        {"n_images": 1},
+        {"min_seconds_per_trial": -1},
+        {"prolific_completion_url": "http://example.com"},
+        {"max_failed_checks": 0},
+        {"colour": "red"},
+    ],
+)
+def test_bad_settings_are_refused(researcher, bad):
+    with pytest.raises(ValueError):
+        study_create(owner=researcher, name="x", mode="humanr", settings=bad)
+
+
+# ---------------------------------------------------------------------- serving and refusals
+
+
+@pytest.mark.parametrize("bad", [0, 10, "0", "10", None, "", "five", "4.5", True])
+def test_a_slider_value_outside_1_to_9_or_missing_is_refused_and_nothing_stored(researcher, bad):
+    study = humanr_study(researcher)
+    worker = crowd(study)
+    lease = assignment_next(participant=worker)
+
+    with pytest.raises(SubmissionError) as refused:
+        judgment_submit(participant=worker, token=lease.token, part=0, data={"raw": bad})
+
+    assert (refused.value.field, refused.value.status) == ("raw", 400)
+    assert not Judgment.objects.exists()
+
+
+def test_an_answer_to_a_trial_served_to_another_worker_is_refused(researcher, client):
+    study = humanr_study(researcher)
+    alice, bob = crowd(study, "alice"), crowd(study, "bob")
+    alices = assignment_next(participant=alice)
+    assignment_next(participant=bob)
+
+    with pytest.raises(SubmissionError) as refused:
+        judgment_submit(participant=bob, token=alices.token, part=0, data={"raw": 3})
+    assert refused.value.status == 404
+
+    client.get(reverse("crowd_entry", args=[crowd_link_token(study)]), {"PROLIFIC_PID": "bob"})
+    response = client.post(
+        reverse("participate_submit", args=[study.public_id, alices.token]), {"part": 0, "raw": 3}
+    )
+    assert response.status_code == 404
+    assert not Judgment.objects.exists()
+
+
+def test_a_second_answer_to_the_same_trial_returns_the_stored_one(researcher):
+    study = humanr_study(researcher)
+    worker = crowd(study)
+    lease = assignment_next(participant=worker)
+    first = judgment_submit(participant=worker, token=lease.token, part=0, data={"raw": 2})
+
+    again = judgment_submit(participant=worker, token=lease.token, part=0, data={"raw": 9})
+
+    assert not again.created and again.judgment.pk == first.judgment.pk
+    assert again.judgment.payload == {"raw": 2}
+    assert Judgment.objects.count() == 1
+
+
+def test_trials_are_answered_in_order(researcher):
+    study = humanr_study(researcher)
+    worker = crowd(study)
+    lease = assignment_next(participant=worker)
+    judgment_submit(participant=worker, token=lease.token, part=0, data={"raw": 2})
+    judgment_submit(participant=worker, token=lease.token, part=1, data={"raw": 2})
+
+    with pytest.raises(SubmissionError) as refused:
+        judgment_submit(participant=worker, token=lease.token, part=3, data={"raw": 2})
+
+    assert refused.value.status == 409 and "part 3 first" in refused.value.message
+    assert Judgment.objects.count() == 2
+
+
+def test_an_answer_faster_than_the_minimum_time_is_refused(researcher):
+    study = humanr_study(researcher, min_seconds_per_trial=2)
+    worker = crowd(study)
+    lease = assignment_next(participant=worker)
+
+    with pytest.raises(SubmissionError) as refused:
+        judgment_submit(
+            participant=worker,
+            token=lease.token,
+            part=0,
+            data={"raw": 2},
+            now=lease.served_at + timedelta(seconds=1),
+        )
+    assert refused.value.status == 429
+    stored = judgment_submit(
+        participant=worker,
+        token=lease.token,
+        part=0,
+        data={"raw": 2},
+        now=lease.served_at + timedelta(seconds=3),
+    )
+    assert stored.created and stored.judgment.dwell_ms == 3000
+    # The second trial counts from the first answer, not from the lease.
+    with pytest.raises(SubmissionError):
+        judgment_submit(
+            participant=worker,
+            token=lease.token,
+            part=1,
+            data={"raw": 2},
+            now=stored.judgment.created_at + timedelta(seconds=1),
+        )
+
+
+def test_the_same_prolific_id_joining_twice_resumes(researcher, client):
+    study = humanr_study(researcher)
+    link = reverse("crowd_entry", args=[crowd_link_token(study)])
+    params = {"PROLIFIC_PID": "p-42", "STUDY_ID": "s", "SESSION_ID": "one"}
+    client.get(link, params)
+    first = client.get(reverse("participate_next", args=[study.public_id]))
+    other_browser = Client()
+    other_browser.get(link, {**params, "SESSION_ID": "two"})
+    second = other_browser.get(reverse("participate_next", args=[study.public_id]))
+
+    assert Participant.objects.filter(study=study).count() == 1
+    assert Assignment.objects.count() == 1, "the returning worker gets the same group back"
+    assert first.context["assignment"].pk == second.context["assignment"].pk
+
+
+def test_a_worker_never_gets_the_same_comparison_twice(researcher):
+    study = humanr_study(researcher, images=27, workers_per_comparison=2)
+    worker = crowd(study)
+    while Assignment.objects.filter(participant=worker).count() < study.items.count():
+        do_group(worker)
+
+    assert assignment_next(participant=worker) is None
+    seen = [
+        r["comparison"]
+        for r in Judgment.objects.filter(participant=worker).values_list("result", flat=True)
+        if r["kind"] == "comparison"
+    ]
+    assert len(seen) == 81 and len(set(seen)) == 81
+
+
+def test_the_side_is_random_per_presentation_and_stored_as_shown(researcher, client):
+    study = humanr_study(researcher, images=9, systems=("GIT",), workers_per_comparison=8)
+    sides = Counter()
+    for number in range(8):
+        client.get(
+            reverse("crowd_entry", args=[crowd_link_token(study)]), {"PROLIFIC_PID": f"w{number}"}
+        )
+        page = client.get(reverse("participate_next", args=[study.public_id]))
+        lease = page.context["assignment"]
+        shown_left = page.context["left_caption"].pk
+        assert f'name="left" value="{shown_left}"' in page.content.decode()
+        worker = Participant.objects.get(external_id=f"w{number}")
+        client.post(
+            reverse("participate_submit", args=[study.public_id, lease.token]),
+            {"part": 0, "raw": 1},
+        )
+        judgment = Judgment.objects.get(assignment=lease, part=0)
+        assert judgment.participant == worker
+        assert judgment.result["left_caption_id"] == shown_left, "scored as it was shown"
+        reference_left = judgment.result["reference_on_left"]
+        assert (shown_left == judgment.result["reference_caption_id"]) == reference_left
+        assert judgment.result["oriented"] == (1 if reference_left else 9)
+        sides[reference_left] += 1
+    assert set(sides) == {True, False}, "the same trial is shown both ways to different workers"
+
+
+def test_an_answer_from_a_page_showing_other_sides_is_refused(researcher):
+    study = humanr_study(researcher)
+    worker = crowd(study)
+    lease = assignment_next(participant=worker)
+    trial = lease.item.spec["trials"][0]
+    left, right = mode_module._sides(trial, lease.item.spec["seed"], lease.pk, 0)
+
+    with pytest.raises(SubmissionError) as refused:
+        judgment_submit(
+            participant=worker, token=lease.token, part=0, data={"raw": 3, "left": str(right)}
+        )
+
+    assert refused.value.status == 409
+    assert not Judgment.objects.exists()
+
+
+# ---------------------------------------------------------------------- attention checks
+
+
+def test_a_failed_check_flags_every_response_of_its_group_only(researcher):
+    study = humanr_study(researcher, images=18)
+    worker = crowd(study)
+    good = do_group(worker, honest)
+    bad = do_group(worker, careless)
+
+    assert not Judgment.objects.filter(assignment=good, excluded=True).exists()
+    dropped = Judgment.objects.filter(assignment=bad)
+    group = bad.item.spec["group"]
+    assert dropped.count() == 10
+    assert set(dropped.values_list("excluded", "exclusion_reason")) == {
+        (True, f"attention check failed in group {group}")
+    }
+    check = dropped.get(result__kind="attention_check")
+    assert check.result["check_failed"] is True and check.result["oriented"] == 5
+    worker.refresh_from_db()
+    assert worker.state == {"groups_done": 2, "groups_failed": 1}
+
+
+def test_max_failed_checks_stops_serving_a_careless_worker(researcher):
+    study = humanr_study(researcher, images=27, max_failed_checks=1)
+    worker = crowd(study)
+    do_group(worker, careless)
+    assert assignment_next(participant=worker) is None
+    assert assignment_next(participant=crowd(study, "other")) is not None
+
+
+# ---------------------------------------------------------------------- report and export
+
+
+def run_report(study, user, capture):
+    with capture(execute=True):
+        job = report_request(study=study, user=user)
+    job.refresh_from_db()
+    assert job.status == "done", job.error
+    return job.result
+
+
+@pytest.fixture
+def capture(django_capture_on_commit_callbacks):
+    return django_capture_on_commit_callbacks
+
+
+def test_a_dropped_group_is_left_out_of_humanr_but_kept_in_the_export(researcher, capture):
+    study = humanr_study(researcher, images=18, systems=("GIT",), workers_per_comparison=2)
+    workers = [crowd(study, f"w{n}") for n in range(3)]
+    for worker in workers[:2]:
+        do_group(worker, honest)
+        do_group(worker, honest)
+    bad = do_group(workers[2], careless)
+    unfinished = do_group(crowd(study, "leaver"), honest, parts=4)
+
+    report = run_report(study, researcher, capture)
+    humanr = report["humanr"]
+
+    assert report["n_responses"] == 4 * 10 + 10 + 4
+    assert humanr["attention_checks"]["n_dropped_groups"] == 1
+    assert humanr["n_kept"] == 4 * 9, "only the four honest, finished groups count"
+    assert humanr["systems"]["GIT"]["humanr"] == pytest.approx(-0.75), "honest: s = 2 always"
+    assert humanr["baseline"]["humanr"] == pytest.approx(-0.75)
+    assert report["n_incomplete_responses"] == 4
+    careless_row = next(w for w in report["workers"] if w["pseudonym"] == workers[2].pseudonym)
+    assert (careless_row["failed_checks"], careless_row["dropped_responses"]) == (1, 10)
+
+    with capture(execute=True):
+        job = export_request(study=study, user=researcher, export_format="csv")
+    job.refresh_from_db()
+    path = Path(django_settings.CAPEVAL_EXPORT_DIR) / job.result_file
+    with path.open(encoding="utf-8", newline="") as data:
+        rows = list(csv.DictReader(data))
+    assert len(rows) == Judgment.objects.count() == 54
+    dropped = [r for r in rows if r["excluded"] == "true"]
+    assert {int(r["judgment_id"]) for r in dropped} == set(
+        Judgment.objects.filter(assignment=bad).values_list("pk", flat=True)
+    )
+    reason = f"attention check failed in group {bad.item.spec['group']}"
+    assert {r["exclusion_reason"] for r in dropped} == {reason}
+    check = next(r for r in dropped if r["trial_kind"] == "attention_check")
+    assert (check["is_attention_check"], check["attention_check_failed"], check["raw"]) == (
+        "true",
+        "true",
+        "5",
+    )
+    some = next(r for r in rows if r["trial_kind"] == "comparison" and r["excluded"] == "false")
+    stored = Judgment.objects.get(pk=some["judgment_id"])
+    assert int(some["left_caption_id"]) == stored.result["left_caption_id"]
+    assert some["left_system"] in {"Human", "GIT"} and some["right_system"] in {"Human", "GIT"}
+    assert float(some["comparison_value"]) == -0.75 and some["oriented"] == "2"
+    assert int(some["humanr_trial"]) == stored.part + 1
+    assert {r["judgment_id"] for r in rows} >= {
+        str(pk)
+        for pk in Judgment.objects.filter(assignment=unfinished).values_list("pk", flat=True)
+    }
+
+
+def test_the_report_page_and_its_figures_render(researcher, client, capture):
+    study = humanr_study(researcher, images=27, workers_per_comparison=2)
+    for n in range(4):
+        worker = crowd(study, f"w{n}")
+        for _ in range(3):
+            do_group(worker, honest if n else careless)
+    run_report(study, researcher, capture)
+    client.force_login(researcher)
+
+    page = client.get(reverse("study_report", args=[study.pk]))
+
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert "Human–GIT" in html and "Human–Human (baseline)" in html
+    assert "dropped groups: 3" in html
+    for name in MODE.figure_names:
+        svg = client.get(reverse("report_figure", args=[study.pk, name, "svg"]))
+        assert svg.status_code == 200 and svg["Content-Type"] == "image/svg+xml"
+        assert b"<svg" in svg.content
+
+
+def simulated_rows(
+    group_specs, *, rng, run, workers, groups_per_worker, oriented_probs, fail_rate=0.1
+):
+    """Judgment rows as the mode stores them, from a crowd whose oriented answers follow
+    ``oriented_probs[system]`` (probabilities of s = 1..9); some groups fail their check."""
+    levels = np.arange(1, 10)
+    draws = {
+        system: iter(rng.choice(levels, size=workers * groups_per_worker * 10, p=p).tolist())
+        for system, p in oriented_probs.items()
+    }
+    rows = []
+    order = rng.permutation(len(group_specs))
+    for slot in range(workers * groups_per_worker):
+        worker = slot // groups_per_worker
+        spec = group_specs[order[slot % len(order)]]
+        assignment_id = run * 100_000 + slot  # a new presentation, so new sides, every run
+        careless_group = bool(rng.random() < fail_rate)
+        for part, trial in enumerate(spec["trials"]):
+            on_left = mode_module.reference_on_left(spec["seed"], assignment_id, part)
+            if trial["kind"] == "attention_check":
+                s = 5 if careless_group else 1
+            else:
+                s = next(draws[trial["system"]])
+            raw = s if on_left else 10 - s
+            result = MODE.score(
+                item=SimpleNamespace(spec=spec),
+                assignment=SimpleNamespace(pk=assignment_id),
+                part=part,
+                payload={"raw": raw},
+            )
+            rows.append(
+                (
+                    worker,
+                    assignment_id,
+                    Assignment.Status.SUBMITTED,
+                    {"raw": raw},
+                    result,
+                    careless_group,
+                    1000,
+                )
+            )
+    return rows
+
+
+def test_a_simulated_crowd_gives_humanr_inside_the_reported_interval(researcher):
+    """200 seeded crowds with known preferences: the 95% intervals hold the truth >= 90%."""
+    study = humanr_study(researcher, images=45, systems=("GIT", "ClipCap"))
+    group_specs = specs(study)
+    levels = np.arange(1, 10)
+    probs = {
+        "Human": np.full(9, 1 / 9),  # symmetric: truth 0
+        "GIT": np.array([8, 8, 6, 4, 2, 1, 1, 0.5, 0.5]),
+        "ClipCap": np.array([3, 3, 3, 2, 2, 2, 1, 1, 1]),
+    }
+    probs = {k: v / v.sum() for k, v in probs.items()}
+    truth = {k: float(((levels - 5) / 4) @ p) for k, p in probs.items()}
+    inside = Counter()
+    runs = 200
+    for seed in range(runs):
+        rng = np.random.default_rng(seed)
+        rows = simulated_rows(
+            group_specs, rng=rng, run=seed, workers=12, groups_per_worker=3, oriented_probs=probs
+        )
+        report = mode_module.summarize(
+            rows, people={}, seed=seed, n_bootstrap=200, n_splits=10, include_distributions=False
+        )["humanr"]
+        entries = {**report["systems"], "Human": report["baseline"]}
+        for system, value in truth.items():
+            lo, hi = entries[system]["t_interval"]
+            inside[system, "t"] += lo <= value <= hi
+            lo, hi = entries[system]["bootstrap_interval"]
+            inside[system, "bootstrap"] += lo <= value <= hi
+    for key, count in inside.items():
+        assert count / runs >= 0.90, (key, count)
+
+
+# ---------------------------------------------------------------------- pages
+
+
+def enter(client, study, pid="PID-1", **extra):
+    client.get(
+        reverse("crowd_entry", args=[crowd_link_token(study)]),
+        {"PROLIFIC_PID": pid, "STUDY_ID": "S", "SESSION_ID": "X", **extra},
+    )
+
+
+def test_a_group_through_the_pages_ends_with_the_completion_code(researcher, client):
+    url = "https://app.prolific.com/submissions/complete?cc=C1AB2"
+    study = humanr_study(researcher, prolific_completion_url=url)
+    enter(client, study)
+    intro = client.get(reverse("participate_intro", args=[study.public_id]))
+    assert "Which caption goes best with the image?" in intro.content.decode()
+    for number in range(1, 11):
+        page = client.get(reverse("participate_next", args=[study.public_id]))
+        html = page.content.decode()
+        assert f"Trial {number} of 10" in html
+        assert "<legend>Which caption goes best with the image?</legend>" in html
+        assert not re.search(r'name="raw"[^>]*checked', html), "no value is preselected"
+        assert html.count('type="radio" name="raw"') == 9
+        lease = page.context["assignment"]
+        response = client.post(
+            reverse("participate_submit", args=[study.public_id, lease.token]),
+            {"part": number - 1, "raw": 3, "left": page.context["left_caption"].pk},
+        )
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "Group complete" in html and "C1AB2" in html and f'href="{url}"' in html
+    assert reverse("participate_next", args=[study.public_id]) in html, "offers another group"
+    assert Judgment.objects.filter(assignment=lease).count() == 10
+
+
+def test_a_refused_value_shows_the_trial_again_with_the_error(researcher, client):
+    study = humanr_study(researcher)
+    enter(client, study)
+    page = client.get(reverse("participate_next", args=[study.public_id]))
+
+    response = client.post(
+        reverse("participate_submit", args=[study.public_id, page.context["assignment"].token]),
+        {"part": 0, "raw": "10"},
+    )
+
+    assert response.status_code == 400
+    assert (
+        'role="alert"' in response.content.decode() and "Trial 1 of 10" in response.content.decode()
+    )
+
+
+def test_an_mturk_worker_gets_the_external_submit_form_for_mturk_hosts_only(researcher):
+    study = humanr_study(researcher)
+    meta = {
+        "workerId": "W1",
+        "assignmentId": "A1",
+        "hitId": "H",
+        "turkSubmitTo": "https://workersandbox.mturk.com",
+    }
+    worker = crowd(study, "W1", source=Participant.Source.MTURK, meta=meta)
+    assert MODE.completion(worker)["mturk_submit_url"] == (
+        "https://workersandbox.mturk.com/mturk/externalSubmit"
+    )
+    assert MODE.completion(worker)["mturk_assignment_id"] == "A1"
+    evil = crowd(
+        study,
+        "W2",
+        source=Participant.Source.MTURK,
+        meta={**meta, "turkSubmitTo": "https://evil.example"},
+    )
+    assert "mturk_submit_url" not in MODE.completion(evil)
+    account = SimpleNamespace(study=study, source="account", external_meta={})
+    assert MODE.completion(account) == {
+        "completion_code": "CAPEVAL-" + study.public_id.hex[:8].upper()
+    }
+
+
+def page_queries(client, study, pid):
+    enter(client, study, pid)
+    url = reverse("participate_next", args=[study.public_id])
+    client.get(url)  # lease the group; the measured request is the trial page itself
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(url)
+    assert response.status_code == 200
+    return len(queries)
+
+
+def test_the_trial_page_needs_the_same_number_of_queries_for_any_study_size(
+    researcher, client, django_assert_num_queries
+):
+    small = humanr_study(researcher, images=9, systems=("GIT",))
+    large = humanr_study(
+        researcher, images=300, systems=("GIT", "ClipCap", "BLIP"), workers_per_comparison=5
+    )
+    for number in range(20):
+        do_group(crowd(large, f"busy{number}"))
+    expected = page_queries(client, small, "s1")
+    enter(client, large, "l1")
+    url = reverse("participate_next", args=[large.public_id])
+    client.get(url)
+    with django_assert_num_queries(expected):
+        client.get(url)
+    assert expected <= 12
+
+
+def test_the_trial_page_weighs_under_100_kb_with_its_css_and_js(researcher, client):
+    study = humanr_study(researcher)
+    enter(client, study)
+    html = client.get(reverse("participate_next", args=[study.public_id])).content.decode()
+    total = len(html.encode())
+    assets = re.findall(r'(?:href|src)="/static/([^"]+\.(?:css|js))"', html)
+    assert any(a.endswith("humanr.js") for a in assets)
+    for asset in assets:
+        total += Path(finders.find(asset)).stat().st_size
+    assert total < 100_000, total
