@@ -7,6 +7,7 @@ urlpatterns = [
     path("studies/new/", studies.study_new, name="study_new"),
     path("studies/<int:study_id>/", studies.study_detail, name="study_detail"),
     path("studies/<int:study_id>/status/", studies.study_change_status, name="study_status"),
+    path("studies/<int:study_id>/people/", studies.study_people, name="study_people"),
     path("studies/<int:study_id>/import/", imports.study_import, name="study_import"),
     path("studies/<int:study_id>/export/", exports.study_export, name="study_export"),
     path("studies/<int:study_id>/report/", reports.study_report, name="study_report"),

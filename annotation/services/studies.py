@@ -62,3 +62,35 @@ def study_close(*, study: Study) -> None:
     """Stop serving the study; stored judgments stay, open leases can no longer be answered."""
     Study.objects.filter(pk=study.pk).update(status=Study.Status.CLOSED, updated_at=timezone.now())
     study.status = Study.Status.CLOSED
+
+
+def study_set_people(
+    *, study: Study, changed_by: User, annotators: list[str], members: list[str] | None = None
+) -> None:
+    """Set who annotates the study and which researchers share it, by user name.
+
+    Unknown names are refused as a whole (ValueError listing them). Only the owner or staff
+    change the members; members must be researchers.
+    """
+    annotator_users = _users_named(annotators)
+    member_users = None
+    if members is not None:
+        if not (changed_by.is_staff or changed_by.pk == study.owner_id):
+            raise PermissionError("Only the study's owner changes who shares it.")
+        member_users = _users_named(members)
+        not_researchers = sorted(u.username for u in member_users if not u.is_researcher)
+        if not_researchers:
+            raise ValueError(f"Not researchers: {', '.join(not_researchers)}.")
+    with transaction.atomic():
+        study.annotators.set(annotator_users)
+        if member_users is not None:
+            study.members.set(member_users)
+
+
+def _users_named(names: list[str]) -> list[User]:
+    wanted = {name.strip() for name in names if name.strip()}
+    users = list(User.objects.filter(username__in=wanted, is_active=True))
+    unknown = sorted(wanted - {u.username for u in users})
+    if unknown:
+        raise ValueError(f"No such user: {', '.join(unknown)}.")
+    return users

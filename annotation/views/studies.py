@@ -8,7 +8,12 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from annotation import selectors
 from annotation.forms import StudyForm
 from annotation.models import Job
-from annotation.services.studies import study_close, study_create, study_open
+from annotation.services.studies import (
+    study_close,
+    study_create,
+    study_open,
+    study_set_people,
+)
 from annotation.views.access import researcher_required
 
 
@@ -43,6 +48,9 @@ def study_detail(request: HttpRequest, study_id: int) -> HttpResponse:
         "counts": selectors.study_counts(study),
         "jobs": study.jobs.all()[:10],
         "crowd_link": selectors.crowd_link(request, study),
+        "annotator_names": " ".join(study.annotators.values_list("username", flat=True)),
+        "member_names": " ".join(study.members.values_list("username", flat=True)),
+        "may_change_members": request.user.is_staff or request.user.pk == study.owner_id,
     }
     return render(request, "studies/detail.html", context)
 
@@ -90,3 +98,30 @@ def job_download(request: HttpRequest, job_id: int) -> FileResponse:
         raise Http404("This job has no file.")
     path = selectors.job_file_path(job)
     return FileResponse(path.open("rb"), as_attachment=True, filename=path.name)
+
+
+def _names(raw: str) -> list[str]:
+    return [name for name in raw.replace(",", " ").split() if name]
+
+
+@require_POST
+@researcher_required
+def study_people(request: HttpRequest, study_id: int) -> HttpResponse:
+    """Set the study's annotators (and, for its owner, the researchers who share it)."""
+    study = selectors.study_for_researcher(request.user, study_id)
+    members = _names(request.POST["members"]) if "members" in request.POST else None
+    try:
+        study_set_people(
+            study=study,
+            changed_by=request.user,
+            annotators=_names(request.POST.get("annotators", "")),
+            members=members,
+        )
+    except (ValueError, PermissionError) as exc:
+        return render(
+            request,
+            "error.html",
+            {"title": "People not changed", "message": str(exc)},
+            status=400,
+        )
+    return redirect("study_detail", study_id=study.pk)
