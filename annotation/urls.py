@@ -18,6 +18,7 @@ urlpatterns = [
     ),
     path("jobs/<int:job_id>/", studies.job_status, name="job_status"),
     path("jobs/<int:job_id>/download/", studies.job_download, name="job_download"),
+    path("jobs/<int:job_id>/datasheet/", exports.job_datasheet, name="job_datasheet"),
     path("p/<str:token>/", participate.crowd_entry, name="crowd_entry"),
     path("s/<uuid:public_id>/", participate.participate_intro, name="participate_intro"),
     path("s/<uuid:public_id>/next/", participate.participate_next, name="participate_next"),

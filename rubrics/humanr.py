@@ -33,7 +33,6 @@ from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import stats
 
 from rubrics import resampling
 
@@ -477,6 +476,10 @@ def _t_interval(values: np.ndarray, confidence: float) -> tuple[float, float] | 
         return None
     mean = float(values.mean())
     sem = float(values.std(ddof=1)) / math.sqrt(n)
+    # Imported here: scipy.stats costs ~0.3 s and tens of MB in every process that imports
+    # the modes (web, workers, exports), and only this quantile needs it.
+    from scipy import stats
+
     half = float(stats.t.ppf((1 + confidence) / 2, n - 1)) * sem
     return mean - half, mean + half
 

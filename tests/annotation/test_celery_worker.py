@@ -110,7 +110,9 @@ def broker(settings) -> Iterator[tuple[str, str]]:
         reset_pools()
         import redis
 
-        redis.Redis.from_url(url).delete(queue)
+        redis.Redis.from_url(url).delete(
+            queue, f"_kombu.binding.{queue}", f"_kombu.binding_permanent.{queue}"
+        )
 
 
 class Worker:
