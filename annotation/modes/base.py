@@ -88,7 +88,11 @@ class Mode:
         return assignment.item.kind
 
     def validate(self, assignment: Assignment, part: int, data: dict[str, Any]) -> dict[str, Any]:
-        """Return the clean payload or raise SubmissionError naming the field."""
+        """Return the clean payload or raise SubmissionError naming the field.
+
+        Like ``min_seconds`` and ``score``, called with ``assignment.item`` and
+        ``assignment.participant`` (as locked, with its study) loaded.
+        """
         raise NotImplementedError
 
     def score(
@@ -98,7 +102,12 @@ class Mode:
         return {}
 
     def after_submit(self, participant: Participant, judgment: Judgment) -> None:
-        """Update the participant's protocol state (phase, score) after a stored judgment."""
+        """Update the participant's protocol state (phase, score) after a stored judgment.
+
+        Called inside the submission's transaction with the participant's row locked;
+        ``participant`` carries the state as locked (no need to read it again), its study
+        is loaded, and it is ``judgment.participant`` and ``judgment.assignment.participant``.
+        """
 
     # Pages. The generic participation views render these templates with the context below.
     intro_template: ClassVar[str] = "participate/intro.html"
@@ -108,7 +117,11 @@ class Mode:
     finished_template: ClassVar[str] = ""  # included in participate/finished.html if set
 
     def page_context(self, assignment: Assignment, part: int) -> dict[str, Any]:
-        """What the item template needs to show one part of an assignment."""
+        """What the item template needs to show one part of an assignment.
+
+        ``assignment.item`` and ``assignment.participant`` (freshly read, with its study) are
+        loaded by the caller.
+        """
         return {}
 
     def parse_form(self, post: dict[str, Any], part: int) -> dict[str, Any]:

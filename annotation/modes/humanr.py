@@ -230,10 +230,8 @@ class HumanrMode(Mode):
         return shown or assignment.served_at
 
     def min_seconds(self, assignment: Assignment) -> float:
-        study_settings = Study.objects.values_list("settings", flat=True).get(
-            pk=assignment.item.study_id
-        )
-        return float({**self.default_settings, **(study_settings or {})}["min_seconds_per_trial"])
+        # The submission service hands the lease over with its participant and study loaded.
+        return float(self._settings(assignment.participant.study)["min_seconds_per_trial"])
 
     def phase(self, assignment: Assignment) -> str:
         return GROUP
@@ -298,10 +296,8 @@ class HumanrMode(Mode):
             )
         }
         image = captions[trial["reference_caption_id"]].image
-        study_settings = Study.objects.values_list("settings", flat=True).get(pk=item.study_id)
-        minimum = float(
-            {**self.default_settings, **(study_settings or {})}["min_seconds_per_trial"]
-        )
+        # The services and views hand the lease over with its participant and study loaded.
+        minimum = float(self._settings(assignment.participant.study)["min_seconds_per_trial"])
         waited = (timezone.now() - self.served_at(assignment, part)).total_seconds()
         remaining = max(0.0, minimum - waited)
         return {
@@ -320,7 +316,8 @@ class HumanrMode(Mode):
     def feedback_context(self, judgment: Judgment) -> dict[str, Any]:
         if judgment.part != len(judgment.item.spec["trials"]) - 1:
             return {}
-        participant = Participant.objects.select_related("study").get(pk=judgment.participant_id)
+        # The submission service leaves the participant it updated on the judgment.
+        participant = judgment.participant
         return {
             "group_number": (participant.state or {}).get("groups_done", 1),
             **self.completion(participant),

@@ -289,15 +289,16 @@ class VicrMode(Mode):
         }
 
     def after_submit(self, participant: Participant, judgment: Judgment) -> None:
-        locked = Participant.objects.select_for_update().get(pk=participant.pk)
-        config = self._settings(judgment.assignment.participant.study)
-        state = dict(locked.state or {})
-        before = player_state(locked)
+        # The submission service holds the participant's row lock and gave ``participant``
+        # the state as locked, so it is read from there, not again.
+        config = self._settings(participant.study)
+        state = dict(participant.state or {})
+        before = player_state(participant)
         points = judgment.result["points"]
         transition: dict[str, Any] | None = None
         if judgment.phase in BLOCK_KINDS:
             block = [*state.get("block", []), points]
-            pairs = Item.objects.filter(study_id=locked.study_id, kind=judgment.phase).count()
+            pairs = Item.objects.filter(study_id=participant.study_id, kind=judgment.phase).count()
             if len(block) >= pairs:
                 phase_rules = self._phase_rules(config, judgment.phase, len(block))
                 after = rules.next_state(before, block, phase_rules)
@@ -320,10 +321,9 @@ class VicrMode(Mode):
             if after.phase != rules.Phase.GAME:
                 transition = _first_game_transition(before.score + points, after, config)
         state["player"] = _state_dict(after)
-        locked.state = state
-        locked.status = str(after.phase)
-        locked.save(update_fields=["state", "status"])
-        participant.state, participant.status = locked.state, locked.status
+        participant.state = state
+        participant.status = str(after.phase)
+        participant.save(update_fields=["state", "status"])
         judgment.result = {
             **judgment.result,
             "score_after": after.score,
@@ -351,8 +351,9 @@ class VicrMode(Mode):
     def page_context(self, assignment: Assignment, part: int) -> dict[str, Any]:
         from django.utils import timezone
 
-        participant = Participant.objects.select_related("study").get(pk=assignment.participant_id)
-        assignment.participant = participant
+        # The services and views hand the lease over with its participant (freshly read,
+        # with the study) already loaded.
+        participant = assignment.participant
         config = self._settings(participant.study)
         caption = Caption.objects.select_related("image").get(pk=assignment.item.spec["caption_id"])
         state = participant.state or {}

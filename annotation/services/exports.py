@@ -40,13 +40,16 @@ import csv
 import json
 import os
 import platform
+import queue
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from importlib import metadata
-from itertools import islice
 from json.encoder import encode_basestring as encode_json_string
 from pathlib import Path
 from typing import Any, TextIO
@@ -54,7 +57,7 @@ from typing import Any, TextIO
 import django
 from django.conf import settings
 from django.db import connection
-from django.db.models import Func, Max, TextField
+from django.db.models import Func, Max, QuerySet, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
@@ -67,9 +70,18 @@ from annotation.services.jobs import job_create
 
 EXPORT_FORMATS = ("csv", "jsonl")
 DEFAULT_CHUNK_SIZE = 5000
-# Items whose caption cells are kept between chunks (about 0.6 kB each); the cache is
-# emptied when full, which bounds memory for studies with more items than this.
-ITEM_CACHE_SIZE = 20_000
+# Items whose caption cells are kept between chunks (about 0.25 kB each in CSV, so at most
+# ~25 MB); the cache is emptied when full, which bounds memory for studies with more items
+# than this. Judgments cycle through the items, so a cache smaller than the study's items
+# misses on every row: looking captions up again costs more than the rest of a CSV row.
+ITEM_CACHE_SIZE = 100_000
+# Separates the four caption cells of an item in the CSV cache (one string per item is less
+# than half the memory of four); JSON-encoded text never holds a raw NUL.
+CELL_SEPARATOR = "\x00"
+# Payload and result texts of at most JSON_CELL_CACHE_TEXT characters whose CSV cells are
+# remembered (see _json_cells), emptied when full.
+JSON_CELL_CACHE_SIZE = 10_000
+JSON_CELL_CACHE_TEXT = 200
 # SQLite refuses more than 32,766 variables in one statement; stay far below it.
 IN_BATCH = 900
 DEFAULT_KEEP_DAYS = 7
@@ -343,6 +355,7 @@ def _compact_json(value: Any) -> str:
 
 
 CAPTION_KEYS = ("caption_ids", "caption_id", "captions", "caption")
+CAPTION_SUFFIXES = tuple("_" + name for name in CAPTION_KEYS)
 
 
 def _spec_caption_ids(spec: Any) -> list[int]:
@@ -351,15 +364,19 @@ def _spec_caption_ids(spec: Any) -> list[int]:
     holding an id or a list of ids (modes name them; this stays mode-agnostic)."""
     if not isinstance(spec, dict):
         return []
-    found: list[Any] = []
-    for key in sorted(spec, key=lambda key: key != "caption_ids"):
-        if key in CAPTION_KEYS or key.endswith(tuple("_" + name for name in CAPTION_KEYS)):
-            value = spec[key]
-            found.extend(value if isinstance(value, list) else [value])
+    keys = [
+        key
+        for key in spec
+        if key != "caption_ids" and (key in CAPTION_KEYS or key.endswith(CAPTION_SUFFIXES))
+    ]
+    if "caption_ids" in spec:
+        keys.insert(0, "caption_ids")
     ids: list[int] = []
-    for value in found:
-        if type(value) is int and value not in ids:
-            ids.append(value)
+    for key in keys:
+        value = spec[key]
+        for caption_id in value if isinstance(value, list) else (value,):
+            if type(caption_id) is int and caption_id not in ids:
+                ids.append(caption_id)
     return ids
 
 
@@ -415,6 +432,103 @@ ROW_EXPRESSIONS = {
 }
 
 
+def _row_query(study_id: int, max_id: int) -> QuerySet:
+    """The one definition of the rows an export streams (both databases run it)."""
+    return (
+        Judgment.objects.filter(study_id=study_id, id__lte=max_id)
+        .order_by("id")
+        .annotate(**ROW_EXPRESSIONS)
+        .values_list(*ROW_FIELDS, *ROW_EXPRESSIONS)
+    )
+
+
+@contextmanager
+def _row_chunks(query: QuerySet, size: int) -> Iterator[Iterator[list[tuple[Any, ...]]]]:
+    """The query's rows as plain tuples in lists of ``size``, skipping Django's per-row
+    machinery (the columns need no conversion: JSON and timestamps come as text).
+
+    On PostgreSQL, outside a transaction (a worker), the rows come through a server-side
+    cursor on a connection of their own, inside its own transaction, fetched by a thread
+    one chunk ahead: the database computes the next chunk while this process formats the
+    current one, and nothing is materialised up front (a ``WITH HOLD`` cursor, which
+    Django's ``iterator()`` opens in autocommit, computes every row before the first).
+    Inside a caller's transaction (tests) a second connection cannot see its rows, so the
+    cursor runs on the caller's connection, in the caller's thread.
+    """
+    sql, params = query.query.sql_with_params()
+    if connection.vendor != "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            yield iter(partial(cursor.fetchmany, size), [])
+        return
+    if connection.in_atomic_block:
+        connection.ensure_connection()
+        with connection.connection.cursor(name=_CURSOR_NAME, scrollable=False) as cursor:
+            cursor.execute(sql, params)
+            yield iter(partial(cursor.fetchmany, size), [])
+        return
+    prefetch = _Prefetch(sql, params, size)
+    try:
+        yield prefetch.chunks()
+    finally:
+        prefetch.stop()
+
+
+_CURSOR_NAME = "capeval_export"
+
+
+class _Prefetch:
+    """Fetch chunks on a dedicated PostgreSQL connection in a thread, one chunk ahead."""
+
+    def __init__(self, sql: str, params: tuple[Any, ...], size: int):
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=1)
+        self._stopping = threading.Event()
+        # Opened here, so a connection error is raised in the caller's thread.
+        self._connection = connection.get_new_connection(connection.get_connection_params())
+        self._thread = threading.Thread(
+            target=self._fetch, args=(sql, params, size), name="capeval-export-fetch", daemon=True
+        )
+        self._thread.start()
+
+    def _fetch(self, sql: str, params: tuple[Any, ...], size: int) -> None:
+        try:
+            with (
+                self._connection.transaction(),
+                self._connection.cursor(name=_CURSOR_NAME, scrollable=False) as cursor,
+            ):
+                cursor.execute(sql, params)
+                while not self._stopping.is_set():
+                    rows = cursor.fetchmany(size)
+                    self._put(rows)
+                    if not rows:
+                        break
+        except BaseException as exc:  # re-raised in the caller's thread
+            self._put(exc)
+        finally:
+            self._connection.close()
+
+    def _put(self, item: Any) -> None:
+        while not self._stopping.is_set():
+            try:
+                self._queue.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def chunks(self) -> Iterator[list[tuple[Any, ...]]]:
+        while True:
+            item = self._queue.get()
+            if isinstance(item, BaseException):
+                raise item
+            if not item:
+                return
+            yield item
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._thread.join()
+
+
 class _ExportWriter:
     """Streams one study's judgments into a CSV or JSONL file, chunk by chunk."""
 
@@ -442,9 +556,13 @@ class _ExportWriter:
         self.delay = _chunk_delay()
         self.cell = _csv_cell if self.is_csv else _identity
         self.study_cells = (study.pk, self.cell(study.name), self.cell(study.mode))
-        # item id -> the four caption cells; emptied when full (see ITEM_CACHE_SIZE).
-        self.caption_cells: dict[int, tuple[Any, Any, Any, Any]] = {}
+        # item id -> the four caption cells (CSV: joined by CELL_SEPARATOR); emptied when
+        # full (see ITEM_CACHE_SIZE).
+        self.caption_cells: dict[int, Any] = {}
         self.caption_ids: set[int] = set()
+        # JSON text of a payload (result) -> its CSV cells, see _json_cells.
+        self.payload_cells: dict[str, tuple[Any, ...]] = {}
+        self.result_cells: dict[str, tuple[Any, ...]] = {}
         self.judgments = 0
         self.rows = 0
         self.excluded = 0
@@ -459,14 +577,11 @@ class _ExportWriter:
 
     def write_rows(self, out: TextIO, *, max_id: int) -> Iterator[int]:
         """Write every judgment up to ``max_id``; yield the running count after each chunk."""
-        rows = (
-            Judgment.objects.filter(study_id=self.study.pk, id__lte=max_id)
-            .order_by("id")
-            .annotate(**ROW_EXPRESSIONS)
-            .values_list(*ROW_FIELDS, *ROW_EXPRESSIONS)
-            .iterator(chunk_size=self.chunk_size)
-        )
-        while chunk := list(islice(rows, self.chunk_size)):
+        with _row_chunks(_row_query(self.study.pk, max_id), self.chunk_size) as chunks:
+            yield from self._write_chunks(out, chunks)
+
+    def _write_chunks(self, out: TextIO, chunks: Iterable[list[tuple[Any, ...]]]) -> Iterator[int]:
+        for chunk in chunks:
             self._load_captions(chunk)
             lines = self._csv_lines(chunk) if self.is_csv else self._json_lines(chunk)
             if self.per_judgment_rows:
@@ -490,9 +605,11 @@ class _ExportWriter:
         # type is known, and neutralisation inlined for the text ones.
         prefixes = FORMULA_PREFIXES
         cell = _csv_cell
-        loads = json.loads
+        payload_cells = self.payload_cells
+        result_cells = self.result_cells
         study_cells = self.study_cells
         captions = self.caption_cells
+        separator = CELL_SEPARATOR
         payload_keys = self.payload_keys
         result_keys = self.result_keys
         lines = []
@@ -527,21 +644,21 @@ class _ExportWriter:
                 position,
                 cell(image_name),
                 image_sha,
-                *captions[item_id],
+                *captions[item_id].split(separator),
                 pseudonym,
                 "'" + phase if phase.startswith(prefixes) else phase,
                 part,
             ]
             if payload_keys:
-                values = loads(payload_text)
-                if type(values) is not dict:
-                    values = {}
-                line += [cell(values.get(key)) for key in payload_keys]
+                cells = payload_cells.get(payload_text)
+                if cells is None:
+                    cells = _json_cells(payload_text, payload_keys, payload_cells)
+                line += cells
             if result_keys:
-                values = loads(result_text)
-                if type(values) is not dict:
-                    values = {}
-                line += [cell(values.get(key)) for key in result_keys]
+                cells = result_cells.get(result_text)
+                if cells is None:
+                    cells = _json_cells(result_text, result_keys, result_cells)
+                line += cells
             if excluded:
                 excluded_count += 1
             line += (
@@ -634,11 +751,13 @@ class _ExportWriter:
             self.caption_ids.update(row[0] for row in rows)
             if self.is_csv:
                 # JSON arrays built from C-encoded strings: json.dumps per list costs more.
-                self.caption_cells[item_id] = (
-                    "[" + ",".join([str(row[0]) for row in rows]) + "]",
-                    "[" + ",".join([encode_json_string(row[1]) for row in rows]) + "]",
-                    "[" + ",".join([encode_json_string(row[2]) for row in rows]) + "]",
-                    "[" + ",".join([encode_json_string(row[3]) for row in rows]) + "]",
+                self.caption_cells[item_id] = CELL_SEPARATOR.join(
+                    (
+                        "[" + ",".join([str(row[0]) for row in rows]) + "]",
+                        "[" + ",".join([encode_json_string(row[1]) for row in rows]) + "]",
+                        "[" + ",".join([encode_json_string(row[2]) for row in rows]) + "]",
+                        "[" + ",".join([encode_json_string(row[3]) for row in rows]) + "]",
+                    )
                 )
             else:
                 self.caption_cells[item_id] = tuple([row[n] for row in rows] for n in range(4))
@@ -677,6 +796,22 @@ class _ExportWriter:
             .count(),
             "captions": len(self.caption_ids),
         }
+
+
+def _json_cells(text: str, keys: list[str], cache: dict[str, tuple[Any, ...]]) -> tuple[Any, ...]:
+    """The CSV cells of a payload's (result's) ``keys``, from its JSON text. Short texts are
+    remembered: payloads and results repeat (a rating, a choice, the points it earned), and
+    a row whose texts were seen before skips ``json.loads``. Long ones (free text) are not,
+    which bounds the cache to about JSON_CELL_CACHE_SIZE x 0.6 kB."""
+    values = json.loads(text)
+    if type(values) is not dict:
+        values = {}
+    cells = tuple([_csv_cell(values.get(key)) for key in keys])
+    if len(text) <= JSON_CELL_CACHE_TEXT:
+        if len(cache) >= JSON_CELL_CACHE_SIZE:
+            cache.clear()
+        cache[text] = cells
+    return cells
 
 
 def _as_dict(value: Any) -> dict[str, Any]:

@@ -30,7 +30,8 @@ def judgment_submit(
 
     A repeat of a stored submission (same token and part) returns the stored judgment
     and writes nothing. Raises SubmissionError for anything the protocol refuses; then
-    nothing is written. On success ``participant`` carries the state ``after_submit`` left.
+    nothing is written. On success ``participant`` carries the state ``after_submit`` left
+    (the caller need not reload it) and is the returned judgment's ``participant``.
     """
     now = now or timezone.now()
     try:
@@ -44,7 +45,7 @@ def judgment_submit(
                 .get(pk=participant.pk)
             )
             participant.state, participant.status = fresh.state, fresh.status
-            study = fresh.study
+            participant.study = study = fresh.study
             mode = get_mode(study.mode)
             assignment = (
                 Assignment.objects.select_for_update(of=("self",))
@@ -56,8 +57,14 @@ def judgment_submit(
                 raise SubmissionError(
                     "This item was not served to you; nothing was saved.", status=404
                 )
-            stored = Judgment.objects.filter(assignment=assignment, part=part).first()
-            if stored is not None:
+            # The mode reads the participant (state, study settings) through the lease.
+            assignment.participant = participant
+            answered = dict(
+                Judgment.objects.filter(assignment=assignment).values_list("part", "id")
+            )
+            if part in answered:
+                stored = Judgment.objects.get(pk=answered[part])
+                stored.participant = participant
                 return Submitted(stored, created=False)
             if study.status != Study.Status.LIVE:
                 raise SubmissionError("This study is closed; nothing was saved.", status=409)
@@ -70,7 +77,7 @@ def judgment_submit(
             parts = mode.parts(assignment.item)
             if not 0 <= part < parts:
                 raise SubmissionError(f"Part {part} does not exist (0 to {parts - 1}).")
-            done_parts = Judgment.objects.filter(assignment=assignment).count()
+            done_parts = len(answered)
             if part != done_parts:
                 raise SubmissionError(
                     f"Answer part {done_parts + 1} first; parts are answered in order.",
@@ -116,4 +123,7 @@ def judgment_submit(
         ).first()
         if stored is None:
             raise
+        # The winner's after_submit may have changed the state this caller carries.
+        participant.refresh_from_db(fields=["state", "status"])
+        stored.participant = participant
         return Submitted(stored, created=False)

@@ -39,9 +39,11 @@ def current_participant(request: HttpRequest, study: Study) -> Participant | Non
         # An account's participation follows the account, not a session someone else
         # may be holding.
         if participant is not None and participant.user_id in (None, user.pk):
+            participant.study = study
             return participant
     if user.is_authenticated and study.annotators.filter(pk=user.pk).exists():
         participant = participant_for_user(study=study, user=user)
+        participant.study = study
         request.session[_session_key(study)] = participant.pk
         return participant
     return None
@@ -116,7 +118,8 @@ def participate_intro(request: HttpRequest, public_id) -> HttpResponse:
 
 def _render_item(request, study, participant, assignment: Assignment, error=None, status=200):
     mode = get_mode(study.mode)
-    part = assignment.judgments.count()
+    # An open lease of a one-part item has no judgment yet: its only part closes it.
+    part = assignment.judgments.count() if mode.parts(assignment.item) > 1 else 0
     context = {
         "study": study,
         "participant": participant,
@@ -167,7 +170,11 @@ def participate_submit(request: HttpRequest, public_id, token: str) -> HttpRespo
             part=part,
         )
     except SubmissionError as exc:
-        assignment = Assignment.objects.filter(token=token, participant=participant).first()
+        assignment = (
+            Assignment.objects.select_related("item")
+            .filter(token=token, participant=participant)
+            .first()
+        )
         if assignment is None or assignment.status != Assignment.Status.OPEN:
             response = render(
                 request,
@@ -176,8 +183,9 @@ def participate_submit(request: HttpRequest, public_id, token: str) -> HttpRespo
                 status=exc.status,
             )
             return _allow_mturk_frame(response, participant)
+        assignment.participant = participant
         return _render_item(request, study, participant, assignment, error=exc, status=exc.status)
-    participant.refresh_from_db()
+    # judgment_submit left the participant's state and status as stored: no reload.
     feedback = mode.feedback_context(outcome.judgment)
     if feedback:
         context = {

@@ -23,6 +23,7 @@ def study_report(request: HttpRequest, study_id: int) -> HttpResponse:
     mode = get_mode(study.mode)
     if request.method == "POST":
         job = report_request(study=study, user=request.user)
+        job.refresh_from_db()  # without a broker the job has already run
         if request.htmx:
             return render(request, "partials/job_status.html", {"job": job})
         return redirect("study_report", study_id=study.pk)

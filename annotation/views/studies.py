@@ -83,11 +83,7 @@ def job_status(request: HttpRequest, job_id: int) -> HttpResponse:
     """The job's progress bar; htmx polls this fragment until the job finishes."""
     job = selectors.job_for_user(request.user, job_id)
     template = "partials/job_status.html" if request.htmx else "jobs/detail.html"
-    response = render(request, template, {"job": job})
-    if request.htmx and job.kind == Job.Kind.REPORT and job.status == Job.Status.DONE:
-        # The report page shows the finished report only after a reload.
-        response["HX-Refresh"] = "true"
-    return response
+    return render(request, template, {"job": job})
 
 
 @require_GET

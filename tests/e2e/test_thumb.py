@@ -9,7 +9,6 @@ import re
 from pathlib import Path
 
 import pytest
-from django.urls import resolve
 
 try:
     from playwright.sync_api import expect
@@ -33,11 +32,12 @@ CAPTIONS = [
 
 
 def write_display_image(name: str) -> str:
-    """A small JPEG where the media URL serves it; returns its path relative to the root."""
+    """A small JPEG in this test's media folder; returns its path relative to it."""
+    from django.conf import settings
     from PIL import Image as PILImage
 
     relative = f"display/{name}.jpg"
-    root = Path(resolve(f"/media/{relative}").kwargs["document_root"])
+    root = Path(settings.MEDIA_ROOT)
     (root / "display").mkdir(parents=True, exist_ok=True)
     PILImage.new("RGB", (320, 240), (200, 120, 60)).save(root / relative, "JPEG")
     return relative
