@@ -29,10 +29,32 @@ class SubmissionError(Exception):
         self.status = status
 
 
+def parse_choice(value: Any, *, low: int, high: int, field: str, message: str) -> int:
+    """Read one whole-number choice from a form or JSON value; SubmissionError if not in range.
+
+    Booleans, blanks, signs, decimals and text are refused with ``message``.
+    """
+    if isinstance(value, bool) or value is None:
+        raise SubmissionError(message, field=field)
+    if isinstance(value, int):
+        choice = value
+    else:
+        text = str(value).strip()
+        if not text.isdigit() or len(text) > len(str(high)):
+            raise SubmissionError(message, field=field)
+        choice = int(text)
+    if not low <= choice <= high:
+        raise SubmissionError(message, field=field)
+    return choice
+
+
 @dataclass(frozen=True)
 class ExportColumn:
+    """A mode's export column; ``description`` goes into the export's datasheet."""
+
     name: str
     value: Callable[[Judgment], Any]
+    description: str = ""
 
 
 class Mode:
@@ -41,6 +63,7 @@ class Mode:
     name: ClassVar[str] = ""
     label: ClassVar[str] = ""
     default_settings: ClassVar[dict[str, Any]] = {}
+    exclusion_rules: ClassVar[str] = ""  # written into the export's datasheet
 
     def clean_settings(self, raw: dict[str, Any]) -> dict[str, Any]:
         """Return the study settings merged over the defaults; raise ValueError if invalid."""

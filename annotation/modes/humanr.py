@@ -53,7 +53,6 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlsplit
 
@@ -62,7 +61,14 @@ from django.conf import settings as django_settings
 from django.utils import timezone
 
 from annotation.models import Assignment, Caption, Item, Judgment, Participant, Study
-from annotation.modes.base import ExportColumn, Mode, Progress, SubmissionError, register
+from annotation.modes.base import (
+    ExportColumn,
+    Mode,
+    Progress,
+    SubmissionError,
+    parse_choice,
+    register,
+)
 from rubrics import humanr as rules
 
 GROUP = "group"
@@ -111,16 +117,14 @@ def reference_on_left(study_seed: int, assignment_id: int, part: int) -> bool:
 
 
 @dataclass(frozen=True)
-class DescribedColumn(ExportColumn):
-    """An export column with the description the datasheet shows."""
-
-    description: str = ""
-
-
 @register
 class HumanrMode(Mode):
     name = "humanr"
     label = "HUMANr head-to-head"
+    exclusion_rules = (
+        "A failed attention check (oriented answer >= 5) flags every response of its group; "
+        "flagged responses and unfinished groups are left out of HUMANr."
+    )
     default_settings: ClassVar[dict[str, Any]] = {
         # None: every image with at least two human captions; a number: a random subset.
         "n_images": None,
@@ -218,16 +222,6 @@ class HumanrMode(Mode):
 
     def parts(self, item: Item) -> int:
         return len(item.spec["trials"])
-
-    def served_at(self, assignment: Assignment, part: int) -> datetime:
-        if part == 0:
-            return assignment.served_at
-        shown = (
-            Judgment.objects.filter(assignment_id=assignment.pk, part=part - 1)
-            .values_list("created_at", flat=True)
-            .first()
-        )
-        return shown or assignment.served_at
 
     def min_seconds(self, assignment: Assignment) -> float:
         # The submission service hands the lease over with its participant and study loaded.
@@ -412,48 +406,48 @@ class HumanrMode(Mode):
             return lambda judgment: (judgment.result or {}).get(key)
 
         return (
-            DescribedColumn("humanr_group", result("group"), "Group index (the item's position)."),
-            DescribedColumn(
+            ExportColumn("humanr_group", result("group"), "Group index (the item's position)."),
+            ExportColumn(
                 "humanr_trial", lambda j: j.part + 1, "Trial number within the group, 1-10."
             ),
-            DescribedColumn("trial_kind", result("kind"), "comparison or attention_check."),
-            DescribedColumn(
+            ExportColumn("trial_kind", result("kind"), "comparison or attention_check."),
+            ExportColumn(
                 "comparison_id", result("comparison"), "<image id>:<system>; empty for checks."
             ),
-            DescribedColumn("humanr_image_id", result("image_id"), "Id of the image shown."),
-            DescribedColumn("humanr_image_name", result("image_name"), "Name of the image shown."),
-            DescribedColumn(
+            ExportColumn("humanr_image_id", result("image_id"), "Id of the image shown."),
+            ExportColumn("humanr_image_name", result("image_name"), "Name of the image shown."),
+            ExportColumn(
                 "system", result("system"), "Compared system (Human: the Human-vs-Human pair)."
             ),
-            DescribedColumn("left_caption_id", result("left_caption_id"), "Caption shown left."),
-            DescribedColumn("left_system", result("left_system"), "System of the left caption."),
-            DescribedColumn("right_caption_id", result("right_caption_id"), "Caption shown right."),
-            DescribedColumn("right_system", result("right_system"), "System of the right caption."),
-            DescribedColumn(
+            ExportColumn("left_caption_id", result("left_caption_id"), "Caption shown left."),
+            ExportColumn("left_system", result("left_system"), "System of the left caption."),
+            ExportColumn("right_caption_id", result("right_caption_id"), "Caption shown right."),
+            ExportColumn("right_system", result("right_system"), "System of the right caption."),
+            ExportColumn(
                 "reference_caption_id",
                 result("reference_caption_id"),
                 "The human (reference) caption; for a check, the image's own caption.",
             ),
-            DescribedColumn(
+            ExportColumn(
                 "reference_on_left", result("reference_on_left"), "Reference shown on the left."
             ),
-            DescribedColumn(
+            ExportColumn(
                 "raw", lambda j: (j.payload or {}).get("raw"), "Answer, 1 (only left) to 9."
             ),
-            DescribedColumn(
+            ExportColumn(
                 "oriented", result("oriented"), "Answer with the reference on the left (s)."
             ),
-            DescribedColumn(
+            ExportColumn(
                 "comparison_value",
                 result("value"),
                 "(s - 5) / 4 in [-1, 1]; negative: the human caption preferred.",
             ),
-            DescribedColumn(
+            ExportColumn(
                 "is_attention_check",
                 lambda j: (j.result or {}).get("kind") == CHECK,
                 "The trial is the group's attention check.",
             ),
-            DescribedColumn(
+            ExportColumn(
                 "attention_check_failed",
                 result("check_failed"),
                 "For a check: failed (s >= 5). Empty for comparisons.",
@@ -557,19 +551,13 @@ def _comparison(
 
 
 def _parse_raw(value: Any) -> int:
-    message = "Choose a value from 1 (only the left caption matches) to 9 (only the right one)."
-    if isinstance(value, bool) or value is None:
-        raise SubmissionError(message, field="raw")
-    if isinstance(value, int):
-        raw = value
-    else:
-        text = str(value).strip()
-        if not text.isdigit() or len(text) > 1:
-            raise SubmissionError(message, field="raw")
-        raw = int(text)
-    if not rules.SLIDER_MIN <= raw <= rules.SLIDER_MAX:
-        raise SubmissionError(message, field="raw")
-    return raw
+    return parse_choice(
+        value,
+        low=rules.SLIDER_MIN,
+        high=rules.SLIDER_MAX,
+        field="raw",
+        message="Choose a value from 1 (only the left caption matches) to 9 (only the right one).",
+    )
 
 
 def _sides(trial: dict[str, Any], seed: int, assignment_id: int, part: int) -> tuple[int, int]:

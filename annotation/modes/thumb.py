@@ -124,6 +124,10 @@ def _errors_text(errors: dict[str, float]) -> str:
 class ThumbMode(Mode):
     name = "thumb"
     label = "THumB rubric"
+    exclusion_rules = (
+        "Both stages are exported; the report uses stage 2 where present, else stage 1, and "
+        "a fluency-only round's fluency when neither stage annotator was a native speaker."
+    )
     default_settings = {
         "n_images": None,
         "stage2": True,

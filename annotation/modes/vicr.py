@@ -42,7 +42,14 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 
 from annotation.models import Assignment, Caption, Item, Judgment, Participant, Study
-from annotation.modes.base import ExportColumn, Mode, Progress, SubmissionError, register
+from annotation.modes.base import (
+    ExportColumn,
+    Mode,
+    Progress,
+    SubmissionError,
+    parse_choice,
+    register,
+)
 from rubrics import vicr as rules
 
 TUTORIAL, PROBATION, GAME, EXCLUDED = "tutorial", "probation", "game", "excluded"
@@ -107,25 +114,19 @@ def _state_dict(state: rules.PlayerState) -> dict[str, Any]:
 
 
 def _parse_rating(value: Any, levels: int) -> int:
-    message = f"Choose a rating from 1 to {levels}."
-    if isinstance(value, bool) or value is None:
-        raise SubmissionError(message, field="rating")
-    if isinstance(value, int):
-        rating = value
-    else:
-        text = str(value).strip()
-        if not text.isdigit() or len(text) > 2:
-            raise SubmissionError(message, field="rating")
-        rating = int(text)
-    if not 1 <= rating <= levels:
-        raise SubmissionError(message, field="rating")
-    return rating
+    return parse_choice(
+        value, low=1, high=levels, field="rating", message=f"Choose a rating from 1 to {levels}."
+    )
 
 
 @register
 class VicrMode(Mode):
     name = "vicr"
     label = "VICR rating game"
+    exclusion_rules = (
+        "Tutorial and probation ratings never enter the dataset (phase column); the final "
+        "view holds game ratings of players whose status is game and that are not flagged."
+    )
     default_settings: ClassVar[dict[str, Any]] = {
         "min_ratings": 3,
         "max_ratings": 7,

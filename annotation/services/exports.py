@@ -312,7 +312,7 @@ def _columns(
                 f"The {mode} mode's export column {column.name!r} repeats a column name."
             )
         taken.add(column.name)
-        description = getattr(column, "description", "") or f"Column of the {mode} mode."
+        description = column.description or f"Column of the {mode} mode."
         columns.append(ExportColumnInfo(column.name, description))
     return columns
 
@@ -836,7 +836,7 @@ def _datasheet(
     counts: dict[str, int],
     max_id: int,
 ) -> dict[str, Any]:
-    rules = getattr(mode, "exclusion_rules", "") or ""
+    rules = mode.exclusion_rules or ""
     rules_list = [rules] if isinstance(rules, str) else list(rules)
     return {
         "title": f"Judgments of study {study.pk}: {study.name}",
