@@ -21,14 +21,18 @@ export formats itself (``-0.5``) stay numbers.
 
 Privacy: participants appear only by pseudonym, never by user name or crowd worker id.
 
-Writing: one query streams the rows (a server-side cursor on PostgreSQL, fetched in chunks
-of ``CAPEVAL_EXPORT_CHUNK_SIZE``, default 5,000; memory stays bounded by the chunk and the
-item cache). Item, image, participant and assignment columns come by join, JSON and
-timestamps as text formatted by the database; the captions an item shows are looked up
-once per item and cached. Progress is reported after every chunk. Rows go to a hidden
-``.part`` file in
-``CAPEVAL_EXPORT_DIR`` that is renamed with ``os.replace`` only when complete; the datasheet
-(``<stem>.datasheet.json``) is renamed first, the data file last. A run that fails removes
+Writing: one query streams the rows as plain tuples, in chunks of
+``CAPEVAL_EXPORT_CHUNK_SIZE`` (default 5,000). On PostgreSQL a worker (autocommit) reads them
+through a server-side cursor on a connection of its own, fetched by a thread one chunk
+ahead, so the database works while Python formats; inside a caller's transaction the
+cursor runs on the caller's connection (see ``_row_chunks``). Item, image, participant and
+assignment columns come by join, JSON and timestamps as text formatted by the database;
+the captions an item shows are looked up once per item and cached (up to 100,000 items),
+and the CSV cells of short payload/result texts are remembered, since they repeat. Memory
+stays bounded by the chunks and these caches. Progress is reported after every chunk.
+Rows go to a hidden ``.part`` file in ``CAPEVAL_EXPORT_DIR`` that is renamed with
+``os.replace`` only when complete; the datasheet (``<stem>.datasheet.json``) is renamed
+first, the data file last. A run that fails removes
 its ``.part`` files; a run restarted after a killed worker starts from scratch and
 overwrites them. The job's ``result_file`` is the data file; ``job.result["datasheet"]``
 names the datasheet.

@@ -4,15 +4,20 @@ access to the export view, downloads and the cleanup of old files."""
 import csv
 import json
 import os
+import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from django.conf import settings as django_settings
+from django.db import connection, transaction
 from django.http import Http404
 from django.test import RequestFactory
 from django.urls import reverse
 from django.utils import timezone
+from hypothesis import given
+from hypothesis import settings as settings_hypothesis
+from hypothesis import strategies as st
 
 from annotation.models import Caption, Image, Item, Job, Judgment, Participant, Study
 from annotation.modes import Mode, SubmissionError, register
@@ -23,6 +28,7 @@ from annotation.services.exports import export_delete_old, export_request, expor
 from annotation.services.judgments import judgment_submit
 from annotation.services.participants import participant_for_crowd_worker, participant_for_user
 from annotation.views.exports import job_datasheet
+from tests.conftest import skip_or_fail
 
 pytestmark = pytest.mark.django_db
 
@@ -517,3 +523,142 @@ def test_formula_prefixes_are_the_owasp_set():
     assert [exports.neutralise(text) for text in FORMULAS] == ["'" + text for text in FORMULAS]
     assert exports.neutralise("A dog.") == "A dog."
     assert exports.neutralise("") == ""
+
+
+# Streaming: the PostgreSQL worker path, the caches of the CSV hot loop
+
+
+def export_bytes(study, *, mode_in_transaction: bool) -> bytes:
+    job = Job.objects.create(kind=Job.Kind.EXPORT, study=study, params={"format": "csv"})
+    if mode_in_transaction:
+        with transaction.atomic():
+            outcome = export_run(job=job, progress=lambda percent, message="": None)
+    else:
+        outcome = export_run(job=job, progress=lambda percent, message="": None)
+    return (django_settings.CAPEVAL_EXPORT_DIR / outcome["result_file"]).read_bytes()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_worker_path_on_its_own_connection_writes_the_same_file_as_in_a_transaction(
+    make_study, annotator, researcher, settings
+):
+    # A worker runs in autocommit: on PostgreSQL the rows then come from a dedicated
+    # connection fetched by a thread; inside a transaction, from the caller's connection.
+    if connection.vendor != "postgresql":
+        skip_or_fail("the dedicated-connection export path needs PostgreSQL")
+    settings.CAPEVAL_EXPORT_CHUNK_SIZE = 2
+    study = build_study(make_study, annotator, participants=3)
+    threads_before = threading.active_count()
+
+    streamed = export_bytes(study, mode_in_transaction=False)
+    in_transaction = export_bytes(study, mode_in_transaction=True)
+
+    assert streamed == in_transaction
+    rows = list(csv.DictReader(streamed.decode("utf-8").splitlines()))
+    assert len(rows) == Judgment.objects.filter(study=study).count() == 9
+    assert threading.active_count() == threads_before, "the fetching thread has ended"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_worker_path_failing_mid_way_stops_its_thread_and_leaves_no_file(
+    make_study, annotator, researcher, settings
+):
+    if connection.vendor != "postgresql":
+        skip_or_fail("the dedicated-connection export path needs PostgreSQL")
+    settings.CAPEVAL_EXPORT_CHUNK_SIZE = 2
+    study = build_study(make_study, annotator, mode="test-export-fail")
+    threads_before = threading.active_count()
+    job = Job.objects.create(kind=Job.Kind.EXPORT, study=study, params={"format": "csv"})
+
+    with pytest.raises(ExportColumnFailed):
+        export_run(job=job, progress=lambda percent, message="": None)
+
+    assert threading.active_count() == threads_before
+    assert list(django_settings.CAPEVAL_EXPORT_DIR.iterdir()) == []
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=6,
+)
+
+
+@settings_hypothesis(max_examples=200, deadline=None)
+@given(payload=st.dictionaries(st.sampled_from(["a", "b", "=c"]), json_values) | json_values)
+def test_remembered_json_cells_equal_the_cells_of_each_value(payload):
+    keys = ["=c", "a", "b", "missing"]
+    text = json.dumps(payload)
+    cache: dict[str, tuple] = {}
+    values = payload if isinstance(payload, dict) else {}
+    expected = tuple(exports._csv_cell(values.get(key)) for key in keys)
+
+    first = exports._json_cells(text, keys, cache)
+    again = cache.get(text) or exports._json_cells(text, keys, cache)
+
+    assert first == again == expected
+    assert [type(cell) for cell in first] == [type(cell) for cell in expected]
+
+
+def test_json_cell_cache_is_bounded_and_skips_long_texts(monkeypatch):
+    monkeypatch.setattr(exports, "JSON_CELL_CACHE_SIZE", 2)
+    cache: dict[str, tuple] = {}
+    for rating in range(5):
+        exports._json_cells(json.dumps({"rating": rating}), ["rating"], cache)
+        assert len(cache) <= 2
+    long_text = json.dumps({"comment": "x" * (exports.JSON_CELL_CACHE_TEXT + 1)})
+    exports._json_cells(long_text, ["comment"], cache)
+    assert long_text not in cache
+
+
+def reference_spec_caption_ids(spec):
+    """The rule as first written (sort caption_ids first, then dict order), kept to check the
+    faster version against."""
+    if not isinstance(spec, dict):
+        return []
+    suffixes = tuple("_" + name for name in exports.CAPTION_KEYS)
+    found = []
+    for key in sorted(spec, key=lambda key: key != "caption_ids"):
+        if key in exports.CAPTION_KEYS or key.endswith(suffixes):
+            value = spec[key]
+            found.extend(value if isinstance(value, list) else [value])
+    ids = []
+    for value in found:
+        if type(value) is int and value not in ids:
+            ids.append(value)
+    return ids
+
+
+spec_keys = st.sampled_from(
+    ["caption_ids", "caption", "caption_id", "captions", "left_caption", "right_caption_id",
+     "label", "x_captions", "captionless", "kind"]
+)  # fmt: skip
+spec_values = (
+    st.integers(0, 9)
+    | st.booleans()
+    | st.text(max_size=2)
+    | st.lists(st.integers(0, 9) | st.booleans() | st.none(), max_size=4)
+)
+
+
+@settings_hypothesis(max_examples=300, deadline=None)
+@given(spec=st.dictionaries(spec_keys, spec_values) | st.none() | st.lists(st.integers()))
+def test_caption_ids_of_a_spec_follow_the_documented_rule(spec):
+    assert exports._spec_caption_ids(spec) == reference_spec_caption_ids(spec)
+
+
+def test_item_cache_cells_split_back_into_four_cells(study, researcher, capture):
+    # The CSV cache keeps an item's four caption cells as one string; a caption holding
+    # control characters (JSON-escaped) must not split it wrongly.
+    # PostgreSQL text cannot hold NUL (the separator); SQLite can.
+    nul = "\x00" if connection.vendor == "sqlite" else "\x01"
+    caption = Caption.objects.filter(study=study).first()
+    Caption.objects.filter(pk=caption.pk).update(text=f"a{nul}b\tc", raw_text=nul)
+    job = run_export(study, researcher, "csv", capture)
+
+    rows = [row for row in read_csv(job) if caption.pk in json.loads(row["caption_ids"])]
+    assert rows
+    for row in rows:
+        assert len(json.loads(row["caption_systems"])) == len(json.loads(row["caption_ids"]))
+        assert f"a{nul}b\tc" in json.loads(row["caption_texts"])
+        assert nul in json.loads(row["caption_raw_texts"])
