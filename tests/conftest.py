@@ -38,8 +38,12 @@ def isolated_files(settings, tmp_path):
 def make_user(db, django_user_model):
     def make(username: str, *, researcher=False, staff=False, native_english=False):
         return django_user_model.objects.create_user(
-            username=username, password="pw-" + username, is_researcher=researcher,
-            is_staff=staff, is_superuser=staff, native_english=native_english,
+            username=username,
+            password="pw-" + username,
+            is_researcher=researcher,
+            is_staff=staff,
+            is_superuser=staff,
+            native_english=native_english,
         )
 
     return make
@@ -65,7 +69,8 @@ def make_study(db, researcher):
     from annotation.services.studies import study_create
 
     def make(mode: str = "vicr", *, owner=None, settings=None, name="Test study", seed=0):
-        return study_create(owner=owner or researcher, name=name, mode=mode,
-                            settings=settings or {}, seed=seed)
+        return study_create(
+            owner=owner or researcher, name=name, mode=mode, settings=settings or {}, seed=seed
+        )
 
     return make

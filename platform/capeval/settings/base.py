@@ -100,6 +100,9 @@ TEMPLATES = [
     },
 ]
 
+if not os.environ.get("DATABASE_URL"):
+    # The embedded default keeps its SQLite file here; a fresh clone has no var/ yet.
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
 DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'capeval.sqlite3'}",
