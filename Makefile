@@ -27,8 +27,8 @@ node_modules/.installed: package.json package-lock.json
 ## Install, migrate SQLite, load the demo study and serve it (Celery runs eagerly).
 demo: $(VENV)/.installed
 	$(BIN)/python manage.py migrate --no-input
-	$(BIN)/python manage.py load_demo
-	@echo "Open http://$(HOST):$(PORT)/ (Ctrl-C stops the server)"
+	$(BIN)/python manage.py load_demo --url http://$(HOST):$(PORT)/
+	@echo "Ctrl-C stops the server."
 	$(BIN)/python manage.py runserver $(HOST):$(PORT)
 
 ## Install with test dependencies and run lint plus the whole test suite.
