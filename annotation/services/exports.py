@@ -28,8 +28,11 @@ ahead, so the database works while Python formats; inside a caller's transaction
 cursor runs on the caller's connection (see ``_row_chunks``). Item, image, participant and
 assignment columns come by join, JSON and timestamps as text formatted by the database;
 the captions an item shows are looked up once per item and cached (up to 100,000 items),
-and the CSV cells of short payload/result texts are remembered, since they repeat. Memory
-stays bounded by the chunks and these caches. Progress is reported after every chunk.
+and the CSV cells of short payload/result texts are remembered, since they repeat. CSV
+lines are joined from these cached fragments (exactly as csv.writer would write them),
+not cell by cell. The payload and result keys come from one scan before the rows; the
+datasheet's counts come from the streamed rows. Memory stays bounded by the chunks and
+these caches. Progress is reported after every chunk.
 Rows go to a hidden ``.part`` file in ``CAPEVAL_EXPORT_DIR`` that is renamed with
 ``os.replace`` only when complete; the datasheet (``<stem>.datasheet.json``) is renamed
 first, the data file last. A run that fails removes
@@ -45,6 +48,7 @@ import json
 import os
 import platform
 import queue
+import re
 import sys
 import threading
 import time
@@ -55,13 +59,14 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from importlib import metadata
 from json.encoder import encode_basestring as encode_json_string
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, TextIO
 
 import django
 from django.conf import settings
 from django.db import connection
-from django.db.models import Func, Max, QuerySet, TextField
+from django.db.models import F, Func, Max, QuerySet, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
@@ -79,11 +84,12 @@ DEFAULT_CHUNK_SIZE = 5000
 # than this. Judgments cycle through the items, so a cache smaller than the study's items
 # misses on every row: looking captions up again costs more than the rest of a CSV row.
 ITEM_CACHE_SIZE = 100_000
-# Separates the four caption cells of an item in the CSV cache (one string per item is less
-# than half the memory of four); JSON-encoded text never holds a raw NUL.
-CELL_SEPARATOR = "\x00"
+# CSV lines are joined by the export itself (see _csv_lines), with the csv module's
+# conventions: QUOTE_MINIMAL, "\r\n" line ends, quotes doubled.
+CSV_LINE_END = "\r\n"
+CSV_QUOTED_CHARS = re.compile('[,"\r\n]')
 # Payload and result texts of at most JSON_CELL_CACHE_TEXT characters whose CSV cells are
-# remembered (see _json_cells), emptied when full.
+# remembered (see _json_fragment), emptied when full.
 JSON_CELL_CACHE_SIZE = 10_000
 JSON_CELL_CACHE_TEXT = 200
 # SQLite refuses more than 32,766 variables in one statement; stay far below it.
@@ -215,8 +221,7 @@ def export_run(*, job: Job, progress: Progress) -> dict[str, Any]:
     judgments = Judgment.objects.filter(study_id=study.pk)
     max_id = judgments.aggregate(last=Max("id"))["last"] or 0
     total = judgments.filter(id__lte=max_id).count()
-    payload_keys = _json_keys(study.pk, max_id, "payload")
-    result_keys = _json_keys(study.pk, max_id, "result")
+    payload_keys, result_keys = _json_keys(study.pk, max_id)
     columns = _columns(payload_keys, result_keys, mode_columns, study.mode)
 
     root = _export_dir()
@@ -248,7 +253,7 @@ def export_run(*, job: Job, progress: Progress) -> dict[str, Any]:
             export_format=export_format,
             data_name=data_name,
             columns=columns,
-            counts=writer.counts(max_id),
+            counts=writer.counts(),
             max_id=max_id,
         )
         sheet_part.write_text(json.dumps(datasheet, indent=2, ensure_ascii=False) + "\n")
@@ -270,33 +275,45 @@ def export_run(*, job: Job, progress: Progress) -> dict[str, Any]:
     }
 
 
-def _json_keys(study_id: int, max_id: int, field: str) -> list[str]:
-    """Top-level keys of the snapshot's payloads (or results), found by the database."""
+def _json_keys(study_id: int, max_id: int) -> tuple[list[str], list[str]]:
+    """Top-level keys of the snapshot's payloads and of its results, found by the database
+    in one scan of the judgments (a scan per field doubled the export's start-up)."""
     table = Judgment._meta.db_table
     vendor = connection.vendor
     if vendor == "postgresql":
+        # Each judgment gives its two documents as two rows, so one pass reads both.
         sql = (
-            f"SELECT DISTINCT jsonb_object_keys({field}) FROM {table} "
-            f"WHERE study_id = %s AND id <= %s AND jsonb_typeof({field}) = 'object'"
+            "SELECT DISTINCT d.field, jsonb_object_keys(d.doc) "
+            f"FROM {table} AS j CROSS JOIN LATERAL "
+            "(VALUES ('payload', j.payload), ('result', j.result)) AS d(field, doc) "
+            "WHERE j.study_id = %s AND j.id <= %s AND jsonb_typeof(d.doc) = 'object'"
         )
     elif vendor == "sqlite":
+        # The two documents as the elements 0 (payload) and 1 (result) of one array.
         sql = (
-            f"SELECT DISTINCT e.key FROM {table} AS j, json_each(j.{field}) AS e "
-            f"WHERE j.study_id = %s AND j.id <= %s AND json_type(j.{field}) = 'object'"
+            "SELECT DISTINCT CASE d.key WHEN 0 THEN 'payload' ELSE 'result' END, e.key "
+            f"FROM {table} AS j, json_each(json_array(json(j.payload), json(j.result))) AS d, "
+            "json_each(d.value) AS e "
+            "WHERE j.study_id = %s AND j.id <= %s AND d.type = 'object'"
         )
     else:  # pragma: no cover - only PostgreSQL and SQLite are configured
-        keys: set[str] = set()
-        for value in (
+        found: dict[str, set[str]] = {"payload": set(), "result": set()}
+        for payload, result in (
             Judgment.objects.filter(study_id=study_id, id__lte=max_id)
-            .values_list(field, flat=True)
+            .values_list("payload", "result")
             .iterator(chunk_size=DEFAULT_CHUNK_SIZE)
         ):
-            if isinstance(value, dict):
-                keys.update(value)
-        return sorted(keys)
+            for field, value in (("payload", payload), ("result", result)):
+                if isinstance(value, dict):
+                    found[field].update(value)
+        return sorted(found["payload"]), sorted(found["result"])
     with connection.cursor() as cursor:
         cursor.execute(sql, [study_id, max_id])
-        return sorted(row[0] for row in cursor.fetchall())
+        rows = cursor.fetchall()
+    return (
+        sorted(key for field, key in rows if field == "payload"),
+        sorted(key for field, key in rows if field == "result"),
+    )
 
 
 def _columns(
@@ -336,6 +353,18 @@ def _iso(value: datetime | None) -> str | None:
 def neutralise(text: str) -> str:
     """Prefix a text that a spreadsheet would run as a formula with a single quote."""
     return "'" + text if text.startswith(FORMULA_PREFIXES) else text
+
+
+def _csv_text(text: str) -> str:
+    """A CSV cell as csv.writer (QUOTE_MINIMAL) writes it: quoted only when it must be."""
+    if CSV_QUOTED_CHARS.search(text) is None:
+        return text
+    return '"' + text.replace('"', '""') + '"'
+
+
+def _csv_fragment(cells: Iterable[Any]) -> str:
+    """The ``_csv_cell`` values ``cells`` as part of a CSV line, each preceded by a comma."""
+    return "".join(["," + (_csv_text(c) if type(c) is str else str(c)) for c in cells])
 
 
 def _csv_cell(value: Any) -> Any:
@@ -433,6 +462,8 @@ ROW_EXPRESSIONS = {
     "created_iso": IsoUtc("created_at"),
     "served_iso": IsoUtc("assignment__served_at"),
     "submitted_iso": IsoUtc("assignment__submitted_at"),
+    # Last, for the datasheet's image count (taken from the streamed rows, not a query).
+    "image_id": F("item__image_id"),
 }
 
 
@@ -560,24 +591,28 @@ class _ExportWriter:
         self.delay = _chunk_delay()
         self.cell = _csv_cell if self.is_csv else _identity
         self.study_cells = (study.pk, self.cell(study.name), self.cell(study.mode))
-        # item id -> the four caption cells (CSV: joined by CELL_SEPARATOR); emptied when
-        # full (see ITEM_CACHE_SIZE).
-        self.caption_cells: dict[int, Any] = {}
+        # item id -> its item, image and caption cells (CSV: as one line fragment; JSONL:
+        # the four caption lists); emptied when full (see ITEM_CACHE_SIZE).
+        self.item_cells: dict[int, Any] = {}
         self.caption_ids: set[int] = set()
-        # JSON text of a payload (result) -> its CSV cells, see _json_cells.
-        self.payload_cells: dict[str, tuple[Any, ...]] = {}
-        self.result_cells: dict[str, tuple[Any, ...]] = {}
+        # JSON text of a payload (result) -> its CSV line fragment, see _json_fragment.
+        self.payload_cells: dict[str, str] = {}
+        self.result_cells: dict[str, str] = {}
+        # For the datasheet's counts, collected from the streamed rows.
+        self.participant_ids: set[int] = set()
+        self.item_ids: set[int] = set()
+        self.image_ids: set[int | None] = set()
         self.judgments = 0
         self.rows = 0
         self.excluded = 0
-        self._csv: Any = None
         self._names: list[str] = []
 
     def write_header(self, out: TextIO, names: list[str]) -> None:
         self._names = names
         if self.is_csv:
-            self._csv = csv.writer(out)
-            self._csv.writerow([neutralise(name) for name in names])
+            csv.writer(out, lineterminator=CSV_LINE_END).writerow(
+                [neutralise(name) for name in names]
+            )
 
     def write_rows(self, out: TextIO, *, max_id: int) -> Iterator[int]:
         """Write every judgment up to ``max_id``; yield the running count after each chunk."""
@@ -586,13 +621,19 @@ class _ExportWriter:
 
     def _write_chunks(self, out: TextIO, chunks: Iterable[list[tuple[Any, ...]]]) -> Iterator[int]:
         for chunk in chunks:
-            self._load_captions(chunk)
-            lines = self._csv_lines(chunk) if self.is_csv else self._json_lines(chunk)
-            if self.per_judgment_rows:
-                lines = self._with_mode_rows(chunk, lines)
+            self._load_items(chunk)
+            self.participant_ids.update(map(itemgetter(12), chunk))
+            self.item_ids.update(map(itemgetter(1), chunk))
+            self.image_ids.update(map(itemgetter(20), chunk))
             if self.is_csv:
-                self._csv.writerows(lines)
+                lines = self._csv_lines(chunk)
+                if self.per_judgment_rows:
+                    lines = self._with_mode_csv(chunk, lines)
+                out.write("".join(lines))
             else:
+                lines = self._json_lines(chunk)
+                if self.per_judgment_rows:
+                    lines = self._with_mode_cells(chunk, lines)
                 names = self._names
                 out.writelines(
                     json.dumps(dict(zip(names, line, strict=True)), ensure_ascii=False) + "\n"
@@ -604,18 +645,23 @@ class _ExportWriter:
             if self.delay:
                 time.sleep(self.delay)
 
-    def _csv_lines(self, chunk: list[tuple[Any, ...]]) -> list[list[Any]]:
-        # The hot loop of a large export: locals, no per-cell calls for columns whose
-        # type is known, and neutralisation inlined for the text ones.
+    def _csv_lines(self, chunk: list[tuple[Any, ...]]) -> list[str]:
+        """The chunk's CSV lines, without the mode's cells (added by ``_with_mode_csv``).
+
+        The hot loop of a large export. Lines are joined here rather than by csv.writer,
+        which costs ~0.25 us a cell: the cells of an item (with its captions), of a payload
+        and of a result repeat, so they are encoded once and cached as line fragments;
+        only the judgment's own texts are checked for quoting on every row.
+        """
         prefixes = FORMULA_PREFIXES
-        cell = _csv_cell
+        text = _csv_text
         payload_cells = self.payload_cells
         result_cells = self.result_cells
-        study_cells = self.study_cells
-        captions = self.caption_cells
-        separator = CELL_SEPARATOR
         payload_keys = self.payload_keys
         result_keys = self.result_keys
+        items = self.item_cells
+        study = _csv_fragment(self.study_cells)[1:]
+        line_end = CSV_LINE_END
         lines = []
         excluded_count = 0
         for (
@@ -627,10 +673,10 @@ class _ExportWriter:
             dwell_ms,
             excluded,
             reason,
-            kind,
-            position,
-            image_name,
-            image_sha,
+            _kind,
+            _position,
+            _image_name,
+            _image_sha,
             _participant_id,
             _assignment_id,
             payload_text,
@@ -639,51 +685,36 @@ class _ExportWriter:
             created_iso,
             served_iso,
             submitted_iso,
+            _image_id,
         ) in chunk:
-            line = [
-                *study_cells,
-                judgment_id,
-                item_id,
-                "'" + kind if kind.startswith(prefixes) else kind,
-                position,
-                cell(image_name),
-                image_sha,
-                *captions[item_id].split(separator),
-                pseudonym,
-                "'" + phase if phase.startswith(prefixes) else phase,
-                part,
-            ]
-            if payload_keys:
-                cells = payload_cells.get(payload_text)
-                if cells is None:
-                    cells = _json_cells(payload_text, payload_keys, payload_cells)
-                line += cells
-            if result_keys:
-                cells = result_cells.get(result_text)
-                if cells is None:
-                    cells = _json_cells(result_text, result_keys, result_cells)
-                line += cells
+            payload = payload_cells.get(payload_text)
+            if payload is None:
+                payload = _json_fragment(payload_text, payload_keys, payload_cells)
+            result = result_cells.get(result_text)
+            if result is None:
+                result = _json_fragment(result_text, result_keys, result_cells)
             if excluded:
                 excluded_count += 1
-            line += (
-                created_iso,
-                served_iso,
-                submitted_iso,
-                dwell_ms,
-                "true" if excluded else "false",
-                "'" + reason if reason.startswith(prefixes) else reason,
+            if phase.startswith(prefixes):
+                phase = "'" + phase
+            if reason.startswith(prefixes):
+                reason = "'" + reason
+            lines.append(
+                f"{study},{judgment_id}{items[item_id]},{text(pseudonym)},{text(phase)},{part}"
+                f"{payload}{result},{created_iso},{served_iso or ''},{submitted_iso or ''},"
+                f"{'' if dwell_ms is None else dwell_ms},{'true' if excluded else 'false'},"
+                f"{text(reason)}{line_end}"
             )
-            lines.append(line)
         self.excluded += excluded_count
         return lines
 
     def _json_lines(self, chunk: list[tuple[Any, ...]]) -> list[list[Any]]:
-        captions = self.caption_cells
+        captions = self.item_cells
         lines = []
         for row in chunk:
             (judgment_id, item_id, pseudonym, part, phase, dwell_ms, excluded, reason, kind,
              position, image_name, image_sha, _, _, payload_text, result_text, _,
-             created_iso, served_iso, submitted_iso) = row  # fmt: skip
+             created_iso, served_iso, submitted_iso, _) = row  # fmt: skip
             payload = _as_dict(json.loads(payload_text))
             result = _as_dict(json.loads(result_text))
             excluded = bool(excluded)
@@ -713,15 +744,26 @@ class _ExportWriter:
             )
         return lines
 
-    def _with_mode_rows(self, chunk: list[tuple[Any, ...]], lines: list[list[Any]]):
+    def _with_mode_cells(self, chunk: list[tuple[Any, ...]], lines: list[list[Any]]):
         """Append the mode's cells; a judgment gives as many rows as ``export_rows`` says
         (at least one: a judgment never silently disappears from the export)."""
-        cell = self.cell
         names = self.mode_names
         expanded = []
         for line, judgment in zip(lines, self._judgments(chunk), strict=True):
             for mode_row in self.mode.export_rows(judgment) or [{}]:
-                expanded.append(line + [cell(mode_row.get(name)) for name in names])
+                expanded.append(line + [mode_row.get(name) for name in names])
+        return expanded
+
+    def _with_mode_csv(self, chunk: list[tuple[Any, ...]], lines: list[str]) -> list[str]:
+        """``_with_mode_cells`` for CSV lines (which end with CSV_LINE_END)."""
+        names = self.mode_names
+        end = len(CSV_LINE_END)
+        expanded = []
+        for line, judgment in zip(lines, self._judgments(chunk), strict=True):
+            start = line[:-end]
+            for mode_row in self.mode.export_rows(judgment) or [{}]:
+                cells = _csv_fragment([_csv_cell(mode_row.get(name)) for name in names])
+                expanded.append(start + cells + CSV_LINE_END)
         return expanded
 
     def _judgments(self, chunk: list[tuple[Any, ...]]) -> Iterator[Judgment]:
@@ -741,30 +783,36 @@ class _ExportWriter:
             judgment.item = item
             yield judgment
 
-    def _load_captions(self, chunk: list[tuple[Any, ...]]) -> None:
-        """Format the caption cells of the chunk's items not yet cached."""
-        specs = {row[1]: row[16] for row in chunk if row[1] not in self.caption_cells}
-        if not specs:
+    def _load_items(self, chunk: list[tuple[Any, ...]]) -> None:
+        """Format the cells of the chunk's items not yet cached."""
+        new = {row[1]: row for row in chunk if row[1] not in self.item_cells}
+        if not new:
             return
-        if len(self.caption_cells) + len(specs) > ITEM_CACHE_SIZE:
-            self.caption_cells.clear()
-        shown = {item_id: _spec_caption_ids(json.loads(text)) for item_id, text in specs.items()}
+        if len(self.item_cells) + len(new) > ITEM_CACHE_SIZE:
+            self.item_cells.clear()
+        shown = {item_id: _spec_caption_ids(json.loads(row[16])) for item_id, row in new.items()}
         found = self._captions(sorted({cid for ids in shown.values() for cid in ids}))
         for item_id, ids in shown.items():
             rows = [found[cid] for cid in ids if cid in found]
             self.caption_ids.update(row[0] for row in rows)
-            if self.is_csv:
-                # JSON arrays built from C-encoded strings: json.dumps per list costs more.
-                self.caption_cells[item_id] = CELL_SEPARATOR.join(
-                    (
-                        "[" + ",".join([str(row[0]) for row in rows]) + "]",
-                        "[" + ",".join([encode_json_string(row[1]) for row in rows]) + "]",
-                        "[" + ",".join([encode_json_string(row[2]) for row in rows]) + "]",
-                        "[" + ",".join([encode_json_string(row[3]) for row in rows]) + "]",
-                    )
+            if not self.is_csv:
+                self.item_cells[item_id] = tuple([row[n] for row in rows] for n in range(4))
+                continue
+            _, _, _, _, _, _, _, _, kind, position, image_name, image_sha, *_ = new[item_id]
+            # JSON arrays built from C-encoded strings: json.dumps per list costs more.
+            self.item_cells[item_id] = _csv_fragment(
+                (
+                    item_id,
+                    _csv_cell(kind),
+                    position,
+                    _csv_cell(image_name),
+                    _csv_cell(image_sha),
+                    "[" + ",".join([str(row[0]) for row in rows]) + "]",
+                    "[" + ",".join([encode_json_string(row[1]) for row in rows]) + "]",
+                    "[" + ",".join([encode_json_string(row[2]) for row in rows]) + "]",
+                    "[" + ",".join([encode_json_string(row[3]) for row in rows]) + "]",
                 )
-            else:
-                self.caption_cells[item_id] = tuple([row[n] for row in rows] for n in range(4))
+            )
 
     def _captions(self, caption_ids: list[int]) -> dict[int, tuple[int, str, str, str]]:
         if not caption_ids:
@@ -786,31 +834,29 @@ class _ExportWriter:
                 found[row[0]] = row
         return found
 
-    def counts(self, max_id: int) -> dict[str, int]:
-        snapshot = Judgment.objects.filter(study_id=self.study.pk, id__lte=max_id)
+    def counts(self) -> dict[str, int]:
         return {
             "judgments": self.judgments,
             "rows": self.rows,
             "excluded": self.excluded,
-            "participants": snapshot.values("participant_id").distinct().count(),
-            "items": snapshot.values("item_id").distinct().count(),
-            "images": snapshot.exclude(item__image_id=None)
-            .values("item__image_id")
-            .distinct()
-            .count(),
+            "participants": len(self.participant_ids),
+            "items": len(self.item_ids),
+            "images": len(self.image_ids - {None}),
             "captions": len(self.caption_ids),
         }
 
 
-def _json_cells(text: str, keys: list[str], cache: dict[str, tuple[Any, ...]]) -> tuple[Any, ...]:
-    """The CSV cells of a payload's (result's) ``keys``, from its JSON text. Short texts are
-    remembered: payloads and results repeat (a rating, a choice, the points it earned), and
-    a row whose texts were seen before skips ``json.loads``. Long ones (free text) are not,
-    which bounds the cache to about JSON_CELL_CACHE_SIZE x 0.6 kB."""
+def _json_fragment(text: str, keys: list[str], cache: dict[str, str]) -> str:
+    """The CSV line fragment of a payload's (result's) ``keys``, from its JSON text. Short
+    texts are remembered: payloads and results repeat (a rating, a choice, the points it
+    earned), and a row whose texts were seen before skips ``json.loads``. Long ones (free
+    text) are not, which bounds the cache to about JSON_CELL_CACHE_SIZE x 0.6 kB."""
+    if not keys:
+        return ""
     values = json.loads(text)
     if type(values) is not dict:
         values = {}
-    cells = tuple([_csv_cell(values.get(key)) for key in keys])
+    cells = _csv_fragment([_csv_cell(values.get(key)) for key in keys])
     if len(text) <= JSON_CELL_CACHE_TEXT:
         if len(cache) >= JSON_CELL_CACHE_SIZE:
             cache.clear()

@@ -2,6 +2,7 @@
 access to the export view, downloads and the cleanup of old files."""
 
 import csv
+import io
 import json
 import os
 import threading
@@ -584,30 +585,43 @@ json_values = st.recursive(
 )
 
 
+def csv_writer_fragment(cells) -> str:
+    """What csv.writer writes for ``cells`` after a first cell (the export joins lines itself
+    and must write them exactly as the csv module would)."""
+    buffer = io.StringIO()
+    csv.writer(buffer).writerow(["first", *cells])
+    return buffer.getvalue().removeprefix("first").removesuffix("\r\n")
+
+
+@settings_hypothesis(max_examples=300, deadline=None)
+@given(cells=st.lists(st.text() | st.integers() | st.floats(allow_nan=False), max_size=4))
+def test_line_fragments_are_written_as_the_csv_module_writes_them(cells):
+    assert exports._csv_fragment(cells) == csv_writer_fragment(cells)
+
+
 @settings_hypothesis(max_examples=200, deadline=None)
 @given(payload=st.dictionaries(st.sampled_from(["a", "b", "=c"]), json_values) | json_values)
-def test_remembered_json_cells_equal_the_cells_of_each_value(payload):
+def test_remembered_json_fragments_equal_the_cells_of_each_value(payload):
     keys = ["=c", "a", "b", "missing"]
     text = json.dumps(payload)
-    cache: dict[str, tuple] = {}
+    cache: dict[str, str] = {}
     values = payload if isinstance(payload, dict) else {}
-    expected = tuple(exports._csv_cell(values.get(key)) for key in keys)
+    expected = csv_writer_fragment([exports._csv_cell(values.get(key)) for key in keys])
 
-    first = exports._json_cells(text, keys, cache)
-    again = cache.get(text) or exports._json_cells(text, keys, cache)
+    first = exports._json_fragment(text, keys, cache)
+    again = cache.get(text) or exports._json_fragment(text, keys, cache)
 
     assert first == again == expected
-    assert [type(cell) for cell in first] == [type(cell) for cell in expected]
 
 
 def test_json_cell_cache_is_bounded_and_skips_long_texts(monkeypatch):
     monkeypatch.setattr(exports, "JSON_CELL_CACHE_SIZE", 2)
-    cache: dict[str, tuple] = {}
+    cache: dict[str, str] = {}
     for rating in range(5):
-        exports._json_cells(json.dumps({"rating": rating}), ["rating"], cache)
+        exports._json_fragment(json.dumps({"rating": rating}), ["rating"], cache)
         assert len(cache) <= 2
     long_text = json.dumps({"comment": "x" * (exports.JSON_CELL_CACHE_TEXT + 1)})
-    exports._json_cells(long_text, ["comment"], cache)
+    exports._json_fragment(long_text, ["comment"], cache)
     assert long_text not in cache
 
 
