@@ -28,11 +28,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from fractions import Fraction
-from functools import cache
+from functools import cache, partial
 from itertools import chain, combinations
 from typing import Any, TypedDict
 
 import numpy as np
+
+from rubrics import agreement
 
 __all__ = [
     "LEVELS",
@@ -663,76 +665,36 @@ def _triple_codes(pairs: _Pairs, index: np.ndarray, levels: int) -> np.ndarray:
     return codes
 
 
-def _statistics_from_counts(
-    counts: np.ndarray, levels: int, collapse_top: bool, n_pairs: int
-) -> np.ndarray:
-    """All five statistics (x100) from per-repetition triple counts (reps, L, L, L)."""
-    L = levels
-    f = counts.astype(np.float64)
-    reps = f.shape[0]
-    out = np.empty((reps, len(VIRTUAL_RATER_KEYS)), dtype=np.float64)
+@cache
+def _code_digits(levels: int) -> np.ndarray:
+    """Row c holds the 0-based (x, y, z) of triple code c = x*L^2 + y*L + z."""
+    digits = np.stack(np.unravel_index(np.arange(levels**3), (levels,) * 3), axis=-1)
+    digits = digits.astype(np.int64)
+    digits.setflags(write=False)
+    return digits
 
-    # --- Kendall tau_c, method A: candidate repeated twice vs both references concatenated.
-    # Contingency tables between raters: xy[r, i, j] = #pairs with X = i and Y = j, etc.
-    xy = counts.sum(axis=3)
-    xz = counts.sum(axis=2)
-    yz = counts.sum(axis=1)
-    tables = (
-        xy + xz,  # X vs [Y, Z]
-        xy.transpose(0, 2, 1) + yz,  # Y vs [X, Z]
-        xz.transpose(0, 2, 1) + yz.transpose(0, 2, 1),  # Z vs [X, Y]
+
+def _statistics(values: np.ndarray, levels: int, collapse_top: bool) -> np.ndarray:
+    """All five statistics (x100) of sorted 0-based draws (reps, pairs, 3), per repetition."""
+    joint = agreement.batched_joint_counts(values, levels)  # (reps, L, L, L)
+    xy, xz, yz = joint.sum(axis=3), joint.sum(axis=2), joint.sum(axis=1)
+    # Kendall tau_c "method A": the candidate repeated once per reference rater against the
+    # references concatenated; tabulating those vectors is summing the pairwise tables.
+    tables = (xy + xz, xy.swapaxes(-1, -2) + yz, (xz + yz).swapaxes(-1, -2))
+    # rating 5 (code 4) merged into 4 for Fleiss' kappa only; higher levels are left alone
+    kappa_codes = np.where(values == 4, 3, values) if collapse_top and levels >= 5 else values
+    statistics = (
+        *(partial(agreement.batched_kendall_tau_from_tables, table, "c") for table in tables),
+        partial(agreement.batched_kendall_w_from_codes, values, levels),
+        partial(agreement.batched_fleiss_kappa_from_codes, kappa_codes, levels),
     )
-    j = np.arange(L)
-    sign = np.sign(j[None, :] - j[:, None])  # sign[j, j'] = sign(j' - j)
-    size = 2 * n_pairs
-    for col, table in enumerate(tables):
-        # below[r, i, :] = sum of rows i' > i; concordant - discordant over all row pairs
-        below = np.cumsum(table[:, ::-1, :], axis=1)[:, ::-1, :] - table
-        con_minus_dis = np.einsum("rij,jk,rik->r", table, sign, below)
-        classes = np.minimum(
-            np.count_nonzero(table.sum(axis=2), axis=1),
-            np.count_nonzero(table.sum(axis=1), axis=1),
-        )
-        if np.any(classes < 2):
-            rep = int(np.argmax(classes < 2))
-            name = VIRTUAL_RATER_KEYS[col]
-            raise ValueError(
-                f"{name} is undefined: a rater gives the same rating to every pair "
-                f"(repetition {rep})"
-            )
-        out[:, col] = 2.0 * con_minus_dis / (size**2 * (classes - 1) / classes)
-
-    # --- Kendall's W with tie correction: items = pairs, raters = X, Y, Z (midranks).
-    m, n = _RATERS, float(n_pairs)
-    margins = (f.sum(axis=(2, 3)), f.sum(axis=(1, 3)), f.sum(axis=(1, 2)))  # (reps, L) each
-    midranks = [np.cumsum(c, axis=1) - c + (c + 1) / 2 for c in margins]
-    rank_sum = (
-        midranks[0][:, :, None, None]
-        + midranks[1][:, None, :, None]
-        + midranks[2][:, None, None, :]
-    )
-    s = np.einsum("rxyz,rxyz->r", f, (rank_sum - m * (n + 1) / 2) ** 2)
-    ties = sum((c**3 - c).sum(axis=1) for c in margins)
-    denominator = m * m * (n**3 - n) - m * ties
-    if np.any(denominator <= 0):
-        raise ValueError("kendall_w is undefined: every rating in a repetition is the same")
-    out[:, 3] = 12.0 * s / denominator
-
-    # --- Fleiss' kappa of X, Y, Z (categories 4 and 5 merged when collapse_top).
-    category = np.where(j == 4, 3, j) if collapse_top else j  # 0-based: rating 5 -> 4
-    n_categories = int(category.max()) + 1
-    grid = np.stack(np.meshgrid(j, j, j, indexing="ij"), axis=-1).reshape(-1, 3)
-    per_item = np.zeros((grid.shape[0], n_categories))
-    for rater in range(m):
-        per_item[np.arange(grid.shape[0]), category[grid[:, rater]]] += 1
-    agreement = ((per_item**2).sum(axis=1) - m) / (m * (m - 1))  # P_i per triple code
-    flat = f.reshape(reps, -1)
-    p_bar = flat @ agreement / n
-    p_j = flat @ per_item / (n * m)
-    p_e = (p_j**2).sum(axis=1)
-    if np.any(p_e >= 1.0):
-        raise ValueError("fleiss_kappa is undefined: every rating falls in one category")
-    out[:, 4] = (p_bar - p_e) / (1.0 - p_e)
+    out = np.empty((values.shape[0], len(VIRTUAL_RATER_KEYS)), dtype=np.float64)
+    for column, (key, statistic) in enumerate(zip(VIRTUAL_RATER_KEYS, statistics, strict=True)):
+        try:
+            out[:, column] = statistic()
+        except ValueError as exc:  # a 0/0 statistic; agreement's batch index = repetition
+            reason = str(exc).partition(" is undefined: ")[2] or str(exc)
+            raise ValueError(f"{key} is undefined: {reason}") from exc
     return out * 100.0
 
 
@@ -752,20 +714,9 @@ def virtual_rater_statistics(
     values = _as_rating_array(array, "triples", levels).reshape(array.shape) - 1
     if np.any(np.diff(values, axis=2) < 0):
         raise ValueError("each triple must be sorted so that X <= Y <= Z")
-    reps, n_pairs, _ = values.shape
-    if n_pairs < 2:
-        raise ValueError(f"virtual raters need at least 2 pairs, got {n_pairs}")
-    codes = values @ np.array([levels * levels, levels, 1], dtype=np.int64)
-    return _counts_to_statistics(codes, levels, collapse_top)
-
-
-def _counts_to_statistics(codes: np.ndarray, levels: int, collapse_top: bool) -> np.ndarray:
-    reps, n_pairs = codes.shape
-    cells = levels**3
-    offsets = (np.arange(reps, dtype=np.int64) * cells)[:, None]
-    counts = np.bincount((codes + offsets).ravel(), minlength=reps * cells)
-    counts = counts.reshape(reps, levels, levels, levels)
-    return _statistics_from_counts(counts, levels, collapse_top, n_pairs)
+    if values.shape[1] < 2:
+        raise ValueError(f"virtual raters need at least 2 pairs, got {values.shape[1]}")
+    return _statistics(values, levels, collapse_top)
 
 
 def virtual_rater_values(
@@ -782,8 +733,10 @@ def virtual_rater_values(
         raise ValueError(f"collapse_top must be a bool, got {collapse_top!r}")
     pairs = _prepare(ratings, levels)
     index = _draw_indices(pairs.counts, repetitions, seed)
+    # gathering one code per triple, then decoding it, is faster than gathering 3 values
     codes = _triple_codes(pairs, index, levels)
-    return _counts_to_statistics(codes, levels, collapse_top)
+    values = np.take(_code_digits(levels), codes, axis=0)  # (reps, pairs, 3)
+    return _statistics(values, levels, collapse_top)
 
 
 def virtual_raters(
