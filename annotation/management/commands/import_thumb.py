@@ -5,7 +5,7 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.modes.thumb import ReleaseFormatError, thumb_release_import
+from annotation.services.datasets import DatasetFormatError, dataset_import_thumb_release
 
 
 class Command(BaseCommand):
@@ -35,8 +35,8 @@ class Command(BaseCommand):
         if user is None:
             raise CommandError(f"No user {owner!r}." if owner else "No superuser; pass --owner.")
         try:
-            study = thumb_release_import(owner=user, path=jsonl, name=name)
-        except ReleaseFormatError as exc:
+            study = dataset_import_thumb_release(owner=user, path=jsonl, name=name)
+        except DatasetFormatError as exc:
             raise CommandError("\n".join([str(exc), *exc.details["errors"]])) from exc
         except (ValueError, PermissionError) as exc:
             raise CommandError(str(exc)) from exc
