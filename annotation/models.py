@@ -152,7 +152,18 @@ class Item(models.Model):
 
     class Meta:
         ordering = ["position", "id"]
-        indexes = [models.Index(fields=["study", "kind", "judgment_count", "position"])]
+        indexes = [
+            # The assignment service's serving order (least taken first), so picking the
+            # next item reads the index instead of sorting every candidate.
+            models.Index(
+                "study",
+                "kind",
+                F("judgment_count") + F("open_lease_count"),
+                "position",
+                "id",
+                name="item_serving_order",
+            ),
+        ]
         constraints = [
             models.CheckConstraint(
                 condition=Q(judgment_count__lte=F("target")), name="item_not_over_target"

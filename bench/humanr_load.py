@@ -25,30 +25,23 @@ Not a test. Needs a local PostgreSQL server (loopback, trust auth); takes about 
    answers are uniform random, so about 5 in 9 checks fail), no group is served beyond its
    target, and no worker saw a comparison twice.
 
-Prints responses/s and latency percentiles of the answer POST and of the trial page GET,
-and writes JSON to ``bench/results/`` (git-ignored). Exits 1 if a check fails.
+Prints responses/s, latency percentiles of the answer POST and of the trial page GET and the
+CPU the clients, gunicorn and the machine used, and writes JSON to ``bench/results/``
+(git-ignored). Exits 1 if a check fails. The database, gunicorn and the bounded crowd of
+threads come from ``bench/_harness.py``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import random
 import re
-import socket
-import statistics
-import subprocess
 import sys
-import threading
 import time
 from collections import Counter
-from datetime import UTC, datetime
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "bench" / "results"
-MAX_SECONDS = 60
+import _harness as harness
+
 FORM = re.compile(r'<form method="post" action="([^"]+)" class="hr-form"')
 PART = re.compile(r'name="part" value="(\d+)"')
 LEFT = re.compile(r'name="left" value="(\d+)"')
@@ -61,93 +54,59 @@ def main() -> None:
     parser.add_argument("--images", type=int, default=1500)
     parser.add_argument("--seconds", type=float, default=45)
     parser.add_argument("--gunicorn-workers", type=int, default=4)
-    parser.add_argument("--server", default="postgres://postgres@127.0.0.1:5432")
+    parser.add_argument("--server", default=harness.DEFAULT_SERVER)
     parser.add_argument("--database", default="capeval_bench_humanr")
     args = parser.parse_args()
-    seconds = min(args.seconds, MAX_SECONDS)
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"{args.server.rstrip('/')}/{args.database}",
-        "DJANGO_SETTINGS_MODULE": "capeval.settings",
-        "ALLOWED_HOSTS": "127.0.0.1",
-        "CAPEVAL_DB_CONN_MAX_AGE": "60",
-        "DEBUG": "false",
-    }
-    env.pop("REDIS_URL", None)
-    recreate_database(args.server, args.database)
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "-v", "0"], cwd=REPO, env=env, check=True
-    )
-    os.environ.update(env)
-    sys.path[:0] = [str(REPO), str(REPO / "platform")]
-    import django
-
-    django.setup()
+    seconds = harness.bounded_seconds(args.seconds)
+    env = harness.prepare_database(args.server, args.database)
     study, link = build_study(args.images)
-    port = free_port()
-    server = subprocess.Popen(
-        [
-            str(REPO / ".venv" / "bin" / "gunicorn"),
-            "capeval.wsgi:application",
-            "--pythonpath",
-            f"{REPO},{REPO / 'platform'}",
-            "--bind",
-            f"127.0.0.1:{port}",
-            "--workers",
-            str(args.gunicorn_workers),
-            "--log-level",
-            "warning",
-        ],
-        cwd=REPO,
-        env=env,
-    )
-    try:
-        base = f"http://127.0.0.1:{port}"
-        wait_until_up(base)
+    groups = study.items.count()
+    with harness.gunicorn(env, workers=args.gunicorn_workers) as server:
         print(
-            f"gunicorn ({args.gunicorn_workers} workers) on {base}; {args.workers} crowd "
-            f"workers, {study.items.count()} groups, {seconds:.0f} s",
+            f"gunicorn ({args.gunicorn_workers} workers) on {server.base}; {args.workers} crowd "
+            f"workers, {groups} groups, {seconds:.0f} s",
             flush=True,
         )
-        run = simulate(base, link, args.workers, seconds)
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-    check = integrity_check(study, run["sent"])
-    posts, gets = sorted(run["post_latencies"]), sorted(run["get_latencies"])
+        crowd = harness.run_crowd(
+            args.workers,
+            arrive=lambda k: arrive(server.base, link, k),
+            play=lambda k, arrived, deadline: answer_until_deadline(
+                server.base, k, arrived, deadline
+            ),
+            seconds=seconds,
+            server=server,
+        )
+    sent = [row for run in crowd.results for row in run["sent"]]
+    errors = crowd.errors + [error for run in crowd.results for error in run["errors"]]
+    check = integrity_check(study, sent)
     result = {
-        "when": datetime.now(UTC).isoformat(timespec="seconds"),
+        "when": harness.now_iso(),
         "crowd_workers": args.workers,
         "images": args.images,
-        "groups": study.items.count(),
+        "groups": groups,
         "gunicorn_workers": args.gunicorn_workers,
         "database": "postgresql",
-        "seconds": round(run["elapsed"], 2),
-        "responses": len(run["sent"]),
-        "responses_per_second": round(len(run["sent"]) / run["elapsed"], 1),
-        "groups_finished": run["groups_finished"],
-        "double_posts": run["double_posts"],
-        "answer_post_ms": summary(posts),
-        "trial_page_get_ms": summary(gets),
-        "errors": run["errors"][:20],
-        "error_count": len(run["errors"]),
+        "seconds": round(crowd.elapsed, 2),
+        "load_average_at_start": crowd.load_at_start,
+        "load_average_at_end": crowd.load_at_end,
+        "cpu": crowd.cpu,
+        "cpu_ms_per_request": harness.cpu_per_request(
+            crowd.cpu,
+            sum(len(run["get"]) + len(run["post"]) + run["doubles"] for run in crowd.results),
+        ),
+        "responses": len(sent),
+        "responses_per_second": round(len(sent) / crowd.elapsed, 1),
+        "groups_finished": sum(run["finished"] for run in crowd.results),
+        "double_posts": sum(run["doubles"] for run in crowd.results),
+        "answer_post_ms": harness.summary([t for run in crowd.results for t in run["post"]]),
+        "trial_page_get_ms": harness.summary([t for run in crowd.results for t in run["get"]]),
+        "errors": errors[:20],
+        "error_count": len(errors),
         "integrity": check,
     }
-    print(json.dumps(result, indent=2))
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / f"humanr_load-{datetime.now(UTC):%Y%m%dT%H%M%S}.json"
-    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    print(f"wrote {out}")
-    if not check["ok"] or run["errors"]:
+    harness.write_result("humanr_load", result)
+    if not check["ok"] or errors:
         sys.exit(1)
-
-
-def recreate_database(server: str, name: str) -> None:
-    import psycopg
-
-    with psycopg.connect(f"{server.rstrip('/')}/postgres", autocommit=True) as connection:
-        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        connection.execute(f'CREATE DATABASE "{name}"')
 
 
 def build_study(images: int):
@@ -206,81 +165,36 @@ def build_study(images: int):
     return study, f"/p/{crowd_link_token(study)}/"
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_until_up(base: str) -> None:
+def arrive(base: str, link: str, k: int) -> dict:
+    """Come in through the signed Prolific link with this worker's own PROLIFIC_PID."""
     import requests
 
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            requests.get(base + "/accounts/login/", timeout=15)
-            return
-        except (requests.ConnectionError, requests.Timeout):
-            time.sleep(0.2)
-    raise SystemExit("gunicorn did not start within 30 s")
+    session = requests.Session()
+    entry = session.get(
+        f"{base}{link}?PROLIFIC_PID=bench-{k}&STUDY_ID=bench&SESSION_ID=s{k}",
+        timeout=harness.REQUEST_TIMEOUT,
+    )
+    entry.raise_for_status()
+    return {"session": session, "next": entry.url.rstrip("/") + "/next/"}
 
 
-def simulate(base: str, link: str, workers: int, seconds: float) -> dict:
+def answer_until_deadline(base: str, k: int, arrived: dict, deadline: float) -> dict:
+    """GET the trial page, POST an answer 1-9 (2% twice), until the deadline or nothing left."""
     import requests
 
-    sent: list[tuple[str, str, int, int]] = []
-    post_latencies: list[float] = []
-    get_latencies: list[float] = []
-    errors: list[str] = []
-    counters: Counter[str] = Counter()
-    lock = threading.Lock()
-    start = threading.Barrier(workers + 1)
-    deadline_box: list[float] = []
-
-    def worker(k: int) -> None:
-        pid = f"bench-{k}"
-        rng = random.Random(k)
-        session = requests.Session()
-        mine_sent, mine_post, mine_get, mine_errors = [], [], [], []
-        finished = doubles = 0
-        try:
-            entry = session.get(
-                f"{base}{link}?PROLIFIC_PID={pid}&STUDY_ID=bench&SESSION_ID=s{k}", timeout=30
-            )
-            next_url = entry.url.rstrip("/") + "/next/"
-        except requests.RequestException as exc:
-            with lock:
-                errors.append(f"{pid}: entry failed: {exc}")
-            start.wait()
-            return
-        start.wait()
-        try:
-            finished, doubles = answer_until_deadline(
-                session, next_url, pid, rng, mine_sent, mine_post, mine_get, mine_errors
-            )
-        except requests.RequestException as exc:
-            # A request that timed out may or may not be stored: the check reports it.
-            mine_errors.append(f"{pid}: {type(exc).__name__}: {exc}")
-        with lock:
-            sent.extend(mine_sent)
-            post_latencies.extend(mine_post)
-            get_latencies.extend(mine_get)
-            errors.extend(mine_errors)
-            counters["groups_finished"] += finished
-            counters["double_posts"] += doubles
-
-    def answer_until_deadline(
-        session, next_url, pid, rng, mine_sent, mine_post, mine_get, mine_errors
-    ):
-        finished = doubles = 0
-        while time.monotonic() < deadline_box[0]:
+    pid = f"bench-{k}"
+    rng = random.Random(k)
+    session, next_url = arrived["session"], arrived["next"]
+    run = {"sent": [], "post": [], "get": [], "errors": [], "finished": 0, "doubles": 0}
+    try:
+        while time.monotonic() < deadline:
             began = time.perf_counter()
-            page = session.get(next_url, timeout=30)
-            mine_get.append(time.perf_counter() - began)
+            page = session.get(next_url, timeout=harness.REQUEST_TIMEOUT)
+            run["get"].append(time.perf_counter() - began)
             form = FORM.search(page.text)
             if form is None:
                 if page.status_code != 200:
-                    mine_errors.append(f"{pid}: GET {page.status_code}")
+                    run["errors"].append(f"{pid}: GET {page.status_code}")
                 break  # no group left for this worker
             action = form.group(1)
             token = action.rstrip("/").rsplit("/", 1)[-1]
@@ -293,46 +207,33 @@ def simulate(base: str, link: str, workers: int, seconds: float) -> dict:
                 "left": LEFT.search(page.text).group(1),
             }
             began = time.perf_counter()
-            answer = session.post(base + action, data=data, allow_redirects=False, timeout=30)
-            mine_post.append(time.perf_counter() - began)
+            answer = session.post(
+                base + action, data=data, allow_redirects=False, timeout=harness.REQUEST_TIMEOUT
+            )
+            run["post"].append(time.perf_counter() - began)
             if rng.random() < 0.02:  # a double click: the stored answer comes back
                 again = session.post(
                     base + action,
                     data={**data, "raw": str(10 - raw)},
                     allow_redirects=False,
-                    timeout=30,
+                    timeout=harness.REQUEST_TIMEOUT,
                 )
-                doubles += 1
+                run["doubles"] += 1
                 if again.status_code not in (200, 302):
-                    mine_errors.append(f"{pid}: double POST {again.status_code}")
+                    run["errors"].append(f"{pid}: double POST {again.status_code}")
             if answer.status_code == 302:
-                mine_sent.append((pid, token, part, raw))
+                run["sent"].append((pid, token, part, raw))
             elif answer.status_code == 200 and "Group complete" in answer.text:
-                mine_sent.append((pid, token, part, raw))
-                finished += 1
+                run["sent"].append((pid, token, part, raw))
+                run["finished"] += 1
                 if 'id="hr-code"' not in answer.text:
-                    mine_errors.append(f"{pid}: end of group without a completion code")
+                    run["errors"].append(f"{pid}: end of group without a completion code")
             else:
-                mine_errors.append(f"{pid}: POST {answer.status_code} {answer.text[:100]!r}")
-        return finished, doubles
-
-    threads = [threading.Thread(target=worker, args=(k,), daemon=True) for k in range(workers)]
-    for thread in threads:
-        thread.start()
-    deadline_box.append(time.monotonic() + seconds)
-    began = time.monotonic()
-    start.wait()
-    for thread in threads:
-        thread.join(timeout=seconds + 60)
-    return {
-        "sent": sent,
-        "post_latencies": post_latencies,
-        "get_latencies": get_latencies,
-        "errors": errors,
-        "elapsed": time.monotonic() - began,
-        "groups_finished": counters["groups_finished"],
-        "double_posts": counters["double_posts"],
-    }
+                run["errors"].append(f"{pid}: POST {answer.status_code} {answer.text[:100]!r}")
+    except requests.RequestException as exc:
+        # A request that timed out may or may not be stored: the check reports it.
+        run["errors"].append(f"{pid}: {type(exc).__name__}: {exc}")
+    return run
 
 
 def integrity_check(study, sent: list[tuple[str, str, int, int]]) -> dict:
@@ -399,23 +300,6 @@ def integrity_check(study, sent: list[tuple[str, str, int, int]]) -> dict:
         )
     ) and len(stored) == len(sent)
     return check
-
-
-def summary(values: list[float]) -> dict:
-    return {
-        "n": len(values),
-        "p50": round(percentile(values, 50) * 1000, 1),
-        "p95": round(percentile(values, 95) * 1000, 1),
-        "p99": round(percentile(values, 99) * 1000, 1),
-        "mean": round(statistics.fmean(values) * 1000, 1) if values else None,
-    }
-
-
-def percentile(values: list[float], pct: float) -> float:
-    if not values:
-        return float("nan")
-    index = min(len(values) - 1, max(0, round(pct / 100 * len(values) + 0.5) - 1))
-    return values[index]
 
 
 if __name__ == "__main__":

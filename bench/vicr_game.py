@@ -3,7 +3,7 @@
 Not a test. Needs a local PostgreSQL server (loopback, trust auth); takes about a minute:
 
     .venv/bin/python bench/vicr_game.py [--players 100] [--pairs 2000] [--seconds 45] \
-        [--workers 4] [--server postgres://postgres@127.0.0.1:5432] \
+        [--workers 3] [--server postgres://postgres@127.0.0.1:5432] \
         [--database capeval_bench_vicr]
 
 1. (Re)creates the scratch database and migrates it (``manage.py migrate``).
@@ -24,31 +24,25 @@ Not a test. Needs a local PostgreSQL server (loopback, trust auth); takes about 
    and that no player rated a pair twice.
 
 Prints ratings/s, latency percentiles of submit+feedback (the POST, which renders the
-feedback page) and the replay check, and writes JSON to ``bench/results/`` (git-ignored).
+feedback page) and of the next-pair GET, the CPU the clients, gunicorn and the machine used,
+and the replay check, and writes JSON to ``bench/results/`` (git-ignored). The database,
+gunicorn and the bounded crowd of threads come from ``bench/_harness.py``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import random
 import re
-import socket
-import statistics
-import subprocess
 import sys
-import threading
 import time
 from collections import defaultdict
-from datetime import UTC, datetime
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "bench" / "results"
-MAX_SECONDS = 60
+import _harness as harness
+
 FORM_ACTION = re.compile(r'<form method="post" action="([^"]+)" class="vicr-form"')
 CSRF_INPUT = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
+CAPTION_NUMBER = re.compile(r"“caption (\d+)”")
 
 
 def main() -> None:
@@ -57,111 +51,81 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=2000)
     parser.add_argument("--seconds", type=float, default=45)
     parser.add_argument("--workers", type=int, default=3)
-    parser.add_argument("--server", default="postgres://postgres@127.0.0.1:5432")
+    parser.add_argument("--server", default=harness.DEFAULT_SERVER)
     parser.add_argument("--database", default="capeval_bench_vicr")
     args = parser.parse_args()
-    seconds = min(args.seconds, MAX_SECONDS)
-    database_url = f"{args.server.rstrip('/')}/{args.database}"
-    env = {
-        **os.environ,
-        "DATABASE_URL": database_url,
-        "DJANGO_SETTINGS_MODULE": "capeval.settings",
-        "ALLOWED_HOSTS": "127.0.0.1",
-        "CAPEVAL_DB_CONN_MAX_AGE": "60",
-        "DEBUG": "false",
-    }
-    env.pop("REDIS_URL", None)
-    recreate_database(args.server, args.database)
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "-v", "0"], cwd=REPO, env=env, check=True
-    )
-    os.environ.update(env)
-    sys.path[:0] = [str(REPO), str(REPO / "platform")]
-    import django
-
-    django.setup()
+    seconds = harness.bounded_seconds(args.seconds)
+    env = harness.prepare_database(args.server, args.database)
     study, link = build_study(args.players, args.pairs)
-    port = free_port()
-    server = subprocess.Popen(
-        [
-            str(REPO / ".venv" / "bin" / "gunicorn"),
-            "capeval.wsgi:application",
-            "--pythonpath",
-            f"{REPO},{REPO / 'platform'}",
-            "--bind",
-            f"127.0.0.1:{port}",
-            "--workers",
-            str(args.workers),
-            "--preload",
-            "--log-level",
-            "warning",
-        ],
-        cwd=REPO,
-        env=env,
-    )
-    try:
-        base = f"http://127.0.0.1:{port}"
-        wait_until_up(base)
+    qualities = caption_qualities()
+    with harness.gunicorn(env, workers=args.workers) as server:
         print(
-            f"gunicorn ({args.workers} workers) on {base}; {args.players} players, "
+            f"gunicorn ({args.workers} workers) on {server.base}; {args.players} players, "
             f"{args.pairs} pairs, {seconds:.0f} s",
             flush=True,
         )
-        played = play(base, link, args.players, seconds)
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+        crowd = harness.run_crowd(
+            args.players,
+            arrive=lambda k: arrive(server.base, link, k),
+            play=lambda k, arrived, deadline: play(server.base, qualities, k, arrived, deadline),
+            seconds=seconds,
+            server=server,
+        )
     check = replay_check(study)
-    latencies = sorted(played["latencies"])
+    latencies = [took for played in crowd.results for took in played["latencies"]]
+    errors = crowd.errors + [error for played in crowd.results for error in played["errors"]]
     result = {
-        "when": datetime.now(UTC).isoformat(timespec="seconds"),
+        "when": harness.now_iso(),
         "players": args.players,
         "pairs": args.pairs,
         "workers": args.workers,
-        "seconds": round(played["elapsed"], 2),
-        "cpus": os.cpu_count(),
-        "load_average_at_start": played["load"],
+        "seconds": round(crowd.elapsed, 2),
+        "load_average_at_start": crowd.load_at_start,
+        "load_average_at_end": crowd.load_at_end,
+        "cpu": crowd.cpu,
+        "cpu_ms_per_request": harness.cpu_per_request(
+            crowd.cpu, sum(len(p["latencies"]) + len(p["next_latencies"]) for p in crowd.results)
+        ),
         "ratings": len(latencies),
-        "ratings_per_second": round(len(latencies) / played["elapsed"], 1),
-        "submit_feedback_ms": {
-            "p50": round(percentile(latencies, 50) * 1000, 1),
-            "p95": round(percentile(latencies, 95) * 1000, 1),
-            "p99": round(percentile(latencies, 99) * 1000, 1),
-            "mean": round(statistics.fmean(latencies) * 1000, 1) if latencies else None,
-        },
-        "errors": played["errors"][:20],
-        "error_count": len(played["errors"]),
+        "ratings_per_second": round(len(latencies) / crowd.elapsed, 1),
+        "submit_feedback_ms": harness.summary(latencies),
+        "next_page_ms": harness.summary(
+            [took for played in crowd.results for took in played["next_latencies"]]
+        ),
+        "errors": errors[:20],
+        "error_count": len(errors),
         "replay": check,
     }
-    print(json.dumps(result, indent=2))
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / f"vicr_game-{datetime.now(UTC):%Y%m%dT%H%M%S}.json"
-    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    print(f"wrote {out}")
-    if not check["ok"] or played["errors"]:
+    harness.write_result("vicr_game", result)
+    if not check["ok"] or errors:
         sys.exit(1)
 
 
-def recreate_database(server: str, name: str) -> None:
-    import psycopg
+def build_study(
+    players: int,
+    pairs: int,
+    *,
+    name: str = "VICR benchmark",
+    settings: dict | None = None,
+    game_ratings: int = 0,
+):
+    """A live VICR study with ``players`` Prolific participants already in the game phase.
 
-    with psycopg.connect(f"{server.rstrip('/')}/postgres", autocommit=True) as connection:
-        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        connection.execute(f'CREATE DATABASE "{name}"')
-
-
-def build_study(players: int, pairs: int):
+    ``game_ratings`` is how many game ratings they already made: from ``first_game_ratings``
+    (20) on, the first-game check is behind them and they stay in the game whatever they
+    score. Returns the study and the path of its crowd link.
+    """
     from annotation.models import Caption, Image, Participant, User
     from annotation.services.participants import crowd_link_token
     from annotation.services.studies import study_create, study_open
 
-    owner = User.objects.create_user("bench", password="bench", is_researcher=True)
+    owner, _ = User.objects.get_or_create(username="bench", defaults={"is_researcher": True})
     study = study_create(
         owner=owner,
-        name="VICR benchmark",
+        name=name,
         mode="vicr",
         seed=7,
-        settings={"seconds_before_submit": 0},
+        settings={"seconds_before_submit": 0, **(settings or {})},
     )
     rng = random.Random(7)
     total = 10 + 20 + pairs
@@ -209,7 +173,12 @@ def build_study(players: int, pairs: int):
             external_id=f"bench-{k}",
             status="game",
             state={
-                "player": {"phase": "game", "probation_attempts": 0, "score": 0, "game_ratings": 0},
+                "player": {
+                    "phase": "game",
+                    "probation_attempts": 0,
+                    "score": 2 * game_ratings,
+                    "game_ratings": game_ratings,
+                },
                 "tutorial_score": 20,
                 "block": [],
             },
@@ -219,98 +188,50 @@ def build_study(players: int, pairs: int):
     return study, f"/p/{crowd_link_token(study)}/"
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_until_up(base: str) -> None:
+def arrive(base: str, link: str, k: int) -> dict:
+    """Come in through the crowd link and load a first pair (warms the workers; untimed)."""
     import requests
 
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            requests.get(base + "/accounts/login/", timeout=15)
-            return
-        except (requests.ConnectionError, requests.Timeout):
-            time.sleep(0.2)
-    raise SystemExit("gunicorn did not start within 30 s")
+    session = requests.Session()
+    response = session.get(f"{base}{link}?PROLIFIC_PID=bench-{k}", timeout=harness.REQUEST_TIMEOUT)
+    study_next = response.url.rstrip("/") + "/next/"
+    page = session.get(study_next, timeout=60)
+    return {"session": session, "next": study_next, "page": page}
 
 
-def play(base: str, link: str, players: int, seconds: float) -> dict:
-    import requests
-
-    qualities = caption_qualities()
+def play(base: str, qualities: dict[int, int], k: int, arrived: dict, deadline: float) -> dict:
+    """Rate pairs until the deadline: POST a noisy rating, read the feedback, GET the next."""
+    rng = random.Random(k)
+    session, study_next, page = arrived["session"], arrived["next"], arrived["page"]
     latencies: list[float] = []
+    next_latencies: list[float] = []
     errors: list[str] = []
-    lock = threading.Lock()
-    start = threading.Barrier(players + 1)
-    deadline_box: list[float] = []
-
-    def player(k: int) -> None:
-        try:
-            run_player(k)
-        except Exception as exc:  # a broken player must not hang the barrier
-            start.abort()
-            with lock:
-                errors.append(f"player {k}: {exc!r}")
-
-    def run_player(k: int) -> None:
-        rng = random.Random(k)
-        session = requests.Session()
-        response = session.get(f"{base}{link}?PROLIFIC_PID=bench-{k}", timeout=30)
-        study_next = response.url.replace("/s/", "/s/", 1).rstrip("/") + "/next/"
-        mine: list[float] = []
-        # Warm-up, not measured: each worker's first request imports the URL configuration.
-        page = session.get(study_next, timeout=60)
-        start.wait()
-        while time.monotonic() < deadline_box[0]:
-            action = FORM_ACTION.search(page.text)
-            if action is None:
-                if "Thank you" not in page.text:
-                    with lock:
-                        errors.append(
-                            f"player {k}: no pair form: {page.status_code} {page.text[:300]!r}"
-                        )
-                break  # nothing left for this player
-            token = CSRF_INPUT.search(page.text).group(1)
-            caption = re.search(r"“caption (\d+)”", page.text)
-            quality = qualities.get(int(caption.group(1)), 3) if caption else 3
-            rating = min(5, max(1, quality + rng.choice((-1, 0, 0, 0, 1))))
-            sent = time.perf_counter()
-            answer = session.post(
-                base + action.group(1),
-                data={"csrfmiddlewaretoken": token, "rating": str(rating), "part": "0"},
-                headers={"Referer": page.url},
-                timeout=30,
-            )
-            took = time.perf_counter() - sent
-            if answer.status_code != 200 or 'id="vicr-next"' not in answer.text:
-                with lock:
-                    errors.append(f"player {k}: {answer.status_code} {answer.text[:120]!r}")
-            else:
-                mine.append(took)
-            page = session.get(study_next, timeout=30)
-        with lock:
-            latencies.extend(mine)
-
-    threads = [threading.Thread(target=player, args=(k,), daemon=True) for k in range(players)]
-    deadline_box.append(float("inf"))
-    for thread in threads:
-        thread.start()
-    start.wait(timeout=300)  # every player has arrived and seen a first pair
-    began = time.monotonic()
-    deadline_box[0] = began + seconds
-    load = os.getloadavg()[0]
-    for thread in threads:
-        thread.join(timeout=seconds + 60)
-    return {
-        "latencies": latencies,
-        "errors": errors,
-        "elapsed": time.monotonic() - began,
-        "load": load,
-    }
+    while time.monotonic() < deadline:
+        action = FORM_ACTION.search(page.text)
+        if action is None:
+            if "Thank you" not in page.text:
+                errors.append(f"player {k}: no pair form: {page.status_code} {page.text[:300]!r}")
+            break  # nothing left for this player
+        token = CSRF_INPUT.search(page.text).group(1)
+        caption = CAPTION_NUMBER.search(page.text)
+        quality = qualities.get(int(caption.group(1)), 3) if caption else 3
+        rating = min(5, max(1, quality + rng.choice((-1, 0, 0, 0, 1))))
+        sent = time.perf_counter()
+        answer = session.post(
+            base + action.group(1),
+            data={"csrfmiddlewaretoken": token, "rating": str(rating), "part": "0"},
+            headers={"Referer": page.url},
+            timeout=harness.REQUEST_TIMEOUT,
+        )
+        took = time.perf_counter() - sent
+        if answer.status_code != 200 or 'id="vicr-next"' not in answer.text:
+            errors.append(f"player {k}: {answer.status_code} {answer.text[:120]!r}")
+        else:
+            latencies.append(took)
+        sent = time.perf_counter()
+        page = session.get(study_next, timeout=harness.REQUEST_TIMEOUT)
+        next_latencies.append(time.perf_counter() - sent)
+    return {"latencies": latencies, "next_latencies": next_latencies, "errors": errors}
 
 
 def caption_qualities() -> dict[int, int]:
@@ -364,13 +285,6 @@ def replay_check(study) -> dict:
         "pairs_with_3_or_more": sum(1 for n in per_pair if n >= 3),
         "most_ratings_on_a_pair": max(per_pair, default=0),
     }
-
-
-def percentile(values: list[float], pct: float) -> float:
-    if not values:
-        return float("nan")
-    index = min(len(values) - 1, max(0, round(pct / 100 * len(values) + 0.5) - 1))
-    return values[index]
 
 
 if __name__ == "__main__":

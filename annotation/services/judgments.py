@@ -59,9 +59,15 @@ def judgment_submit(
                 )
             # The mode reads the participant (state, study settings) through the lease.
             assignment.participant = participant
-            answered = dict(
-                Judgment.objects.filter(assignment=assignment).values_list("part", "id")
-            )
+            parts = mode.parts(assignment.item)
+            if assignment.status == Assignment.Status.OPEN and parts == 1:
+                # Storing the only part of a lease closes it in the same transaction, so an
+                # open one-part lease has no judgment yet: nothing to look up.
+                answered: dict[int, int] = {}
+            else:
+                answered = dict(
+                    Judgment.objects.filter(assignment=assignment).values_list("part", "id")
+                )
             if part in answered:
                 stored = Judgment.objects.get(pk=answered[part])
                 stored.participant = participant
@@ -74,7 +80,6 @@ def judgment_submit(
                     "please continue with the next one.",
                     status=409,
                 )
-            parts = mode.parts(assignment.item)
             if not 0 <= part < parts:
                 raise SubmissionError(f"Part {part} does not exist (0 to {parts - 1}).")
             done_parts = len(answered)
