@@ -45,6 +45,10 @@ def open_truth(participant) -> int:
 
 def rate_with_keys(page, rating):
     """Choose with the digit key, wait for the countdown, submit with Enter."""
+    # The feedback page shows the same progress text as the next pair: wait for the pair's
+    # form and for its deferred script, or the key press may reach the page being left.
+    expect(page.locator("form.vicr-form")).to_be_visible()
+    page.wait_for_load_state("domcontentloaded")
     page.keyboard.press(str(rating))
     expect(page.locator(f"#rating-{rating}")).to_be_checked()
     expect(page.locator("#vicr-submit")).to_be_enabled(timeout=6000)
