@@ -111,6 +111,7 @@ def main() -> None:
 
 def build_study(images: int):
     from annotation.models import Caption, Image, User
+    from annotation.services.datasets import fileless_image
     from annotation.services.participants import crowd_link_token
     from annotation.services.studies import study_create, study_open
 
@@ -123,17 +124,7 @@ def build_study(images: int):
         settings={"min_seconds_per_trial": 0, "workers_per_comparison": 3},
     )
     rows = Image.objects.bulk_create(
-        Image(
-            study=study,
-            name=f"img-{i}.jpg",
-            sha256="",
-            file="",
-            display="",
-            width=0,
-            height=0,
-            format="",
-            alt_text=f"Benchmark image {i}",
-        )
+        fileless_image(study=study, name=f"img-{i}.jpg", alt_text=f"Benchmark image {i}")
         for i in range(images)
     )
     captions = []

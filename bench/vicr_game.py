@@ -116,6 +116,7 @@ def build_study(
     score. Returns the study and the path of its crowd link.
     """
     from annotation.models import Caption, Image, Participant, User
+    from annotation.services.datasets import fileless_image
     from annotation.services.participants import crowd_link_token
     from annotation.services.studies import study_create, study_open
 
@@ -130,17 +131,7 @@ def build_study(
     rng = random.Random(7)
     total = 10 + 20 + pairs
     images = Image.objects.bulk_create(
-        Image(
-            study=study,
-            name=f"img-{i}.jpg",
-            sha256="",
-            file="",
-            display="",
-            width=0,
-            height=0,
-            format="",
-            alt_text=f"Benchmark image {i}",
-        )
+        fileless_image(study=study, name=f"img-{i}.jpg", alt_text=f"Benchmark image {i}")
         for i in range(total)
     )
     captions = []

@@ -64,8 +64,9 @@ class DatasetFormatError(ValueError):
 # ---------------------------------------------------------------------- shared writes
 
 
-def _fileless_image(*, study: Study, name: str, source: str) -> Image:
-    """An unsaved image row that cites the dataset's image instead of holding its file."""
+def fileless_image(*, study: Study, name: str, source: str = "", alt_text: str = "") -> Image:
+    """An unsaved image row that cites an image instead of holding its file (published
+    datasets, benchmarks)."""
     return Image(
         study=study,
         name=name,
@@ -76,6 +77,7 @@ def _fileless_image(*, study: Study, name: str, source: str) -> Image:
         height=0,
         format="",
         source=source,
+        alt_text=alt_text,
     )
 
 
@@ -209,7 +211,7 @@ def dataset_import_thumb_release(*, owner: User, path: Path | str, name: str = "
         image_rows: dict[str, Image] = {}
         for row in rows:
             if row["seg_id"] not in image_rows:
-                image_rows[row["seg_id"]] = _fileless_image(
+                image_rows[row["seg_id"]] = fileless_image(
                     study=study, name=row["image"], source=row["seg_id"]
                 )
         Image.objects.bulk_create(image_rows.values())
@@ -401,7 +403,7 @@ def dataset_import_ratings(*, owner: User, path: Path | str, fmt: str, name: str
         images: dict[str, Image] = {}
         for image_name, source, _, _ in rows:
             if image_name not in images:
-                images[image_name] = _fileless_image(
+                images[image_name] = fileless_image(
                     study=study, name=image_name[:255], source=source[:500]
                 )
         Image.objects.bulk_create(images.values(), batch_size=1000)
