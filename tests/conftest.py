@@ -6,6 +6,7 @@ PostgreSQL, Redis or Chromium fail when those are missing instead of skipping.
 
 import os
 import shutil
+import threading
 
 import pytest
 
@@ -17,6 +18,44 @@ def skip_or_fail(reason: str) -> None:
     if REQUIRE_SERVICES:
         pytest.fail(f"{reason} (CAPEVAL_REQUIRE_SERVICES=1 makes this an error)")
     pytest.skip(reason)
+
+
+def require_postgres() -> None:
+    """Concurrency tests need real row locks: skip (or fail on CI) on other databases."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        skip_or_fail("the concurrency tests need PostgreSQL (set DATABASE_URL=postgres://...)")
+
+
+def run_together(functions):
+    """Start the functions at the same instant in threads; return (results, errors).
+
+    Each thread has its own database connection (Django's are per thread) and closes it,
+    so the test database can be dropped afterwards.
+    """
+    from django.db import connection
+
+    barrier = threading.Barrier(len(functions))
+    results = [None] * len(functions)
+    errors = []
+
+    def run(index, function):
+        try:
+            barrier.wait(timeout=10)
+            results[index] = function()
+        except Exception as exc:  # reported by the test, which would otherwise hang or lie
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=pair) for pair in enumerate(functions)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not any(thread.is_alive() for thread in threads), "a thread is stuck"
+    return results, errors
 
 
 @pytest.fixture(autouse=True)

@@ -52,7 +52,6 @@ import math
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlsplit
 
@@ -116,7 +115,6 @@ def reference_on_left(study_seed: int, assignment_id: int, part: int) -> bool:
     return hashlib.blake2b(key, digest_size=8).digest()[0] < 128
 
 
-@dataclass(frozen=True)
 @register
 class HumanrMode(Mode):
     name = "humanr"

@@ -59,7 +59,7 @@ import warnings
 import zipfile
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -344,15 +344,7 @@ def _stage_images(
         except _BadImage as exc:
             errors.append(f"{member.label}: {exc}")
             continue
-        staged[member.name] = _StagedImage(
-            name=member.name,
-            sha256=sha,
-            file=done.file,
-            display=done.display,
-            width=done.width,
-            height=done.height,
-            format=done.format,
-        )
+        staged[member.name] = replace(done, name=member.name)
     return staged
 
 

@@ -1,12 +1,10 @@
 """Leases: which item a participant gets, how many leases an item allows, expiry, races."""
 
-import threading
 from collections import Counter
 from datetime import timedelta
 
 import pytest
 from django.conf import settings as django_settings
-from django.db import connection
 from django.utils import timezone
 
 from annotation.models import Assignment, Item, Judgment
@@ -15,7 +13,7 @@ from annotation.services.judgments import judgment_submit
 from annotation.services.studies import study_close
 from annotation.tasks import release_expired_leases
 from tests.annotation.modes_for_tests import crowd_participant, rating_study
-from tests.conftest import skip_or_fail
+from tests.conftest import require_postgres, run_together
 
 pytestmark = pytest.mark.django_db
 
@@ -210,35 +208,6 @@ def test_a_study_that_is_not_live_serves_nothing(researcher):
 
 
 # Races, on PostgreSQL: each thread has its own connection (Django's are per thread).
-
-
-def require_postgres():
-    if connection.vendor != "postgresql":
-        skip_or_fail("the concurrency tests need PostgreSQL (set DATABASE_URL=postgres://...)")
-
-
-def run_together(functions):
-    """Start the functions at the same instant in threads; return results and errors."""
-    barrier = threading.Barrier(len(functions))
-    results = [None] * len(functions)
-    errors = []
-
-    def run(index, function):
-        try:
-            barrier.wait(timeout=10)
-            results[index] = function()
-        except Exception as exc:  # reported by the test, which would otherwise hang or lie
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run, args=pair) for pair in enumerate(functions)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    assert not any(thread.is_alive() for thread in threads), "a thread is stuck"
-    return results, errors
 
 
 @pytest.mark.django_db(transaction=True)

@@ -7,11 +7,9 @@ serial order in which they were stored (Judgment id order).
 
 from __future__ import annotations
 
-import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from annotation.models import Judgment
@@ -19,37 +17,9 @@ from annotation.services.assignments import assignment_next
 from annotation.services.judgments import judgment_submit
 from rubrics import vicr as rules
 from tests.annotation.test_mode_vicr import in_game, vicr_study
-from tests.conftest import skip_or_fail
+from tests.conftest import require_postgres, run_together
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def require_postgres():
-    if connection.vendor != "postgresql":
-        skip_or_fail("the concurrency tests need PostgreSQL (set DATABASE_URL=postgres://...)")
-
-
-def submit_together(calls):
-    """Run the submissions in threads released by one barrier; return results and errors."""
-    barrier = threading.Barrier(len(calls))
-    results, errors = [None] * len(calls), []
-
-    def run(index, call):
-        try:
-            barrier.wait(timeout=10)
-            results[index] = call()
-        except Exception as exc:  # surfaced by the test
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run, args=pair) for pair in enumerate(calls)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    assert not any(thread.is_alive() for thread in threads), "a submission is stuck"
-    return results, errors
 
 
 def replay(pair_judgments, primes):
@@ -86,7 +56,7 @@ def test_simultaneous_ratings_of_one_pair_are_scored_as_in_a_serial_order(resear
             )
             for p, lease, r in zip(racers, leases, ("1", "4"), strict=True)
         ]
-        results, errors = submit_together(calls)
+        results, errors = run_together(calls)
         assert not errors, errors
         stored = list(Judgment.objects.filter(study=study, phase="game").order_by("id"))
         assert len(stored) == 3
