@@ -10,8 +10,8 @@ from rest_framework.views import APIView
 
 from annotation import selectors
 from annotation.models import Job, Study
-from annotation.services.exports import EXPORT_FORMATS, export_request
-from annotation.services.studies import study_close, study_create, study_open
+from annotation.services.exports import EXPORT_FORMATS, EXPORT_TABLES, export_request
+from annotation.services.studies import MAX_SEED, study_close, study_create, study_open
 
 
 class JobOutput(serializers.ModelSerializer):
@@ -68,7 +68,7 @@ class StudyListApi(APIView):
         mode = serializers.ChoiceField(choices=Study.Mode.choices)
         description = serializers.CharField(required=False, allow_blank=True, default="")
         settings = serializers.DictField(required=False, default=dict)
-        seed = serializers.IntegerField(required=False, min_value=0, default=0)
+        seed = serializers.IntegerField(required=False, min_value=0, max_value=MAX_SEED, default=0)
 
         class Meta:
             ref_name = "StudyCreate"
@@ -95,7 +95,8 @@ class StudyListApi(APIView):
         except PermissionError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_403_FORBIDDEN)
         except ValueError as exc:
-            return Response({"settings": [str(exc)]}, status=status.HTTP_400_BAD_REQUEST)
+            field = getattr(exc, "field", "settings")
+            return Response({field: [str(exc)]}, status=status.HTTP_400_BAD_REQUEST)
         return Response(StudyOutput(study).data, status=status.HTTP_201_CREATED)
 
 
@@ -157,20 +158,46 @@ class StudyJobsApi(APIView):
 
 class StudyExportsApi(APIView):
     class InputSerializer(serializers.Serializer):
-        format = serializers.ChoiceField(choices=list(EXPORT_FORMATS), default="csv")
+        format = serializers.ChoiceField(
+            choices=list(EXPORT_FORMATS),
+            default="csv",
+            help_text="dataset: a zip of Parquet tables with a README dataset card.",
+        )
+        table = serializers.ChoiceField(
+            choices=list(EXPORT_TABLES),
+            default="judgments",
+            help_text="The mode's judgments table or one row per participant "
+            "(a dataset holds both).",
+        )
+        raw_ids = serializers.BooleanField(
+            default=False,
+            help_text="Add raw Prolific/MTurk ids to the participants table (owner only).",
+        )
+        images = serializers.BooleanField(
+            default=False, help_text="Dataset: add the display images."
+        )
 
         class Meta:
             ref_name = "ExportRequest"
 
     @extend_schema(request=InputSerializer, responses={202: JobOutput})
     def post(self, request, study_id: int):
-        """Queue an export of the study's judgments; poll the job until it is done."""
+        """Queue an export of the study; poll the job until it is done."""
         study = selectors.study_for_researcher(request.user, study_id)
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        job = export_request(
-            study=study, user=request.user, export_format=data.validated_data["format"]
-        )
+        options = data.validated_data
+        try:
+            job = export_request(
+                study=study,
+                user=request.user,
+                export_format=options["format"],
+                table=options["table"],
+                raw_ids=options["raw_ids"],
+                images=options["images"],
+            )
+        except PermissionError as exc:
+            return Response({"raw_ids": [str(exc)]}, status=status.HTTP_403_FORBIDDEN)
         job.refresh_from_db()
         return Response(
             JobOutput(job, context={"request": request}).data, status=status.HTTP_202_ACCEPTED

@@ -28,6 +28,11 @@ class User(AbstractUser):
     )
 
 
+def new_completion_code() -> str:
+    """A crowd completion code nobody can derive from anything public (the link included)."""
+    return "C" + secrets.token_hex(5).upper()
+
+
 class Study(models.Model):
     class Mode(models.TextChoices):
         THUMB = "thumb", "THumB rubric"
@@ -63,6 +68,11 @@ class Study(models.Model):
         help_text="Registered annotators this study is open to.",
     )
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    completion_code = models.CharField(
+        max_length=64,
+        default=new_completion_code,
+        help_text="Shown to crowd workers only after the work; a secret of the study.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -174,6 +184,20 @@ class Item(models.Model):
         return f"{self.kind} #{self.position}"
 
 
+class ItemImage(models.Model):
+    """An image an item shows (or whose caption it shows): lets a mode keep a worker from
+    seeing the same image twice with one relational query instead of reading every spec."""
+
+    item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="item_images")
+    image = models.ForeignKey(Image, on_delete=models.CASCADE, related_name="item_images")
+
+    class Meta:
+        # The unique constraint indexes (item, image); the foreign key indexes image.
+        constraints = [
+            models.UniqueConstraint(fields=["item", "image"], name="item_image_unique"),
+        ]
+
+
 def new_pseudonym() -> str:
     return "P-" + secrets.token_hex(4)
 
@@ -200,9 +224,27 @@ class Participant(models.Model):
     pseudonym = models.CharField(max_length=16, default=new_pseudonym, unique=True)
     status = models.CharField(max_length=16, default="active")
     state = models.JSONField(default=dict, blank=True, help_text="The mode's per-player state.")
+    browser_id = models.CharField(
+        max_length=32,
+        blank=True,
+        db_index=True,
+        help_text="The browser a crowd worker first arrived with (signed, HttpOnly cookie).",
+    )
+    address = models.GenericIPAddressField(
+        null=True, blank=True, help_text="Client address at first arrival (crowd workers)."
+    )
+    flags = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Integrity events: [{kind, at, detail}], appended, never removed.",
+    )
+    completed_at = models.DateTimeField(
+        null=True, blank=True, help_text="When a crowd worker earned the completion code."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        indexes = [models.Index(fields=["study", "address", "created_at"])]
         constraints = [
             models.UniqueConstraint(
                 fields=["study", "user"],
@@ -218,6 +260,36 @@ class Participant(models.Model):
 
     def __str__(self) -> str:
         return self.pseudonym
+
+
+class CrowdRefusal(models.Model):
+    """A crowd arrival the study turned away (rate limit, wrong study id, foreign browser).
+
+    Kept, never deleted, so a researcher can see who was refused and why.
+    """
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="crowd_refusals")
+    participant = models.ForeignKey(
+        Participant,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="refusals",
+        help_text="The participant the arrival claimed to be, when one exists.",
+    )
+    source = models.CharField(max_length=10, blank=True)
+    external_id = models.CharField(max_length=128, blank=True)
+    address = models.GenericIPAddressField(null=True, blank=True)
+    reason = models.CharField(max_length=32)
+    detail = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["study", "created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.reason}: {self.external_id or self.address}"
 
 
 def new_token() -> str:

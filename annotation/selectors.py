@@ -1,10 +1,15 @@
 """Reads: who may see what. Anything a user may not see answers 404, never 403, so that
 another researcher's study ids reveal nothing."""
 
-from django.db.models import Q, QuerySet
-from django.http import Http404
+from urllib.parse import urlencode
 
-from annotation.models import Job, Study, User
+from django.db.models import Count, Q, QuerySet
+from django.http import Http404
+from django.utils import timezone
+
+from annotation.models import Assignment, CrowdRefusal, Job, Participant, Study, User
+from annotation.modes import get_mode
+from annotation.services.participants import PROLIFIC_COMPLETE
 
 
 def studies_for_researcher(user: User) -> QuerySet[Study]:
@@ -65,6 +70,70 @@ def study_counts(study: Study) -> dict[str, int]:
         "items": Item.objects.filter(study=study).count(),
         "participants": Participant.objects.filter(study=study).count(),
         "judgments": Judgment.objects.filter(study=study).count(),
+    }
+
+
+OPEN_LEASES_SHOWN = 50
+
+
+def open_leases(study: Study, *, now=None) -> dict:
+    """The study's open leases for its page: the first ``OPEN_LEASES_SHOWN`` and the count.
+
+    Lapsed ones are listed too (they hold capacity until the next claim or beat gives them
+    back), marked as such.
+    """
+    now = now or timezone.now()
+    leases = Assignment.objects.filter(
+        item__study=study, status=Assignment.Status.OPEN
+    ).select_related("participant", "item")
+    rows = [
+        {
+            "id": lease.pk,
+            "pseudonym": lease.participant.pseudonym,
+            "source": lease.participant.get_source_display(),
+            "item": f"{lease.item.kind} #{lease.item.position}",
+            "served_at": lease.served_at,
+            "expires_at": lease.expires_at,
+            "lapsed": lease.expires_at <= now,
+        }
+        for lease in leases.order_by("served_at", "id")[:OPEN_LEASES_SHOWN]
+    ]
+    return {"rows": rows, "count": leases.count()}
+
+
+def crowd_integrity(study: Study) -> dict:
+    """Counts of refused arrivals by reason and of flagged participants, for the study page."""
+    refusals = dict(
+        CrowdRefusal.objects.filter(study=study)
+        .values_list("reason")
+        .annotate(n=Count("id"))
+        .values_list("reason", "n")
+    )
+    flagged = (
+        Participant.objects.filter(study=study)
+        .exclude(flags=[])
+        .order_by("pk")
+        .values_list("pseudonym", "flags")[:OPEN_LEASES_SHOWN]
+    )
+    completed = Participant.objects.filter(study=study, completed_at__isnull=False).count()
+    return {
+        "refusals": sorted(refusals.items()),
+        "flagged": [
+            {"pseudonym": pseudonym, "kinds": sorted({flag["kind"] for flag in flags})}
+            for pseudonym, flags in flagged
+        ],
+        "completed": completed,
+    }
+
+
+def crowd_setup(study: Study) -> dict:
+    """What the researcher enters on Prolific: the completion code and completion URL."""
+    mode = get_mode(study.mode)
+    code = mode.completion_code(study)
+    url = mode.settings_for(study)["prolific_completion_url"]
+    return {
+        "completion_code": code,
+        "prolific_completion_url": url or PROLIFIC_COMPLETE + "?" + urlencode({"cc": code}),
     }
 
 

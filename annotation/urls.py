@@ -8,6 +8,11 @@ urlpatterns = [
     path("studies/<int:study_id>/", studies.study_detail, name="study_detail"),
     path("studies/<int:study_id>/status/", studies.study_change_status, name="study_status"),
     path("studies/<int:study_id>/people/", studies.study_people, name="study_people"),
+    path(
+        "studies/<int:study_id>/leases/<int:assignment_id>/release/",
+        studies.study_release_lease,
+        name="study_release_lease",
+    ),
     path("studies/<int:study_id>/import/", imports.study_import, name="study_import"),
     path("studies/<int:study_id>/export/", exports.study_export, name="study_export"),
     path("studies/<int:study_id>/report/", reports.study_report, name="study_report"),

@@ -1,21 +1,26 @@
-"""Benchmark: our CSV export of 1,000,000 judgments against PostgreSQL's own COPY.
+"""Benchmark: the export of a real study of each mode against PostgreSQL's own COPY.
 
-Not a test. It needs a local PostgreSQL server (loopback) and takes a few minutes:
+Not a test. It needs a local PostgreSQL server (loopback) and takes several minutes:
 
-    .venv/bin/python bench/export.py [--rows 1000000] \
-        [--server postgres://postgres@127.0.0.1:5432] [--database capeval_bench]
+    .venv/bin/python bench/export.py [--rows 1000000] [--modes thumb,vicr,humanr] \
+        [--formats csv,parquet,jsonl,dataset] [--server postgres://postgres@127.0.0.1:5432] \
+        [--database capeval_bench_export]
 
-1. (Re)creates the scratch database, migrates it with ``manage.py migrate`` and fills it
-   in SQL (``INSERT ... SELECT generate_series``): 20,000 images, 5 captions each, one
-   item per caption, 10,000 crowd participants and ``--rows`` judgments with assignments.
-2. Baseline: ``COPY (SELECT <the export's columns and joins>) TO STDOUT WITH CSV`` of the
-   same judgments, written to a file by psycopg.
-3. Ours: ``services.runner.job_run`` of an export job (``exports.export_run``: chunked,
-   neutralised, with the datasheet) in a subprocess, whose peak resident memory (VmHWM)
-   it reports.
+1. (Re)creates the scratch database (dropped first!), migrates it, and fills one study per
+   real mode in SQL (``INSERT ... SELECT generate_series``) with the payloads and results
+   the modes store, ``--rows`` rows of each mode's export table: THumB caption rows (5
+   captions per image, stage 1 and stage 2, so rows / 5 judgments), VICR game ratings,
+   HUMANr trials (groups of 10). Every 50th caption is formula-like, every 997th holds a
+   line separator (U+2028), so neutralisation and escaping have work to do.
+2. Baseline: ``COPY (<the mode's export query>) TO STDOUT WITH (FORMAT csv, HEADER)`` of
+   the same rows and columns, written to a file by psycopg; the best of two runs.
+3. Ours, per format: ``services.runner.job_run`` of an export job (the Celery task's code
+   path without the broker) in a fresh subprocess, whose peak resident memory (VmHWM) it
+   reports.
 
-Prints rows/s of both, their ratio and the peak memory, and writes a JSON result to
-``bench/results/`` (git-ignored). Targets: ours >= 0.5 x COPY, peak memory < 200 MB.
+Prints rows/s of each, the ratio to COPY and the peak memory, and writes a JSON result to
+``bench/results/``. Targets: CSV >= 0.5 x COPY on every mode, Parquet at least as fast as
+CSV, peak memory < 200 MB. No mode is registered here: the studies are real modes.
 """
 
 from __future__ import annotations
@@ -28,15 +33,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "bench" / "results"
-IMAGES = 20_000
-CAPTIONS_PER_IMAGE = 5
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _harness import DEFAULT_SERVER, REPO, load_average, now_iso, prepare_database, write_result
+
+MODES = ("thumb", "vicr", "humanr")
+FORMATS = ("csv", "parquet", "jsonl", "dataset")
 PARTICIPANTS = 10_000
-MODE = "bench-export"
 TARGET_RATIO = 0.5
 TARGET_PEAK_MB = 200
 
@@ -44,226 +49,328 @@ TARGET_PEAK_MB = 200
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--server", default="postgres://postgres@127.0.0.1:5432")
-    parser.add_argument("--database", default="capeval_bench")
-    parser.add_argument("--reuse", action="store_true", help="measure again on the filled database")
-    parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--formats", default=",".join(FORMATS))
+    parser.add_argument("--server", default=DEFAULT_SERVER)
+    parser.add_argument("--database", default="capeval_bench_export")
+    parser.add_argument("--child", nargs=2, metavar=("STUDY", "FORMAT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    database_url = f"{args.server.rstrip('/')}/{args.database}"
-    if args.child is not None:
-        print(json.dumps(run_our_export(study_id=args.child)))
+    if args.child:
+        print(json.dumps(run_our_export(int(args.child[0]), args.child[1])))
         return
+    modes = [m for m in args.modes.split(",") if m]
+    formats = [f for f in args.formats.split(",") if f]
+    unknown = set(modes) - set(MODES) or set(formats) - set(FORMATS)
+    if unknown:
+        raise SystemExit(f"unknown: {', '.join(sorted(unknown))}")
 
+    print(f"Preparing {args.database} ...", flush=True)
+    env = prepare_database(args.server, args.database)
     import psycopg
 
-    env = {**os.environ, "DATABASE_URL": database_url}
-    if args.reuse:
-        with psycopg.connect(database_url) as conn:
-            study_id, count = conn.execute(
-                "SELECT study_id, count(*) FROM annotation_judgment GROUP BY study_id"
-            ).fetchone()
-        if count != args.rows:
-            raise SystemExit(f"{args.database} holds {count:,} judgments, not {args.rows:,}")
-    else:
-        print(f"Preparing {args.database} with {args.rows:,} judgments ...", flush=True)
+    database_url = env["DATABASE_URL"]
+    results = {}
+    for mode in modes:
         started = time.perf_counter()
-        recreate_database(args.server, args.database)
-        subprocess.run(
-            [sys.executable, str(REPO / "manage.py"), "migrate", "--no-input", "-v", "0"],
-            env=env,
-            check=True,
-            cwd=REPO,
-        )
         with psycopg.connect(database_url, autocommit=True) as conn:
-            study_id = fill(conn, args.rows)
-        print(f"  prepared in {time.perf_counter() - started:.0f} s", flush=True)
+            study_id = FILL[mode](conn, args.rows)
+            conn.execute("ANALYZE")
+        print(f"\n{mode}: study {study_id} filled in {time.perf_counter() - started:.0f} s")
+        with tempfile.TemporaryDirectory(prefix="capeval-bench-") as folder:
+            copies = [run_copy(database_url, study_id, Path(folder) / "copy.csv") for _ in "ab"]
+            baseline = max(copies, key=lambda c: c["rows_per_s"])
+            print(
+                f"  COPY     {baseline['rows']:>9,} rows {baseline['seconds']:6.2f} s "
+                f"{baseline['rows_per_s']:>9,.0f} rows/s"
+            )
+            ours = {}
+            for export_format in formats:
+                child = subprocess.run(
+                    [sys.executable, __file__, "--child", str(study_id), export_format],
+                    env={**env, "CAPEVAL_VAR_DIR": folder},
+                    check=True,
+                    cwd=REPO,
+                    capture_output=True,
+                    text=True,
+                )
+                run = json.loads(child.stdout.strip().splitlines()[-1])
+                run["ratio"] = run["rows_per_s"] / baseline["rows_per_s"]
+                ours[export_format] = run
+                print(
+                    f"  {export_format:<8} {run['rows']:>9,} rows {run['seconds']:6.2f} s "
+                    f"{run['rows_per_s']:>9,.0f} rows/s  {run['ratio']:.2f} x COPY  "
+                    f"peak {run['peak_rss_mb']:.0f} MB",
+                    flush=True,
+                )
+        if ours.get("csv") and ours["csv"]["rows"] != baseline["rows"]:
+            raise SystemExit(f"{mode}: CSV has {ours['csv']['rows']} rows, COPY {baseline['rows']}")
+        results[mode] = {"study": study_id, "copy": baseline, "copy_runs": copies, "ours": ours}
 
-    with tempfile.TemporaryDirectory(prefix="capeval-bench-") as folder:
-        baseline = run_copy(database_url, study_id, Path(folder) / "copy.csv")
-        print(
-            f"COPY:  {baseline['rows']:,} rows in {baseline['seconds']:.2f} s "
-            f"= {baseline['rows_per_s']:,.0f} rows/s ({baseline['mb']:.0f} MB)",
-            flush=True,
-        )
-        child = subprocess.run(
-            [
-                sys.executable,
-                __file__,
-                "--child",
-                str(study_id),
-                "--server",
-                args.server,
-                "--database",
-                args.database,
-            ],
-            env={**env, "CAPEVAL_VAR_DIR": folder},
-            check=True,
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-        )
-        ours = json.loads(child.stdout.strip().splitlines()[-1])
-    ours["children_max_rss_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    ratio = ours["rows_per_s"] / baseline["rows_per_s"]
-    print(
-        f"Ours:  {ours['rows']:,} rows in {ours['seconds']:.2f} s "
-        f"= {ours['rows_per_s']:,.0f} rows/s ({ours['mb']:.0f} MB)"
-    )
-    print(f"Ratio: {ratio:.2f} x COPY (target >= {TARGET_RATIO})")
-    print(
-        f"Peak memory of the export process: {ours['peak_rss_mb']:.0f} MB "
-        f"(target < {TARGET_PEAK_MB} MB)"
-    )
-    result = {
-        "benchmark": "export",
-        "at": datetime.now(UTC).isoformat(),
-        "rows": args.rows,
-        "copy": baseline,
-        "ours": ours,
-        "ratio": ratio,
-        "targets": {"ratio": TARGET_RATIO, "peak_rss_mb": TARGET_PEAK_MB},
-        "met": ratio >= TARGET_RATIO and ours["peak_rss_mb"] < TARGET_PEAK_MB,
-        "cpus": os.cpu_count(),
-        "load_average": os.getloadavg(),
+    met = {
+        mode: {
+            "csv_ratio": r["ours"].get("csv", {}).get("ratio", 0) >= TARGET_RATIO,
+            "parquet_at_least_csv": r["ours"].get("parquet", {}).get("rows_per_s", 0)
+            >= r["ours"].get("csv", {}).get("rows_per_s", float("inf")),
+            "peak_memory": all(run["peak_rss_mb"] < TARGET_PEAK_MB for run in r["ours"].values()),
+        }
+        for mode, r in results.items()
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / f"export-{datetime.now(UTC):%Y%m%dT%H%M%SZ}.json"
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"Wrote {out.relative_to(REPO)}")
+    write_result(
+        "export",
+        {
+            "benchmark": "export",
+            "at": now_iso(),
+            "rows": args.rows,
+            "modes": results,
+            "targets": {
+                "csv_ratio": TARGET_RATIO,
+                "parquet": ">= csv",
+                "peak_rss_mb": TARGET_PEAK_MB,
+            },
+            "met": met,
+            "cpus": os.cpu_count(),
+            "load_average": load_average(),
+        },
+    )
 
 
-def recreate_database(server: str, name: str) -> None:
-    import psycopg
-    from psycopg import sql
-
-    with psycopg.connect(f"{server.rstrip('/')}/postgres", autocommit=True) as conn:
-        conn.execute(
-            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-        )
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+# ---------------------------------------------------------------------- filling
 
 
-def fill(conn, rows: int) -> int:
-    """Insert the synthetic study in SQL; return its id."""
-    run = conn.execute
-    owner = run(
+def _study(conn, mode: str, settings: str = "{}") -> int:
+    owner = conn.execute(
         "INSERT INTO annotation_user (password, is_superuser, username, first_name, last_name,"
         " email, is_staff, is_active, date_joined, is_researcher, native_english)"
-        " VALUES ('!', false, 'bench', '', '', '', false, true, now(), true, false)"
-        " RETURNING id"
+        " VALUES ('!', false, %s, '', '', '', false, true, now(), true, true)"
+        " ON CONFLICT (username) DO UPDATE SET is_researcher = true RETURNING id",
+        [f"bench-{mode}"],
     ).fetchone()[0]
-    study = run(
+    return conn.execute(
         "INSERT INTO annotation_study (name, description, mode, status, settings, seed,"
-        " owner_id, public_id, created_at, updated_at)"
-        " VALUES ('Export benchmark', '', %s, 'live', '{}', 1, %s, gen_random_uuid(), now(),"
-        " now()) RETURNING id",
-        [MODE, owner],
+        " owner_id, public_id, completion_code, created_at, updated_at)"
+        " VALUES (%s, 'Export benchmark', %s, 'live', %s, 1, %s, gen_random_uuid(),"
+        " 'CBENCHSECRET', now(), now()) RETURNING id",
+        [f"Export benchmark ({mode})", mode, settings, owner],
     ).fetchone()[0]
-    run(
+
+
+def _images_and_captions(conn, study: int, images: int, purpose: str = "study") -> None:
+    """``images`` images with 5 captions each (Human and model-1..4), realistic texts."""
+    conn.execute(
         "INSERT INTO annotation_image (study_id, name, sha256, file, display, width, height,"
         " format, alt_text, source)"
-        " SELECT %s, 'img' || g || '.jpg', md5(g::text) || md5((g + 1)::text), 'o/' || g,"
-        " 'd/' || g, 640, 480, 'JPEG', '', '' FROM generate_series(1, %s) g",
-        [study, IMAGES],
+        " SELECT %s, 'COCO_val2014_' || lpad(g::text, 12, '0') || '.jpg',"
+        " md5(g::text) || md5((g + 1)::text), 'o/' || g, 'd/' || g, 640, 480, 'JPEG', '', ''"
+        " FROM generate_series(1, %s) g",
+        [study, images],
     )
-    # Every 50th caption is formula-like text, so the CSV neutralisation has work to do.
-    run(
+    conn.execute(
         "INSERT INTO annotation_caption (study_id, image_id, system, raw_text, text, purpose,"
         " prime_ratings, metrics, truth, explanation, line)"
         " SELECT %s, i.id, CASE WHEN k = 0 THEN 'Human' ELSE 'model-' || k END,"
-        ' CASE WHEN (i.id + k) %% 50 = 0 THEN \'=HYPERLINK("http://x","y")\''
-        "  ELSE 'a person riding a bike down the street number ' || i.id || '-' || k END,"
-        ' CASE WHEN (i.id + k) %% 50 = 0 THEN \'=HYPERLINK("http://x","y").\''
-        "  ELSE 'A person riding a bike down the street number ' || i.id || '-' || k || '.' END,"
-        " 'study', '[]', '{}', NULL, '', 0"
-        " FROM annotation_image i CROSS JOIN generate_series(0, %s) k WHERE i.study_id = %s",
-        [study, CAPTIONS_PER_IMAGE - 1, study],
+        " t.text, t.text || '.', %s, '[3, 4]', '{}', NULL, '', i.id * 5 + k"
+        " FROM annotation_image i CROSS JOIN generate_series(0, 4) k,"
+        " LATERAL (SELECT CASE"
+        '   WHEN (i.id + k) %% 50 = 0 THEN \'=HYPERLINK("http://x","y")\''
+        "   WHEN (i.id + k) %% 997 = 0 THEN 'a man ' || chr(8232) || 'on a horse'"
+        "   ELSE 'a person riding a bike down a busy street next to a red bus number '"
+        "     || i.id || '-' || k END AS text) t"
+        " WHERE i.study_id = %s ORDER BY i.id, k",
+        [study, purpose, study],
     )
-    run(
+
+
+def _participants(conn, study: int, status: str, count: int = PARTICIPANTS) -> None:
+    conn.execute(
+        "INSERT INTO annotation_participant (study_id, user_id, source, external_id,"
+        " external_meta, pseudonym, status, state, browser_id, address, flags, completed_at,"
+        " created_at)"
+        " SELECT %s, NULL, 'prolific', 'PID' || g, '{}', 'P-' || %s || '-' || g, %s, '{}',"
+        " '', '192.0.2.1', '[]', NULL, now() FROM generate_series(1, %s) g",
+        [study, study, status, count],
+    )
+
+
+def fill_vicr(conn, rows: int) -> int:
+    study = _study(conn, "vicr")
+    _images_and_captions(conn, study, 20_000)
+    conn.execute(
         "INSERT INTO annotation_item (study_id, kind, image_id, position, spec, target,"
         " judgment_count, open_lease_count)"
         " SELECT %s, 'game', c.image_id, row_number() OVER (ORDER BY c.id),"
-        " jsonb_build_object('caption_ids', jsonb_build_array(c.id)), 100, 10, 0"
+        " jsonb_build_object('caption_id', c.id), 1000, 0, 0"
         " FROM annotation_caption c WHERE c.study_id = %s",
         [study, study],
     )
-    run(
-        "INSERT INTO annotation_participant (study_id, user_id, source, external_id,"
-        " external_meta, pseudonym, status, state, created_at)"
-        " SELECT %s, NULL, 'prolific', 'PID' || g, '{}', 'P-' || lpad(to_hex(g), 8, '0'),"
-        " 'active', '{}', now() FROM generate_series(1, %s) g",
-        [study, PARTICIPANTS],
+    _participants(conn, study, "game")
+    _assignments(conn, study, rows, parts=1)
+    conn.execute(
+        "INSERT INTO annotation_judgment (study_id, item_id, participant_id, assignment_id,"
+        " part, phase, payload, result, dwell_ms, excluded, exclusion_reason, created_at)"
+        " SELECT %s, a.item_id, a.participant_id, a.id, 0, 'game',"
+        " jsonb_build_object('rating', 1 + a.id %% 5),"
+        " jsonb_build_object('points', a.id %% 3 - 1, 'consensus', 1 + a.id %% 5,"
+        "  'pool_size', 2 + a.id %% 6, 'pool_human', a.id %% 6, 'pool_primed', 2,"
+        "  'n', 2 + a.id %% 6, 'var', 0.25, 'v', 0.5, 'd', 1.0,"
+        "  'reason', 'you matched the consensus', 'score_after', a.id %% 40,"
+        "  'phase_after', 'game'),"
+        " 3000 + a.id %% 5000, false, '', a.submitted_at"
+        " FROM annotation_assignment a JOIN annotation_participant p ON p.id = a.participant_id"
+        " WHERE p.study_id = %s ORDER BY a.id",
+        [study, study],
     )
-    items = IMAGES * CAPTIONS_PER_IMAGE
-    run(
+    return study
+
+
+def fill_humanr(conn, rows: int) -> int:
+    study = _study(conn, "humanr")
+    _images_and_captions(conn, study, 20_000)
+    groups = 10_000
+    conn.execute(
+        "INSERT INTO annotation_item (study_id, kind, image_id, position, spec, target,"
+        " judgment_count, open_lease_count)"
+        " SELECT %s, 'group', NULL, g, jsonb_build_object('group', g, 'short', false,"
+        "  'seed', 1, 'trials', (SELECT jsonb_agg(jsonb_build_object('kind',"
+        "   CASE WHEN t = 9 THEN 'attention_check' ELSE 'comparison' END,"
+        "   'image_id', (g * 10 + t) %% 20000, 'system', 'model-' || (1 + t %% 4),"
+        "   'reference_caption_id', 0, 'other_caption_id', 0)) FROM generate_series(0, 9) t)),"
+        " 1000, 0, 0 FROM generate_series(0, %s - 1) g",
+        [study, groups],
+    )
+    _participants(conn, study, "active")
+    _assignments(conn, study, rows // 10, parts=10)
+    conn.execute(
+        "INSERT INTO annotation_judgment (study_id, item_id, participant_id, assignment_id,"
+        " part, phase, payload, result, dwell_ms, excluded, exclusion_reason, created_at)"
+        " SELECT %s, a.item_id, a.participant_id, a.id, t, 'group',"
+        " jsonb_build_object('raw', raw),"
+        " jsonb_build_object('group', it.position, 'kind', tkind,"
+        "  'comparison', CASE WHEN t < 9 THEN img || ':' || sys END, 'image_id', img,"
+        "  'image_name', imn.name, 'system', CASE WHEN t < 9 THEN sys ELSE '' END,"
+        "  'reference_caption_id', ref, 'other_caption_id', other,"
+        "  'reference_on_left', on_left,"
+        "  'left_caption_id', CASE WHEN on_left THEN ref ELSE other END,"
+        "  'right_caption_id', CASE WHEN on_left THEN other ELSE ref END,"
+        "  'left_system', CASE WHEN on_left THEN 'Human' ELSE sys END,"
+        "  'right_system', CASE WHEN on_left THEN sys ELSE 'Human' END,"
+        "  'oriented', CASE WHEN on_left THEN raw ELSE 10 - raw END,"
+        "  'value', CASE WHEN t < 9 THEN ((CASE WHEN on_left THEN raw ELSE 10 - raw END) - 5)"
+        "   / 4.0 END, 'check_failed', CASE WHEN t = 9 THEN raw >= 5 END),"
+        " 2000 + (a.id * 10 + t) %% 7000, false, '', a.submitted_at + t * interval '5 seconds'"
+        " FROM annotation_assignment a JOIN annotation_item it ON it.id = a.item_id"
+        " CROSS JOIN generate_series(0, 9) t"
+        # One INSERT wrote the captions image by image, Human first: ids are consecutive.
+        " CROSS JOIN (SELECT min(id) AS first FROM annotation_caption WHERE study_id = %s) c"
+        " CROSS JOIN (SELECT min(id) AS first FROM annotation_image WHERE study_id = %s) im"
+        " CROSS JOIN LATERAL (SELECT (it.position * 10 + t) %% 20000 AS n,"
+        "  1 + (a.id + t) %% 9 AS raw, (a.id + t) %% 2 = 0 AS on_left,"
+        "  'model-' || (1 + t %% 4) AS sys,"
+        "  CASE WHEN t = 9 THEN 'attention_check' ELSE 'comparison' END AS tkind) v"
+        " CROSS JOIN LATERAL (SELECT im.first + v.n AS img, c.first + v.n * 5 AS ref,"
+        "  c.first + v.n * 5 + 1 + t %% 4 AS other) h"
+        " JOIN annotation_image imn ON imn.id = h.img"
+        " WHERE it.study_id = %s ORDER BY a.id, t",
+        [study, study, study, study],
+    )
+    return study
+
+
+def fill_thumb(conn, rows: int) -> int:
+    study = _study(conn, "thumb")
+    images = max(1, rows // 10)  # 5 captions x 2 stages per image
+    _images_and_captions(conn, study, images)
+    conn.execute(
+        "INSERT INTO annotation_item (study_id, kind, image_id, position, spec, target,"
+        " judgment_count, open_lease_count)"
+        " SELECT %s, s.kind, i.id, i.id, jsonb_build_object('image_name', i.name, 'groups',"
+        "  (SELECT jsonb_agg(jsonb_build_object('key', 'c' || c.n, 'text', c.text, 'captions',"
+        "    jsonb_build_array(jsonb_build_object('id', c.id, 'system', c.system,"
+        "    'raw_text', c.raw_text))) ORDER BY c.n)"
+        "   FROM (SELECT c.*, row_number() OVER (ORDER BY c.id) AS n FROM annotation_caption c"
+        "    WHERE c.image_id = i.id) c)),"
+        " 1, 1, 0 FROM annotation_image i CROSS JOIN (VALUES ('stage1'), ('stage2')) s(kind)"
+        " WHERE i.study_id = %s ORDER BY i.id, s.kind",
+        [study, study],
+    )
+    _participants(conn, study, "active", 1_000)
+    _assignments(conn, study, images * 2, parts=1)
+    # Stage 2 keeps stage 1's scores except recall of every third caption (+1, capped).
+    conn.execute(
+        "INSERT INTO annotation_judgment (study_id, item_id, participant_id, assignment_id,"
+        " part, phase, payload, result, dwell_ms, excluded, exclusion_reason, created_at)"
+        " SELECT %s, a.item_id, a.participant_id, a.id, 0, it.kind,"
+        " jsonb_build_object('captions', (SELECT jsonb_object_agg(g ->> 'key',"
+        "   jsonb_build_object('caption_ids', jsonb_build_array(g -> 'captions' -> 0 -> 'id'),"
+        "   'precision', p, 'recall', r, 'fluency', f, 'fluency_errors',"
+        "   CASE WHEN f > 0 THEN jsonb_build_object('casing', 0.1) ELSE '{}' END,"
+        "   'conciseness', 0, 'inclusive', 0, 'total', (p + r) / 2.0 - f))"
+        "  FROM jsonb_array_elements(it.spec -> 'groups') WITH ORDINALITY e(g, n),"
+        "  LATERAL (SELECT 1 + (it.image_id + n) %% 5 AS p,"
+        "   LEAST(5, 1 + (it.image_id + 2 * n) %% 5 + CASE WHEN it.kind = 'stage2' AND n %% 3 = 0"
+        "   THEN 1 ELSE 0 END) AS r, CASE WHEN n = 2 THEN 0.1 ELSE 0 END AS f) s)),"
+        " CASE WHEN it.kind = 'stage2' THEN jsonb_build_object('modified',"
+        "  (SELECT jsonb_object_agg(g ->> 'key', jsonb_build_object('precision', false,"
+        "   'recall', n %% 3 = 0, 'fluency', false, 'conciseness', false, 'inclusive', false))"
+        "   FROM jsonb_array_elements(it.spec -> 'groups') WITH ORDINALITY e(g, n)))"
+        "  ELSE '{}' END,"
+        " 60000 + a.id %% 60000, false, '', a.submitted_at"
+        " FROM annotation_assignment a JOIN annotation_item it ON it.id = a.item_id"
+        " WHERE it.study_id = %s ORDER BY a.id",
+        [study, study],
+    )
+    return study
+
+
+def _assignments(conn, study: int, count: int, *, parts: int) -> None:
+    """``count`` submitted leases, item by item in turn; the k-th pass over the items goes to
+    the next participant, so nobody holds an item twice (at most as many passes as
+    participants); served one second apart."""
+    conn.execute(
         "INSERT INTO annotation_assignment (participant_id, item_id, round, token, status,"
         " served_at, expires_at, submitted_at, state)"
-        " SELECT p.ids[1 + g %% %s], it.ids[1 + g %% %s], g / %s, 't' || g, 'submitted',"
-        " t.at, t.at + interval '30 minutes', t.at + interval '5 seconds', '{}'"
+        " SELECT p.ids[1 + (g + g / cardinality(it.ids)) %% cardinality(p.ids)],"
+        "  it.ids[1 + g %% cardinality(it.ids)],"
+        "  0, 't' || %s || '-' || g, 'submitted',"
+        "  at, at + interval '30 minutes', at + %s * interval '5 seconds', '{}'"
         " FROM generate_series(0, %s - 1) g,"
         " (SELECT array_agg(id ORDER BY id) ids FROM annotation_participant"
         "  WHERE study_id = %s) p,"
         " (SELECT array_agg(id ORDER BY id) ids FROM annotation_item WHERE study_id = %s) it,"
         " LATERAL (SELECT timestamptz '2025-01-01' + g * interval '1 second' AS at) t",
-        [PARTICIPANTS, items, items, rows, study, study],
+        [study, parts, count, study, study],
     )
-    run(
-        "INSERT INTO annotation_judgment (study_id, item_id, participant_id, assignment_id,"
-        " part, phase, payload, result, dwell_ms, excluded, exclusion_reason, created_at)"
-        " SELECT %s, a.item_id, a.participant_id, a.id, 0, 'game',"
-        " jsonb_build_object('rating', 1 + a.id %% 5, 'comment',"
-        "  CASE WHEN a.id %% 97 = 0 THEN '-2+3 looks odd' ELSE 'fine' END),"
-        " jsonb_build_object('points', a.id %% 5 - 2, 'consensus', 2.5 + (a.id %% 3) * 0.5),"
-        " 3000 + a.id %% 5000, a.id %% 53 = 0,"
-        " CASE WHEN a.id %% 53 = 0 THEN 'failed attention check' ELSE '' END, a.submitted_at"
-        " FROM annotation_assignment a ORDER BY a.id",
-        [study],
-    )
-    run("ANALYZE")
-    return study
 
 
-# The same columns and joins as the export (captions aggregated per item, as the export's
-# item cache does), formatted by PostgreSQL.
-COPY_SQL = """
-COPY (
-  WITH shown AS (
-    SELECT i.id AS item_id,
-           jsonb_agg(c.id ORDER BY e.ord) AS ids,
-           jsonb_agg(c.system ORDER BY e.ord) AS systems,
-           jsonb_agg(c.text ORDER BY e.ord) AS texts,
-           jsonb_agg(c.raw_text ORDER BY e.ord) AS raw_texts
-    FROM annotation_item i
-    CROSS JOIN LATERAL jsonb_array_elements_text(i.spec -> 'caption_ids')
-      WITH ORDINALITY AS e(caption_id, ord)
-    JOIN annotation_caption c ON c.id = e.caption_id::bigint
-    WHERE i.study_id = {study}
-    GROUP BY i.id
-  )
-  SELECT s.id, s.name, s.mode, j.id, i.id, i.kind, i.position, im.name, im.sha256,
-         sh.ids, sh.systems, sh.texts, sh.raw_texts, p.pseudonym, j.phase, j.part,
-         j.payload -> 'comment', j.payload -> 'rating', j.result -> 'consensus',
-         j.result -> 'points', j.created_at, a.served_at, a.submitted_at, j.dwell_ms,
-         j.excluded, j.exclusion_reason
-  FROM annotation_judgment j
-  JOIN annotation_study s ON s.id = j.study_id
-  JOIN annotation_item i ON i.id = j.item_id
-  LEFT JOIN annotation_image im ON im.id = i.image_id
-  LEFT JOIN shown sh ON sh.item_id = i.id
-  JOIN annotation_participant p ON p.id = j.participant_id
-  JOIN annotation_assignment a ON a.id = j.assignment_id
-  WHERE j.study_id = {study}
-  ORDER BY j.id
-) TO STDOUT WITH (FORMAT csv, HEADER)
-"""
+FILL = {"thumb": fill_thumb, "vicr": fill_vicr, "humanr": fill_humanr}
+
+
+# ---------------------------------------------------------------------- measuring
+
+
+def copy_sql(study_id: int) -> str:
+    """COPY of the mode's own export query: the same rows, columns and joins."""
+    import psycopg
+    from django.db import connection
+
+    from annotation.models import Study
+    from annotation.modes import get_mode
+    from annotation.modes.base import ExportSql
+
+    study = Study.objects.get(pk=study_id)
+    sql, params = get_mode(study.mode).export_query(study, ExportSql("postgresql"))
+    connection.ensure_connection()
+    with psycopg.ClientCursor(connection.connection) as cursor:
+        return f"COPY ({cursor.mogrify(sql, params)}) TO STDOUT WITH (FORMAT csv, HEADER)"
 
 
 def run_copy(database_url: str, study_id: int, path: Path) -> dict:
     import psycopg
 
+    statement = copy_sql(study_id)
     with psycopg.connect(database_url) as conn, conn.cursor() as cursor:
+        cursor.execute("SET TIME ZONE 'UTC'")
         started = time.perf_counter()
-        with path.open("wb") as out, cursor.copy(COPY_SQL.format(study=int(study_id))) as copy:
+        with path.open("wb") as out, cursor.copy(statement) as copy:
             for block in copy:
                 out.write(block)
         seconds = time.perf_counter() - started
@@ -276,7 +383,7 @@ def run_copy(database_url: str, study_id: int, path: Path) -> dict:
     }
 
 
-def run_our_export(*, study_id: int) -> dict:
+def run_our_export(study_id: int, export_format: str) -> dict:
     """In the child process: run an export job of the study through the job runner."""
     sys.path[:0] = [str(REPO), str(REPO / "platform")]
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "capeval.settings")
@@ -286,15 +393,10 @@ def run_our_export(*, study_id: int) -> dict:
     from django.conf import settings
 
     from annotation.models import Job, Study
-    from annotation.modes import Mode, register
     from annotation.services.runner import job_run
 
-    @register
-    class BenchExportMode(Mode):
-        name = MODE
-
     job = Job.objects.create(
-        kind=Job.Kind.EXPORT, study=Study.objects.get(pk=study_id), params={"format": "csv"}
+        kind=Job.Kind.EXPORT, study=Study.objects.get(pk=study_id), params={"format": export_format}
     )
     started = time.perf_counter()
     cpu_started = time.process_time()
@@ -308,6 +410,7 @@ def run_our_export(*, study_id: int) -> dict:
     rows = job.result["rows"]
     return {
         "rows": rows,
+        "judgments": job.result["judgments"],
         "seconds": seconds,
         "cpu_seconds": cpu_seconds,
         "rows_per_s": rows / seconds,

@@ -10,7 +10,10 @@ Not a test. Needs a local PostgreSQL server (loopback, trust auth); takes about 
 2. Builds a live HUMANr study: ``--images`` images (rows without files), each with three
    human captions and one caption of each of two model systems, so 3 comparisons per
    image in groups of 9 + 1 attention check, 3 workers per group;
-   ``min_seconds_per_trial=0`` (benchmark only: the minimum time would measure sleeping).
+   ``min_seconds_per_trial=0`` (benchmark only: the minimum time would measure sleeping);
+   the per-address crowd limits lifted (every simulated worker comes from 127.0.0.1). A
+   worker may only get groups sharing no image with their earlier ones: about one group per
+   25 images, so some 60 here, far more than one worker does in a run.
 3. Starts gunicorn (``--gunicorn-workers`` sync workers) on a free loopback port. Each
    simulated worker (a thread with its own ``requests.Session``) arrives through the signed
    Prolific link with its own PROLIFIC_PID, then loops until ``--seconds`` pass (at most
@@ -23,7 +26,8 @@ Not a test. Needs a local PostgreSQL server (loopback, trust auth); takes about 
    misattributed response), no two judgments share (lease, part), every finished group has
    10 judgments, all of them flagged excluded exactly when its attention check failed (the
    answers are uniform random, so about 5 in 9 checks fail), no group is served beyond its
-   target, and no worker saw a comparison twice.
+   target, no worker saw a comparison twice, and no worker met an image twice (shown, or
+   through a caption of it, in a comparison or an attention check: the exposure rule).
 
 Prints responses/s, latency percentiles of the answer POST and of the trial page GET and the
 CPU the clients, gunicorn and the machine used, and writes JSON to ``bench/results/``
@@ -121,7 +125,14 @@ def build_study(images: int):
         name="HUMANr benchmark",
         mode="humanr",
         seed=7,
-        settings={"min_seconds_per_trial": 0, "workers_per_comparison": 3},
+        settings={
+            "min_seconds_per_trial": 0,
+            "workers_per_comparison": 3,
+            # Every simulated worker arrives from 127.0.0.1: lift the per-address crowd
+            # limits, which would otherwise turn all but the first few away.
+            "crowd_arrivals_per_address_per_hour": 100_000,
+            "crowd_open_leases_per_address": 100_000,
+        },
     )
     rows = Image.objects.bulk_create(
         fileless_image(study=study, name=f"img-{i}.jpg", alt_text=f"Benchmark image {i}")
@@ -217,7 +228,7 @@ def answer_until_deadline(base: str, k: int, arrived: dict, deadline: float) -> 
             elif answer.status_code == 200 and "Group complete" in answer.text:
                 run["sent"].append((pid, token, part, raw))
                 run["finished"] += 1
-                if 'id="hr-code"' not in answer.text:
+                if 'id="completion-code"' not in answer.text:
                     run["errors"].append(f"{pid}: end of group without a completion code")
             else:
                 run["errors"].append(f"{pid}: POST {answer.status_code} {answer.text[:100]!r}")
@@ -228,7 +239,7 @@ def answer_until_deadline(base: str, k: int, arrived: dict, deadline: float) -> 
 
 
 def integrity_check(study, sent: list[tuple[str, str, int, int]]) -> dict:
-    from annotation.models import Assignment, Item, Judgment
+    from annotation.models import Assignment, Caption, Item, Judgment
 
     stored = list(
         Judgment.objects.filter(study=study).values_list(
@@ -248,6 +259,17 @@ def integrity_check(study, sent: list[tuple[str, str, int, int]]) -> dict:
         for _pid, _token, _part, _raw, participant, result in stored
         if result["kind"] == "comparison"
     )
+    # Exposure: the images each worker met per lease (the trial's image and the images of the
+    # two captions shown); no image may belong to two leases of one worker.
+    caption_images = dict(Caption.objects.filter(study=study).values_list("pk", "image_id"))
+    met: dict[tuple[int, int], set[str]] = {}
+    for _pid, token, _part, _raw, participant, result in stored:
+        images = {result["image_id"]}
+        images.update(
+            caption_images[result[key]] for key in ("left_caption_id", "right_caption_id")
+        )
+        for image in images:
+            met.setdefault((participant, image), set()).add(token)
     submitted = Assignment.objects.filter(
         item__study=study, status=Assignment.Status.SUBMITTED
     ).values_list("id", flat=True)
@@ -278,6 +300,16 @@ def integrity_check(study, sent: list[tuple[str, str, int, int]]) -> dict:
         "groups_flagged_wrongly": wrong_flags,
         "groups_over_target": over_target,
         "comparisons_seen_twice_by_a_worker": sum(1 for n in seen.values() if n > 1),
+        "images_met_in_two_groups_by_a_worker": sum(1 for t in met.values() if len(t) > 1),
+        # Informative: how far the exposure rule is from limiting this run.
+        "most_groups_of_one_worker": max(
+            Counter(
+                Assignment.objects.filter(item__study=study).values_list(
+                    "participant_id", flat=True
+                )
+            ).values(),
+            default=0,
+        ),
     }
     check["ok"] = not any(
         check[key]
@@ -288,6 +320,7 @@ def integrity_check(study, sent: list[tuple[str, str, int, int]]) -> dict:
             "finished_groups_not_10",
             "groups_over_target",
             "comparisons_seen_twice_by_a_worker",
+            "images_met_in_two_groups_by_a_worker",
         )
     ) and len(stored) == len(sent)
     return check

@@ -7,9 +7,11 @@ Not a test. Needs a local PostgreSQL server (loopback, trust auth); takes about 
         [--database capeval_bench_vicr]
 
 1. (Re)creates the scratch database and migrates it (``manage.py migrate``).
-2. Builds a live VICR study: 10 tutorial, 20 probation and ``--pairs`` game pairs (image
-   rows without files; two primed ratings per game pair), settings
-   ``seconds_before_submit=0`` (benchmark only: the 3-second wait would measure sleeping).
+2. Builds a live VICR study: 10 tutorial, 40 probation (the 20-pair block of each of the 2
+   attempts, drawn per player without repeats) and ``--pairs`` game pairs (image rows without
+   files; two primed ratings per game pair), settings ``seconds_before_submit=0`` (benchmark
+   only: the 3-second wait would measure sleeping) and per-address crowd limits far above
+   the crowd (every player arrives from the same loopback address).
    The players skip the tutorial: their participants are created in the database already
    in the game phase (as ``after_submit`` leaves a player who passed the tutorial), under
    the Prolific ids they then arrive with.
@@ -21,7 +23,8 @@ Not a test. Needs a local PostgreSQL server (loopback, trust auth); takes about 
 4. Stops gunicorn and replays every game pair's ratings in commit order (Judgment id)
    through ``rubrics.vicr`` (priming rule + Algorithm 1): each stored pool size, consensus
    and points must equal the replay's. Also checks that no pair exceeds ``max_ratings``
-   and that no player rated a pair twice.
+   and that no player rated a pair twice, in the game or in probation (players who fail the
+   first-game check go back to probation, and a retry must bring no pair they have seen).
 
 Prints ratings/s, latency percentiles of submit+feedback (the POST, which renders the
 feedback page) and of the next-pair GET, the CPU the clients, gunicorn and the machine used,
@@ -36,13 +39,16 @@ import random
 import re
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 import _harness as harness
 
 FORM_ACTION = re.compile(r'<form method="post" action="([^"]+)" class="vicr-form"')
 CSRF_INPUT = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 CAPTION_NUMBER = re.compile(r"“caption (\d+)”")
+# The smallest pools the default settings open with: a 10-pair tutorial, and 20 probation
+# pairs for each of the 2 attempts.
+TUTORIAL_POOL, PROBATION_POOL = 10, 40
 
 
 def main() -> None:
@@ -126,17 +132,25 @@ def build_study(
         name=name,
         mode="vicr",
         seed=7,
-        settings={"seconds_before_submit": 0, **(settings or {})},
+        settings={
+            "seconds_before_submit": 0,
+            "crowd_arrivals_per_address_per_hour": 100_000,
+            "crowd_open_leases_per_address": 100_000,
+            **(settings or {}),
+        },
     )
     rng = random.Random(7)
-    total = 10 + 20 + pairs
+    tutorial, probation = TUTORIAL_POOL, PROBATION_POOL
+    total = tutorial + probation + pairs
     images = Image.objects.bulk_create(
         fileless_image(study=study, name=f"img-{i}.jpg", alt_text=f"Benchmark image {i}")
         for i in range(total)
     )
     captions = []
     for i, image in enumerate(images):
-        purpose = "tutorial" if i < 10 else "probation" if i < 30 else "study"
+        purpose = (
+            "tutorial" if i < tutorial else "probation" if i < tutorial + probation else "study"
+        )
         quality = rng.randint(1, 5)
         captions.append(
             Caption(
@@ -250,12 +264,12 @@ def replay_check(study) -> dict:
         .values_list("item_id", "participant_id", "payload", "result")
     )
     humans: dict[int, list[int]] = defaultdict(list)
-    seen: set[tuple[int, int]] = set()
-    mismatches, repeats = [], 0
-    for item_id, participant_id, payload, result in rows:
-        if (participant_id, item_id) in seen:
-            repeats += 1
-        seen.add((participant_id, item_id))
+    mismatches = []
+    # No (player, pair) twice in any phase: the game by the assignment rules, probation by
+    # the per-player draws (a retry brings only pairs the player has not seen).
+    pairs_rated = Judgment.objects.filter(study=study).values_list("participant_id", "item_id")
+    repeats = sum(n - 1 for n in Counter(pairs_rated).values() if n > 1)
+    for item_id, _participant_id, payload, result in rows:
         pool = rules.consensus_pool(humans[item_id], primes[caption_of[item_id]])
         scored = rules.score_rating(payload["rating"], pool)
         expected = (len(pool), scored.consensus, scored.points)
@@ -272,6 +286,7 @@ def replay_check(study) -> dict:
         "mismatches": len(mismatches),
         "first_mismatches": mismatches[:5],
         "repeated_pairs": repeats,
+        "probation_ratings": Judgment.objects.filter(study=study, phase="probation").count(),
         "pairs_over_max": over,
         "pairs_with_3_or_more": sum(1 for n in per_pair if n >= 3),
         "most_ratings_on_a_pair": max(per_pair, default=0),

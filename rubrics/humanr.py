@@ -193,9 +193,11 @@ def build_groups(
     one attention check at a random position. The check's image is not one of
     the group's images when another image is available (so the paper's "10
     distinct images" holds); its distractor caption comes from another random
-    image. Comparisons are assigned largest-remaining-image-first with random
-    ties, which forms as many full groups as the image counts allow (every
-    image's comparisons spread over different groups).
+    image that is neither the check image nor one of the group's images when one
+    is available, so no image (nor its caption) appears twice in a group.
+    Comparisons are assigned largest-remaining-image-first with random ties,
+    which forms as many full groups as the image counts allow (every image's
+    comparisons spread over different groups).
 
     Leftovers: when fewer than ``group_size - 1`` distinct images still have
     comparisons, the rest go into short groups (``is_short=True``) of distinct
@@ -276,7 +278,12 @@ def _with_check(
 ) -> Group:
     group_images = {img for img, _ in picked}
     check_image = _draw_image(check_images, group_images, rng)
-    distractor_image = _draw_image(check_images, {check_image}, rng)
+    # The distractor caption must not belong to an image the group shows: a worker who saw
+    # that caption with its own image a few trials earlier would recognise it as foreign
+    # and pass the check without reading. Only a study too small for that reuses one.
+    distractor_image = _draw_image(check_images, group_images | {check_image}, rng)
+    if distractor_image == check_image:
+        distractor_image = _draw_image(check_images, {check_image}, rng)
     correct = human_captions[check_image]
     distractor = human_captions[distractor_image]
     position = int(rng.integers(len(picked) + 1))
@@ -305,7 +312,9 @@ def _draw_image(
     candidates: list[Hashable], avoid: set[Hashable], rng: np.random.Generator
 ) -> Hashable:
     """A random candidate not in ``avoid`` (any candidate if all are avoided)."""
-    if len(avoid) < len(candidates):
+    # ``avoid`` may hold images that are no candidates (no human caption), so its size alone
+    # does not tell whether a candidate is left; the scan below decides in small studies.
+    if avoid:
         for _ in range(64):
             img = candidates[int(rng.integers(len(candidates)))]
             if img not in avoid:

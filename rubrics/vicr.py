@@ -16,6 +16,9 @@ Choices this module makes where the spec leaves room (each is repeated where it 
 - The first-20 game rule compares the *sum* of the points of the first 20 game ratings
   (of each stay in the game) with 25, decided at the 20th rating; probation attempts are
   counted over the player's whole history (see ``next_state``).
+- Tutorial and probation pairs are drawn per player from larger pools (``gate_order``,
+  ``block_draw``): each player gets their own order, and each probation attempt only pairs
+  that player has not seen, so truths shown as feedback cannot be replayed.
 - Virtual raters: the standard deviation over repetitions uses ``ddof=0`` (the paper does
   not say). ``collapse_top`` merges rating 5 into 4 for Fleiss' kappa only; on a 1-4 scale
   (Flickr8k-Expert) it changes nothing.
@@ -23,6 +26,7 @@ Choices this module makes where the spec leaves room (each is repeated where it 
 
 from __future__ import annotations
 
+import hashlib
 import numbers
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -49,10 +53,12 @@ __all__ = [
     "ScaleLevel",
     "Score",
     "agreement_with_consensus",
+    "block_draw",
     "consensus",
     "consensus_pool",
     "draw_virtual_raters",
     "first_game_outcome",
+    "gate_order",
     "next_state",
     "player_score",
     "points_for_distance",
@@ -510,6 +516,51 @@ def next_state(
             return replace(state, phase=Phase.EXCLUDED, score=0, game_ratings=0)
         return replace(state, phase=Phase.PROBATION, score=0, game_ratings=0)
     return replace(state, score=score, game_ratings=count)
+
+
+# --------------------------------------------------------------------------------------
+# Gate draws: which tutorial and probation pairs a player gets (CapEval's choice)
+# --------------------------------------------------------------------------------------
+
+
+def gate_order(pool_size: int, *, study_seed: int, player: int, kind: str) -> list[int]:
+    """One player's random order of a tutorial or probation pool (positions 0..pool_size-1).
+
+    The paper gives every player the same 10 tutorial and 20 probation pairs; their truths
+    are shown after each answer, so one scout id could write them down for every other id
+    (and a failed probation attempt for the retry). Each player therefore gets the pool in an
+    order of their own. The order sorts positions by SHA-256 of (study seed, player, kind,
+    position): reproducible from the stored study seed and participant id on any Python
+    version (``random.shuffle`` promises no such thing), and nothing is stored per player.
+    """
+    pool_size = _check_int(pool_size, "pool_size", 0, 10**7)
+
+    def key(position: int) -> bytes:
+        return hashlib.sha256(f"{study_seed}:{player}:{kind}:{position}".encode()).digest()
+
+    return sorted(range(pool_size), key=key)
+
+
+def block_draw(
+    pool_size: int, *, pairs: int, attempt: int, study_seed: int, player: int, kind: str
+) -> list[int]:
+    """The pool positions of a player's block ``attempt`` (0-based), in serving order.
+
+    Attempt k is the k-th run of ``pairs`` positions of ``gate_order``: a probation retry
+    (whether after a failed attempt or after failing the first game ratings) never serves
+    a pair of an earlier attempt. ValueError if the pool is too small for that attempt.
+    """
+    pool_size = _check_int(pool_size, "pool_size", 0, 10**7)
+    pairs = _check_int(pairs, "pairs", 1, 10**6)
+    attempt = _check_int(attempt, "attempt", 0, 10**6)
+    needed = (attempt + 1) * pairs
+    if pool_size < needed:
+        raise ValueError(
+            f"{kind} attempt {attempt + 1} needs {needed} pairs in the pool "
+            f"({pairs} per attempt, none repeated), but it has {pool_size}"
+        )
+    order = gate_order(pool_size, study_seed=study_seed, player=player, kind=kind)
+    return order[attempt * pairs : needed]
 
 
 # --------------------------------------------------------------------------------------

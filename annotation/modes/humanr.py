@@ -26,6 +26,12 @@ The reference caption is the human caption of a comparison and the correct capti
 attention check; the other one is the model caption, the second human caption, or the
 distractor (a human caption of another image).
 
+Exposure. Each group's ``ItemImage`` rows name every image it shows or shows a caption of
+(``group_image_ids``: the trials' images and the check's distractor image). A worker is only
+served groups sharing no image with any group they were ever served, so nobody meets an
+image twice and a check's foreign caption cannot be recognised from memory
+(``eligible_items``; docs/protocol-choices.md says what this means for capacity).
+
 Serving. Part ``k`` of an assignment is trial ``k`` of the group. Which caption is shown
 left is random per presentation: a coin seeded by (study seed, assignment id, trial) decides
 it, so the page and the scoring agree without a write when the page is shown, and the side
@@ -53,18 +59,33 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
-from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
 from django.conf import settings as django_settings
+from django.db.models import Q
 from django.utils import timezone
 
-from annotation.models import Assignment, Caption, Item, Judgment, Participant, Study
+from annotation.models import (
+    Assignment,
+    Caption,
+    Item,
+    ItemImage,
+    Judgment,
+    Participant,
+    Study,
+)
 from annotation.modes.base import (
+    JUDGMENT_FROM,
+    JUDGMENT_SELECT,
+    JUDGMENT_TRAILING,
     ExportColumn,
+    ExportSql,
     Mode,
     Progress,
     SubmissionError,
+    check_int,
+    judgment_export_columns,
+    judgment_trailing_columns,
     parse_choice,
     register,
 )
@@ -88,9 +109,6 @@ SCALE_TEXT = {
     9: "only right matches",
 }
 QUESTION = "Which caption goes best with the image?"
-#: Hosts a worker's browser may post the MTurk completion form to (never a host taken from
-#: the query string as is: that would make the page post to any site).
-MTURK_HOSTS = ("www.mturk.com", "workersandbox.mturk.com")
 
 _INT_BOUNDS: dict[str, tuple[int, int]] = {
     "workers_per_comparison": (1, 1000),
@@ -131,11 +149,8 @@ class HumanrMode(Mode):
         # Answers faster than this after the trial was shown are refused (1 s: nobody reads
         # an image and two captions faster; 0 turns the check off).
         "min_seconds_per_trial": 1,
-        # Shown to crowd workers at the end of a group; empty: the cc= of the Prolific URL,
-        # else a code derived from the study id.
-        "completion_code": "",
-        # e.g. https://app.prolific.com/submissions/complete?cc=XXXX
-        "prolific_completion_url": "",
+        # Complete groups a crowd worker must finish to earn the completion code.
+        "completion_groups": 1,
         # A worker who failed this many attention checks gets no further group (None: no
         # limit; the paper drops the group's responses and sets no limit).
         "max_failed_checks": None,
@@ -149,6 +164,9 @@ class HumanrMode(Mode):
     report_template = "modes/humanr/report.html"
     finished_template = "modes/humanr/finished.html"
     figure_names = ("humanr-by-system", "half-splits", "std-vs-images")
+    # A crowd lease holds one whole group of 10 trials (a minute or two when read with care),
+    # so it lasts longer than a one-part item's; a lapsed one is reopened for the same worker.
+    crowd_lease_seconds = 20 * 60
 
     # ------------------------------------------------------------------ settings
 
@@ -169,14 +187,7 @@ class HumanrMode(Mode):
             raise ValueError("min_seconds_per_trial must be a number of seconds")
         if not 0 <= seconds <= 600:
             raise ValueError("min_seconds_per_trial must be from 0 to 600")
-        code = merged["completion_code"]
-        if not isinstance(code, str) or len(code) > 64:
-            raise ValueError("completion_code must be text of at most 64 characters")
-        url = merged["prolific_completion_url"]
-        if not isinstance(url, str):
-            raise ValueError("prolific_completion_url must be a URL")
-        if url and (urlsplit(url).scheme != "https" or not urlsplit(url).netloc):
-            raise ValueError("prolific_completion_url must be an https:// URL")
+        check_int(merged, "completion_groups", 1, 1000)
         return merged
 
     def _settings(self, study: Study) -> dict[str, Any]:
@@ -207,16 +218,37 @@ class HumanrMode(Mode):
             ],
             batch_size=500,
         )
+        # What eligible_items needs to keep a worker from meeting an image twice, as rows the
+        # database can join on instead of a JSON spec read back per request.
+        item_ids = dict(Item.objects.filter(study=study, kind=GROUP).values_list("position", "id"))
+        ItemImage.objects.bulk_create(
+            (
+                ItemImage(item_id=item_ids[spec["group"]], image_id=image_id)
+                for spec in groups
+                for image_id in group_image_ids(spec)
+            ),
+            batch_size=5000,
+        )
         return len(groups)
 
     # ------------------------------------------------------------------ serving
 
     def eligible_items(self, participant: Participant):
         items = Item.objects.filter(study_id=participant.study_id, kind=GROUP)
-        limit = self._settings(participant.study).get("max_failed_checks")
+        limit = self.settings_for(participant.study).get("max_failed_checks")
         if limit is not None and (participant.state or {}).get("groups_failed", 0) >= limit:
             return items.none()
-        return items
+        # Exposure (PROTOCOLS.md section 3): a worker never meets an image twice, neither
+        # shown nor through a caption of it. Otherwise a check's distractor caption could be
+        # one they saw earlier with its own image, and a bot with a memory passes every check
+        # while answering junk. So every group that shares an image with any group they were
+        # ever served (any lease, whatever its status: even an unanswered one showed its
+        # first trial) is barred, except those groups themselves: a lapsed lease is reopened
+        # by the assignment service, and groups already answered are excluded there.
+        served = Assignment.objects.filter(participant_id=participant.pk).values("item_id")
+        seen_images = ItemImage.objects.filter(item_id__in=served).values("image_id")
+        sharing = ItemImage.objects.filter(image_id__in=seen_images).values("item_id")
+        return items.exclude(Q(pk__in=sharing) & ~Q(pk__in=served))
 
     def parts(self, item: Item) -> int:
         return len(item.spec["trials"])
@@ -310,37 +342,16 @@ class HumanrMode(Mode):
             return {}
         # The submission service leaves the participant it updated on the judgment.
         participant = judgment.participant
-        return {
-            "group_number": (participant.state or {}).get("groups_done", 1),
-            **self.completion(participant),
-        }
+        return {"group_number": (participant.state or {}).get("groups_done", 1)}
 
     def finished_context(self, participant: Participant) -> dict[str, Any]:
-        context: dict[str, Any] = {
-            "groups_done": (participant.state or {}).get("groups_done", 0),
-        }
-        if context["groups_done"]:
-            context.update(self.completion(participant))
-        return context
+        return {"groups_done": (participant.state or {}).get("groups_done", 0)}
 
-    def completion(self, participant: Participant) -> dict[str, Any]:
-        """How the worker reports a finished group: the code, and where to send it."""
-        study = participant.study
-        config = self._settings(study)
-        context: dict[str, Any] = {"completion_code": completion_code(study, config)}
-        meta = participant.external_meta or {}
-        if participant.source == Participant.Source.PROLIFIC and config["prolific_completion_url"]:
-            context["prolific_url"] = config["prolific_completion_url"]
-        elif participant.source == Participant.Source.MTURK:
-            submit_to = urlsplit(meta.get("turkSubmitTo", ""))
-            if (
-                submit_to.scheme == "https"
-                and submit_to.hostname in MTURK_HOSTS
-                and meta.get("assignmentId")
-            ):
-                context["mturk_submit_url"] = f"https://{submit_to.hostname}/mturk/externalSubmit"
-                context["mturk_assignment_id"] = meta["assignmentId"]
-        return context
+    def completion_earned(self, participant: Participant) -> bool:
+        # Every complete group counts, a failed check included: the export shows the
+        # failures, and Prolific's rules leave rejecting on one failed check to the researcher.
+        done = (participant.state or {}).get("groups_done", 0)
+        return done >= self.settings_for(participant.study)["completion_groups"]
 
     # ------------------------------------------------------------------ report
 
@@ -376,7 +387,7 @@ class HumanrMode(Mode):
             n_splits=config["report_splits"],
         )
         result["n_groups_built"] = n_groups
-        result["completion_code"] = completion_code(study, config)
+        result["completion_code"] = self.completion_code(study)
         result["study_seed"] = study.seed
         progress(95, "Done")
         return result
@@ -399,57 +410,67 @@ class HumanrMode(Mode):
 
     # ------------------------------------------------------------------ export
 
-    def export_columns(self) -> Iterable[ExportColumn]:
-        def result(key: str):
-            return lambda judgment: (judgment.result or {}).get(key)
+    export_row_unit = "trial (9 comparisons and 1 attention check per group)"
 
+    def export_columns(self) -> list[ExportColumn]:
+        return [
+            *judgment_export_columns(),
+            ExportColumn("group", "int", "Group index (the item's position)."),
+            ExportColumn("trial", "int", "Trial number within the group, 1-10."),
+            ExportColumn("trial_kind", "str", "comparison or attention_check."),
+            ExportColumn("image", "str", "Name of the image shown.", "images"),
+            ExportColumn(
+                "system", "str", "Compared system (Human: the Human-vs-Human pair; empty: check)."
+            ),
+            ExportColumn("left_caption_id", "int", "Caption shown on the left.", "captions"),
+            ExportColumn("left_caption", "str", "Text of the left caption."),
+            ExportColumn("left_system", "str", "System of the left caption."),
+            ExportColumn("right_caption_id", "int", "Caption shown on the right.", "captions"),
+            ExportColumn("right_caption", "str", "Text of the right caption."),
+            ExportColumn("right_system", "str", "System of the right caption."),
+            ExportColumn(
+                "human_side",
+                "str",
+                "Side of the human (reference) caption: left or right; for a check, the "
+                "side of the image's own caption.",
+            ),
+            ExportColumn("raw", "int", "Answer, 1 (only left matches) to 9 (only right)."),
+            ExportColumn(
+                "score",
+                "float",
+                "Signed score (s - 5) / 4 in [-1, 1] with s the answer oriented so the human "
+                "caption is left: negative, the human caption preferred. Empty for checks.",
+            ),
+            ExportColumn("is_attention_check", "bool", "The trial is the group's check."),
+            ExportColumn(
+                "attention_check_failed", "bool", "For a check: failed (s >= 5); else empty."
+            ),
+            ExportColumn(
+                "group_finished",
+                "bool",
+                "The worker finished the group (unfinished groups are left out of HUMANr).",
+            ),
+            *judgment_trailing_columns(),
+        ]
+
+    def export_query(self, study: Study, sql: ExportSql) -> tuple[str, list[Any]]:
+        left = sql.int("j.result", "left_caption_id")
+        right = sql.int("j.result", "right_caption_id")
+        kind = sql.text("j.result", "kind")
         return (
-            ExportColumn("humanr_group", result("group"), "Group index (the item's position)."),
-            ExportColumn(
-                "humanr_trial", lambda j: j.part + 1, "Trial number within the group, 1-10."
-            ),
-            ExportColumn("trial_kind", result("kind"), "comparison or attention_check."),
-            ExportColumn(
-                "comparison_id", result("comparison"), "<image id>:<system>; empty for checks."
-            ),
-            ExportColumn("humanr_image_id", result("image_id"), "Id of the image shown."),
-            ExportColumn("humanr_image_name", result("image_name"), "Name of the image shown."),
-            ExportColumn(
-                "system", result("system"), "Compared system (Human: the Human-vs-Human pair)."
-            ),
-            ExportColumn("left_caption_id", result("left_caption_id"), "Caption shown left."),
-            ExportColumn("left_system", result("left_system"), "System of the left caption."),
-            ExportColumn("right_caption_id", result("right_caption_id"), "Caption shown right."),
-            ExportColumn("right_system", result("right_system"), "System of the right caption."),
-            ExportColumn(
-                "reference_caption_id",
-                result("reference_caption_id"),
-                "The human (reference) caption; for a check, the image's own caption.",
-            ),
-            ExportColumn(
-                "reference_on_left", result("reference_on_left"), "Reference shown on the left."
-            ),
-            ExportColumn(
-                "raw", lambda j: (j.payload or {}).get("raw"), "Answer, 1 (only left) to 9."
-            ),
-            ExportColumn(
-                "oriented", result("oriented"), "Answer with the reference on the left (s)."
-            ),
-            ExportColumn(
-                "comparison_value",
-                result("value"),
-                "(s - 5) / 4 in [-1, 1]; negative: the human caption preferred.",
-            ),
-            ExportColumn(
-                "is_attention_check",
-                lambda j: (j.result or {}).get("kind") == CHECK,
-                "The trial is the group's attention check.",
-            ),
-            ExportColumn(
-                "attention_check_failed",
-                result("check_failed"),
-                "For a check: failed (s >= 5). Empty for comparisons.",
-            ),
+            f"SELECT {JUDGMENT_SELECT}, {sql.int('j.result', 'group')}, j.part + 1, {kind}, "
+            f"{sql.text('j.result', 'image_name')}, {sql.text('j.result', 'system')}, "
+            f"{left}, lc.text, {sql.text('j.result', 'left_system')}, "
+            f"{right}, rc.text, {sql.text('j.result', 'right_system')}, "
+            f"CASE WHEN {sql.bool('j.result', 'reference_on_left')} THEN 'left' ELSE 'right' END, "
+            f"{sql.int('j.payload', 'raw')}, {sql.float('j.result', 'value')}, "
+            f"({kind} = '{CHECK}'), {sql.bool('j.result', 'check_failed')}, "
+            f"(a.status = '{Assignment.Status.SUBMITTED}'), {JUDGMENT_TRAILING} "
+            f"FROM {JUDGMENT_FROM} JOIN annotation_assignment a ON a.id = j.assignment_id "
+            f"LEFT JOIN annotation_caption lc ON lc.id = {left} "
+            f"LEFT JOIN annotation_caption rc ON rc.id = {right} "
+            "WHERE j.study_id = %s ORDER BY j.id",
+            [study.pk],
         )
 
 
@@ -531,6 +552,19 @@ def build_group_specs(
     return specs
 
 
+def group_image_ids(spec: dict[str, Any]) -> set[int]:
+    """Every image a group shows or shows a caption of (its ``ItemImage`` rows).
+
+    A comparison's captions are both of its image; a check adds the image of its distractor
+    caption, which is the one a worker must never have met before.
+    """
+    images = {trial["image_id"] for trial in spec["trials"]}
+    images.update(
+        trial["distractor_image_id"] for trial in spec["trials"] if trial["kind"] == CHECK
+    )
+    return images
+
+
 def _comparison(
     image: int, system: str, reference: int, other: int, image_names: dict[int, str]
 ) -> dict[str, Any]:
@@ -594,16 +628,6 @@ def score_trial(spec: dict[str, Any], *, assignment_id: int, part: int, raw: int
         "value": None if is_check else rules.comparison_value(raw, on_left),
         "check_failed": rules.attention_check_failed(raw, on_left) if is_check else None,
     }
-
-
-def completion_code(study: Study, config: dict[str, Any]) -> str:
-    """The study's completion code: the setting, else Prolific's cc=, else one from its id."""
-    if config.get("completion_code"):
-        return config["completion_code"]
-    from_url = parse_qs(urlsplit(config.get("prolific_completion_url") or "").query).get("cc")
-    if from_url and from_url[0]:
-        return from_url[0]
-    return "CAPEVAL-" + study.public_id.hex[:8].upper()
 
 
 # ---------------------------------------------------------------------- report

@@ -39,7 +39,20 @@ from annotation.models import (
     Participant,
     Study,
 )
-from annotation.modes.base import ExportColumn, Mode, Progress, SubmissionError, register
+from annotation.modes.base import (
+    JUDGMENT_FROM,
+    JUDGMENT_SELECT,
+    JUDGMENT_TRAILING,
+    ExportColumn,
+    ExportSql,
+    Mode,
+    Progress,
+    SubmissionError,
+    check_int,
+    judgment_export_columns,
+    judgment_trailing_columns,
+    register,
+)
 from rubrics import thumb as rubric
 
 STAGE1 = "stage1"
@@ -134,7 +147,11 @@ class ThumbMode(Mode):
         "confidence": 0.90,
         "weight_precision": 0.5,
         "weight_recall": 0.5,
+        # Images (stage 1 or stage 2 items) a crowd worker judges to earn the completion code.
+        "completion_images": 5,
     }
+    #: One image's caption set with P, R and penalties per caption: minutes of work.
+    crowd_lease_seconds = 15 * 60
 
     intro_template = "modes/thumb/intro.html"
     item_template = "modes/thumb/item.html"
@@ -161,6 +178,7 @@ class ThumbMode(Mode):
             raise ValueError("confidence must be a number between 0 and 1.")
         if not 0 < confidence < 1:
             raise ValueError("confidence must be a number between 0 and 1.")
+        check_int(clean, "completion_images", 1, 10_000)
         for weight in ("weight_precision", "weight_recall"):
             value = clean[weight]
             if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
@@ -237,16 +255,25 @@ class ThumbMode(Mode):
             image_id=OuterRef("image_id"),
             judgment_count__gte=1,
         )
+        # "Own" stage 1 includes every participant of the same browser: two crowd ids from
+        # one browser must not check each other's work.
+        same_person = Q(participant_id=participant.pk)
+        if participant.browser_id:
+            same_person |= Q(participant__browser_id=participant.browser_id)
         own_stage1 = Judgment.objects.filter(
+            same_person,
             item__study_id=participant.study_id,
             item__kind=STAGE1,
             item__image_id=OuterRef("image_id"),
-            participant_id=participant.pk,
         )
         allowed = Q(kind=STAGE1) | Q(Exists(stage1_done), ~Exists(own_stage1), kind=STAGE2)
         if participant.user_id is not None and participant.user.native_english:
             allowed |= Q(kind=FLUENCY)
         return study_items.filter(allowed)
+
+    def completion_earned(self, participant: Participant) -> bool:
+        needed = self.settings_for(participant.study)["completion_images"]
+        return Judgment.objects.filter(participant_id=participant.pk).count() >= needed
 
     def after_submit(self, participant: Participant, judgment: Judgment) -> None:
         """Route the image to a fluency round when no annotator of it is a native speaker."""
@@ -746,57 +773,116 @@ class ThumbMode(Mode):
 
     # ------------------------------------------------------------------ export
 
-    _EXPORT_NAMES = (
-        "image",
-        "caption_id",
-        "raw_text",
-        "text",
-        "system",
-        "stage",
-        "precision",
-        "recall",
-        "fluency",
-        "fluency_errors",
-        "conciseness",
-        "inclusive",
-        "total",
-        "modified",
-    )
+    export_row_unit = "caption per stage (a judgment scores every caption of its image)"
 
-    def export_columns(self):
-        return [ExportColumn(name, lambda judgment: "") for name in self._EXPORT_NAMES]
+    def export_columns(self) -> list[ExportColumn]:
+        score = "Score of this caption's group in this stage"
+        before = "Stage 2 rows: what stage 1 gave for"
+        return [
+            *judgment_export_columns(),
+            ExportColumn(
+                "stage", "str", "stage1, stage2 (a second annotator's review) or fluency."
+            ),
+            ExportColumn("image", "str", "Name of the image as cited by the import.", "images"),
+            ExportColumn("caption_id", "int", "Id of the caption.", "captions"),
+            ExportColumn("system", "str", "System that wrote the caption (Human for people)."),
+            ExportColumn("caption", "str", "Caption as shown (THumB-normalised text)."),
+            ExportColumn("raw_caption", "str", "Caption as imported."),
+            ExportColumn("precision", "float", f"{score}: precision P, 1-5."),
+            ExportColumn("recall", "float", f"{score}: recall R, 1-5."),
+            ExportColumn("fluency", "float", f"{score}: fluency penalty (deducted, >= 0)."),
+            ExportColumn(
+                "fluency_errors",
+                "str",
+                "Fluency error types ticked, as a JSON object: type -> deduction.",
+            ),
+            ExportColumn("conciseness", "float", f"{score}: conciseness penalty (deducted)."),
+            ExportColumn("inclusive", "float", f"{score}: inclusive-language penalty (deducted)."),
+            ExportColumn("total", "float", f"{score}: Total = (P + R) / 2 - penalties."),
+            ExportColumn(
+                "changed",
+                "str",
+                "Stage 2 rows: the fields stage 2 changed, ';'-separated (empty: confirmed).",
+            ),
+            *[
+                ExportColumn(f"stage1_{field}", "float", f"{before} {field}.")
+                for field in ("precision", "recall", "fluency", "conciseness", "inclusive")
+            ],
+            *judgment_trailing_columns(),
+        ]
 
-    def export_rows(self, judgment: Judgment) -> list[dict[str, Any]]:
-        """One row per caption (not per group): identical texts repeat their group's scores."""
-        spec = judgment.item.spec
-        stage = judgment.item.kind
-        modified = (judgment.result or {}).get("modified", {})
-        rows = []
-        for group in spec["groups"]:
-            scores = judgment.payload["captions"].get(group["key"])
-            if scores is None:
-                continue
-            changed = modified.get(group["key"], {})
-            for caption in group["captions"]:
-                rows.append(
-                    {
-                        "image": spec.get("image_name", ""),
-                        "caption_id": caption["id"],
-                        "raw_text": caption["raw_text"],
-                        "text": group["text"],
-                        "system": caption["system"],
-                        "stage": stage,
-                        "precision": scores.get("precision", ""),
-                        "recall": scores.get("recall", ""),
-                        "fluency": scores.get("fluency", ""),
-                        "fluency_errors": _errors_text(scores.get("fluency_errors") or {}),
-                        "conciseness": scores.get("conciseness", ""),
-                        "inclusive": scores.get("inclusive", ""),
-                        "total": scores.get("total", ""),
-                        "modified": ";".join(f for f in SCORE_FIELDS if changed.get(f)),
-                    }
+    def export_query(self, study: Study, sql: ExportSql) -> tuple[str, list[Any]]:
+        """One row per caption of each judged caption group: the payload's groups (and each
+        group's caption ids) are unnested by the database, stage 2 rows joined with the
+        image's first stage-1 judgment (the one stage 2 reviewed, see ``_stage1_payload``)."""
+        if sql.postgresql:
+            unnest = (
+                "CROSS JOIN LATERAL jsonb_each(j.payload -> 'captions') AS g(key, value) "
+                "CROSS JOIN LATERAL "
+                "jsonb_array_elements_text(g.value -> 'caption_ids') AS e(value) "
+                "JOIN annotation_caption c ON c.id = e.value::bigint"
+            )
+
+            def changed(field: str) -> str:
+                return f"(j.result -> 'modified' -> g.key ->> '{field}')::boolean"
+
+            def stage1(field: str) -> str:
+                return f"(j1.payload -> 'captions' -> g.key ->> '{field}')::float8"
+
+            errors = "(g.value -> 'fluency_errors')::text"
+        else:
+            unnest = (
+                "JOIN json_each(j.payload, '$.captions') AS g "
+                "JOIN json_each(g.value, '$.caption_ids') AS e "
+                "JOIN annotation_caption c ON c.id = e.value"
+            )
+
+            def changed(field: str) -> str:
+                return f"json_extract(j.result, '$.modified.' || g.key || '.{field}')"
+
+            def stage1(field: str) -> str:
+                return (
+                    f"CAST(json_extract(j1.payload, '$.captions.' || g.key || '.{field}') AS REAL)"
                 )
-        return rows
+
+            errors = "json_extract(g.value, '$.fluency_errors')"
+        changed_sql = " || ".join(
+            f"CASE WHEN {changed(field)} THEN '{field};' ELSE '' END" for field in SCORE_FIELDS
+        )
+        scores = ", ".join(
+            sql.float("g.value", field) if field != "fluency_errors" else errors
+            for field in (
+                "precision",
+                "recall",
+                "fluency",
+                "fluency_errors",
+                "conciseness",
+                "inclusive",
+                "total",
+            )
+        )
+        before = ", ".join(
+            stage1(field)
+            for field in ("precision", "recall", "fluency", "conciseness", "inclusive")
+        )
+        query = (
+            "WITH first_stage1 AS ("
+            " SELECT i1.image_id AS image_id, MIN(j1.id) AS judgment_id"
+            " FROM annotation_judgment j1 JOIN annotation_item i1 ON i1.id = j1.item_id"
+            f" WHERE j1.study_id = %s AND i1.kind = '{STAGE1}' AND NOT j1.excluded"
+            " GROUP BY i1.image_id) "
+            f"SELECT {JUDGMENT_SELECT}, i.kind, im.name, c.id, c.system, c.text, c.raw_text, "
+            f"{scores}, "
+            f"CASE WHEN i.kind = '{STAGE2}' THEN rtrim({changed_sql}, ';') END, {before}, "
+            f"{JUDGMENT_TRAILING} "
+            f"FROM {JUDGMENT_FROM} JOIN annotation_item i ON i.id = j.item_id "
+            "JOIN annotation_image im ON im.id = i.image_id "
+            f"{unnest} "
+            f"LEFT JOIN first_stage1 s1 ON i.kind = '{STAGE2}' AND s1.image_id = i.image_id "
+            "LEFT JOIN annotation_judgment j1 ON j1.id = s1.judgment_id "
+            "WHERE j.study_id = %s ORDER BY j.id, c.id"
+        )
+        return query, [study.pk, study.pk]
 
 
 def _friendly(exc: ValueError) -> str:

@@ -5,10 +5,18 @@ virtual-rater statistics) live in ``rubrics.vicr``; this module maps them onto t
 data model.
 
 Items. One ``Item`` per caption, ``spec = {"caption_id": ...}``, ``kind`` from the caption's
-purpose: ``tutorial`` and ``probation`` (in import order; every player gets all of them, so
-their ``target`` is ``UNLIMITED``) and ``game`` (shuffled with the study seed, ``target`` =
-``max_ratings``; the assignment service serves the least-rated pairs first, so every pair
-reaches ``min_ratings`` before any goes beyond it).
+purpose: ``tutorial`` and ``probation`` (pools in import order; any player may get any of
+them, so their ``target`` is ``UNLIMITED``) and ``game`` (shuffled with the study seed,
+``target`` = ``max_ratings``; the assignment service serves the least-rated pairs first, so
+every pair reaches ``min_ratings`` before any goes beyond it).
+
+Gates. A player's tutorial is ``tutorial_pairs`` pairs drawn from the tutorial pool, and each
+probation attempt ``probation_pairs`` pairs from the probation pool, in an order of the
+player's own (``rubrics.vicr.block_draw``, from the study seed and the participant id), and
+no attempt repeats a pair of an earlier one. Why: the feedback shows each pair's truth, so
+pairs shared by every player (or served again on a retry) could be learned by one id and
+replayed by another, or by the same id. ``eligible_items`` offers exactly the next pair of
+the draw, so the order is the draw's; the draw is recomputed, never stored.
 
 Players. ``Participant.status`` is the phase (``tutorial``, ``probation``, ``game``,
 ``excluded``; a participant who has not rated yet still has the generic initial status and
@@ -19,9 +27,10 @@ is in the tutorial). ``Participant.state`` holds::
      "tutorial_score": int | None, "probation_scores": [int per finished attempt],
      "game_total": game ratings over all stays, "game_points": their points over all stays}
 
-A probation retry is assignment round ``attempt`` (1, 2, ...), so the same pairs are served
-again. The score of a game rating is computed with the item row locked, from the game
-ratings committed before it (plus the primed ratings the priming rule keeps).
+Every lease is assignment round 0: the assignment service then never serves one player the
+same pair twice, a second guard behind the disjoint draws. The score of a game rating is
+computed with the item row locked, from the game ratings committed before it (plus the
+primed ratings the priming rule keeps).
 
 Report ("final" view): game ratings of players in good standing (status ``game``) that are
 not flagged as excluded.
@@ -43,10 +52,16 @@ from django.db.models.functions import Cast
 
 from annotation.models import Assignment, Caption, Item, Judgment, Participant, Study
 from annotation.modes.base import (
+    JUDGMENT_FROM,
+    JUDGMENT_SELECT,
+    JUDGMENT_TRAILING,
     ExportColumn,
+    ExportSql,
     Mode,
     Progress,
     SubmissionError,
+    judgment_export_columns,
+    judgment_trailing_columns,
     parse_choice,
     register,
 )
@@ -75,6 +90,9 @@ _INT_BOUNDS: dict[str, tuple[int, int]] = {
     "first_game_ratings": (1, 1000),
     "first_game_pass": (-2000, 2000),
     "max_probation_attempts": (1, 100),
+    "tutorial_pairs": (1, 1000),
+    "probation_pairs": (1, 1000),
+    "completion_game_ratings": (1, 100_000),
     "scale_levels": (4, 5),
     "leaderboard_size": (0, 100),
     "report_repetitions": (1, 10_000),
@@ -136,6 +154,14 @@ class VicrMode(Mode):
         "first_game_ratings": 20,
         "first_game_pass": 25,
         "max_probation_attempts": 2,
+        # Pairs per tutorial and per probation attempt (the paper's 10 and 20), drawn per
+        # player from the imported pools, which must hold at least tutorial_pairs and
+        # probation_pairs x max_probation_attempts pairs.
+        "tutorial_pairs": 10,
+        "probation_pairs": 20,
+        # Game ratings that earn a crowd worker the completion code (as many as the first-
+        # game check looks at, so the code follows the check, not a half-finished stay).
+        "completion_game_ratings": 20,
         "scale_levels": 5,
         # Fleiss' kappa merges levels 4 and 5 (the paper's VICR column); no-op on 4 levels.
         "collapse_top": True,
@@ -149,6 +175,9 @@ class VicrMode(Mode):
     report_template = "modes/vicr/report.html"
     finished_template = "modes/vicr/finished.html"
     figure_names = ("rating-distribution",)
+    # One rating takes seconds; a crowd lease lapses after a few minutes so a pair left open
+    # goes back to other players soon.
+    crowd_lease_seconds = 5 * 60
 
     # ------------------------------------------------------------------ settings, items
 
@@ -173,6 +202,13 @@ class VicrMode(Mode):
             )
         if not isinstance(merged["collapse_top"], bool):
             raise ValueError("collapse_top must be true or false")
+        for kind in BLOCK_KINDS:
+            pairs, needed = merged[f"{kind}_pairs"], merged[f"{kind}_pass"]
+            if needed > 2 * pairs:
+                raise ValueError(
+                    f"{kind}_pass is {needed} but {pairs} {kind} pairs ({kind}_pairs) give at "
+                    f"most {2 * pairs} points."
+                )
         return merged
 
     def build_items(self, study: Study) -> int:
@@ -193,14 +229,22 @@ class VicrMode(Mode):
                 f"(found {len(tutorial)}, {len(probation)} and {len(game)})."
             )
         config = self.clean_settings(study.settings or {})
-        for kind, pairs, key in (
-            (TUTORIAL, tutorial, "tutorial_pass"),
-            (PROBATION, probation, "probation_pass"),
+        # One player must be able to finish every block without meeting a pair twice.
+        attempts = config["max_probation_attempts"]
+        for kind, pool, needed, why in (
+            (TUTORIAL, tutorial, config["tutorial_pairs"], "tutorial_pairs"),
+            (
+                PROBATION,
+                probation,
+                config["probation_pairs"] * attempts,
+                f"probation_pairs {config['probation_pairs']} x max_probation_attempts "
+                f"{attempts}, none repeated",
+            ),
         ):
-            if config[key] > 2 * len(pairs):
+            if len(pool) < needed:
                 raise ValueError(
-                    f"{key} is {config[key]} but {len(pairs)} {kind} pairs give at most "
-                    f"{2 * len(pairs)} points."
+                    f"The {kind} pool has {len(pool)} pairs but one player needs {needed} "
+                    f"({why}): import more {kind} pairs or lower the setting."
                 )
         random.Random(study.seed).shuffle(game)
         rows = []
@@ -225,27 +269,61 @@ class VicrMode(Mode):
 
     # ------------------------------------------------------------------ serving
 
-    def _settings(self, study: Study) -> dict[str, Any]:
-        return {**self.default_settings, **(study.settings or {})}
-
     def eligible_items(self, participant: Participant):
         phase = player_state(participant).phase
         items = Item.objects.filter(study_id=participant.study_id)
         if phase == rules.Phase.EXCLUDED:
             return items.none()
-        return items.filter(kind=str(phase))
+        if phase in BLOCK_KINDS:
+            # Only the next pair of the player's draw, so they get the draw's order.
+            pair = self._next_block_pair(participant)
+            return items.filter(pk=pair) if pair is not None else items.none()
+        return items.filter(kind=GAME)
+
+    def _block_draw(self, participant: Participant) -> list[int]:
+        """Item ids of the tutorial or probation attempt the player is in, in serving order.
+
+        Empty when the pool is too small for this attempt (a study opened before the pool
+        rule; ``build_items`` refuses such a study now): the player is then offered nothing
+        rather than a pair seen before.
+        """
+        state = player_state(participant)
+        kind = str(state.phase)
+        pool = list(
+            Item.objects.filter(study_id=participant.study_id, kind=kind)
+            .order_by("position", "id")
+            .values_list("id", flat=True)
+        )
+        try:
+            positions = rules.block_draw(
+                len(pool),
+                pairs=self.settings_for(participant.study)[f"{kind}_pairs"],
+                attempt=state.probation_attempts if kind == PROBATION else 0,
+                study_seed=participant.study.seed,
+                player=participant.pk,
+                kind=kind,
+            )
+        except ValueError:
+            return []
+        return [pool[position] for position in positions]
+
+    def _next_block_pair(self, participant: Participant) -> int | None:
+        done = len((participant.state or {}).get("block", []))
+        draw = self._block_draw(participant)
+        return draw[done] if done < len(draw) else None
 
     def current_round(self, participant: Participant) -> int:
-        state = player_state(participant)
-        return state.probation_attempts + 1 if state.phase == rules.Phase.PROBATION else 0
+        # Always 0, retries included: a retry draws new pairs (``_block_draw``), and one
+        # round lets the assignment service refuse to serve a player any pair twice.
+        return 0
 
     def min_seconds(self, assignment: Assignment) -> float:
         study = assignment.participant.study
-        return float(self._settings(study)["seconds_before_submit"])
+        return float(self.settings_for(study)["seconds_before_submit"])
 
     def validate(self, assignment: Assignment, part: int, data: dict[str, Any]) -> dict[str, Any]:
         participant = assignment.participant
-        levels = self._settings(participant.study)["scale_levels"]
+        levels = self.settings_for(participant.study)["scale_levels"]
         phase = player_state(participant).phase
         kind = assignment.item.kind
         if phase == rules.Phase.EXCLUDED:
@@ -258,6 +336,13 @@ class VicrMode(Mode):
                 f"as a {phase} rating. Nothing was saved.",
                 status=409,
             )
+        if kind in BLOCK_KINDS and assignment.item_id != self._next_block_pair(participant):
+            # Only the pair the draw is at counts, so nobody picks which pairs score.
+            raise SubmissionError(
+                f"This is not the {kind} pair you are at now, so it cannot count. Nothing was "
+                f"saved.",
+                status=409,
+            )
         return {"rating": _parse_rating(data.get("rating"), levels)}
 
     def score(
@@ -266,7 +351,12 @@ class VicrMode(Mode):
         rating = payload["rating"]
         caption = Caption.objects.only("truth", "prime_ratings").get(pk=item.spec["caption_id"])
         if item.kind in BLOCK_KINDS:
-            return {"points": rules.tutorial_points(rating, caption.truth), "truth": caption.truth}
+            points = rules.tutorial_points(rating, caption.truth)
+            result = {"points": points, "truth": caption.truth}
+            if item.kind == PROBATION:
+                # Every lease is round 0 now, so the attempt (1-based) is kept with the rating.
+                result["attempt"] = player_state(assignment.participant).probation_attempts + 1
+            return result
         # The item row is locked: these are exactly the game ratings committed before ours.
         humans = list(
             Judgment.objects.filter(item=item, phase=GAME, excluded=False)
@@ -292,17 +382,15 @@ class VicrMode(Mode):
     def after_submit(self, participant: Participant, judgment: Judgment) -> None:
         # The submission service holds the participant's row lock and gave ``participant``
         # the state as locked, so it is read from there, not again.
-        config = self._settings(participant.study)
+        config = self.settings_for(participant.study)
         state = dict(participant.state or {})
         before = player_state(participant)
         points = judgment.result["points"]
         transition: dict[str, Any] | None = None
         if judgment.phase in BLOCK_KINDS:
             block = [*state.get("block", []), points]
-            pairs = Item.objects.filter(study_id=participant.study_id, kind=judgment.phase).count()
-            if len(block) >= pairs:
-                phase_rules = self._phase_rules(config, judgment.phase, len(block))
-                after = rules.next_state(before, block, phase_rules)
+            if len(block) >= config[f"{judgment.phase}_pairs"]:
+                after = rules.next_state(before, block, self._phase_rules(config))
                 total = sum(block)
                 if judgment.phase == TUTORIAL:
                     state["tutorial_score"] = total
@@ -316,7 +404,7 @@ class VicrMode(Mode):
                 after = before
             state["block"] = block
         else:
-            after = rules.next_state(before, points, self._phase_rules(config, GAME, 0))
+            after = rules.next_state(before, points, self._phase_rules(config))
             state["game_total"] = state.get("game_total", 0) + 1
             state["game_points"] = state.get("game_points", 0) + points
             if after.phase != rules.Phase.GAME:
@@ -333,11 +421,20 @@ class VicrMode(Mode):
         }
         Judgment.objects.filter(pk=judgment.pk).update(result=judgment.result)
 
-    def _phase_rules(self, config: dict[str, Any], phase: str, pairs: int) -> rules.PhaseRules:
+    def completion_earned(self, participant: Participant) -> bool:
+        # Earned by game ratings in good standing: the phase must be the game when the count
+        # is reached, so a player the first-game check sends back to probation earns it only
+        # after passing probation again, and an excluded player never does.
+        if player_state(participant).phase != rules.Phase.GAME:
+            return False
+        needed = self.settings_for(participant.study)["completion_game_ratings"]
+        return (participant.state or {}).get("game_total", 0) >= needed
+
+    def _phase_rules(self, config: dict[str, Any]) -> rules.PhaseRules:
         return rules.PhaseRules(
-            tutorial_pairs=pairs if phase == TUTORIAL else 10,
+            tutorial_pairs=config["tutorial_pairs"],
             tutorial_pass=config["tutorial_pass"],
-            probation_pairs=pairs if phase == PROBATION else 20,
+            probation_pairs=config["probation_pairs"],
             probation_pass=config["probation_pass"],
             max_probation_attempts=config["max_probation_attempts"],
             first_game_ratings=config["first_game_ratings"],
@@ -355,7 +452,7 @@ class VicrMode(Mode):
         # The services and views hand the lease over with its participant (freshly read,
         # with the study) already loaded.
         participant = assignment.participant
-        config = self._settings(participant.study)
+        config = self.settings_for(participant.study)
         caption = Caption.objects.select_related("image").get(pk=assignment.item.spec["caption_id"])
         state = participant.state or {}
         player = player_state(participant)
@@ -367,14 +464,16 @@ class VicrMode(Mode):
         }
         if kind in BLOCK_KINDS:
             progress["number"] = len(state.get("block", [])) + 1
-            progress["of"] = Item.objects.filter(study_id=participant.study_id, kind=kind).count()
+            progress["of"] = config[f"{kind}_pairs"]
             progress["attempt"] = player.probation_attempts + 1
             progress["max_attempts"] = config["max_probation_attempts"]
         waited = (timezone.now() - assignment.served_at).total_seconds()
         remaining = max(0.0, float(config["seconds_before_submit"]) - waited)
         levels = config["scale_levels"]
         return {
-            "caption": caption,
+            # The text only: the caption row carries the truth, and a pair's truth is shown
+            # only after it is answered (on the feedback page).
+            "caption": {"text": caption.text},
             "image": caption.image,
             "image_url": (settings.MEDIA_URL + caption.image.display)
             if caption.image.display
@@ -422,7 +521,7 @@ class VicrMode(Mode):
 
     def leaderboard(self, participant: Participant) -> dict[str, Any]:
         """Top players in the game by running score (two queries, whatever the study size)."""
-        size = self._settings(participant.study)["leaderboard_size"]
+        size = self.settings_for(participant.study)["leaderboard_size"]
         if not size:
             return {}
         players = Participant.objects.filter(study_id=participant.study_id, status=GAME).annotate(
@@ -453,7 +552,7 @@ class VicrMode(Mode):
     # ------------------------------------------------------------------ report
 
     def report(self, study: Study, progress: Progress) -> dict[str, Any]:
-        config = self._settings(study)
+        config = self.settings_for(study)
         levels = config["scale_levels"]
         progress(5, "Loading ratings")
         game_items = list(
@@ -595,25 +694,60 @@ class VicrMode(Mode):
 
     # ------------------------------------------------------------------ export
 
-    def export_columns(self) -> Iterable[ExportColumn]:
-        def result(key: str):
-            return lambda judgment: judgment.result.get(key)
+    export_row_unit = "rating (tutorial, probation and game)"
 
-        return (
-            ExportColumn("rating", lambda j: j.payload.get("rating")),
-            ExportColumn("vicr_phase", lambda j: j.phase),
-            ExportColumn("points", result("points")),
-            ExportColumn("truth", result("truth")),
-            ExportColumn("consensus_at_rating", result("consensus")),
-            ExportColumn("pool_size", result("pool_size")),
-            ExportColumn("pool_human", result("pool_human")),
-            ExportColumn("pool_primed", result("pool_primed")),
-            ExportColumn("score_after", result("score_after")),
-            ExportColumn("player_status", lambda j: j.participant.status),
+    def export_columns(self) -> list[ExportColumn]:
+        return [
+            *judgment_export_columns(),
+            ExportColumn("phase", "str", "tutorial, probation or game (only game is data)."),
+            ExportColumn("round", "int", "Probation attempt (1, 2, ...); 0 outside probation."),
+            ExportColumn("caption_id", "int", "Id of the caption rated (the pair).", "captions"),
+            ExportColumn("image", "str", "Name of the image as cited by the import.", "images"),
+            ExportColumn("system", "str", "System that wrote the caption (Human for people)."),
+            ExportColumn("caption", "str", "Caption as shown."),
+            ExportColumn("rating", "int", "Rating, 1 (worst) to scale_levels (best)."),
+            ExportColumn("points", "int", "Points the rating earned (Algorithm 1 or the truth)."),
+            ExportColumn("truth", "int", "Tutorial and probation: the expert rating."),
+            ExportColumn(
+                "consensus", "int", "Game: the consensus of the pool when rated (empty: none)."
+            ),
+            ExportColumn("pool_size", "int", "Game: ratings in the consensus pool when rated."),
+            ExportColumn("pool_human", "int", "Game: of which earlier human game ratings."),
+            ExportColumn("pool_primed", "int", "Game: of which primed ratings."),
+            ExportColumn("score_after", "int", "The player's running score after the rating."),
+            ExportColumn("player_status", "str", "The player's phase now (game: good standing)."),
             ExportColumn(
                 "final_view",
-                lambda j: j.phase == GAME and not j.excluded and j.participant.status == GAME,
+                "bool",
+                "In the paper's final view: a game rating, not excluded, of a player in game.",
             ),
+            *judgment_trailing_columns(),
+        ]
+
+    def export_query(self, study: Study, sql: ExportSql) -> tuple[str, list[Any]]:
+        result = [
+            sql.int("j.result", key)
+            for key in (
+                "points",
+                "truth",
+                "consensus",
+                "pool_size",
+                "pool_human",
+                "pool_primed",
+                "score_after",
+            )
+        ]
+        return (
+            f"SELECT {JUDGMENT_SELECT}, j.phase, a.round, c.id, im.name, c.system, c.text, "
+            f"{sql.int('j.payload', 'rating')}, {', '.join(result)}, p.status, "
+            f"(j.phase = '{GAME}' AND NOT j.excluded AND p.status = '{GAME}'), "
+            f"{JUDGMENT_TRAILING} "
+            f"FROM {JUDGMENT_FROM} JOIN annotation_assignment a ON a.id = j.assignment_id "
+            "JOIN annotation_item i ON i.id = j.item_id "
+            f"LEFT JOIN annotation_caption c ON c.id = {sql.int('i.spec', 'caption_id')} "
+            "LEFT JOIN annotation_image im ON im.id = c.image_id "
+            "WHERE j.study_id = %s ORDER BY j.id",
+            [study.pk],
         )
 
 

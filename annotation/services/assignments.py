@@ -7,11 +7,15 @@ participants spread over different items instead of queueing on the same row.
 
 Lock order, shared with ``judgments.judgment_submit``: participant row, then assignment
 rows, then item rows. Keeping one order is what makes deadlocks impossible.
+
+A lease past its expiry never blocks a claim: when no item has capacity left, the study's
+lapsed leases are given back on the spot and the claim is tried again, so a study does not
+depend on Celery beat to recover from workers who walked away (or from throwaway ids that
+took every lease).
 """
 
 from datetime import datetime, timedelta
 
-from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
@@ -65,6 +69,33 @@ def _release(assignment_id: int, item_id: int) -> bool:
     return bool(released)
 
 
+class LeaseLimitReached(Exception):
+    """A crowd worker's address already holds as many open leases as the study allows."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+def _open_leases_from_address(participant: Participant, now: datetime) -> int:
+    return Assignment.objects.filter(
+        participant__study_id=participant.study_id,
+        participant__address=participant.address,
+        status=Assignment.Status.OPEN,
+        expires_at__gt=now,
+    ).count()
+
+
+def _release_lapsed_in_study(study_id: int, now: datetime) -> int:
+    """Give back the study's leases past their expiry (inside the caller's transaction)."""
+    lapsed = list(
+        Assignment.objects.filter(
+            item__study_id=study_id, status=Assignment.Status.OPEN, expires_at__lte=now
+        ).values_list("id", "item_id")[:RELEASE_BATCH]
+    )
+    return sum(_release(assignment_id, item_id) for assignment_id, item_id in lapsed)
+
+
 def assignment_next(*, participant: Participant, now: datetime | None = None) -> Assignment | None:
     """Return the participant's open lease, or lease them the next item that needs judgments.
 
@@ -114,6 +145,14 @@ def assignment_next(*, participant: Participant, now: datetime | None = None) ->
             if lease.round == round_number:
                 released[lease.item_id] = lease
 
+        if locked.address and locked.source != Participant.Source.ACCOUNT:
+            limit = mode.settings_for(locked.study)["crowd_open_leases_per_address"]
+            if _open_leases_from_address(locked, now) >= limit:
+                raise LeaseLimitReached(
+                    "Your network already holds as many open tasks in this study as it "
+                    "allows. Please finish or leave those first, then reload this page."
+                )
+
         # A lease that lapsed unanswered does not count as "had": the item may come back to
         # them (otherwise a lapsed tutorial pair could never be finished).
         had_this_round = Assignment.objects.filter(participant=locked, round=round_number).exclude(
@@ -125,8 +164,15 @@ def assignment_next(*, participant: Participant, now: datetime | None = None) ->
             .order_by("taken", "position", "id")
         )
         tried: list[int] = []
-        for _ in range(CLAIM_ATTEMPTS):
+        gave_back_lapsed = False
+        for _ in range(CLAIM_ATTEMPTS + 1):
             item_id = _lock_first(candidates.exclude(pk__in=tried))
+            if item_id is None and not gave_back_lapsed:
+                # Capacity may be held by lapsed leases nobody has released yet (no beat, or
+                # not yet): give them back now and look once more.
+                gave_back_lapsed = True
+                if _release_lapsed_in_study(locked.study_id, now):
+                    item_id = _lock_first(candidates.exclude(pk__in=tried))
             if item_id is None:
                 return None
             tried.append(item_id)
@@ -135,7 +181,8 @@ def assignment_next(*, participant: Participant, now: datetime | None = None) ->
             )
             if claimed:
                 item = Item.objects.get(pk=item_id)
-                return _lease(locked, item, round_number, now, released.get(item_id))
+                seconds = mode.lease_seconds(locked)
+                return _lease(locked, item, round_number, now, seconds, released.get(item_id))
     return None
 
 
@@ -144,6 +191,7 @@ def _lease(
     item: Item,
     round_number: int,
     now: datetime,
+    seconds: int,
     released: Assignment | None,
 ) -> Assignment:
     """Create the lease, or reopen the participant's ``released`` one for the same item and round.
@@ -151,7 +199,7 @@ def _lease(
     Reopening keeps any parts they already answered (a HUMANr group resumes where it
     stopped) and restarts the clock, since the item is shown again now.
     """
-    expires_at = now + timedelta(seconds=settings.CAPEVAL_LEASE_SECONDS)
+    expires_at = now + timedelta(seconds=seconds)
     if released is None:
         return Assignment.objects.create(
             participant=participant,
@@ -166,6 +214,25 @@ def _lease(
     released.expires_at = expires_at
     released.save(update_fields=["status", "served_at", "expires_at"])
     return released
+
+
+def assignment_release(*, study: Study, assignment_id: int, released_by: str) -> bool:
+    """A researcher gives back one open lease of their study; False if it was not open.
+
+    The lease is kept, marked released with who did it, so a late answer to it is refused
+    and the worker is served another item.
+    """
+    with transaction.atomic():
+        lease = (
+            Assignment.objects.select_for_update(of=("self",))
+            .filter(pk=assignment_id, item__study_id=study.pk)
+            .first()
+        )
+        if lease is None or not _release(lease.pk, lease.item_id):
+            return False
+        lease.state = {**(lease.state or {}), "released_by": released_by}
+        lease.save(update_fields=["state"])
+        return True
 
 
 def assignment_release_expired(*, now: datetime | None = None) -> int:

@@ -1,135 +1,103 @@
-"""Exports: a study's raw judgments as CSV or JSONL, with a datasheet beside the data file.
+"""Exports: a study's data as tidy tables a researcher can publish.
 
-One row per judgment (or several, if the mode's ``export_rows`` says so: THumB gives one
-per caption), in primary-key order, of the judgments that existed when the export started
-(a live study keeps collecting; the datasheet names the snapshot's last id).
+Tables.
 
-Columns are chosen once, at the start, and are the same in both formats:
+- ``judgments``: the mode's own table (``Mode.export_columns`` and ``Mode.export_query``):
+  THumB one row per caption per stage, VICR one per rating, HUMANr one per trial; typed
+  columns, each described in the datasheet.
+- ``participants``: one row per participant: pseudonym, source, status, when they joined
+  and completed (``Participant.completed_at``), judgments, integrity flags (count and
+  kinds) and, only when the study's owner asks for raw ids, the Prolific/MTurk worker and
+  submission ids (what approving or rejecting a crowd submission needs).
 
-- the common columns of ``COMMON_COLUMNS`` (study, judgment, item, image, the captions the
-  item shows, participant pseudonym, phase, timestamps, dwell time, exclusion flag);
-- ``payload.<key>`` and ``result.<key>`` for every top-level key found in the snapshot's
-  payloads and results (a key a judgment lacks is empty/null);
-- the mode's own columns (``Mode.export_columns()``), appended last.
+Formats. ``csv`` (UTF-8, header row, RFC 4180 quoting; booleans ``true``/``false``, null as
+an empty cell, timestamps ISO 8601 UTC; a text cell starting with ``= + - @``, tab or CR is
+prefixed with ``'`` (OWASP CSV injection guidance), numbers never are); ``jsonl`` (one
+object per line, values in their JSON types; U+0085, U+2028 and U+2029 are written as
+``\\u`` escapes, so readers that split lines with ``str.splitlines()`` see one object per
+line); ``parquet`` (typed columns, descriptions in the field metadata); ``dataset`` (a zip:
+``data/judgments.parquet``, ``data/participants.parquet``, a README dataset card written from
+the datasheet, the datasheet, optionally the display images under ``images/``; it loads
+with the Hugging Face ``datasets`` Parquet loader). Every format but ``dataset`` gets a
+``<stem>.datasheet.json`` beside the data file.
 
-Formats. JSONL: one JSON object per line, values in their JSON types (lists and objects
-nested, null for missing). CSV (RFC 4180, UTF-8, header row): lists and objects as compact
-JSON, booleans as ``true``/``false``, null as an empty cell; a text cell starting with
-``= + - @``, tab or carriage return is prefixed with ``'`` (OWASP CSV injection guidance) so
-a spreadsheet never runs a caption as a formula. Only text is neutralised: numbers the
-export formats itself (``-0.5``) stay numbers.
+Privacy. Participants appear by pseudonym; user names never; crowd ids only in the
+participants table and only on the owner's request; client addresses, browser ids and the
+study's completion code never (settings are redacted in the datasheet).
 
-Privacy: participants appear only by pseudonym, never by user name or crowd worker id.
+How rows flow (the Saleor model: the database selects, a library writes). The mode's SQL
+computes every cell; no model instance is built per row. On PostgreSQL the rows leave as
+``COPY (<the mode's query>) TO STDOUT (FORMAT csv)`` and pyarrow's streaming CSV reader
+turns them into typed record batches; a worker (autocommit) runs the COPY on a connection
+of its own in a thread writing to a pipe, so PostgreSQL and the parsing overlap, and
+inside a caller's transaction (tests) the COPY goes to a temporary file first on the
+caller's connection. On SQLite a cursor's chunks become Arrow arrays. Writers: pyarrow's
+CSV writer (after vectorised neutralisation) and Parquet writer; JSONL through ``json``.
+Memory stays bounded by one batch. The datasheet's counts come from the written batches.
 
-Writing: one query streams the rows as plain tuples, in chunks of
-``CAPEVAL_EXPORT_CHUNK_SIZE`` (default 5,000). On PostgreSQL a worker (autocommit) reads them
-through a server-side cursor on a connection of its own, fetched by a thread one chunk
-ahead, so the database works while Python formats; inside a caller's transaction the
-cursor runs on the caller's connection (see ``_row_chunks``). Item, image, participant and
-assignment columns come by join, JSON and timestamps as text formatted by the database;
-the captions an item shows are looked up once per item and cached (up to 100,000 items),
-and the CSV cells of short payload/result texts are remembered, since they repeat. CSV
-lines are joined from these cached fragments (exactly as csv.writer would write them),
-not cell by cell. The payload and result keys come from one scan before the rows; the
-datasheet's counts come from the streamed rows. Memory stays bounded by the chunks and
-these caches. Progress is reported after every chunk.
-Rows go to a hidden ``.part`` file in ``CAPEVAL_EXPORT_DIR`` that is renamed with
-``os.replace`` only when complete; the datasheet (``<stem>.datasheet.json``) is renamed
-first, the data file last. A run that fails removes
-its ``.part`` files; a run restarted after a killed worker starts from scratch and
-overwrites them. The job's ``result_file`` is the data file; ``job.result["datasheet"]``
-names the datasheet.
+Files are written as hidden ``.part`` files and renamed with ``os.replace`` when complete
+(datasheet first, data file last); a failed run removes them.
 """
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import platform
-import queue
 import re
 import sys
+import tempfile
 import threading
-import time
-from collections.abc import Callable, Iterable, Iterator
+import zipfile
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from functools import partial
 from importlib import metadata
-from json.encoder import encode_basestring as encode_json_string
-from operator import itemgetter
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import django
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
 from django.conf import settings
 from django.db import connection
-from django.db.models import F, Func, Max, QuerySet, TextField
-from django.db.models.functions import Cast
+from django.db.models import Count
 from django.utils import timezone
 
 import capeval
-from annotation.models import Caption, Item, Job, Judgment, Study, User
-from annotation.modes import Mode, get_mode
-from annotation.modes.base import ExportColumn
+from annotation.models import Image, Job, Judgment, Participant, Study, User
+from annotation.modes import get_mode
+from annotation.modes.base import ExportColumn, ExportSql
 from annotation.selectors import study_counts
 from annotation.services.jobs import job_create
 
-EXPORT_FORMATS = ("csv", "jsonl")
-DEFAULT_CHUNK_SIZE = 5000
-# Items whose caption cells are kept between chunks (about 0.25 kB each in CSV, so at most
-# ~25 MB); the cache is emptied when full, which bounds memory for studies with more items
-# than this. Judgments cycle through the items, so a cache smaller than the study's items
-# misses on every row: looking captions up again costs more than the rest of a CSV row.
-ITEM_CACHE_SIZE = 100_000
-# CSV lines are joined by the export itself (see _csv_lines), with the csv module's
-# conventions: QUOTE_MINIMAL, "\r\n" line ends, quotes doubled.
-CSV_LINE_END = "\r\n"
-CSV_QUOTED_CHARS = re.compile('[,"\r\n]')
-# Payload and result texts of at most JSON_CELL_CACHE_TEXT characters whose CSV cells are
-# remembered (see _json_fragment), emptied when full.
-JSON_CELL_CACHE_SIZE = 10_000
-JSON_CELL_CACHE_TEXT = 200
-# SQLite refuses more than 32,766 variables in one statement; stay far below it.
-IN_BATCH = 900
+EXPORT_FORMATS = ("csv", "jsonl", "parquet", "dataset")
+EXPORT_TABLES = ("judgments", "participants")
+FILE_SUFFIX = {"csv": "csv", "jsonl": "jsonl", "parquet": "parquet", "dataset": "zip"}
+DEFAULT_CHUNK_SIZE = 50_000
+# Bytes pyarrow parses at a time from PostgreSQL's COPY stream: about 10,000 rows of a
+# typical table, a batch big enough that per-batch costs vanish, small enough that the
+# export process stays far below 200 MB (pyarrow and Django take 140 MB on their own).
+COPY_BLOCK_BYTES = 2 << 20
 DEFAULT_KEEP_DAYS = 7
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
-GENERIC_EXCLUSION_RULE = (
-    "Judgments with excluded=true are kept and flagged; exclusion_reason says why."
-)
-
-COMMON_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("study_id", "Id of the study."),
-    ("study_name", "Name of the study."),
-    ("study_mode", "Protocol of the study (thumb, vicr, humanr)."),
-    (
-        "judgment_id",
-        "Id of the judgment; rows are in this order (a mode may give a "
-        "judgment several rows, e.g. THumB one per caption).",
-    ),
-    ("item_id", "Id of the item judged (the unit the mode serves)."),
-    ("item_kind", "Kind of item, defined by the mode (e.g. tutorial, game, comparison)."),
-    ("item_position", "Position of the item in the study's item order."),
-    ("image_name", "Name of the image as cited by the import file."),
-    ("image_sha256", "SHA-256 of the original image file."),
-    ("caption_ids", "Ids of the captions the item shows, as a list."),
-    ("caption_systems", "System of each caption (Human for human captions), same order."),
-    ("caption_texts", "Normalised text of each caption as shown, same order."),
-    ("caption_raw_texts", "Raw text of each caption as imported, same order."),
-    ("participant", "Pseudonym of the participant (never a user name or crowd worker id)."),
-    ("phase", "Phase of the participant when judging, defined by the mode."),
-    ("part", "Part of the assignment this judgment answers (0 for single-part items)."),
-    ("created_at", "When the judgment was stored (ISO 8601, UTC)."),
-    ("served_at", "When the item was served to the participant (ISO 8601, UTC)."),
-    ("submitted_at", "When the whole assignment was submitted (ISO 8601, UTC)."),
-    ("dwell_ms", "Server-measured time from serving to submission, in milliseconds."),
-    ("excluded", "Whether the judgment is excluded from the scores (it is kept here)."),
-    ("exclusion_reason", "Why the judgment is excluded, if it is."),
-)
-_PAYLOAD_AT = [name for name, _ in COMMON_COLUMNS].index("created_at")
-
+_FORMULA_BYTES = np.frombuffer("".join(FORMULA_PREFIXES).encode(), dtype=np.uint8)
+# str.splitlines() also splits on these; json.dumps(ensure_ascii=False) leaves them as is.
+_LINE_SEPARATORS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+REDACTED = "[redacted]"
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+GENERIC_EXCLUSION_RULE = "Rows with excluded=true are kept and flagged; exclusion_reason says why."
+ARROW_TYPES = {
+    "int": pa.int64(),
+    "float": pa.float64(),
+    "str": pa.string(),
+    "bool": pa.bool_(),
+    "timestamp": pa.timestamp("us", tz="UTC"),
+}
 
 Progress = Callable[..., None]
 
@@ -142,25 +110,41 @@ class ExportError(Exception):
         self.user_message = message
 
 
-@dataclass(frozen=True)
-class ExportColumnInfo:
-    name: str
-    description: str
-
-
 # ---------------------------------------------------------------------------------------
 # Requests and cleanup
 
 
-def export_request(*, study: Study, user: User, export_format: str) -> Job:
-    """Queue an export job of the study's judgments in ``export_format`` (csv or jsonl)."""
+def export_request(
+    *,
+    study: Study,
+    user: User,
+    export_format: str,
+    table: str = "judgments",
+    raw_ids: bool = False,
+    images: bool = False,
+) -> Job:
+    """Queue an export job; raise ValueError for an unknown format or table and
+    PermissionError when someone other than the study's owner asks for raw crowd ids."""
+    _check_options(export_format, table)
+    if raw_ids and study.owner_id != user.pk:
+        raise PermissionError("Only the study's owner may export raw Prolific/MTurk ids.")
+    params: dict[str, Any] = {"format": export_format}
+    if table != "judgments":
+        params["table"] = table
+    if raw_ids:
+        params["raw_ids"] = True
+    if images:
+        params["images"] = True
+    return job_create(kind=Job.Kind.EXPORT, study=study, created_by=user, params=params)
+
+
+def _check_options(export_format: str, table: str) -> None:
     if export_format not in EXPORT_FORMATS:
         raise ValueError(
             f"Unknown export format {export_format!r}; choose one of {', '.join(EXPORT_FORMATS)}."
         )
-    return job_create(
-        kind=Job.Kind.EXPORT, study=study, created_by=user, params={"format": export_format}
-    )
+    if table not in EXPORT_TABLES:
+        raise ValueError(f"Unknown table {table!r}; choose one of {', '.join(EXPORT_TABLES)}.")
 
 
 def export_delete_old(*, days: int = DEFAULT_KEEP_DAYS, now: datetime | None = None) -> int:
@@ -210,144 +194,362 @@ def _inside(root: Path, name: str) -> Path | None:
 
 
 def export_run(*, job: Job, progress: Progress) -> dict[str, Any]:
-    """Write the job's study export and its datasheet; return what ``job_finish`` stores."""
+    """Run an export job into the export folder; return what ``job_finish`` stores."""
     study = Study.objects.get(pk=job.study_id)
-    export_format = (job.params or {}).get("format", "csv")
-    if export_format not in EXPORT_FORMATS:
-        raise ExportError(f"Unknown export format {export_format!r}.")
-    mode = get_mode(study.mode)
-    mode_columns = list(mode.export_columns())
-
-    judgments = Judgment.objects.filter(study_id=study.pk)
-    max_id = judgments.aggregate(last=Max("id"))["last"] or 0
-    total = judgments.filter(id__lte=max_id).count()
-    payload_keys, result_keys = _json_keys(study.pk, max_id)
-    columns = _columns(payload_keys, result_keys, mode_columns, study.mode)
-
+    params = job.params or {}
+    export_format = params.get("format", "csv")
+    table = params.get("table", "judgments")
+    try:
+        _check_options(export_format, table)
+    except ValueError as exc:
+        raise ExportError(str(exc)) from exc
     root = _export_dir()
     root.mkdir(parents=True, exist_ok=True)
-    stem = f"study-{study.pk}-export-{job.pk}"
-    data_name = f"{stem}.{export_format}"
-    sheet_name = f"{stem}.datasheet.json"
-    data_part = root / f".{data_name}.part"
-    sheet_part = root / f".{sheet_name}.part"
-
-    writer = _ExportWriter(
+    name = f"study-{study.pk}-export-{job.pk}"
+    if export_format != "dataset" and table != "judgments":
+        name += f"-{table}"
+    summary = export_file(
         study=study,
+        path=root / f"{name}.{FILE_SUFFIX[export_format]}",
         export_format=export_format,
-        payload_keys=payload_keys,
-        result_keys=result_keys,
-        mode=mode,
-        mode_columns=mode_columns,
+        table=table,
+        raw_ids=bool(params.get("raw_ids")),
+        images=bool(params.get("images")),
+        progress=progress,
     )
-    progress(0, f"Exporting {total:,} judgments")
-    try:
-        with data_part.open("w", encoding="utf-8", newline="") as out:
-            writer.write_header(out, [c.name for c in columns])
-            for done in writer.write_rows(out, max_id=max_id):
-                percent = min(99, done * 100 // max(total, 1))
-                progress(percent, f"Exported {done:,} of {total:,} judgments")
-        datasheet = _datasheet(
-            study=study,
-            mode=mode,
-            export_format=export_format,
-            data_name=data_name,
-            columns=columns,
-            counts=writer.counts(),
-            max_id=max_id,
-        )
-        sheet_part.write_text(json.dumps(datasheet, indent=2, ensure_ascii=False) + "\n")
-        os.replace(sheet_part, root / sheet_name)
-        os.replace(data_part, root / data_name)
-    except BaseException:
-        data_part.unlink(missing_ok=True)
-        sheet_part.unlink(missing_ok=True)
-        raise
+    result = {
+        "format": export_format,
+        "table": "judgments+participants" if export_format == "dataset" else table,
+        "rows": summary.rows,
+        "judgments": summary.judgments,
+    }
+    if summary.datasheet:
+        result["datasheet"] = summary.datasheet.name
     return {
-        "result": {
-            "datasheet": sheet_name,
-            "format": export_format,
-            "judgments": writer.judgments,
-            "rows": writer.rows,
-        },
-        "result_file": data_name,
-        "message": f"Exported {writer.judgments:,} judgments",
+        "result": result,
+        "result_file": summary.path.name,
+        "message": f"Exported {summary.rows:,} rows",
     }
 
 
-def _json_keys(study_id: int, max_id: int) -> tuple[list[str], list[str]]:
-    """Top-level keys of the snapshot's payloads and of its results, found by the database
-    in one scan of the judgments (a scan per field doubled the export's start-up)."""
-    table = Judgment._meta.db_table
-    vendor = connection.vendor
-    if vendor == "postgresql":
-        # Each judgment gives its two documents as two rows, so one pass reads both.
-        sql = (
-            "SELECT DISTINCT d.field, jsonb_object_keys(d.doc) "
-            f"FROM {table} AS j CROSS JOIN LATERAL "
-            "(VALUES ('payload', j.payload), ('result', j.result)) AS d(field, doc) "
-            "WHERE j.study_id = %s AND j.id <= %s AND jsonb_typeof(d.doc) = 'object'"
-        )
-    elif vendor == "sqlite":
-        # The two documents as the elements 0 (payload) and 1 (result) of one array.
-        sql = (
-            "SELECT DISTINCT CASE d.key WHEN 0 THEN 'payload' ELSE 'result' END, e.key "
-            f"FROM {table} AS j, json_each(json_array(json(j.payload), json(j.result))) AS d, "
-            "json_each(d.value) AS e "
-            "WHERE j.study_id = %s AND j.id <= %s AND d.type = 'object'"
-        )
-    else:  # pragma: no cover - only PostgreSQL and SQLite are configured
-        found: dict[str, set[str]] = {"payload": set(), "result": set()}
-        for payload, result in (
-            Judgment.objects.filter(study_id=study_id, id__lte=max_id)
-            .values_list("payload", "result")
-            .iterator(chunk_size=DEFAULT_CHUNK_SIZE)
-        ):
-            for field, value in (("payload", payload), ("result", result)):
-                if isinstance(value, dict):
-                    found[field].update(value)
-        return sorted(found["payload"]), sorted(found["result"])
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [study_id, max_id])
-        rows = cursor.fetchall()
-    return (
-        sorted(key for field, key in rows if field == "payload"),
-        sorted(key for field, key in rows if field == "result"),
-    )
+@dataclass
+class ExportSummary:
+    path: Path
+    datasheet: Path | None
+    rows: int
+    judgments: int
 
 
-def _columns(
-    payload_keys: list[str], result_keys: list[str], mode_columns: list[ExportColumn], mode: str
-) -> list[ExportColumnInfo]:
-    common = [ExportColumnInfo(name, text) for name, text in COMMON_COLUMNS]
-    columns = (
-        common[:_PAYLOAD_AT]
-        + [ExportColumnInfo(f"payload.{k}", f"Submitted value {k!r}.") for k in payload_keys]
-        + [ExportColumnInfo(f"result.{k}", f"Server-computed value {k!r}.") for k in result_keys]
-        + common[_PAYLOAD_AT:]
-    )
-    taken = {c.name for c in columns}
-    for column in mode_columns:
-        if column.name in taken:
-            raise ExportError(
-                f"The {mode} mode's export column {column.name!r} repeats a column name."
+def export_file(
+    *,
+    study: Study,
+    path: Path,
+    export_format: str,
+    table: str = "judgments",
+    raw_ids: bool = False,
+    images: bool = False,
+    progress: Progress | None = None,
+) -> ExportSummary:
+    """Write one export of ``study`` to ``path`` (and its datasheet beside it, except for
+    a dataset, which holds it); the job, the API and ``manage.py export_study`` all call
+    this. Nothing appears under the final names unless the whole export succeeded."""
+    _check_options(export_format, table)
+    progress = progress or _no_progress
+    path = Path(path)
+    sheet = path.with_name(f"{path.stem}.datasheet.json") if export_format != "dataset" else None
+    parts = [path.with_name(f".{path.name}.part")]
+    if sheet:
+        parts.append(sheet.with_name(f".{sheet.name}.part"))
+    try:
+        if export_format == "dataset":
+            tallies, datasheet = _write_dataset(
+                study, parts[0], raw_ids=raw_ids, images=images, progress=progress
             )
-        taken.add(column.name)
-        description = column.description or f"Column of the {mode} mode."
-        columns.append(ExportColumnInfo(column.name, description))
+        else:
+            with parts[0].open("wb") as out:
+                sink = _SINKS[export_format](out)
+                tally = _write_table(study, table, sink, raw_ids=raw_ids, progress=progress)
+            tallies = {table: tally}
+            datasheet = _datasheet(
+                study,
+                tallies,
+                export_format=export_format,
+                files={table: path.name},
+                raw_ids=raw_ids,
+            )
+            parts[1].write_text(json.dumps(datasheet, indent=2, ensure_ascii=False) + "\n")
+            os.replace(parts[1], sheet)
+        os.replace(parts[0], path)
+    except BaseException:
+        for part in parts:
+            part.unlink(missing_ok=True)
+        raise
+    main = tallies.get("judgments") or tallies[table]
+    return ExportSummary(path=path, datasheet=sheet, rows=main.rows, judgments=main.judgments)
+
+
+def _no_progress(*args: Any) -> None:
+    return None
+
+
+def table_columns(study: Study, table: str, *, raw_ids: bool = False) -> list[ExportColumn]:
+    """The columns of one table of the study's export, in file order."""
+    if table == "participants":
+        return participant_columns(raw_ids=raw_ids)
+    return list(get_mode(study.mode).export_columns())
+
+
+def _write_table(study: Study, table: str, sink, *, raw_ids: bool, progress: Progress) -> _Tally:
+    columns = table_columns(study, table, raw_ids=raw_ids)
+    schema = _schema(columns)
+    tally = _Tally(columns)
+    sink.open(schema)
+    if table == "participants":
+        batches = _participant_batches(study, schema, raw_ids=raw_ids)
+        for batch in batches:
+            tally.observe(batch)
+            sink.write(batch)
+        sink.close()
+        return tally
+    total = Judgment.objects.filter(study_id=study.pk).count()
+    progress(0, f"Exporting {total:,} judgments")
+    mode = get_mode(study.mode)
+    sql, params = mode.export_query(study, ExportSql(connection.vendor))
+    shown = 0
+    with _sql_batches(sql, params, schema) as batches:
+        for batch in batches:
+            tally.observe(batch)
+            sink.write(batch)
+            percent = min(99, tally.judgments * 100 // max(total, 1))
+            if percent != shown:
+                shown = percent
+                progress(percent, f"Exported {tally.judgments:,} of {total:,} judgments")
+    sink.close()
+    return tally
+
+
+def _schema(columns: list[ExportColumn]) -> pa.Schema:
+    return pa.schema(
+        [
+            pa.field(c.name, ARROW_TYPES[c.type], metadata={"description": c.description})
+            for c in columns
+        ]
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Reading rows from the database
+
+
+@contextmanager
+def _sql_batches(
+    sql: str, params: list[Any], schema: pa.Schema
+) -> Iterator[Iterator[pa.RecordBatch]]:
+    """The query's rows as record batches of ``schema`` (see the module docstring)."""
+    if connection.vendor != "postgresql":
+        yield _cursor_batches(sql, params, schema)
+        return
+    import psycopg
+
+    connection.ensure_connection()
+    # COPY takes no parameters: the client binds them (psycopg quotes each literal).
+    with psycopg.ClientCursor(connection.connection) as cursor:
+        copy_sql = f"COPY ({cursor.mogrify(sql, params)}) TO STDOUT WITH (FORMAT csv, HEADER)"
+    if connection.in_atomic_block:
+        # A second connection cannot see the caller's uncommitted rows: COPY on this one.
+        with tempfile.TemporaryFile() as spool:
+            with connection.connection.cursor() as cursor, cursor.copy(copy_sql) as copy:
+                for block in copy:
+                    spool.write(block)
+            spool.seek(0)
+            yield _csv_batches(spool, schema)
+        return
+    with _CopyPipe(copy_sql) as stream:
+        yield stream.checked(_csv_batches(stream.reader, schema))
+
+
+def _csv_batches(stream: BinaryIO, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    reader = pa_csv.open_csv(
+        stream,
+        # One thread: PostgreSQL has the other core, and read-ahead blocks cost memory.
+        read_options=pa_csv.ReadOptions(
+            column_names=schema.names,
+            skip_rows=1,
+            block_size=COPY_BLOCK_BYTES,
+            use_threads=False,
+        ),
+        parse_options=pa_csv.ParseOptions(newlines_in_values=True),
+        convert_options=pa_csv.ConvertOptions(
+            column_types=schema,
+            # COPY writes NULL unquoted and an empty text as "": keep them apart.
+            strings_can_be_null=True,
+            quoted_strings_can_be_null=False,
+            true_values=["t"],
+            false_values=["f"],
+        ),
+    )
+    for batch in reader:
+        # Same types; the schema adds the column descriptions (zero-copy).
+        yield pa.RecordBatch.from_arrays(batch.columns, schema=schema)
+
+
+class _CopyPipe:
+    """COPY ... TO STDOUT on a connection of its own, in a thread, into a pipe."""
+
+    def __init__(self, copy_sql: str):
+        self.copy_sql = copy_sql
+        self.error: BaseException | None = None
+
+    def __enter__(self) -> _CopyPipe:
+        read_fd, write_fd = os.pipe()
+        self.reader = os.fdopen(read_fd, "rb")
+        writer = os.fdopen(write_fd, "wb")
+        # Opened here, so a connection error is raised in the caller's thread.
+        self.conn = connection.get_new_connection(connection.get_connection_params())
+        self.thread = threading.Thread(
+            target=self._copy, args=(writer,), name="capeval-export-copy", daemon=True
+        )
+        self.thread.start()
+        return self
+
+    def _copy(self, writer: BinaryIO) -> None:
+        try:
+            with writer, self.conn.cursor() as cursor:
+                cursor.execute("SET TIME ZONE 'UTC'")
+                with cursor.copy(self.copy_sql) as copy:
+                    for block in copy:
+                        writer.write(block)
+        except BaseException as exc:  # re-raised in the caller's thread
+            self.error = exc
+        finally:
+            self.conn.close()
+
+    def checked(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        try:
+            yield from batches
+        except pa.ArrowInvalid:
+            self.thread.join()
+            if self.error is not None:
+                raise self.error from None
+            raise
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+
+    def __exit__(self, *exc_info: Any) -> None:
+        # Closing the read end stops a COPY still writing (broken pipe) when we failed.
+        self.reader.close()
+        self.thread.join()
+
+
+def _cursor_batches(sql: str, params: list[Any], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    size = int(getattr(settings, "CAPEVAL_EXPORT_CHUNK_SIZE", DEFAULT_CHUNK_SIZE))
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        while rows := cursor.fetchmany(size):
+            columns = list(zip(*rows, strict=True))
+            yield pa.RecordBatch.from_arrays(
+                [_array(values, f.type) for values, f in zip(columns, schema, strict=True)],
+                schema=schema,
+            )
+
+
+def _array(values: tuple[Any, ...], kind: pa.DataType) -> pa.Array:
+    """One column of SQLite values as ``kind`` (booleans come as 0/1; timestamps as naive
+    UTC datetimes, Django's converters, or as text)."""
+    if pa.types.is_timestamp(kind):
+        naive = pa.timestamp("us")
+        try:
+            return pa.array(values, naive).cast(kind)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+            return pa.array(values, pa.string()).cast(naive).cast(kind)
+    try:
+        return pa.array(values, kind)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+        return pa.array(values).cast(kind)
+
+
+# ---------------------------------------------------------------------------------------
+# The participants table
+
+
+def participant_columns(*, raw_ids: bool = False) -> list[ExportColumn]:
+    columns = [
+        ExportColumn(
+            "participant", "str", "Pseudonym (as in the judgments table).", "participants"
+        ),
+        ExportColumn("source", "str", "account (registered), prolific or mturk."),
+        ExportColumn("status", "str", "Status or phase, defined by the mode."),
+        ExportColumn("joined_at", "timestamp", "When the participant first arrived (UTC)."),
+        ExportColumn(
+            "completed_at",
+            "timestamp",
+            "Crowd workers: when they earned the completion code (UTC); empty: not (yet).",
+        ),
+        ExportColumn("completed", "bool", "Whether they earned the completion code."),
+        ExportColumn("judgments", "int", "Judgments stored for them."),
+        ExportColumn("flag_count", "int", "Integrity events recorded (rate limit, browser...)."),
+        ExportColumn("flag_kinds", "str", "Kinds of those events, sorted, ';'-separated."),
+    ]
+    if raw_ids:
+        columns += [
+            ExportColumn(
+                "worker_id", "str", "Prolific PID or MTurk WorkerId (owner's request only)."
+            ),
+            ExportColumn(
+                "submission_id",
+                "str",
+                "Prolific SESSION_ID or MTurk assignmentId, to approve or reject.",
+            ),
+        ]
     return columns
 
 
-def _chunk_delay() -> float:
-    """Seconds to sleep between chunks: a test-only hook that makes an export slow enough
-    to kill its worker mid-way (settings.CAPEVAL_EXPORT_CHUNK_DELAY_S, default 0)."""
-    return float(getattr(settings, "CAPEVAL_EXPORT_CHUNK_DELAY_S", 0) or 0)
+def _participant_batches(
+    study: Study, schema: pa.Schema, *, raw_ids: bool
+) -> Iterator[pa.RecordBatch]:
+    """One query (participants are thousands, not millions); raw ids only on request."""
+    crowd = {Participant.Source.PROLIFIC, Participant.Source.MTURK}
+    fields = ["pseudonym", "source", "status", "created_at", "completed_at", "flags", "n"]
+    if raw_ids:
+        fields += ["external_id", "external_meta"]
+    rows = (
+        Participant.objects.filter(study_id=study.pk)
+        .annotate(n=Count("judgments"))
+        .order_by("id")
+        .values_list(*fields)
+    )
+    columns: dict[str, list[Any]] = {name: [] for name in schema.names}
+    for row in rows:
+        record = dict(zip(fields, row, strict=True))
+        flags = [f for f in record["flags"] or [] if isinstance(f, dict)]
+        values = {
+            "participant": record["pseudonym"],
+            "source": record["source"],
+            "status": record["status"],
+            "joined_at": record["created_at"],
+            "completed_at": record["completed_at"],
+            "completed": record["completed_at"] is not None,
+            "judgments": record["n"],
+            "flag_count": len(flags),
+            "flag_kinds": ";".join(sorted({str(f.get("kind", "")) for f in flags})),
+        }
+        if raw_ids:
+            is_crowd = record["source"] in crowd
+            meta = record["external_meta"] or {}
+            values["worker_id"] = record["external_id"] if is_crowd else None
+            values["submission_id"] = (
+                (meta.get("SESSION_ID") or meta.get("assignmentId")) if is_crowd else None
+            )
+        for name in schema.names:
+            columns[name].append(values[name])
+    yield pa.RecordBatch.from_arrays(
+        [pa.array(columns[f.name], f.type) for f in schema], schema=schema
+    )
 
 
-def _iso(value: datetime | None) -> str | None:
-    if value is None:
-        return None
-    return value.astimezone(UTC).isoformat()
+# ---------------------------------------------------------------------------------------
+# Writers (one per format; each takes record batches of the table's schema)
 
 
 def neutralise(text: str) -> str:
@@ -355,584 +557,448 @@ def neutralise(text: str) -> str:
     return "'" + text if text.startswith(FORMULA_PREFIXES) else text
 
 
-def _csv_text(text: str) -> str:
-    """A CSV cell as csv.writer (QUOTE_MINIMAL) writes it: quoted only when it must be."""
-    if CSV_QUOTED_CHARS.search(text) is None:
-        return text
-    return '"' + text.replace('"', '""') + '"'
+def _neutralised(column: pa.Array) -> pa.Array:
+    """``neutralise`` on every value of a string array, on its buffers with numpy.
 
-
-def _csv_fragment(cells: Iterable[Any]) -> str:
-    """The ``_csv_cell`` values ``cells`` as part of a CSV line, each preceded by a comma."""
-    return "".join(["," + (_csv_text(c) if type(c) is str else str(c)) for c in cells])
-
-
-def _csv_cell(value: Any) -> Any:
-    """A JSON value as a CSV cell: text neutralised, numbers kept, the rest as compact JSON."""
-    kind = type(value)
-    if kind is str:
-        return "'" + value if value.startswith(FORMULA_PREFIXES) else value
-    if value is None:
-        return ""
-    if kind is bool:
-        return "true" if value else "false"
-    if kind is int or kind is float:
-        return value
-    if isinstance(value, datetime):
-        return _iso(value)
-    return neutralise(_compact_json(value))
-
-
-def _compact_json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
-
-
-CAPTION_KEYS = ("caption_ids", "caption_id", "captions", "caption")
-CAPTION_SUFFIXES = tuple("_" + name for name in CAPTION_KEYS)
-
-
-def _spec_caption_ids(spec: Any) -> list[int]:
-    """Caption ids an item's spec names, in order: ``caption_ids`` first, then any key
-    ``caption``, ``caption_id``, ``captions`` or ending in ``_caption(s)``/``_caption_id(s)``
-    holding an id or a list of ids (modes name them; this stays mode-agnostic)."""
-    if not isinstance(spec, dict):
-        return []
-    keys = [
-        key
-        for key in spec
-        if key != "caption_ids" and (key in CAPTION_KEYS or key.endswith(CAPTION_SUFFIXES))
+    Why not pyarrow.compute: its first call loads the compute registry, 40-60 MB of
+    resident memory, a third of the export process's budget. The common case (no cell
+    starts like a formula) returns the array untouched.
+    """
+    if not len(column) or column.null_count == len(column):
+        return column
+    validity, offsets_buffer, data_buffer = column.buffers()
+    if data_buffer is None:
+        return column
+    offsets = np.frombuffer(offsets_buffer, dtype=np.int32)[
+        column.offset : column.offset + len(column) + 1
     ]
-    if "caption_ids" in spec:
-        keys.insert(0, "caption_ids")
-    ids: list[int] = []
-    for key in keys:
-        value = spec[key]
-        for caption_id in value if isinstance(value, list) else (value,):
-            if type(caption_id) is int and caption_id not in ids:
-                ids.append(caption_id)
-    return ids
-
-
-def _batches(values: list[int], size: int = IN_BATCH) -> Iterator[list[int]]:
-    for start in range(0, len(values), size):
-        yield values[start : start + size]
-
-
-class IsoUtc(Func):
-    """A timestamp as ISO 8601 text in UTC, formatted by the database: converting a
-    million datetimes row by row in Python costs more than the rest of the export."""
-
-    output_field = TextField()
-    template = "CAST(%(expressions)s AS TEXT)"
-
-    def as_postgresql(self, compiler, connection, **extra):
-        template = (
-            "to_char(%(expressions)s AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"')"
-        )
-        return self.as_sql(compiler, connection, template=template, **extra)
-
-    def as_sqlite(self, compiler, connection, **extra):
-        # Django stores aware datetimes on SQLite as naive UTC text "YYYY-MM-DD HH:MM:SS[.f]".
-        template = "(replace(%(expressions)s, ' ', 'T') || '+00:00')"
-        return self.as_sql(compiler, connection, template=template, **extra)
-
-
-# The columns of one chunk query; JSON and timestamps arrive as text (no per-value
-# conversion by Django), item and image columns by join.
-ROW_FIELDS = (
-    "id",
-    "item_id",
-    "participant__pseudonym",
-    "part",
-    "phase",
-    "dwell_ms",
-    "excluded",
-    "exclusion_reason",
-    "item__kind",
-    "item__position",
-    "item__image__name",
-    "item__image__sha256",
-    "participant_id",
-    "assignment_id",
-)
-ROW_EXPRESSIONS = {
-    "payload_text": Cast("payload", TextField()),
-    "result_text": Cast("result", TextField()),
-    "spec_text": Cast("item__spec", TextField()),
-    "created_iso": IsoUtc("created_at"),
-    "served_iso": IsoUtc("assignment__served_at"),
-    "submitted_iso": IsoUtc("assignment__submitted_at"),
-    # Last, for the datasheet's image count (taken from the streamed rows, not a query).
-    "image_id": F("item__image_id"),
-}
-
-
-def _row_query(study_id: int, max_id: int) -> QuerySet:
-    """The one definition of the rows an export streams (both databases run it)."""
-    return (
-        Judgment.objects.filter(study_id=study_id, id__lte=max_id)
-        .order_by("id")
-        .annotate(**ROW_EXPRESSIONS)
-        .values_list(*ROW_FIELDS, *ROW_EXPRESSIONS)
+    data = np.frombuffer(data_buffer, dtype=np.uint8)
+    starts, ends = offsets[:-1], offsets[1:]
+    nonempty = ends > starts
+    first = np.zeros(len(column), dtype=np.uint8)
+    first[nonempty] = data[starts[nonempty]]
+    formula = nonempty & np.isin(first, _FORMULA_BYTES)
+    if not formula.any():
+        return column
+    if validity is not None and column.offset:
+        return pa.array([v if v is None else neutralise(v) for v in column.to_pylist()])
+    base = int(offsets[0])
+    # One quote byte before each formula cell's first byte; later cells shift along.
+    text = np.insert(data[base : int(offsets[-1])], starts[formula] - base, ord("'"))
+    shift = np.concatenate(([0], np.cumsum(formula)))
+    moved = (offsets - base + shift).astype(np.int32)
+    return pa.Array.from_buffers(
+        pa.string(),
+        len(column),
+        [validity, pa.py_buffer(moved), pa.py_buffer(text)],
+        null_count=column.null_count,
     )
 
 
-@contextmanager
-def _row_chunks(query: QuerySet, size: int) -> Iterator[Iterator[list[tuple[Any, ...]]]]:
-    """The query's rows as plain tuples in lists of ``size``, skipping Django's per-row
-    machinery (the columns need no conversion: JSON and timestamps come as text).
+class _CsvSink:
+    def __init__(self, out: BinaryIO):
+        self.out = out
 
-    On PostgreSQL, outside a transaction (a worker), the rows come through a server-side
-    cursor on a connection of their own, inside its own transaction, fetched by a thread
-    one chunk ahead: the database computes the next chunk while this process formats the
-    current one, and nothing is materialised up front (a ``WITH HOLD`` cursor, which
-    Django's ``iterator()`` opens in autocommit, computes every row before the first).
-    Inside a caller's transaction (tests) a second connection cannot see its rows, so the
-    cursor runs on the caller's connection, in the caller's thread.
-    """
-    sql, params = query.query.sql_with_params()
-    if connection.vendor != "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            yield iter(partial(cursor.fetchmany, size), [])
-        return
-    if connection.in_atomic_block:
-        connection.ensure_connection()
-        with connection.connection.cursor(name=_CURSOR_NAME, scrollable=False) as cursor:
-            cursor.execute(sql, params)
-            yield iter(partial(cursor.fetchmany, size), [])
-        return
-    prefetch = _Prefetch(sql, params, size)
-    try:
-        yield prefetch.chunks()
-    finally:
-        prefetch.stop()
-
-
-_CURSOR_NAME = "capeval_export"
-
-
-class _Prefetch:
-    """Fetch chunks on a dedicated PostgreSQL connection in a thread, one chunk ahead."""
-
-    def __init__(self, sql: str, params: tuple[Any, ...], size: int):
-        self._queue: queue.Queue[Any] = queue.Queue(maxsize=1)
-        self._stopping = threading.Event()
-        # Opened here, so a connection error is raised in the caller's thread.
-        self._connection = connection.get_new_connection(connection.get_connection_params())
-        self._thread = threading.Thread(
-            target=self._fetch, args=(sql, params, size), name="capeval-export-fetch", daemon=True
+    def open(self, schema: pa.Schema) -> None:
+        self.schema = schema
+        self.writer = pa_csv.CSVWriter(
+            self.out, schema, write_options=pa_csv.WriteOptions(quoting_style="needed")
         )
-        self._thread.start()
 
-    def _fetch(self, sql: str, params: tuple[Any, ...], size: int) -> None:
-        try:
-            with (
-                self._connection.transaction(),
-                self._connection.cursor(name=_CURSOR_NAME, scrollable=False) as cursor,
-            ):
-                cursor.execute(sql, params)
-                while not self._stopping.is_set():
-                    rows = cursor.fetchmany(size)
-                    self._put(rows)
-                    if not rows:
-                        break
-        except BaseException as exc:  # re-raised in the caller's thread
-            self._put(exc)
-        finally:
-            self._connection.close()
+    def write(self, batch: pa.RecordBatch) -> None:
+        columns = [
+            _neutralised(col) if pa.types.is_string(col.type) else col for col in batch.columns
+        ]
+        self.writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=self.schema))
 
-    def _put(self, item: Any) -> None:
-        while not self._stopping.is_set():
-            try:
-                self._queue.put(item, timeout=0.1)
-                return
-            except queue.Full:
-                continue
-
-    def chunks(self) -> Iterator[list[tuple[Any, ...]]]:
-        while True:
-            item = self._queue.get()
-            if isinstance(item, BaseException):
-                raise item
-            if not item:
-                return
-            yield item
-
-    def stop(self) -> None:
-        self._stopping.set()
-        self._thread.join()
+    def close(self) -> None:
+        self.writer.close()
 
 
-class _ExportWriter:
-    """Streams one study's judgments into a CSV or JSONL file, chunk by chunk."""
+class _JsonlSink:
+    # Rows become Python dicts here; slices keep that memory small.
+    SLICE_ROWS = 2000
 
-    def __init__(
-        self,
-        *,
-        study: Study,
-        export_format: str,
-        payload_keys: list[str],
-        result_keys: list[str],
-        mode: Mode,
-        mode_columns: list[ExportColumn],
-    ):
-        self.study = study
-        self.mode = mode
-        self.mode_names = [column.name for column in mode_columns]
-        # The base export_rows gives one row of export_columns; skip it when there are none.
-        self.per_judgment_rows = bool(mode_columns) or (
-            type(mode).export_rows is not Mode.export_rows
+    def __init__(self, out: BinaryIO):
+        self.out = out
+
+    def open(self, schema: pa.Schema) -> None:
+        self.names = schema.names
+        self.times = [n for n, f in enumerate(schema) if pa.types.is_timestamp(f.type)]
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        names = self.names
+        for start in range(0, batch.num_rows, self.SLICE_ROWS):
+            columns = [col.to_pylist() for col in batch.slice(start, self.SLICE_ROWS).columns]
+            for n in self.times:
+                columns[n] = [_iso(value) for value in columns[n]]
+            text = "".join(
+                json.dumps(dict(zip(names, row, strict=True)), ensure_ascii=False) + "\n"
+                for row in zip(*columns, strict=True)
+            )
+            self.out.write(text.translate(_LINE_SEPARATORS).encode())
+
+    def close(self) -> None:
+        return None
+
+
+class _ParquetSink:
+    def __init__(self, out: BinaryIO):
+        self.out = out
+
+    def open(self, schema: pa.Schema) -> None:
+        self.writer = pq.ParquetWriter(self.out, schema)
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        self.writer.write_batch(batch)
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+_SINKS = {"csv": _CsvSink, "jsonl": _JsonlSink, "parquet": _ParquetSink}
+
+
+def _write_dataset(
+    study: Study, path: Path, *, raw_ids: bool, images: bool, progress: Progress
+) -> tuple[dict[str, _Tally], dict[str, Any]]:
+    """The dataset folder as a zip: Parquet tables, README card, datasheet, images."""
+    files = {table: f"data/{table}.parquet" for table in EXPORT_TABLES}
+    tallies: dict[str, _Tally] = {}
+    # Parquet is compressed already; storing keeps the zip as fast as the files.
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as archive:
+        for table in EXPORT_TABLES:
+            with archive.open(files[table], "w", force_zip64=True) as out:
+                tallies[table] = _write_table(
+                    study, table, _ParquetSink(out), raw_ids=raw_ids, progress=progress
+                )
+        image_names: list[str] = []
+        if images:
+            image_names = _add_images(study, archive)
+        datasheet = _datasheet(
+            study, tallies, export_format="dataset", files=files, raw_ids=raw_ids
         )
-        self.is_csv = export_format == "csv"
-        self.payload_keys = payload_keys
-        self.result_keys = result_keys
-        self.chunk_size = int(getattr(settings, "CAPEVAL_EXPORT_CHUNK_SIZE", DEFAULT_CHUNK_SIZE))
-        self.delay = _chunk_delay()
-        self.cell = _csv_cell if self.is_csv else _identity
-        self.study_cells = (study.pk, self.cell(study.name), self.cell(study.mode))
-        # item id -> its item, image and caption cells (CSV: as one line fragment; JSONL:
-        # the four caption lists); emptied when full (see ITEM_CACHE_SIZE).
-        self.item_cells: dict[int, Any] = {}
-        self.caption_ids: set[int] = set()
-        # JSON text of a payload (result) -> its CSV line fragment, see _json_fragment.
-        self.payload_cells: dict[str, str] = {}
-        self.result_cells: dict[str, str] = {}
-        # For the datasheet's counts, collected from the streamed rows.
-        self.participant_ids: set[int] = set()
-        self.item_ids: set[int] = set()
-        self.image_ids: set[int | None] = set()
-        self.judgments = 0
-        self.rows = 0
-        self.excluded = 0
-        self._names: list[str] = []
-
-    def write_header(self, out: TextIO, names: list[str]) -> None:
-        self._names = names
-        if self.is_csv:
-            csv.writer(out, lineterminator=CSV_LINE_END).writerow(
-                [neutralise(name) for name in names]
-            )
-
-    def write_rows(self, out: TextIO, *, max_id: int) -> Iterator[int]:
-        """Write every judgment up to ``max_id``; yield the running count after each chunk."""
-        with _row_chunks(_row_query(self.study.pk, max_id), self.chunk_size) as chunks:
-            yield from self._write_chunks(out, chunks)
-
-    def _write_chunks(self, out: TextIO, chunks: Iterable[list[tuple[Any, ...]]]) -> Iterator[int]:
-        for chunk in chunks:
-            self._load_items(chunk)
-            self.participant_ids.update(map(itemgetter(12), chunk))
-            self.item_ids.update(map(itemgetter(1), chunk))
-            self.image_ids.update(map(itemgetter(20), chunk))
-            if self.is_csv:
-                lines = self._csv_lines(chunk)
-                if self.per_judgment_rows:
-                    lines = self._with_mode_csv(chunk, lines)
-                out.write("".join(lines))
-            else:
-                lines = self._json_lines(chunk)
-                if self.per_judgment_rows:
-                    lines = self._with_mode_cells(chunk, lines)
-                names = self._names
-                out.writelines(
-                    json.dumps(dict(zip(names, line, strict=True)), ensure_ascii=False) + "\n"
-                    for line in lines
-                )
-            self.judgments += len(chunk)
-            self.rows += len(lines)
-            yield self.judgments
-            if self.delay:
-                time.sleep(self.delay)
-
-    def _csv_lines(self, chunk: list[tuple[Any, ...]]) -> list[str]:
-        """The chunk's CSV lines, without the mode's cells (added by ``_with_mode_csv``).
-
-        The hot loop of a large export. Lines are joined here rather than by csv.writer,
-        which costs ~0.25 us a cell: the cells of an item (with its captions), of a payload
-        and of a result repeat, so they are encoded once and cached as line fragments;
-        only the judgment's own texts are checked for quoting on every row.
-        """
-        prefixes = FORMULA_PREFIXES
-        text = _csv_text
-        payload_cells = self.payload_cells
-        result_cells = self.result_cells
-        payload_keys = self.payload_keys
-        result_keys = self.result_keys
-        items = self.item_cells
-        study = _csv_fragment(self.study_cells)[1:]
-        line_end = CSV_LINE_END
-        lines = []
-        excluded_count = 0
-        for (
-            judgment_id,
-            item_id,
-            pseudonym,
-            part,
-            phase,
-            dwell_ms,
-            excluded,
-            reason,
-            _kind,
-            _position,
-            _image_name,
-            _image_sha,
-            _participant_id,
-            _assignment_id,
-            payload_text,
-            result_text,
-            _spec_text,
-            created_iso,
-            served_iso,
-            submitted_iso,
-            _image_id,
-        ) in chunk:
-            payload = payload_cells.get(payload_text)
-            if payload is None:
-                payload = _json_fragment(payload_text, payload_keys, payload_cells)
-            result = result_cells.get(result_text)
-            if result is None:
-                result = _json_fragment(result_text, result_keys, result_cells)
-            if excluded:
-                excluded_count += 1
-            if phase.startswith(prefixes):
-                phase = "'" + phase
-            if reason.startswith(prefixes):
-                reason = "'" + reason
-            lines.append(
-                f"{study},{judgment_id}{items[item_id]},{text(pseudonym)},{text(phase)},{part}"
-                f"{payload}{result},{created_iso},{served_iso or ''},{submitted_iso or ''},"
-                f"{'' if dwell_ms is None else dwell_ms},{'true' if excluded else 'false'},"
-                f"{text(reason)}{line_end}"
-            )
-        self.excluded += excluded_count
-        return lines
-
-    def _json_lines(self, chunk: list[tuple[Any, ...]]) -> list[list[Any]]:
-        captions = self.item_cells
-        lines = []
-        for row in chunk:
-            (judgment_id, item_id, pseudonym, part, phase, dwell_ms, excluded, reason, kind,
-             position, image_name, image_sha, _, _, payload_text, result_text, _,
-             created_iso, served_iso, submitted_iso, _) = row  # fmt: skip
-            payload = _as_dict(json.loads(payload_text))
-            result = _as_dict(json.loads(result_text))
-            excluded = bool(excluded)
-            self.excluded += excluded
-            lines.append(
-                [
-                    *self.study_cells,
-                    judgment_id,
-                    item_id,
-                    kind,
-                    position,
-                    image_name,
-                    image_sha,
-                    *captions[item_id],
-                    pseudonym,
-                    phase,
-                    part,
-                    *[payload.get(key) for key in self.payload_keys],
-                    *[result.get(key) for key in self.result_keys],
-                    created_iso,
-                    served_iso,
-                    submitted_iso,
-                    dwell_ms,
-                    excluded,
-                    reason,
-                ]
-            )
-        return lines
-
-    def _with_mode_cells(self, chunk: list[tuple[Any, ...]], lines: list[list[Any]]):
-        """Append the mode's cells; a judgment gives as many rows as ``export_rows`` says
-        (at least one: a judgment never silently disappears from the export)."""
-        names = self.mode_names
-        expanded = []
-        for line, judgment in zip(lines, self._judgments(chunk), strict=True):
-            for mode_row in self.mode.export_rows(judgment) or [{}]:
-                expanded.append(line + [mode_row.get(name) for name in names])
-        return expanded
-
-    def _with_mode_csv(self, chunk: list[tuple[Any, ...]], lines: list[str]) -> list[str]:
-        """``_with_mode_cells`` for CSV lines (which end with CSV_LINE_END)."""
-        names = self.mode_names
-        end = len(CSV_LINE_END)
-        expanded = []
-        for line, judgment in zip(lines, self._judgments(chunk), strict=True):
-            start = line[:-end]
-            for mode_row in self.mode.export_rows(judgment) or [{}]:
-                cells = _csv_fragment([_csv_cell(mode_row.get(name)) for name in names])
-                expanded.append(start + cells + CSV_LINE_END)
-        return expanded
-
-    def _judgments(self, chunk: list[tuple[Any, ...]]) -> Iterator[Judgment]:
-        """Judgment instances for the mode's columns, with their item attached (no N+1)."""
-        for row in chunk:
-            item = Item(
-                id=row[1], study_id=self.study.pk, kind=row[8], position=row[9],
-                spec=_as_dict(json.loads(row[16])),
-            )  # fmt: skip
-            judgment = Judgment(
-                id=row[0], study_id=self.study.pk, item_id=row[1], participant_id=row[12],
-                assignment_id=row[13], part=row[3], phase=row[4], dwell_ms=row[5],
-                excluded=bool(row[6]), exclusion_reason=row[7],
-                payload=json.loads(row[14]), result=json.loads(row[15]),
-                created_at=datetime.fromisoformat(row[17]),
-            )  # fmt: skip
-            judgment.item = item
-            yield judgment
-
-    def _load_items(self, chunk: list[tuple[Any, ...]]) -> None:
-        """Format the cells of the chunk's items not yet cached."""
-        new = {row[1]: row for row in chunk if row[1] not in self.item_cells}
-        if not new:
-            return
-        if len(self.item_cells) + len(new) > ITEM_CACHE_SIZE:
-            self.item_cells.clear()
-        shown = {item_id: _spec_caption_ids(json.loads(row[16])) for item_id, row in new.items()}
-        found = self._captions(sorted({cid for ids in shown.values() for cid in ids}))
-        for item_id, ids in shown.items():
-            rows = [found[cid] for cid in ids if cid in found]
-            self.caption_ids.update(row[0] for row in rows)
-            if not self.is_csv:
-                self.item_cells[item_id] = tuple([row[n] for row in rows] for n in range(4))
-                continue
-            _, _, _, _, _, _, _, _, kind, position, image_name, image_sha, *_ = new[item_id]
-            # JSON arrays built from C-encoded strings: json.dumps per list costs more.
-            self.item_cells[item_id] = _csv_fragment(
-                (
-                    item_id,
-                    _csv_cell(kind),
-                    position,
-                    _csv_cell(image_name),
-                    _csv_cell(image_sha),
-                    "[" + ",".join([str(row[0]) for row in rows]) + "]",
-                    "[" + ",".join([encode_json_string(row[1]) for row in rows]) + "]",
-                    "[" + ",".join([encode_json_string(row[2]) for row in rows]) + "]",
-                    "[" + ",".join([encode_json_string(row[3]) for row in rows]) + "]",
-                )
-            )
-
-    def _captions(self, caption_ids: list[int]) -> dict[int, tuple[int, str, str, str]]:
-        if not caption_ids:
-            return {}
-        if connection.vendor == "postgresql":
-            # One array parameter instead of thousands of IN placeholders.
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    f"SELECT id, system, text, raw_text FROM {Caption._meta.db_table} "
-                    "WHERE study_id = %s AND id = ANY(%s)",
-                    [self.study.pk, caption_ids],
-                )
-                return {row[0]: row for row in cursor.fetchall()}
-        found = {}
-        for batch in _batches(caption_ids):
-            for row in Caption.objects.filter(id__in=batch, study_id=self.study.pk).values_list(
-                "id", "system", "text", "raw_text"
-            ):
-                found[row[0]] = row
-        return found
-
-    def counts(self) -> dict[str, int]:
-        return {
-            "judgments": self.judgments,
-            "rows": self.rows,
-            "excluded": self.excluded,
-            "participants": len(self.participant_ids),
-            "items": len(self.item_ids),
-            "images": len(self.image_ids - {None}),
-            "captions": len(self.caption_ids),
-        }
+        if image_names:
+            datasheet["images_folder"] = {
+                "folder": "images/",
+                "files": len(image_names),
+                "note": "Display renditions (longest side <= 1024 px), named like the image.",
+            }
+        archive.writestr("datasheet.json", json.dumps(datasheet, indent=2, ensure_ascii=False))
+        archive.writestr("README.md", dataset_card(datasheet))
+    return tallies, datasheet
 
 
-def _json_fragment(text: str, keys: list[str], cache: dict[str, str]) -> str:
-    """The CSV line fragment of a payload's (result's) ``keys``, from its JSON text. Short
-    texts are remembered: payloads and results repeat (a rating, a choice, the points it
-    earned), and a row whose texts were seen before skips ``json.loads``. Long ones (free
-    text) are not, which bounds the cache to about JSON_CELL_CACHE_SIZE x 0.6 kB."""
-    if not keys:
-        return ""
-    values = json.loads(text)
-    if type(values) is not dict:
-        values = {}
-    cells = _csv_fragment([_csv_cell(values.get(key)) for key in keys])
-    if len(text) <= JSON_CELL_CACHE_TEXT:
-        if len(cache) >= JSON_CELL_CACHE_SIZE:
-            cache.clear()
-        cache[text] = cells
-    return cells
-
-
-def _as_dict(value: Any) -> dict[str, Any]:
-    return value if type(value) is dict else {}
-
-
-def _identity(value: Any) -> Any:
-    return value
+def _add_images(study: Study, archive: zipfile.ZipFile) -> list[str]:
+    root = Path(settings.MEDIA_ROOT)
+    written = []
+    for name, display in Image.objects.filter(study_id=study.pk).values_list("name", "display"):
+        source = root / display
+        if not display or not source.is_file():
+            continue
+        arcname = "images/" + re.sub(r"[\\/]+", "_", name).lstrip(".")
+        archive.write(source, arcname)
+        written.append(arcname)
+    return written
 
 
 # ---------------------------------------------------------------------------------------
-# Datasheet
+# Counting what was written (for the datasheet)
+
+
+@dataclass
+class _Tally:
+    columns: list[ExportColumn]
+    rows: int = 0
+    judgments: int = 0
+    excluded: int = 0
+    distinct: dict[str, set[Any]] = field(default_factory=dict)
+    ids: dict[str, list[np.ndarray]] = field(default_factory=dict)
+    first: Any = None
+    last: Any = None
+    _last_id: Any = None
+
+    def observe(self, batch: pa.RecordBatch) -> None:
+        """Count from the batch's buffers (numpy views; see ``_neutralised`` for why not
+        pyarrow.compute)."""
+        self.rows += batch.num_rows
+        if not batch.num_rows:
+            return
+        names = batch.schema.names
+        if "judgment_id" in names:
+            # Rows come in judgment-id order: a new judgment wherever the id changes.
+            ids = _values(batch.column("judgment_id"), np.int64)
+            changes = int(np.count_nonzero(ids[1:] != ids[:-1])) + 1
+            self.judgments += changes - int(ids[0] == self._last_id)
+            self._last_id = ids[-1]
+            if "excluded" in names:
+                self.excluded += sum(bool(v) for v in batch.column("excluded").to_pylist())
+        if "created_at" in names:
+            times = batch.column("created_at")
+            if times.null_count == 0:
+                stamps = _values(times, np.int64)
+                low, high = int(stamps.min()), int(stamps.max())
+                self.first = low if self.first is None else min(self.first, low)
+                self.last = high if self.last is None else max(self.last, high)
+        for column in self.columns:
+            if column.counts:
+                values = batch.column(column.name)
+                if pa.types.is_integer(values.type) and not values.null_count:
+                    # Ids: each batch's distinct ids as an int64 array (8 bytes a value;
+                    # a set of 500,000 THumB caption ids would cost 30 MB of objects).
+                    self.ids.setdefault(column.counts, []).append(
+                        np.unique(_values(values, np.int64))
+                    )
+                else:
+                    self.distinct.setdefault(column.counts, set()).update(values.to_pylist())
+
+    def counts(self) -> dict[str, int]:
+        counts = {"rows": self.rows}
+        if any(c.name == "judgment_id" for c in self.columns):
+            counts["judgments"] = self.judgments
+            counts["excluded_rows"] = self.excluded
+        for what in ("participants", "images", "captions"):
+            if any(c.counts == what for c in self.columns):
+                found = self.distinct.get(what, set()) - {None}
+                if self.ids.get(what):
+                    found |= set(np.unique(np.concatenate(self.ids[what])).tolist())
+                counts[what] = len(found)
+        return counts
+
+
+# ---------------------------------------------------------------------------------------
+# Datasheet and dataset card
+
+
+def public_settings(settings_: dict[str, Any] | None) -> dict[str, Any]:
+    """Study settings without secrets: the completion code, also inside a Prolific URL."""
+    public = dict(settings_ or {})
+    if "completion_code" in public:
+        public["completion_code"] = REDACTED
+    url = public.get("prolific_completion_url")
+    if isinstance(url, str) and url:
+        parts = urlsplit(url)
+        query = [(k, REDACTED if k.lower() == "cc" else v) for k, v in parse_qsl(parts.query)]
+        public["prolific_completion_url"] = urlunsplit(parts._replace(query=urlencode(query)))
+    return public
 
 
 def _datasheet(
-    *,
     study: Study,
-    mode: Any,
+    tallies: dict[str, _Tally],
+    *,
     export_format: str,
-    data_name: str,
-    columns: Iterable[ExportColumnInfo],
-    counts: dict[str, int],
-    max_id: int,
+    files: dict[str, str],
+    raw_ids: bool,
 ) -> dict[str, Any]:
+    mode = get_mode(study.mode)
     rules = mode.exclusion_rules or ""
     rules_list = [rules] if isinstance(rules, str) else list(rules)
+    main = tallies.get("judgments")
+    tables = {}
+    for table, tally in tallies.items():
+        tables[table] = {
+            "file": files[table],
+            "row": mode.export_row_unit if table == "judgments" else "participant",
+            "counts": tally.counts(),
+            "columns": [
+                {"name": c.name, "type": c.type, "description": c.description}
+                for c in tally.columns
+            ],
+        }
     return {
-        "title": f"Judgments of study {study.pk}: {study.name}",
-        "data_file": data_name,
+        "title": f"{study.name} ({mode.label or study.mode})",
         "format": export_format,
-        "format_notes": (
-            "CSV: RFC 4180, UTF-8, header row; lists and objects as compact JSON, booleans as "
-            "true/false, null as empty; text cells starting with = + - @ tab or CR are "
-            "prefixed with ' (CSV injection)."
-            if export_format == "csv"
-            else "JSONL: one JSON object per line, UTF-8, values in their JSON types."
-        ),
+        "format_notes": _FORMAT_NOTES[export_format],
         "exported_at": timezone.now().astimezone(UTC).isoformat(),
+        "motivation": study.description or "",
         "study": {
             "id": study.pk,
             "name": study.name,
-            "description": study.description,
             "mode": study.mode,
-            "mode_label": getattr(mode, "label", "") or study.mode,
+            "protocol": mode.label or study.mode,
             "status": study.status,
-            "settings": study.settings,
+            "settings": public_settings(study.settings),
             "created_at": _iso(study.created_at),
         },
         "seeds": {"study": study.seed},
-        "snapshot": {
-            "last_judgment_id": max_id,
-            "note": "Judgments stored after the export started are not included.",
+        "collection": {
+            "first_judgment_at": _iso(_from_micros(main.first)) if main else None,
+            "last_judgment_at": _iso(_from_micros(main.last)) if main else None,
         },
-        "counts": counts,
+        "tables": tables,
         "counts_notes": (
-            "judgments and excluded count rows of the data file; participants, items, images "
-            "and captions count those appearing in it. study_totals counts the whole study."
+            "rows: lines of the table's file. judgments: distinct judgments in it (THumB "
+            "gives one row per caption, so rows > judgments). excluded_rows: rows flagged "
+            "excluded. participants, images and captions: distinct values appearing in the "
+            "file. study_totals: the whole study when exported."
         ),
         "study_totals": study_counts(study),
         "exclusion_rules": [*[r for r in rules_list if r], GENERIC_EXCLUSION_RULE],
-        "privacy": "Participants appear by pseudonym only; no user names or crowd worker ids.",
+        "agreement": _agreement_summary(study),
+        "privacy": (
+            "Participants appear by pseudonym only; no user names, client addresses or "
+            "browser ids. "
+            + (
+                "The participants table holds raw Prolific/MTurk ids (the owner asked for "
+                "them): remove them before publishing."
+                if raw_ids
+                else "No crowd worker ids."
+            )
+        ),
+        "licence": {
+            "data_licence": "TODO: the licence of this dataset (e.g. CC BY 4.0)",
+            "image_licence": "TODO: the licence terms of the images",
+            "citation": "TODO: how to cite this dataset",
+        },
         "software": {
             "capeval": capeval.__version__,
             "django": django.get_version(),
             "python": platform.python_version(),
+            "pyarrow": pa.__version__,
             "numpy": _version("numpy"),
             "database": connection.vendor,
             "platform": sys.platform,
         },
-        "columns": [{"name": c.name, "description": c.description} for c in columns],
     }
+
+
+_FORMAT_NOTES = {
+    "csv": (
+        "CSV: UTF-8, header row, fields quoted when needed (RFC 4180); booleans true/false, "
+        "null as an empty cell, timestamps ISO 8601 UTC; text cells starting with = + - @ "
+        "tab or CR are prefixed with ' (CSV injection), numbers never are."
+    ),
+    "jsonl": (
+        "JSONL: one JSON object per line, UTF-8, values in their JSON types, timestamps as "
+        "ISO 8601 UTC text; U+0085, U+2028 and U+2029 are written as \\u escapes."
+    ),
+    "parquet": "Parquet: typed columns; each field's description is in its metadata.",
+    "dataset": (
+        "A dataset folder (zip): data/*.parquet (typed columns), README.md (the dataset "
+        "card), datasheet.json; load it with datasets.load_dataset('<folder>')."
+    ),
+}
+
+# Report keys that summarise agreement, per mode (never the whole stored report: HUMANr's
+# holds the completion code).
+_AGREEMENT_KEYS = {
+    "thumb": ("stage_agreement",),
+    "vicr": ("agreement", "agreement_error", "included"),
+    "humanr": ("humanr",),
+}
+
+
+def _agreement_summary(study: Study) -> dict[str, Any]:
+    job = (
+        Job.objects.filter(study_id=study.pk, kind=Job.Kind.REPORT, status=Job.Status.DONE)
+        .order_by("-finished_at", "-id")
+        .only("result", "finished_at")
+        .first()
+    )
+    if job is None or not isinstance(job.result, dict):
+        return {"note": "No report computed yet: compute the report, then export again."}
+    summary: dict[str, Any] = {"report_computed_at": _iso(job.finished_at)}
+    for key in _AGREEMENT_KEYS.get(study.mode, ()):
+        value = job.result.get(key)
+        if key == "humanr" and isinstance(value, dict):
+            value = {
+                k: v
+                for k, v in value.items()
+                if k in ("n_kept", "attention_checks", "baseline", "systems", "half_splits")
+            }
+        if value is not None:
+            summary[key] = value
+    return summary
+
+
+def dataset_card(datasheet: dict[str, Any]) -> str:
+    """The README of a dataset folder: Hugging Face YAML header, then the datasheet."""
+    tables = datasheet["tables"]
+    study = datasheet["study"]
+    lines = [
+        "---",
+        "configs:",
+    ]
+    for n, (table, info) in enumerate(tables.items()):
+        lines += [f"- config_name: {table}", f"  data_files: {info['file']}"]
+        if n == 0:
+            lines.append("  default: true")
+    lines += [
+        "license: unknown  # TODO: fill in the dataset's licence",
+        "---",
+        "",
+        f"# {datasheet['title']}",
+        "",
+        "## Motivation",
+        "",
+        datasheet["motivation"] or "TODO: why this dataset was collected, and by whom.",
+        "",
+        "## Composition",
+        "",
+    ]
+    for table, info in tables.items():
+        counts = ", ".join(f"{k}: {v:,}" for k, v in info["counts"].items())
+        lines += [f"### `{info['file']}` ({table}; one row per {info['row']})", "", counts, ""]
+        lines += ["| column | type | description |", "| --- | --- | --- |"]
+        lines += [
+            f"| `{c['name']}` | {c['type']} | {c['description'].replace('|', '/')} |"
+            for c in info["columns"]
+        ]
+        lines.append("")
+    collection = datasheet["collection"]
+    lines += [
+        "## Protocol",
+        "",
+        f"{study['protocol']} (`{study['mode']}`), study seed {datasheet['seeds']['study']}. "
+        "Settings (secrets redacted):",
+        "",
+        "```json",
+        json.dumps(study["settings"], indent=2, ensure_ascii=False),
+        "```",
+        "",
+        "## Collection",
+        "",
+        f"Judgments from {collection['first_judgment_at']} to "
+        f"{collection['last_judgment_at']} (UTC); exported {datasheet['exported_at']}.",
+        "",
+        "## Exclusion rules",
+        "",
+        *[f"- {rule}" for rule in datasheet["exclusion_rules"]],
+        "",
+        "## Agreement",
+        "",
+        "```json",
+        json.dumps(datasheet["agreement"], indent=2, ensure_ascii=False, default=str),
+        "```",
+        "",
+        "## Privacy",
+        "",
+        datasheet["privacy"],
+        "",
+        "## Licence and citation",
+        "",
+        *[f"- {k.replace('_', ' ')}: {v}" for k, v in datasheet["licence"].items()],
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _values(column: pa.Array, dtype: Any) -> np.ndarray:
+    """The values of a fixed-width array without nulls, as a numpy view of its buffer."""
+    return np.frombuffer(column.buffers()[1], dtype=dtype)[
+        column.offset : column.offset + len(column)
+    ]
+
+
+def _from_micros(value: int | None) -> datetime | None:
+    return None if value is None else EPOCH + timedelta(microseconds=value)
+
+
+def _iso(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    return value.astimezone(UTC).isoformat()
 
 
 def _version(package: str) -> str:

@@ -45,6 +45,7 @@ def judgment_submit(
                 .get(pk=participant.pk)
             )
             participant.state, participant.status = fresh.state, fresh.status
+            participant.completed_at = fresh.completed_at
             participant.study = study = fresh.study
             mode = get_mode(study.mode)
             assignment = (
@@ -120,6 +121,13 @@ def judgment_submit(
                     open_lease_count=F("open_lease_count") - 1,
                 )
             mode.after_submit(participant, judgment)
+            if (
+                participant.completed_at is None
+                and participant.source != Participant.Source.ACCOUNT
+                and mode.completion_earned(participant)
+            ):
+                participant.completed_at = now
+                Participant.objects.filter(pk=participant.pk).update(completed_at=now)
             return Submitted(judgment, created=True)
     except IntegrityError:
         # A concurrent identical submission won the unique constraint: return its row.
@@ -129,6 +137,6 @@ def judgment_submit(
         if stored is None:
             raise
         # The winner's after_submit may have changed the state this caller carries.
-        participant.refresh_from_db(fields=["state", "status"])
+        participant.refresh_from_db(fields=["state", "status", "completed_at"])
         stored.participant = participant
         return Submitted(stored, created=False)

@@ -1,22 +1,57 @@
-"""Participants: registered annotators and crowd workers arriving with signed study links."""
+"""Participants: registered annotators and crowd workers arriving with signed study links.
 
+A crowd worker is a browser, not a typed id: the first arrival binds the participant to the
+browser's id (a signed, HttpOnly cookie the view sets), so someone who knows a worker's
+``PROLIFIC_PID`` cannot resume that worker from another browser. Arrivals are limited per
+client address, so throwaway ids cannot take every lease of a study.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import urlencode, urlsplit
 
 from django.conf import settings
 from django.core import signing
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
-from annotation.models import Participant, Study, User
+from annotation.models import CrowdRefusal, Participant, Study, User
+from annotation.modes import get_mode
 
 LINK_SALT = "capeval.crowd-link"
 
 PROLIFIC_KEYS = ("PROLIFIC_PID", "STUDY_ID", "SESSION_ID")
 MTURK_KEYS = ("workerId", "assignmentId", "hitId", "turkSubmitTo")
 MTURK_PREVIEW = "ASSIGNMENT_ID_NOT_AVAILABLE"
+#: Hosts a worker's browser may post the MTurk completion form to (never a host taken from
+#: the query string as is: that would make the page post to any site).
+MTURK_HOSTS = ("www.mturk.com", "workersandbox.mturk.com")
+#: Prolific's completion URL; ``?cc=CODE`` records the code for the worker.
+PROLIFIC_COMPLETE = "https://app.prolific.com/submissions/complete"
 
 
 class CrowdLinkError(Exception):
     """A crowd link that is forged, expired, or lacks the worker's id."""
+
+
+class CrowdRefused(Exception):
+    """An arrival the study turns away; ``message`` is shown to the worker as is.
+
+    The refusal is already stored (``CrowdRefusal``) when this is raised.
+    """
+
+    def __init__(self, message: str, *, reason: str, status: int = 403):
+        super().__init__(message)
+        self.message = message
+        self.reason = reason
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Arrival:
+    participant: Participant
+    created: bool
 
 
 def crowd_link_token(study: Study) -> str:
@@ -71,25 +106,187 @@ def participant_for_user(*, study: Study, user: User) -> Participant:
 def participant_for_crowd_worker(
     *, study: Study, source: str, external_id: str, meta: dict[str, Any]
 ) -> tuple[Participant, bool]:
-    """One participant per external id and study: a returning worker resumes.
+    """One participant per external id and study, with no browser or address checks.
 
-    The platform details of the latest visit win: a returning MTurk worker arrives with the
-    assignmentId of a new HIT, and the completion form must post that one.
+    For loaders, benchmarks and tests that stand in for workers; the crowd entry page uses
+    ``crowd_arrive``, which enforces the checks.
     """
     try:
         with transaction.atomic():
-            participant, created = Participant.objects.get_or_create(
+            return Participant.objects.get_or_create(
                 study=study,
                 source=source,
                 external_id=external_id,
                 defaults={"external_meta": meta},
             )
     except IntegrityError:
-        participant, created = (
-            Participant.objects.get(study=study, source=source, external_id=external_id),
-            False,
+        return Participant.objects.get(study=study, source=source, external_id=external_id), False
+
+
+def _flag(participant: Participant, kind: str, detail: str, now: datetime) -> None:
+    """Append an integrity event to the participant (never removes one)."""
+    participant.flags = [
+        *(participant.flags or []),
+        {"kind": kind, "at": now.isoformat(), "detail": detail[:200]},
+    ]
+    participant.save(update_fields=["flags"])
+
+
+def _refuse(
+    *,
+    study: Study,
+    reason: str,
+    message: str,
+    source: str,
+    external_id: str,
+    address: str | None,
+    participant: Participant | None = None,
+    detail: str = "",
+    status: int = 403,
+) -> CrowdRefused:
+    CrowdRefusal.objects.create(
+        study=study,
+        participant=participant,
+        source=source,
+        external_id=external_id,
+        address=address,
+        reason=reason,
+        detail=detail[:500],
+    )
+    return CrowdRefused(message, reason=reason, status=status)
+
+
+def crowd_arrive(
+    *,
+    study: Study,
+    source: str,
+    external_id: str,
+    meta: dict[str, Any],
+    browser_id: str,
+    address: str | None,
+    now: datetime | None = None,
+) -> Arrival:
+    """Admit a crowd worker arriving with ``browser_id``, or raise CrowdRefused.
+
+    - The study's ``prolific_study_id``, when set, must equal Prolific's ``STUDY_ID``.
+    - A known worker id resumes only in the browser it first arrived with; from any other
+      browser the attempt is refused and flagged on that participant.
+    - A new worker id from an address that already brought
+      ``crowd_arrivals_per_address_per_hour`` new participants this hour is refused.
+    - A new worker id in a browser that already holds another participant of the study is
+      admitted, and both are flagged (``shared_browser``).
+
+    The platform details of the latest visit win: a returning MTurk worker arrives with the
+    assignmentId of a new HIT, and the completion form must post that one.
+    """
+    now = now or timezone.now()
+    config = get_mode(study.mode).settings_for(study)
+    refusal = {"study": study, "source": source, "external_id": external_id, "address": address}
+    with transaction.atomic():
+        # Arrivals of one study are serialised so that the per-address count cannot be
+        # overtaken by a burst of concurrent arrivals; arrivals are rare next to answers.
+        Study.objects.select_for_update().filter(pk=study.pk).first()
+        expected = config["prolific_study_id"]
+        if source == Participant.Source.PROLIFIC and expected and meta.get("STUDY_ID") != expected:
+            error = _refuse(
+                **refusal,
+                reason="wrong_study_id",
+                detail=f"STUDY_ID={meta.get('STUDY_ID', '')!r}",
+                message="This link belongs to another Prolific study; nothing was recorded.",
+            )
+        else:
+            error = None
+            participant = (
+                Participant.objects.select_for_update()
+                .filter(study=study, source=source, external_id=external_id)
+                .first()
+            )
+            if participant is not None:
+                if participant.browser_id and participant.browser_id != browser_id:
+                    _flag(participant, "foreign_browser", f"from {address or 'unknown'}", now)
+                    error = _refuse(
+                        **refusal,
+                        participant=participant,
+                        reason="foreign_browser",
+                        message=(
+                            "This worker id has already started this study in another "
+                            "browser. Please continue in the browser you started with; this "
+                            "attempt has been recorded."
+                        ),
+                    )
+                else:
+                    # Bind a participant from before browsers were recorded to this one.
+                    participant.browser_id = participant.browser_id or browser_id
+                    participant.external_meta = {**participant.external_meta, **meta}
+                    participant.save(update_fields=["browser_id", "external_meta"])
+                    return Arrival(participant, created=False)
+            elif (
+                address
+                and _arrivals_this_hour(study, address, now)
+                >= (config["crowd_arrivals_per_address_per_hour"])
+            ):
+                error = _refuse(
+                    **refusal,
+                    reason="address_rate",
+                    status=429,
+                    message=(
+                        "Too many new participants have joined this study from your network "
+                        "in the last hour. Please try again later."
+                    ),
+                )
+            else:
+                participant = Participant.objects.create(
+                    study=study,
+                    source=source,
+                    external_id=external_id,
+                    external_meta=meta,
+                    browser_id=browser_id,
+                    address=address,
+                )
+                for other in Participant.objects.filter(study=study, browser_id=browser_id).exclude(
+                    pk=participant.pk
+                ):
+                    _flag(other, "shared_browser", f"also used by {participant.pseudonym}", now)
+                    _flag(participant, "shared_browser", f"also used by {other.pseudonym}", now)
+                return Arrival(participant, created=True)
+    # Raised after the block commits, so the refusal (and any flag) is kept.
+    raise error
+
+
+def _arrivals_this_hour(study: Study, address: str, now: datetime) -> int:
+    return (
+        Participant.objects.filter(study=study, address=address)
+        .exclude(source=Participant.Source.ACCOUNT)
+        .filter(created_at__gt=now - timedelta(hours=1))
+        .count()
+    )
+
+
+def crowd_completion(participant: Participant) -> dict[str, Any]:
+    """What a crowd worker who earned completion is shown: the code and where to report it.
+
+    Empty until the worker has earned it (``completed_at``), and always for accounts.
+    ``participant.study`` should be loaded.
+    """
+    if participant.completed_at is None or participant.source == Participant.Source.ACCOUNT:
+        return {}
+    study = participant.study
+    mode = get_mode(study.mode)
+    config = mode.settings_for(study)
+    code = mode.completion_code(study)
+    context: dict[str, Any] = {"completion_code": code}
+    meta = participant.external_meta or {}
+    if participant.source == Participant.Source.PROLIFIC:
+        context["prolific_url"] = config["prolific_completion_url"] or (
+            PROLIFIC_COMPLETE + "?" + urlencode({"cc": code})
         )
-    if not created and meta and {**participant.external_meta, **meta} != participant.external_meta:
-        participant.external_meta = {**participant.external_meta, **meta}
-        participant.save(update_fields=["external_meta"])
-    return participant, created
+    elif participant.source == Participant.Source.MTURK:
+        submit_to = urlsplit(meta.get("turkSubmitTo", ""))
+        if (
+            submit_to.scheme == "https"
+            and submit_to.hostname in MTURK_HOSTS
+            and meta.get("assignmentId")
+        ):
+            context["mturk_submit_url"] = f"https://{submit_to.hostname}/mturk/externalSubmit"
+            context["mturk_assignment_id"] = meta["assignmentId"]
+    return context

@@ -8,6 +8,38 @@ from django.utils import timezone
 from annotation.models import Study, User
 from annotation.modes import get_mode
 
+# Seeds are stored in a signed 64-bit column (SQLite INTEGER, PostgreSQL bigint).
+MAX_SEED = 2**63 - 1
+# Mode settings are flat objects of numbers and strings; anything deeper than this is not
+# settings, and a deep enough value would exhaust the recursion of whatever walks it next.
+MAX_SETTINGS_DEPTH = 20
+SETTINGS_TOO_DEEP = "nested too deeply; settings are flat JSON objects of numbers and strings."
+
+
+class StudyInputError(ValueError):
+    """A study input refused; ``field`` names it so forms and the API can say where."""
+
+    def __init__(self, message: str, *, field: str = "settings"):
+        super().__init__(message)
+        self.field = field
+
+
+def settings_depth(value: Any) -> int:
+    """How deeply ``value`` nests lists and objects, counted without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            children = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        deepest = max(deepest, depth)
+        if depth <= MAX_SETTINGS_DEPTH:  # one level past the limit is enough to refuse
+            stack.extend((child, depth + 1) for child in children)
+    return deepest
+
 
 def study_create(
     *,
@@ -18,15 +50,22 @@ def study_create(
     description: str = "",
     seed: int = 0,
 ) -> Study:
-    """Create a draft study; settings are checked against the mode's defaults."""
+    """Create a draft study; settings are checked against the mode's defaults.
+
+    Raises StudyInputError (a ValueError naming the field) for bad input.
+    """
     if not (owner.is_researcher or owner.is_staff):
         raise PermissionError("Only researchers create studies.")
     if not name.strip():
-        raise ValueError("A study needs a name.")
+        raise StudyInputError("A study needs a name.", field="name")
+    if not 0 <= seed <= MAX_SEED:
+        raise StudyInputError(f"The seed must be between 0 and {MAX_SEED}.", field="seed")
+    if settings_depth(settings) > MAX_SETTINGS_DEPTH:
+        raise StudyInputError(f"Settings are {SETTINGS_TOO_DEEP}")
     try:
         chosen = get_mode(mode)
     except KeyError as exc:
-        raise ValueError(exc.args[0]) from exc
+        raise StudyInputError(exc.args[0], field="mode") from exc
     clean = chosen.clean_settings(settings or {})
     return Study.objects.create(
         owner=owner,
@@ -69,28 +108,31 @@ def study_set_people(
 ) -> None:
     """Set who annotates the study and which researchers share it, by user name.
 
-    Unknown names are refused as a whole (ValueError listing them). Only the owner or staff
-    change the members; members must be researchers.
+    Annotators are any active accounts (a researcher may pilot their own study); members
+    must be active researchers. Other names are refused as a whole (ValueError listing
+    them) with one sentence whether the account is missing, inactive or of another role:
+    the form must not tell a researcher which accounts exist or what they are. Only the
+    owner or staff change the members.
     """
-    annotator_users = _users_named(annotators)
+    annotator_users = _users_named(annotators, User.objects.all(), "Not annotators here")
     member_users = None
     if members is not None:
         if not (changed_by.is_staff or changed_by.pk == study.owner_id):
             raise PermissionError("Only the study's owner changes who shares it.")
-        member_users = _users_named(members)
-        not_researchers = sorted(u.username for u in member_users if not u.is_researcher)
-        if not_researchers:
-            raise ValueError(f"Not researchers: {', '.join(not_researchers)}.")
+        member_users = _users_named(
+            members, User.objects.filter(is_researcher=True), "Not researchers"
+        )
     with transaction.atomic():
         study.annotators.set(annotator_users)
         if member_users is not None:
             study.members.set(member_users)
 
 
-def _users_named(names: list[str]) -> list[User]:
+def _users_named(names: list[str], eligible, refusal: str) -> list[User]:
+    """The active ``eligible`` users with these names; any other name refuses them all."""
     wanted = {name.strip() for name in names if name.strip()}
-    users = list(User.objects.filter(username__in=wanted, is_active=True))
-    unknown = sorted(wanted - {u.username for u in users})
-    if unknown:
-        raise ValueError(f"No such user: {', '.join(unknown)}.")
+    users = list(eligible.filter(username__in=wanted, is_active=True))
+    others = sorted(wanted - {u.username for u in users})
+    if others:
+        raise ValueError(f"{refusal}: {', '.join(others)}.")
     return users

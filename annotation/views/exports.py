@@ -21,11 +21,17 @@ def study_export(request: HttpRequest, study_id: int) -> HttpResponse:
     study = selectors.study_for_researcher(request.user, study_id)
     try:
         job = export_request(
-            study=study, user=request.user, export_format=request.POST.get("format", "csv")
+            study=study,
+            user=request.user,
+            export_format=request.POST.get("format", "csv"),
+            table=request.POST.get("table", "judgments"),
+            raw_ids=request.POST.get("raw_ids") == "on",
+            images=request.POST.get("images") == "on",
         )
-    except ValueError as exc:
+    except (ValueError, PermissionError) as exc:
+        status = 403 if isinstance(exc, PermissionError) else 400
         return render(
-            request, "error.html", {"title": "Cannot export", "message": str(exc)}, status=400
+            request, "error.html", {"title": "Cannot export", "message": str(exc)}, status=status
         )
     if request.htmx:
         return render(request, "partials/job_status.html", {"job": job})

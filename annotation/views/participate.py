@@ -1,9 +1,14 @@
 """Participant pages, the same for every mode: crowd entry, intro, next item, submit.
 
 The mode supplies templates and context; the services do assignment and storage.
-A crowd worker has no account: their participant id lives in the session, keyed by study.
+A crowd worker has no account: their participant id lives in the session, keyed by study,
+and the browser they first arrived with is named by a signed, HttpOnly cookie.
 """
 
+import ipaddress
+import secrets
+
+from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -12,18 +17,63 @@ from django.views.decorators.http import require_GET, require_POST
 
 from annotation.models import Assignment, Participant, Study
 from annotation.modes import SubmissionError, get_mode
-from annotation.services.assignments import assignment_next
+from annotation.services.assignments import LeaseLimitReached, assignment_next
 from annotation.services.judgments import judgment_submit
 from annotation.services.participants import (
     CrowdLinkError,
+    CrowdRefused,
+    crowd_arrive,
+    crowd_completion,
     crowd_identity,
     is_mturk_preview,
-    participant_for_crowd_worker,
     participant_for_user,
     study_from_crowd_token,
 )
 
 MTURK_FRAME_ANCESTORS = "frame-ancestors https://www.mturk.com https://workersandbox.mturk.com"
+BROWSER_COOKIE = "capeval_browser"
+BROWSER_SALT = "capeval.browser"
+BROWSER_COOKIE_MAX_AGE = 365 * 24 * 3600
+
+
+def client_address(request: HttpRequest) -> str | None:
+    """The client's address: REMOTE_ADDR, or X-Forwarded-For only behind trusted proxies.
+
+    With ``CAPEVAL_TRUSTED_PROXIES`` = N, the Nth address from the right of X-Forwarded-For
+    is the one the outermost trusted proxy saw; anything left of it is the client's to
+    forge. Off (0) by default: a client can write any X-Forwarded-For it likes.
+    """
+    candidate = request.META.get("REMOTE_ADDR", "")
+    proxies = settings.CAPEVAL_TRUSTED_PROXIES
+    if proxies:
+        forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")
+        forwarded = [part.strip() for part in forwarded if part.strip()]
+        if len(forwarded) >= proxies:
+            candidate = forwarded[-proxies]
+    try:
+        return str(ipaddress.ip_address(candidate))
+    except ValueError:
+        return None
+
+
+def _browser_id(request: HttpRequest) -> str:
+    """The id of this browser from its signed cookie, or a new one (set by the caller)."""
+    value = request.get_signed_cookie(BROWSER_COOKIE, default="", salt=BROWSER_SALT)
+    if len(value) == 32 and all(c in "0123456789abcdef" for c in value):
+        return value
+    return secrets.token_hex(16)
+
+
+def _set_browser_cookie(response: HttpResponse, browser_id: str) -> None:
+    response.set_signed_cookie(
+        BROWSER_COOKIE,
+        browser_id,
+        salt=BROWSER_SALT,
+        max_age=BROWSER_COOKIE_MAX_AGE,
+        httponly=True,
+        secure=settings.SESSION_COOKIE_SECURE,
+        samesite=settings.SESSION_COOKIE_SAMESITE,
+    )
 
 
 def _session_key(study: Study) -> str:
@@ -34,14 +84,19 @@ def current_participant(request: HttpRequest, study: Study) -> Participant | Non
     """The participant this browser acts as in the study, or None."""
     participant_id = request.session.get(_session_key(study))
     user = request.user
+    # Asked on every request, not remembered in the session: removing an annotator from
+    # the study must stop their /next/ and submissions at once, not when the session ends.
+    is_annotator = user.is_authenticated and study.annotators.filter(pk=user.pk).exists()
     if participant_id:
         participant = Participant.objects.filter(pk=participant_id, study=study).first()
         # An account's participation follows the account, not a session someone else
-        # may be holding.
-        if participant is not None and participant.user_id in (None, user.pk):
+        # may be holding, and lasts only while the account annotates the study.
+        if participant is not None and (
+            participant.user_id is None or (participant.user_id == user.pk and is_annotator)
+        ):
             participant.study = study
             return participant
-    if user.is_authenticated and study.annotators.filter(pk=user.pk).exists():
+    if is_annotator:
         participant = participant_for_user(study=study, user=user)
         participant.study = study
         request.session[_session_key(study)] = participant.pk
@@ -94,11 +149,29 @@ def crowd_entry(request: HttpRequest, token: str) -> HttpResponse:
             request, "error.html", {"title": "Link problem", "message": str(exc)}, status=400
         )
         return _framed_by_mturk(response) if from_mturk else response
-    participant, _ = participant_for_crowd_worker(
-        study=study, source=source, external_id=external_id, meta=meta
-    )
+    browser_id = _browser_id(request)
+    try:
+        arrival = crowd_arrive(
+            study=study,
+            source=source,
+            external_id=external_id,
+            meta=meta,
+            browser_id=browser_id,
+            address=client_address(request),
+        )
+    except CrowdRefused as exc:
+        response = render(
+            request,
+            "error.html",
+            {"title": "You cannot join this study now", "message": exc.message},
+            status=exc.status,
+        )
+        return _framed_by_mturk(response) if from_mturk else response
+    participant = arrival.participant
     request.session[_session_key(study)] = participant.pk
-    return _allow_mturk_frame(redirect("participate_intro", public_id=study.public_id), participant)
+    response = redirect("participate_intro", public_id=study.public_id)
+    _set_browser_cookie(response, browser_id)
+    return _allow_mturk_frame(response, participant)
 
 
 @require_GET
@@ -112,7 +185,8 @@ def participate_intro(request: HttpRequest, public_id) -> HttpResponse:
             return redirect_to_login(request.get_full_path())
         raise Http404("You are not a participant of this study.")
     mode = get_mode(study.mode)
-    response = render(request, mode.intro_template, {"study": study, "participant": participant})
+    context = {"study": study, "participant": participant, "config": mode.settings_for(study)}
+    response = render(request, mode.intro_template, context)
     return _allow_mturk_frame(response, participant)
 
 
@@ -127,6 +201,7 @@ def _render_item(request, study, participant, assignment: Assignment, error=None
         "part": part,
         "error": error,
         "submit_url": reverse("participate_submit", args=[study.public_id, assignment.token]),
+        "completion": crowd_completion(participant),
         **mode.page_context(assignment, part),
     }
     return _allow_mturk_frame(
@@ -138,13 +213,20 @@ def _render_item(request, study, participant, assignment: Assignment, error=None
 def participate_next(request: HttpRequest, public_id) -> HttpResponse:
     """Show the participant's current item; a reload shows the same one, clock unchanged."""
     study, participant = _study_and_participant(request, public_id)
-    assignment = assignment_next(participant=participant)
+    try:
+        assignment = assignment_next(participant=participant)
+    except LeaseLimitReached as exc:
+        response = render(
+            request, "error.html", {"title": "Please wait", "message": exc.message}, status=429
+        )
+        return _allow_mturk_frame(response, participant)
     if assignment is None:
         mode = get_mode(study.mode)
         context = {
             "study": study,
             "participant": participant,
             "mode_finished_template": mode.finished_template,
+            "completion": crowd_completion(participant),
             **mode.finished_context(participant),
         }
         return _allow_mturk_frame(
@@ -158,10 +240,9 @@ def participate_submit(request: HttpRequest, public_id, token: str) -> HttpRespo
     """Store a submission; show the mode's feedback or go on to the next item."""
     study, participant = _study_and_participant(request, public_id)
     mode = get_mode(study.mode)
-    try:
-        part = int(request.POST.get("part", "0"))
-    except ValueError:
-        part = -1
+    raw_part = request.POST.get("part", "0").strip()
+    # Only ASCII digits: int() would also read "３" or "٣" as 3.
+    part = int(raw_part) if raw_part.isascii() and raw_part.isdigit() else -1
     try:
         outcome = judgment_submit(
             participant=participant,
@@ -193,6 +274,7 @@ def participate_submit(request: HttpRequest, public_id, token: str) -> HttpRespo
             "participant": participant,
             "judgment": outcome.judgment,
             "next_url": reverse("participate_next", args=[study.public_id]),
+            "completion": crowd_completion(participant),
             **feedback,
         }
         return _allow_mturk_frame(render(request, mode.feedback_template, context), participant)

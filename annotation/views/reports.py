@@ -58,9 +58,14 @@ def report_figure(request: HttpRequest, study_id: int, name: str, fmt: str) -> H
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure = mode.figure(name, latest.result)
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format=fmt, dpi=150 if fmt == "png" else None, bbox_inches="tight")
+    # Labels come from imports (system names, captions): "$...$" in them must be drawn as
+    # written, not parsed as maths text (which fails with a 500 on "$x_$" and turns
+    # "$\frac{a}{b}$" into a fraction). Text objects read this setting when created, so
+    # the whole drawing happens inside it; every mode's figures go through here.
+    with matplotlib.rc_context({"text.parse_math": False}):
+        figure = mode.figure(name, latest.result)
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format=fmt, dpi=150 if fmt == "png" else None, bbox_inches="tight")
     plt.close(figure)
     response = HttpResponse(buffer.getvalue(), content_type=FIGURE_TYPES[fmt])
     if request.GET.get("download"):

@@ -1,5 +1,6 @@
 """Researcher pages: dashboard, study creation and detail, job progress and downloads."""
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -8,6 +9,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from annotation import selectors
 from annotation.forms import StudyForm
 from annotation.models import Job
+from annotation.services.assignments import assignment_release
 from annotation.services.studies import (
     study_close,
     study_create,
@@ -33,7 +35,7 @@ def study_new(request: HttpRequest) -> HttpResponse:
         try:
             study = study_create(owner=request.user, **form.cleaned_data)
         except ValueError as exc:
-            form.add_error("settings", str(exc))
+            form.add_error(getattr(exc, "field", "settings"), str(exc))
         else:
             return redirect("study_detail", study_id=study.pk)
     return render(request, "studies/new.html", {"form": form})
@@ -51,6 +53,9 @@ def study_detail(request: HttpRequest, study_id: int) -> HttpResponse:
         "annotator_names": " ".join(study.annotators.values_list("username", flat=True)),
         "member_names": " ".join(study.members.values_list("username", flat=True)),
         "may_change_members": request.user.is_staff or request.user.pk == study.owner_id,
+        "leases": selectors.open_leases(study),
+        "integrity": selectors.crowd_integrity(study),
+        **selectors.crowd_setup(study),
     }
     return render(request, "studies/detail.html", context)
 
@@ -74,6 +79,20 @@ def study_change_status(request: HttpRequest, study_id: int) -> HttpResponse:
             {"title": "Cannot change status", "message": str(exc)},
             status=400,
         )
+    return redirect("study_detail", study_id=study.pk)
+
+
+@require_POST
+@researcher_required
+def study_release_lease(request: HttpRequest, study_id: int, assignment_id: int) -> HttpResponse:
+    """Give back one open lease (a worker who walked away), so its item is served again."""
+    study = selectors.study_for_researcher(request.user, study_id)
+    if assignment_release(
+        study=study, assignment_id=assignment_id, released_by=request.user.username
+    ):
+        messages.success(request, "Lease released; its item is served again.")
+    else:
+        messages.info(request, "That lease was no longer open (answered or released).")
     return redirect("study_detail", study_id=study.pk)
 
 

@@ -19,7 +19,7 @@ NAME = "test-rating"
 class RatingTestMode(Mode):
     name = NAME
     label = "Rating (tests only)"
-    default_settings = {"target": 2, "min_seconds": 0, "parts": 1}
+    default_settings = {"target": 2, "min_seconds": 0, "parts": 1, "completion_after": 2}
     item_template = "tests/rating_item.html"
 
     def build_items(self, study: Study) -> int:
@@ -74,8 +74,10 @@ class RatingTestMode(Mode):
         caption = Caption.objects.get(pk=assignment.item.spec["caption"])
         return {"caption": caption, "parts": self.parts(assignment.item)}
 
-    def finished_context(self, participant: Participant) -> dict[str, Any]:
-        return {"completion_code": "TEST-DONE"}
+    def completion_earned(self, participant: Participant) -> bool:
+        return (
+            participant.state.get("answered", 0) >= study_settings(participant)["completion_after"]
+        )
 
     figure_names = ("ratings",)
 
@@ -91,6 +93,10 @@ class RatingTestMode(Mode):
         figure = Figure(figsize=(3, 2))
         figure.add_subplot().bar(range(1, 6), result["histogram"])
         return figure
+
+
+def study_settings(participant: Participant) -> dict[str, Any]:
+    return {**RatingTestMode.default_settings, **participant.study.settings}
 
 
 def rating_study(

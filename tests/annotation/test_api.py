@@ -10,6 +10,7 @@ from django.urls import reverse
 
 from annotation.models import Job, Judgment, Study
 from annotation.modes import get_mode
+from annotation.modes.base import CROWD_DEFAULTS
 from annotation.services.assignments import assignment_next
 from annotation.services.judgments import judgment_submit
 from tests.annotation.modes_for_tests import crowd_participant, rating_study
@@ -52,7 +53,7 @@ def test_a_researcher_creates_a_draft_study_with_the_modes_default_settings(api,
     body = response.json()
     study = Study.objects.get(pk=body["id"])
     assert (study.name, study.owner, study.status) == ("Captions 2025", researcher, "draft")
-    assert body["settings"] == get_mode("vicr").default_settings
+    assert body["settings"] == {**CROWD_DEFAULTS, **get_mode("vicr").default_settings}
     assert api.get(reverse("api_study", args=[study.pk])).json() == body
 
 

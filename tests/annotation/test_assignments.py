@@ -101,8 +101,8 @@ def test_no_more_open_leases_than_the_target_allows(researcher):
 
 
 def test_expired_leases_are_released_and_their_item_served_again(researcher, settings):
-    settings.CAPEVAL_LEASE_SECONDS = 60
-    study = rating_study(researcher, captions=1, target=1)
+    # Crowd leases last the study's crowd_lease_seconds.
+    study = rating_study(researcher, captions=1, target=1, crowd_lease_seconds=60)
     slow, other = crowd_participant(study, "slow"), crowd_participant(study, "other")
     start = timezone.now()
     lease = assignment_next(participant=slow, now=start)
@@ -131,8 +131,8 @@ def test_expired_leases_are_released_and_their_item_served_again(researcher, set
 def test_a_returning_participant_whose_lease_lapsed_gets_it_back_with_a_new_clock(
     researcher, settings
 ):
-    settings.CAPEVAL_LEASE_SECONDS = 60
-    study = rating_study(researcher, captions=2, target=1)
+    # Crowd leases last the study's crowd_lease_seconds.
+    study = rating_study(researcher, captions=2, target=1, crowd_lease_seconds=60)
     participant = crowd_participant(study)
     start = timezone.now()
     lapsed = assignment_next(participant=participant, now=start)
@@ -150,8 +150,8 @@ def test_a_returning_participant_whose_lease_lapsed_gets_it_back_with_a_new_cloc
 
 
 def test_a_lapsed_lease_frees_its_slot_for_someone_else(researcher, settings):
-    settings.CAPEVAL_LEASE_SECONDS = 60
-    study = rating_study(researcher, captions=1, target=1)
+    # Crowd leases last the study's crowd_lease_seconds.
+    study = rating_study(researcher, captions=1, target=1, crowd_lease_seconds=60)
     start = timezone.now()
     lapsed = assignment_next(participant=crowd_participant(study), now=start)
     other = crowd_participant(study, "next")
@@ -165,10 +165,10 @@ def test_a_lapsed_lease_frees_its_slot_for_someone_else(researcher, settings):
 
 
 def test_the_beat_task_releases_expired_leases(researcher, settings):
-    settings.CAPEVAL_LEASE_SECONDS = 60
     schedule = django_settings.CELERY_BEAT_SCHEDULE.values()
     assert "annotation.tasks.release_expired_leases" in {entry["task"] for entry in schedule}
-    study = rating_study(researcher, captions=2, target=1)
+    # Crowd leases last the study's crowd_lease_seconds.
+    study = rating_study(researcher, captions=2, target=1, crowd_lease_seconds=60)
     long_ago = timezone.now() - timedelta(minutes=5)
     expired = assignment_next(participant=crowd_participant(study, "a"), now=long_ago)
     current = assignment_next(participant=crowd_participant(study, "b"))

@@ -1,192 +1,60 @@
-"""Exports: rows and columns, privacy, CSV injection, JSONL, the datasheet, atomic files,
-access to the export view, downloads and the cleanup of old files."""
+"""Exports: each mode's tidy table read back from every format and compared cell by cell
+with the database, the datasheet's counts against the file, queries that do not grow with
+the study, privacy (pseudonyms, raw ids for the owner only, no secrets), CSV injection,
+line separators in JSONL, the dataset folder loaded by Hugging Face ``datasets``, the
+participants table, the page, the API, the command, atomic files and old-file cleanup."""
 
 import csv
 import io
 import json
-import os
-import threading
+import math
+import zipfile
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 from django.conf import settings as django_settings
-from django.db import connection, transaction
-from django.http import Http404
-from django.test import RequestFactory
+from django.core.management import CommandError, call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
-from hypothesis import given
-from hypothesis import settings as settings_hypothesis
-from hypothesis import strategies as st
 
-from annotation.models import Caption, Image, Item, Job, Judgment, Participant, Study
-from annotation.modes import Mode, SubmissionError, register
-from annotation.modes.base import ExportColumn
+from annotation.models import Caption, Image, Job, Judgment, Participant, Study
+from annotation.modes import Mode, SubmissionError, get_mode, register
 from annotation.services import exports
-from annotation.services.assignments import assignment_next
-from annotation.services.exports import export_delete_old, export_request, export_run
-from annotation.services.judgments import judgment_submit
-from annotation.services.participants import participant_for_crowd_worker, participant_for_user
-from annotation.views.exports import job_datasheet
+from annotation.services.exports import (
+    export_delete_old,
+    export_file,
+    export_request,
+    table_columns,
+)
+from tests.annotation.test_mode_humanr import careless, crowd, do_group, honest, humanr_study
+from tests.annotation.test_mode_thumb import make_annotator, tiny_study  # noqa: F401
+from tests.annotation.test_mode_vicr import exact, in_game, play, player, vicr_study
 from tests.conftest import skip_or_fail
 
 pytestmark = pytest.mark.django_db
 
-FORMULAS = ['=HYPERLINK("http://x","y")', "+cmd", "@SUM(1)", "-2+3", "\tTab", "\rCR"]
-CROWD_ID = "PID-SECRET-5f3a"
-ANNOTATOR_NAME = "anna"  # the conftest annotator's user name
-
-
-@register
-class ExportTestMode(Mode):
-    """One item per caption, rated with ``rating`` plus a free-text ``comment``."""
-
-    name = "test-export"
-    label = "Export (tests only)"
-    exclusion_rules = "Ratings of participants who failed the test check are excluded."
-
-    def validate(self, assignment, part: int, data: dict[str, Any]) -> dict[str, Any]:
-        if data.get("rating") not in range(1, 6):
-            raise SubmissionError("rating 1-5", field="rating")
-        return {"rating": data["rating"], "comment": data.get("comment", "")}
-
-    def score(self, *, item, assignment, part, payload) -> dict[str, Any]:
-        # Negative numbers and floats the server computes must stay numbers in the CSV.
-        return {"delta": (payload["rating"] - 3) / 4, "points": payload["rating"] - 5}
-
-    def export_columns(self):
-        return [
-            ExportColumn("label", lambda judgment: judgment.item.spec["label"]),
-            ExportColumn("rating_twice", lambda judgment: judgment.payload["rating"] * 2),
-        ]
-
-
-@register
-class ExportPerCaptionTestMode(ExportTestMode):
-    """Like test-export, but each judgment gives one export row per caption of its item."""
-
-    name = "test-export-rows"
-
-    def export_columns(self):
-        return [ExportColumn("caption_id", lambda judgment: None)]
-
-    def export_rows(self, judgment):
-        return [{"caption_id": cid} for cid in judgment.item.spec["caption_ids"]]
-
-
-class ExportColumnFailed(Exception):
-    pass
-
-
-@register
-class FailingExportTestMode(ExportTestMode):
-    """Its export column fails on the fifth judgment, after earlier chunks were written."""
-
-    name = "test-export-fail"
-
-    def export_columns(self):
-        def explode(judgment):
-            if judgment.payload["comment"] == "judgment 5":
-                raise ExportColumnFailed("the label of judgment 5 cannot be computed")
-            return "ok"
-
-        return [ExportColumn("label", explode)]
-
-
-def build_study(make_study, annotator, *, mode="test-export", participants=2, items=3):
-    """A study whose captions and comments carry formula-like text, judged by an annotator
-    (account) and crowd workers; returns the study."""
-    study = make_study(mode, name="@SUM(1) study")
-    for number in range(items):
-        image = Image.objects.create(
-            study=study,
-            name=f"=img{number}.png",
-            sha256=f"{number:064x}",
-            file=f"o/{number}",
-            display=f"d/{number}",
-            width=10,
-            height=10,
-            format="PNG",
-        )
-        raw = FORMULAS[number % len(FORMULAS)]
-        first = Caption.objects.create(
-            study=study, image=image, system="Human", raw_text=raw, text=raw.strip() + "."
-        )
-        second = Caption.objects.create(
-            study=study,
-            image=image,
-            system="m1",
-            raw_text=f"caption {number}",
-            text=f"Caption {number}.",
-        )
-        Item.objects.create(
-            study=study,
-            kind="rate",
-            image=image,
-            position=number,
-            target=participants,
-            spec={"caption_ids": [first.pk, second.pk], "label": raw},
-        )
-    Study.objects.filter(pk=study.pk).update(status=Study.Status.LIVE)
-    people = [participant_for_user(study=study, user=annotator)]
-    for number in range(participants - 1):
-        person, _ = participant_for_crowd_worker(
-            study=study,
-            source=Participant.Source.PROLIFIC,
-            external_id=f"{CROWD_ID}-{number}",
-            meta={"PROLIFIC_PID": f"{CROWD_ID}-{number}", "SESSION_ID": "SESSION-SECRET"},
-        )
-        people.append(person)
-    count = 0
-    for person in people:
-        while (assignment := assignment_next(participant=person)) is not None:
-            count += 1
-            judgment_submit(
-                participant=person,
-                token=assignment.token,
-                data={
-                    "rating": 1 + count % 5,
-                    "comment": FORMULAS[count % len(FORMULAS)]
-                    if mode != "test-export-fail"
-                    else f"judgment {count}",
-                },
-            )
-    return study
-
-
-def run_export(study, user, export_format, capture):
-    with capture(execute=True):
-        job = export_request(study=study, user=user, export_format=export_format)
-    job.refresh_from_db()
-    return job
-
-
-def export_path(job):
-    return django_settings.CAPEVAL_EXPORT_DIR / job.result_file
-
-
-def read_csv(job) -> list[dict[str, str]]:
-    # newline="" keeps a carriage return inside a quoted cell as it was written.
-    with export_path(job).open(encoding="utf-8", newline="") as data:
-        return list(csv.DictReader(data))
-
-
-def read_jsonl(job) -> list[dict[str, Any]]:
-    lines = export_path(job).read_bytes().decode("utf-8").split("\n")
-    assert lines[-1] == "", "the file ends with a newline"
-    return [json.loads(line) for line in lines[:-1]]
+FORMATS = ("csv", "jsonl", "parquet", "dataset")
+FORMULAS = ('=HYPERLINK("http://x","y")', "+cmd", "@SUM(1)", "-2+3", "\tTab", "\rCR")
+SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "datasets"
+RELEASE = SHARED / "thumb-1.0" / "mscoco_THumB-1.0.jsonl"
+TABLE_2 = {  # THumB paper Table 2: system -> (P, R)
+    "Human": (4.82, 4.35),
+    "VinVL-large": (4.54, 3.97),
+    "VinVL-base": (4.47, 3.95),
+    "Unified-VLP": (4.35, 3.77),
+    "Up-Down": (4.29, 3.50),
+}
 
 
 @pytest.fixture(autouse=True)
 def fast_password_hashing(settings):
-    """The users of these tests never log in with a password; hashing them fast saves seconds."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture
-def study(make_study, annotator):
-    return build_study(make_study, annotator)
 
 
 @pytest.fixture
@@ -194,485 +62,732 @@ def capture(django_capture_on_commit_callbacks):
     return django_capture_on_commit_callbacks
 
 
-def test_csv_has_one_row_per_judgment_with_the_common_payload_result_and_mode_columns(
-    study, researcher, capture
-):
-    Judgment.objects.filter(pk=Judgment.objects.filter(study=study).first().pk).update(
-        excluded=True, exclusion_reason="failed check"
-    )
-    job = run_export(study, researcher, "csv", capture)
+# ---------------------------------------------------------------------- studies
 
-    assert job.status == Job.Status.DONE, job.error
-    rows = read_csv(job)
-    judgments = list(
+
+def vicr_data(owner, *, game_ratings=2, players=2):
+    """Tutorial ratings of one player, game ratings of others; a formula-like caption,
+    a caption with line separators, a player who completed with integrity flags."""
+    study = vicr_study(owner, game=max(4, game_ratings))
+    odd = Caption.objects.filter(study=study, purpose="study").order_by("id")
+    odd.filter(pk=odd[0].pk).update(text=FORMULAS[0])
+    odd.filter(pk=odd[1].pk).update(text='two\u2028lines\x85and\u2029more,"quoted"\n')
+    learner = player(study, "PID-LEARNER")
+    for _ in range(3):
+        play(learner, answer=exact)
+    for n in range(players):
+        gamer = in_game(study, f"PID-GAME-{n}")
+        for rating in range(game_ratings):
+            play(gamer, 1 + (rating + n) % 5)
+    Participant.objects.filter(pk=learner.pk).update(
+        completed_at=timezone.now(),
+        flags=[
+            {"kind": "rate_limit", "at": "2025-01-01T00:00:00Z", "detail": "x"},
+            {"kind": "foreign_browser", "at": "2025-01-01T00:00:01Z", "detail": "y"},
+            {"kind": "rate_limit", "at": "2025-01-01T00:00:02Z", "detail": "z"},
+        ],
+        address="203.0.113.7",
+        browser_id="BROWSER-SECRET-1",
+    )
+    return study
+
+
+def humanr_data(owner):
+    study = humanr_study(owner, images=18, systems=("GIT",), workers_per_comparison=2)
+    do_group(crowd(study, "PID-H1"), honest)
+    do_group(crowd(study, "PID-H2"), careless)  # a failed check flags the group
+    do_group(
+        crowd(
+            study,
+            "WORKER-M",
+            source=Participant.Source.MTURK,
+            meta={"workerId": "WORKER-M", "assignmentId": "ASSIGN-M", "hitId": "H"},
+        ),
+        honest,
+        parts=4,
+    )
+    return study
+
+
+def thumb_data(make_study, make_annotator):  # noqa: F811
+    return tiny_study(make_study, make_annotator)
+
+
+@pytest.fixture
+def studies(researcher, make_study, make_annotator):  # noqa: F811
+    def build(mode):
+        if mode == "vicr":
+            return vicr_data(researcher)
+        if mode == "humanr":
+            return humanr_data(researcher)
+        return thumb_data(make_study, make_annotator)
+
+    return build
+
+
+# ---------------------------------------------------------------------- expected rows
+# Computed from model instances, independently of the export's SQL.
+
+
+def common(judgment) -> dict[str, Any]:
+    return {
+        "judgment_id": judgment.pk,
+        "participant": judgment.participant.pseudonym,
+    }
+
+
+def trailing(judgment) -> dict[str, Any]:
+    return {
+        "created_at": judgment.created_at,
+        "dwell_ms": judgment.dwell_ms,
+        "excluded": judgment.excluded,
+        "exclusion_reason": judgment.exclusion_reason,
+    }
+
+
+def judgments_of(study):
+    return (
         Judgment.objects.filter(study=study)
-        .select_related("participant", "assignment", "item__image")
+        .select_related("participant", "assignment", "item", "item__image")
         .order_by("id")
     )
-    assert len(rows) == len(judgments) == 6
-    assert list(rows[0]) == [
-        "study_id",
-        "study_name",
-        "study_mode",
-        "judgment_id",
-        "item_id",
-        "item_kind",
-        "item_position",
-        "image_name",
-        "image_sha256",
-        "caption_ids",
-        "caption_systems",
-        "caption_texts",
-        "caption_raw_texts",
-        "participant",
-        "phase",
-        "part",
-        "payload.comment",
-        "payload.rating",
-        "result.delta",
-        "result.points",
-        "created_at",
-        "served_at",
-        "submitted_at",
-        "dwell_ms",
-        "excluded",
-        "exclusion_reason",
-        "label",
-        "rating_twice",
-    ]
-    for row, judgment in zip(rows, judgments, strict=True):
-        item = judgment.item
-        captions = [Caption.objects.get(pk=pk) for pk in item.spec["caption_ids"]]
-        assert int(row["judgment_id"]) == judgment.pk
-        assert int(row["item_id"]) == item.pk and int(row["item_position"]) == item.position
-        assert row["study_mode"] == "test-export" and row["item_kind"] == "rate"
-        assert row["image_name"] == "'" + item.image.name
-        assert row["image_sha256"] == item.image.sha256
-        assert json.loads(row["caption_ids"]) == item.spec["caption_ids"]
-        assert json.loads(row["caption_raw_texts"]) == [c.raw_text for c in captions]
-        assert json.loads(row["caption_texts"]) == [c.text for c in captions]
-        assert json.loads(row["caption_systems"]) == ["Human", "m1"]
-        assert row["participant"] == judgment.participant.pseudonym
-        assert row["phase"] == judgment.phase
-        assert int(row["payload.rating"]) == judgment.payload["rating"]
-        assert int(row["rating_twice"]) == 2 * judgment.payload["rating"]
-        assert float(row["result.delta"]) == judgment.result["delta"]
-        assert int(row["dwell_ms"]) == judgment.dwell_ms
-        assert datetime.fromisoformat(row["created_at"]) == judgment.created_at
-        assert datetime.fromisoformat(row["created_at"]).utcoffset() == timedelta(0)
-        assert datetime.fromisoformat(row["served_at"]) == judgment.assignment.served_at
-        assert datetime.fromisoformat(row["submitted_at"]) == judgment.assignment.submitted_at
-        assert row["excluded"] == ("true" if judgment.excluded else "false")
-        assert row["exclusion_reason"] == judgment.exclusion_reason
-    assert sum(row["excluded"] == "true" for row in rows) == 1
 
 
-@pytest.mark.parametrize("export_format", ["csv", "jsonl"])
-def test_participants_appear_by_pseudonym_only(study, researcher, capture, export_format):
-    job = run_export(study, researcher, export_format, capture)
-
-    text = export_path(job).read_text(encoding="utf-8")
-    sheet = (django_settings.CAPEVAL_EXPORT_DIR / job.result["datasheet"]).read_text()
-    for secret in (CROWD_ID, "SESSION-SECRET", ANNOTATOR_NAME, "prolific"):
-        assert secret not in text and secret not in sheet
-    pseudonyms = set(Participant.objects.filter(study=study).values_list("pseudonym", flat=True))
-    assert len(pseudonyms) == 2
-    assert all(pseudonym in text for pseudonym in pseudonyms)
-
-
-def test_csv_neutralises_formula_text_and_keeps_numbers_numeric(study, researcher, capture):
-    job = run_export(study, researcher, "csv", capture)
-
-    rows = read_csv(job)
-    text_cells = [row[name] for row in rows for name in ("payload.comment", "label")]
-    text_cells += [rows[0]["study_name"], rows[0]["image_name"]]
-    assert {cell.lstrip("'") for cell in text_cells} >= {"@SUM(1) study", *FORMULAS[:3]}
-    for cell in text_cells:
-        assert cell.startswith("'"), f"formula-like text {cell!r} is not neutralised"
-    judgments = {j.pk: j for j in Judgment.objects.filter(study=study)}
-    for row in rows:
-        judgment = judgments[int(row["judgment_id"])]
-        assert row["payload.comment"] == "'" + judgment.payload["comment"]
-        for name in ("result.delta", "result.points"):
-            assert not row[name].startswith("'"), "numbers stay numbers"
-            assert float(row[name]) == judgment.result[name.split(".")[1]]
-    negative = [row["result.points"] for row in rows if row["result.points"].startswith("-")]
-    assert negative, "the fixture has negative points to check"
-    assert any(row["result.delta"] == "-0.5" for row in rows)
-
-
-def test_jsonl_has_one_object_per_line_with_native_values_and_raw_text(study, researcher, capture):
-    job = run_export(study, researcher, "jsonl", capture)
-
-    records = read_jsonl(job)
-    judgments = {j.pk: j for j in Judgment.objects.filter(study=study)}
-    assert sorted(r["judgment_id"] for r in records) == sorted(judgments)
-    for record in records:
-        judgment = judgments[record["judgment_id"]]
-        assert record["payload.comment"] == judgment.payload["comment"], "JSON is not neutralised"
-        assert record["result.delta"] == judgment.result["delta"]
-        assert isinstance(record["caption_ids"], list) and record["excluded"] is False
-        assert record["exclusion_reason"] == ""
-        assert record["study_name"] == "@SUM(1) study"
+def expected_vicr(study) -> list[dict[str, Any]]:
+    rows = []
+    for j in judgments_of(study):
+        caption = Caption.objects.select_related("image").get(pk=j.item.spec["caption_id"])
+        r = j.result
+        rows.append(
+            {
+                **common(j),
+                "phase": j.phase,
+                "round": j.assignment.round,
+                "caption_id": caption.pk,
+                "image": caption.image.name,
+                "system": caption.system,
+                "caption": caption.text,
+                "rating": j.payload["rating"],
+                **{
+                    k: r.get(src)
+                    for k, src in (
+                        ("points", "points"),
+                        ("truth", "truth"),
+                        ("consensus", "consensus"),
+                        ("pool_size", "pool_size"),
+                        ("pool_human", "pool_human"),
+                        ("pool_primed", "pool_primed"),
+                        ("score_after", "score_after"),
+                    )
+                },
+                "player_status": j.participant.status,
+                "final_view": j.phase == "game"
+                and not j.excluded
+                and j.participant.status == "game",
+                **trailing(j),
+            }
+        )
+    return rows
 
 
-def test_datasheet_describes_the_export(study, researcher, capture):
-    Judgment.objects.filter(pk__in=Judgment.objects.filter(study=study).values("pk")[:2]).update(
-        excluded=True, exclusion_reason="check"
-    )
-    job = run_export(study, researcher, "csv", capture)
-
-    sheet = json.loads((django_settings.CAPEVAL_EXPORT_DIR / job.result["datasheet"]).read_text())
-    assert job.result["datasheet"] == job.result_file.replace(".csv", ".datasheet.json")
-    assert sheet["data_file"] == job.result_file and sheet["format"] == "csv"
-    assert sheet["counts"] == {
-        "judgments": 6,
-        "rows": 6,
-        "excluded": 2,
-        "participants": 2,
-        "items": 3,
-        "images": 3,
-        "captions": 6,
-    }
-    assert sheet["study"]["mode"] == "test-export" and sheet["seeds"] == {"study": study.seed}
-    assert ExportTestMode.exclusion_rules in sheet["exclusion_rules"]
-    assert any("excluded=true" in rule for rule in sheet["exclusion_rules"])
-    header = list(read_csv(job)[0])
-    assert [c["name"] for c in sheet["columns"]] == header
-    assert all(c["description"] for c in sheet["columns"])
-    assert set(sheet["software"]) >= {"capeval", "django", "python", "numpy"}
-
-
-def test_a_mode_may_give_a_judgment_several_rows(make_study, annotator, researcher, capture):
-    study = build_study(make_study, annotator, mode="test-export-rows")
-
-    job = run_export(study, researcher, "jsonl", capture)
-
-    records = read_jsonl(job)
-    assert len(records) == 2 * Judgment.objects.filter(study=study).count()
-    for record in records:
-        assert record["caption_id"] in record["caption_ids"]
-    assert job.result["judgments"] == 6 and job.result["rows"] == 12
+def expected_humanr(study) -> list[dict[str, Any]]:
+    rows = []
+    for j in judgments_of(study):
+        r = j.result
+        left = Caption.objects.get(pk=r["left_caption_id"])
+        right = Caption.objects.get(pk=r["right_caption_id"])
+        rows.append(
+            {
+                **common(j),
+                "group": j.item.spec["group"],
+                "trial": j.part + 1,
+                "trial_kind": j.item.spec["trials"][j.part]["kind"],
+                "image": j.item.spec["trials"][j.part]["image_name"],
+                "system": j.item.spec["trials"][j.part]["system"],
+                "left_caption_id": left.pk,
+                "left_caption": left.text,
+                "left_system": r["left_system"],
+                "right_caption_id": right.pk,
+                "right_caption": right.text,
+                "right_system": r["right_system"],
+                "human_side": "left"
+                if j.item.spec["trials"][j.part]["reference_caption_id"] == left.pk
+                else "right",
+                "raw": j.payload["raw"],
+                "score": r["value"],
+                "is_attention_check": j.item.spec["trials"][j.part]["kind"] == "attention_check",
+                "attention_check_failed": r["check_failed"],
+                "group_finished": j.assignment.status == "submitted",
+                **trailing(j),
+            }
+        )
+    return rows
 
 
-def test_small_chunks_give_the_same_rows_once_each_with_rising_progress(
-    study, researcher, settings
-):
-    settings.CAPEVAL_EXPORT_CHUNK_SIZE = 4
-    job = Job.objects.create(kind=Job.Kind.EXPORT, study=study, params={"format": "csv"})
-    seen = []
-
-    outcome = export_run(job=job, progress=lambda percent, message="": seen.append(percent))
-
-    job.result_file = outcome["result_file"]
-    ids = [int(row["judgment_id"]) for row in read_csv(job)]
-    assert ids == sorted(Judgment.objects.filter(study=study).values_list("id", flat=True))
-    assert seen == sorted(seen) and len(seen) == 3, "one update at the start and per chunk"
-
-
-def test_data_file_appears_under_its_name_only_when_complete(study, researcher, settings):
-    settings.CAPEVAL_EXPORT_CHUNK_SIZE = 2
-    job = Job.objects.create(kind=Job.Kind.EXPORT, study=study, params={"format": "csv"})
-    root = django_settings.CAPEVAL_EXPORT_DIR
-    during = []
-
-    def progress(percent, message=""):
-        during.append(sorted(path.name for path in root.iterdir()) if root.exists() else [])
-
-    outcome = export_run(job=job, progress=progress)
-
-    final = outcome["result_file"]
-    assert all(final not in names for names in during)
-    assert any(f".{final}.part" in names for names in during[1:])
-    assert sorted(p.name for p in root.iterdir()) == sorted([final, outcome["result"]["datasheet"]])
-
-
-def test_failed_export_leaves_no_file_and_a_failed_job(
-    make_study, annotator, researcher, capture, settings
-):
-    settings.CAPEVAL_EXPORT_CHUNK_SIZE = 2
-    study = build_study(make_study, annotator, mode="test-export-fail")
-
-    job = run_export(study, researcher, "csv", capture)
-
-    assert job.status == Job.Status.FAILED
-    assert "judgment 5 cannot be computed" in job.error
-    assert job.result_file == ""
-    root = django_settings.CAPEVAL_EXPORT_DIR
-    assert list(root.iterdir()) == [], "neither the data file nor a .part file is left"
+def expected_thumb(study) -> list[dict[str, Any]]:
+    fields = ("precision", "recall", "fluency", "conciseness", "inclusive")
+    first_stage1: dict[int, Judgment] = {}
+    for j in judgments_of(study):
+        if j.item.kind == "stage1" and not j.excluded:
+            first_stage1.setdefault(j.item.image_id, j)
+    rows = []
+    for j in judgments_of(study):
+        before = first_stage1.get(j.item.image_id) if j.item.kind == "stage2" else None
+        per_caption = []
+        for key, scores in j.payload["captions"].items():
+            for caption_id in scores["caption_ids"]:
+                caption = Caption.objects.get(pk=caption_id)
+                modified = (j.result or {}).get("modified", {}).get(key, {})
+                earlier = before.payload["captions"][key] if before else {}
+                per_caption.append(
+                    {
+                        **common(j),
+                        "stage": j.item.kind,
+                        "image": j.item.image.name,
+                        "caption_id": caption.pk,
+                        "system": caption.system,
+                        "caption": caption.text,
+                        "raw_caption": caption.raw_text,
+                        **{f: scores.get(f) for f in ("precision", "recall", "fluency")},
+                        "fluency_errors": scores.get("fluency_errors"),
+                        **{f: scores.get(f) for f in ("conciseness", "inclusive", "total")},
+                        "changed": ";".join(f for f in fields if modified.get(f))
+                        if j.item.kind == "stage2"
+                        else None,
+                        **{f"stage1_{f}": earlier.get(f) for f in fields},
+                        **trailing(j),
+                    }
+                )
+        rows += sorted(per_caption, key=lambda row: row["caption_id"])
+    return rows
 
 
-def test_unknown_format_is_refused_without_a_job(study, researcher):
-    with pytest.raises(ValueError, match="xlsx"):
-        export_request(study=study, user=researcher, export_format="xlsx")
-    assert not Job.objects.exists()
+EXPECTED = {"vicr": expected_vicr, "humanr": expected_humanr, "thumb": expected_thumb}
 
 
-# Views
+# ---------------------------------------------------------------------- reading files back
 
 
-def post_export(client, study, export_format="csv", **headers):
-    return client.post(
-        reverse("study_export", args=[study.pk]), {"format": export_format}, **headers
-    )
+def read_table(path: Path, export_format: str, columns, table="judgments") -> list[dict]:
+    """The file's rows with typed values (CSV and JSONL parsed by the column types)."""
+    types = {c.name: c.type for c in columns}
+    if export_format == "parquet":
+        return pq.read_table(path).to_pylist()
+    if export_format == "dataset":
+        with zipfile.ZipFile(path) as archive:
+            return pq.read_table(io.BytesIO(archive.read(f"data/{table}.parquet"))).to_pylist()
+    if export_format == "jsonl":
+        text = path.read_text(encoding="utf-8")
+        lines = text.splitlines()  # what the issue's readers do
+        rows = [json.loads(line) for line in lines]
+        for row in rows:
+            for name, kind in types.items():
+                if kind == "timestamp" and row[name] is not None:
+                    row[name] = datetime.fromisoformat(row[name])
+        return rows
+    with path.open(encoding="utf-8", newline="") as data:
+        reader = csv.DictReader(data)
+        assert reader.fieldnames == list(types), "the header names every column in order"
+        rows = []
+        for raw in reader:
+            rows.append({name: parse_csv_cell(raw[name], types[name]) for name in types})
+        return rows
 
 
-def test_owner_starts_an_export_with_htmx_and_downloads_it(client, study, researcher, capture):
-    client.force_login(researcher)
+def parse_csv_cell(cell: str, kind: str) -> Any:
+    if kind == "str":
+        return cell
+    if cell == "":
+        return None
+    if kind == "int":
+        return int(cell)
+    if kind == "float":
+        return float(cell)
+    if kind == "bool":
+        return {"true": True, "false": False}[cell]
+    return datetime.fromisoformat(cell)
+
+
+def neutralised(text: str) -> str:
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+
+
+def as_file_value(value: Any, kind: str, export_format: str) -> Any:
+    """What the expected value looks like once written in ``export_format``."""
+    if kind == "str" and isinstance(value, dict):
+        return value  # compared as parsed JSON
+    if kind == "str" and export_format == "csv":
+        return neutralised(value) if value else ""
+    if kind == "float" and value is not None:
+        return float(value)
+    if kind == "timestamp" and value is not None:
+        return value.astimezone(UTC)
+    return value
+
+
+def assert_same_rows(got: list[dict], expected: list[dict], columns, export_format) -> None:
+    assert len(got) == len(expected)
+    for n, (row, want) in enumerate(zip(got, expected, strict=True)):
+        assert list(row) == [c.name for c in columns]
+        for column in columns:
+            value = row[column.name]
+            target = as_file_value(want[column.name], column.type, export_format)
+            if isinstance(target, dict):
+                value = json.loads(value)
+            if isinstance(value, float) and isinstance(target, float):
+                assert math.isclose(value, target), (n, column.name, value, target)
+            else:
+                assert value == target, (n, column.name, value, target)
+
+
+def run(study, user, capture, export_format, **options) -> Job:
     with capture(execute=True):
-        response = post_export(client, study, "jsonl", HTTP_HX_REQUEST="true")
-
-    assert response.status_code == 200
-    job = Job.objects.get(kind=Job.Kind.EXPORT, study=study)
-    assert f'id="job-{job.pk}"' in response.content.decode()
-    assert job.params == {"format": "jsonl"} and job.created_by == researcher
+        job = export_request(study=study, user=user, export_format=export_format, **options)
     job.refresh_from_db()
-    download = client.get(reverse("job_download", args=[job.pk]))
-    assert download.status_code == 200
-    body = b"".join(download.streaming_content)
-    assert body == export_path(job).read_bytes()
-    assert len(body.decode().splitlines()) == 6
-    assert job.result_file in download["Content-Disposition"]
+    assert job.status == "done", job.error
+    return job
 
 
-def test_without_htmx_the_export_redirects_to_the_job_page(client, study, researcher, capture):
-    client.force_login(researcher)
-    with capture(execute=True):
-        response = post_export(client, study)
-
-    job = Job.objects.get(kind=Job.Kind.EXPORT)
-    assert response.status_code == 302
-    assert response["Location"] == reverse("job_status", args=[job.pk])
+def job_path(job) -> Path:
+    return Path(django_settings.CAPEVAL_EXPORT_DIR) / job.result_file
 
 
-def test_member_and_admin_may_export_any_study_they_manage(
-    client, study, make_user, other_researcher, capture
+def datasheet_of(job) -> dict:
+    if job.result["format"] == "dataset":
+        with zipfile.ZipFile(job_path(job)) as archive:
+            return json.loads(archive.read("datasheet.json"))
+    return json.loads(
+        (Path(django_settings.CAPEVAL_EXPORT_DIR) / job.result["datasheet"]).read_text()
+    )
+
+
+# ---------------------------------------------------------------------- round trips
+
+
+@pytest.mark.parametrize("export_format", FORMATS)
+@pytest.mark.parametrize("mode", ["thumb", "vicr", "humanr"])
+def test_every_cell_reads_back_as_the_database_holds_it(
+    mode, export_format, studies, researcher, capture
 ):
-    study.members.add(other_researcher)
-    admin = make_user("root", staff=True)
-    for user in (other_researcher, admin):
-        client.force_login(user)
-        with capture(execute=True):
-            assert post_export(client, study, HTTP_HX_REQUEST="true").status_code == 200
-    assert Job.objects.filter(study=study, status=Job.Status.DONE).count() == 2
+    study = studies(mode)
+    columns = table_columns(study, "judgments")
+
+    job = run(study, researcher, capture, export_format)
+
+    got = read_table(job_path(job), export_format, columns)
+    expected = EXPECTED[mode](study)
+    assert expected, "the fixture has rows"
+    assert_same_rows(got, expected, columns, export_format)
+    if export_format == "parquet":
+        schema = pq.read_schema(job_path(job))
+        assert [f.type for f in schema] == [exports.ARROW_TYPES[c.type] for c in columns]
+        assert all(f.metadata[b"description"] for f in schema)
+
+    counts = datasheet_of(job)["tables"]["judgments"]["counts"]
+    assert counts["rows"] == len(got)
+    assert counts["judgments"] == len({row["judgment_id"] for row in got})
+    assert counts["judgments"] == Judgment.objects.filter(study=study).count()
+    assert counts["excluded_rows"] == sum(bool(row["excluded"]) for row in got)
+    assert counts["participants"] == len({row["participant"] for row in got})
+    assert counts["images"] == len({row["image"] for row in got})
+    caption_columns = [c.name for c in columns if c.counts == "captions"]
+    assert counts["captions"] == len({row[name] for row in got for name in caption_columns})
+    if mode == "thumb":
+        assert counts["rows"] > counts["judgments"], "a THumB judgment gives a row per caption"
 
 
-def test_another_researcher_and_an_annotator_get_404(client, study, other_researcher, annotator):
-    for user in (other_researcher, annotator):
-        client.force_login(user)
-        assert post_export(client, study).status_code == 404
-    client.logout()
-    assert post_export(client, study).status_code == 302, "anonymous users go to the login"
-    assert not Job.objects.exists()
+@pytest.mark.parametrize("mode", ["thumb", "vicr", "humanr"])
+def test_no_column_is_always_empty_and_none_repeats_another(mode, studies, researcher, capture):
+    study = studies(mode)
+    columns = table_columns(study, "judgments")
+    job = run(study, researcher, capture, "parquet")
+    table = pq.read_table(job_path(job))
+
+    for column in columns:
+        if column.name == "exclusion_reason" and not pc.any(table["excluded"]).as_py():
+            continue  # empty exactly when nothing is excluded
+        values = table[column.name]
+        assert values.null_count < len(values), f"{column.name} is always null"
+        if column.type == "str":
+            assert pc.any(pc.not_equal(values, "")).as_py(), f"{column.name} is always empty"
+    names = [c.name for c in columns]
+    assert len(names) == len(set(names))
+    assert not any(n.startswith(("payload", "result")) for n in names), "no JSON blobs"
 
 
-def test_unknown_format_answers_400(client, study, researcher):
-    client.force_login(researcher)
-    response = post_export(client, study, "xlsx")
-    assert response.status_code == 400 and "xlsx" in response.content.decode()
-    assert not Job.objects.exists()
+def test_the_default_table_of_a_mode_without_one(researcher, make_study, capture):
+    study = make_study("test-default")
+    image = Image.objects.create(
+        study=study, name="i.png", sha256="0" * 64, file="o", display="d", width=1, height=1,
+        format="PNG",
+    )  # fmt: skip
+    Caption.objects.create(study=study, image=image, system="Human", raw_text="x", text="x")
+    from annotation.services.assignments import assignment_next
+    from annotation.services.judgments import judgment_submit
+    from annotation.services.studies import study_open
+
+    study_open(study=study)
+    worker = crowd(study, "PID-D")
+    lease = assignment_next(participant=worker)
+    judgment_submit(participant=worker, token=lease.token, data={"rating": 4})
+
+    job = run(study, researcher, capture, "jsonl")
+
+    (row,) = read_table(job_path(job), "jsonl", table_columns(study, "judgments"))
+    judgment = Judgment.objects.get()
+    assert json.loads(row["payload"]) == judgment.payload == {"rating": 4}
+    assert json.loads(row["result"]) == judgment.result
+    assert row["participant"] == worker.pseudonym
 
 
-def test_datasheet_download(study, researcher, other_researcher, capture):
-    job = run_export(study, researcher, "csv", capture)
-    request = RequestFactory().get("/")
-    request.user = researcher
+@register
+class DefaultTableTestMode(Mode):
+    name = "test-default"
 
-    response = job_datasheet(request, job.pk)
+    def build_items(self, study):
+        from annotation.models import Item
 
-    assert json.loads(b"".join(response.streaming_content))["data_file"] == job.result_file
-    request.user = other_researcher
-    with pytest.raises(Http404):
-        job_datasheet(request, job.pk)
+        captions = Caption.objects.filter(study=study)
+        Item.objects.bulk_create(
+            Item(study=study, kind="rate", image_id=c.image_id, spec={"caption_id": c.pk})
+            for c in captions
+        )
+        return captions.count()
 
-
-# Cleanup
-
-
-def test_old_export_files_are_deleted_and_their_jobs_kept(study, researcher, capture):
-    old = run_export(study, researcher, "csv", capture)
-    recent = run_export(study, researcher, "jsonl", capture)
-    root = django_settings.CAPEVAL_EXPORT_DIR
-    stale_part = root / ".study-0-export-0.csv.part"
-    stale_part.write_text("half")
-    Job.objects.filter(pk=old.pk).update(finished_at=timezone.now() - timedelta(days=8))
-    old_files = [export_path(old), root / old.result["datasheet"]]
-    now = timezone.now()
-    eight_days_ago = (now - timedelta(days=8)).timestamp()
-    os.utime(stale_part, (eight_days_ago, eight_days_ago))
-
-    deleted = export_delete_old(days=7, now=now)
-
-    assert deleted == 3
-    assert not any(path.exists() for path in [*old_files, stale_part])
-    old.refresh_from_db()
-    assert old.result_file == "" and Job.objects.filter(pk=old.pk).exists()
-    assert export_path(recent).exists() and recent.result_file
+    def validate(self, assignment, part, data):
+        if data.get("rating") not in range(1, 6):
+            raise SubmissionError("rating 1-5", field="rating")
+        return {"rating": data["rating"]}
 
 
-def test_delete_old_exports_task_calls_the_service(study, researcher, capture):
-    from annotation.tasks import delete_old_exports
+# ---------------------------------------------------------------------- queries, formats
 
-    old = run_export(study, researcher, "csv", capture)
-    Job.objects.filter(pk=old.pk).update(finished_at=datetime(2000, 1, 1, tzinfo=UTC))
 
-    assert delete_old_exports.delay().get() == 2
-    assert not export_path(old).exists()
+@pytest.mark.parametrize("export_format", ["csv", "dataset"])
+def test_queries_do_not_grow_with_the_judgments(researcher, tmp_path, export_format, settings):
+    settings.CAPEVAL_EXPORT_CHUNK_SIZE = 3  # several chunks, so a per-chunk query would show
+    counts = []
+    for size in (2, 6):
+        study = vicr_data(researcher, game_ratings=size, players=size)
+        with CaptureQueriesContext(connection) as queries:
+            summary = export_file(
+                study=study, path=tmp_path / f"{size}.{export_format}", export_format=export_format
+            )
+        assert summary.judgments == Judgment.objects.filter(study=study).count()
+        counts.append((summary.judgments, len(queries)))
+    (small, small_queries), (large, large_queries) = counts
+    assert large > 3 * small > 0
+    assert small_queries == large_queries
+
+
+def test_jsonl_escapes_line_separators_so_splitlines_gives_one_object_a_line(researcher, capture):
+    study = vicr_data(researcher)
+    job = run(study, researcher, capture, "jsonl")
+
+    raw = job_path(job).read_bytes().decode("utf-8")
+    assert "\u2028" not in raw and "\u2029" not in raw and "\x85" not in raw
+    rows = [json.loads(line) for line in raw.splitlines()]
+    assert len(rows) == Judgment.objects.filter(study=study).count()
+    assert any(row["caption"] == 'two\u2028lines\x85and\u2029more,"quoted"\n' for row in rows)
+
+
+def test_csv_neutralises_formula_text_and_keeps_numbers(researcher, capture):
+    study = vicr_data(researcher)
+    job = run(study, researcher, capture, "csv")
+
+    with job_path(job).open(encoding="utf-8", newline="") as data:
+        rows = list(csv.DictReader(data))
+    formula = [row for row in rows if row["caption"].startswith("'=")]
+    assert formula and formula[0]["caption"] == "'" + FORMULAS[0]
+    negative = [row["points"] for row in rows if row["points"].startswith("-")]
+    assert negative and all(int(p) < 0 for p in negative), "numbers are never prefixed"
 
 
 def test_formula_prefixes_are_the_owasp_set():
-    assert [exports.neutralise(text) for text in FORMULAS] == ["'" + text for text in FORMULAS]
-    assert exports.neutralise("A dog.") == "A dog."
-    assert exports.neutralise("") == ""
+    assert set(exports.FORMULA_PREFIXES) == {"=", "+", "-", "@", "\t", "\r"}
+    for text in FORMULAS:
+        assert exports.neutralise(text) == "'" + text
+    assert exports.neutralise("a cat") == "a cat"
 
 
-# Streaming: the PostgreSQL worker path, the caches of the CSV hot loop
+# ---------------------------------------------------------------------- participants, privacy
 
 
-def export_bytes(study, *, mode_in_transaction: bool) -> bytes:
-    job = Job.objects.create(kind=Job.Kind.EXPORT, study=study, params={"format": "csv"})
-    if mode_in_transaction:
-        with transaction.atomic():
-            outcome = export_run(job=job, progress=lambda percent, message="": None)
+def test_participants_table_gives_completion_and_flags_without_raw_ids(researcher, capture):
+    study = vicr_data(researcher)
+    columns = table_columns(study, "participants")
+    job = run(study, researcher, capture, "csv", table="participants")
+
+    rows = read_table(job_path(job), "csv", columns)
+    people = Participant.objects.filter(study=study).order_by("id")
+    assert [row["participant"] for row in rows] == [p.pseudonym for p in people]
+    for row, person in zip(rows, people, strict=True):
+        kinds = sorted({flag["kind"] for flag in person.flags})
+        assert row["source"] == person.source and row["status"] == person.status
+        assert row["completed_at"] == person.completed_at
+        assert row["completed"] is (person.completed_at is not None)
+        assert row["judgments"] == person.judgments.count()
+        assert (row["flag_count"], row["flag_kinds"]) == (len(person.flags), ";".join(kinds))
+    learner = next(row for row in rows if row["flag_count"])
+    assert learner["flag_count"] == 3 and learner["flag_kinds"] == "foreign_browser;rate_limit"
+    assert "worker_id" not in rows[0]
+
+
+def test_the_owner_may_add_raw_crowd_ids_and_nobody_else(
+    researcher, other_researcher, capture, client
+):
+    study = humanr_data(researcher)
+    study.members.add(other_researcher)
+    with pytest.raises(PermissionError):
+        export_request(
+            study=study, user=other_researcher, export_format="csv", table="participants",
+            raw_ids=True,
+        )  # fmt: skip
+    client.force_login(other_researcher)
+    refused = client.post(
+        reverse("study_export", args=[study.pk]),
+        {"format": "csv", "table": "participants", "raw_ids": "on"},
+    )
+    assert refused.status_code == 403 and not Job.objects.exists()
+
+    job = run(study, researcher, capture, "csv", table="participants", raw_ids=True)
+
+    rows = read_table(job_path(job), "csv", table_columns(study, "participants", raw_ids=True))
+    by_id = {row["worker_id"]: row for row in rows}
+    assert set(by_id) == {"PID-H1", "PID-H2", "WORKER-M"}
+    assert by_id["WORKER-M"]["submission_id"] == "ASSIGN-M"
+    assert by_id["PID-H1"]["submission_id"] == "X"
+    assert "raw Prolific/MTurk ids" in datasheet_of(job)["privacy"]
+
+
+def all_text(job) -> str:
+    """Every byte the export wrote, Parquet decoded to values, as one text."""
+    path = job_path(job)
+    texts = []
+    if job.result["format"] == "dataset":
+        with zipfile.ZipFile(path) as archive:
+            for name in archive.namelist():
+                data = archive.read(name)
+                if name.endswith(".parquet"):
+                    texts.append(
+                        json.dumps(pq.read_table(io.BytesIO(data)).to_pylist(), default=str)
+                    )
+                elif not name.startswith("images/"):
+                    texts.append(data.decode())
+        return "\n".join(texts)
+    if job.result["format"] == "parquet":
+        texts.append(json.dumps(pq.read_table(path).to_pylist(), default=str))
     else:
-        outcome = export_run(job=job, progress=lambda percent, message="": None)
-    return (django_settings.CAPEVAL_EXPORT_DIR / outcome["result_file"]).read_bytes()
+        texts.append(path.read_text(encoding="utf-8"))
+    texts.append((Path(django_settings.CAPEVAL_EXPORT_DIR) / job.result["datasheet"]).read_text())
+    return "\n".join(texts)
+
+
+@pytest.mark.parametrize("export_format", FORMATS)
+def test_no_secret_leaves_in_any_format(export_format, researcher, capture):
+    study = vicr_data(researcher)
+    study.settings = {
+        **study.settings,
+        "completion_code": "CC-SETTING-SECRET",
+        "prolific_completion_url": "https://app.prolific.com/submissions/complete?cc=CC-URL-SECRET",
+    }
+    study.description = "Why we collected this."
+    study.save()
+
+    text = all_text(run(study, researcher, capture, export_format))
+    text += all_text(run(study, researcher, capture, export_format, table="participants"))
+
+    for secret in (
+        study.completion_code,
+        "CC-SETTING-SECRET",
+        "CC-URL-SECRET",
+        "203.0.113.7",
+        "BROWSER-SECRET-1",
+        "PID-LEARNER",
+        "PID-GAME-0",
+        researcher.username,
+    ):
+        assert secret not in text, secret
+    assert "Why we collected this." in text
+
+
+# ---------------------------------------------------------------------- the dataset folder
+
+
+def test_dataset_folder_loads_with_hugging_face_datasets(
+    researcher, capture, tmp_path, monkeypatch
+):
+    datasets = pytest.importorskip("datasets")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    study = vicr_data(researcher)
+    media = Path(django_settings.MEDIA_ROOT)
+    first = Image.objects.filter(study=study).order_by("id").first()
+    (media / first.display).parent.mkdir(parents=True, exist_ok=True)
+    (media / first.display).write_bytes(b"RIFF-not-really-webp")
+
+    job = run(study, researcher, capture, "dataset", images=True)
+    folder = tmp_path / "folder"
+    with zipfile.ZipFile(job_path(job)) as archive:
+        archive.extractall(folder)
+
+    loaded = datasets.load_dataset(str(folder), "judgments", cache_dir=str(tmp_path / "cache"))
+    people = datasets.load_dataset(str(folder), "participants", cache_dir=str(tmp_path / "cache"))
+    table = pq.read_table(folder / "data" / "judgments.parquet")
+    assert (
+        loaded["train"].num_rows == table.num_rows == Judgment.objects.filter(study=study).count()
+    )
+    assert loaded["train"]["judgment_id"] == table["judgment_id"].to_pylist()
+    assert people["train"].num_rows == Participant.objects.filter(study=study).count()
+    assert (folder / "images" / first.name).read_bytes() == b"RIFF-not-really-webp"
+    card = (folder / "README.md").read_text()
+    for section in ("## Motivation", "## Composition", "## Protocol", "## Collection",
+                    "## Exclusion rules", "## Agreement", "## Licence and citation"):  # fmt: skip
+        assert section in card
+    assert "min_ratings" in card and "| `rating` | int |" in card
+
+
+@pytest.mark.skipif(not RELEASE.is_file(), reason="THumB 1.0 release absent (../shared)")
+def test_the_published_thumb_release_exported_to_parquet_gives_table_2(researcher, tmp_path):
+    call_command("import_thumb", str(RELEASE), "--owner", researcher.username, stdout=io.StringIO())
+    study = Study.objects.get(mode="thumb")
+
+    export_file(study=study, path=tmp_path / "thumb.parquet", export_format="parquet")
+
+    table = pq.read_table(tmp_path / "thumb.parquet")
+    assert table.num_rows == 2500, "500 images x 5 systems"
+    means = table.group_by("system").aggregate([("precision", "mean"), ("recall", "mean")])
+    got = {
+        row["system"]: (round(row["precision_mean"], 2), round(row["recall_mean"], 2))
+        for row in means.to_pylist()
+    }
+    assert got == TABLE_2
+
+
+# ---------------------------------------------------------------------- page, API, command
+
+
+def test_the_page_starts_a_parquet_export_of_the_participants(client, researcher, capture):
+    study = vicr_data(researcher)
+    client.force_login(researcher)
+    page = client.get(reverse("study_detail", args=[study.pk]))
+    assert b'value="parquet"' in page.content and b'name="raw_ids"' in page.content
+
+    with capture(execute=True):
+        response = client.post(
+            reverse("study_export", args=[study.pk]),
+            {"format": "parquet", "table": "participants"},
+            HTTP_HX_REQUEST="true",
+        )
+    assert response.status_code == 200
+    job = Job.objects.get(kind="export")
+    assert job.params == {"format": "parquet", "table": "participants"}
+    download = client.get(reverse("job_download", args=[job.pk]))
+    table = pq.read_table(io.BytesIO(b"".join(download.streaming_content)))
+    assert table.num_rows == Participant.objects.filter(study=study).count()
+    bad = client.post(reverse("study_export", args=[study.pk]), {"format": "xlsx"})
+    assert bad.status_code == 400
+
+
+def test_the_api_exports_a_dataset_and_refuses_raw_ids_to_a_member(
+    client, researcher, other_researcher, capture
+):
+    study = humanr_data(researcher)
+    study.members.add(other_researcher)
+    client.force_login(researcher)
+    url = reverse("api_study_exports", args=[study.pk])
+    with capture(execute=True):
+        response = client.post(url, {"format": "dataset"}, content_type="application/json")
+    assert response.status_code == 202, response.content
+    polled = client.get(reverse("api_job", args=[response.json()["id"]])).json()
+    assert polled["status"] == "done" and polled["result"]["format"] == "dataset"
+    client.force_login(other_researcher)
+    refused = client.post(
+        url, {"format": "csv", "table": "participants", "raw_ids": True},
+        content_type="application/json",
+    )  # fmt: skip
+    assert refused.status_code == 403
+
+
+@pytest.mark.parametrize("export_format", FORMATS)
+def test_the_command_writes_the_same_table(export_format, researcher, tmp_path):
+    study = humanr_data(researcher)
+    output = tmp_path / f"out.{export_format}"
+    out = io.StringIO()
+
+    call_command(
+        "export_study", str(study.pk), "--format", export_format, "--output", str(output),
+        stdout=out,
+    )  # fmt: skip
+
+    columns = table_columns(study, "judgments")
+    assert_same_rows(
+        read_table(output, export_format, columns), expected_humanr(study), columns, export_format
+    )
+    assert "Wrote" in out.getvalue()
+    if export_format != "dataset":
+        assert (tmp_path / "out.datasheet.json").is_file()
+    with pytest.raises(CommandError):
+        call_command("export_study", "999999", "--output", str(output))
+
+
+# ---------------------------------------------------------------------- files
+
+
+def test_a_failed_export_leaves_no_file_and_a_failed_job(researcher, capture, monkeypatch):
+    study = vicr_data(researcher)
+
+    def explode(self, batch):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(exports._CsvSink, "write", explode)
+    with capture(execute=True):
+        job = export_request(study=study, user=researcher, export_format="csv")
+    job.refresh_from_db()
+    assert job.status == "failed" and "disk full" in job.error
+    assert not list(Path(django_settings.CAPEVAL_EXPORT_DIR).iterdir())
+
+
+def test_old_export_files_are_deleted_and_their_jobs_kept(researcher, capture):
+    study = vicr_data(researcher)
+    job = run(study, researcher, capture, "dataset")
+    now = timezone.now()
+    Job.objects.filter(pk=job.pk).update(finished_at=now - timedelta(days=8))
+
+    assert export_delete_old(days=7, now=now) == 1
+    job.refresh_from_db()
+    assert job.result_file == "" and not list(Path(django_settings.CAPEVAL_EXPORT_DIR).iterdir())
 
 
 @pytest.mark.django_db(transaction=True)
-def test_worker_path_on_its_own_connection_writes_the_same_file_as_in_a_transaction(
-    make_study, annotator, researcher, settings
-):
-    # A worker runs in autocommit: on PostgreSQL the rows then come from a dedicated
-    # connection fetched by a thread; inside a transaction, from the caller's connection.
-    if connection.vendor != "postgresql":
-        skip_or_fail("the dedicated-connection export path needs PostgreSQL")
-    settings.CAPEVAL_EXPORT_CHUNK_SIZE = 2
-    study = build_study(make_study, annotator, participants=3)
-    threads_before = threading.active_count()
-
-    streamed = export_bytes(study, mode_in_transaction=False)
-    in_transaction = export_bytes(study, mode_in_transaction=True)
-
-    assert streamed == in_transaction
-    rows = list(csv.DictReader(streamed.decode("utf-8").splitlines()))
-    assert len(rows) == Judgment.objects.filter(study=study).count() == 9
-    assert threading.active_count() == threads_before, "the fetching thread has ended"
-
-
-@pytest.mark.django_db(transaction=True)
-def test_worker_path_failing_mid_way_stops_its_thread_and_leaves_no_file(
-    make_study, annotator, researcher, settings
+def test_the_worker_path_on_its_own_connection_writes_what_a_transaction_writes(
+    researcher, tmp_path
 ):
     if connection.vendor != "postgresql":
-        skip_or_fail("the dedicated-connection export path needs PostgreSQL")
-    settings.CAPEVAL_EXPORT_CHUNK_SIZE = 2
-    study = build_study(make_study, annotator, mode="test-export-fail")
-    threads_before = threading.active_count()
-    job = Job.objects.create(kind=Job.Kind.EXPORT, study=study, params={"format": "csv"})
+        skip_or_fail("the COPY pipe of a worker needs PostgreSQL (set DATABASE_URL)")
+    from django.db import transaction
 
-    with pytest.raises(ExportColumnFailed):
-        export_run(job=job, progress=lambda percent, message="": None)
-
-    assert threading.active_count() == threads_before
-    assert list(django_settings.CAPEVAL_EXPORT_DIR.iterdir()) == []
-
-
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
-    max_leaves=6,
-)
+    study = vicr_data(researcher)
+    for export_format in ("csv", "parquet"):
+        export_file(
+            study=study, path=tmp_path / f"worker.{export_format}", export_format=export_format
+        )
+        with transaction.atomic():
+            export_file(
+                study=study, path=tmp_path / f"atomic.{export_format}", export_format=export_format
+            )
+        columns = table_columns(study, "judgments")
+        worker = read_table(tmp_path / f"worker.{export_format}", export_format, columns)
+        assert worker == read_table(tmp_path / f"atomic.{export_format}", export_format, columns)
+        assert_same_rows(worker, expected_vicr(study), columns, export_format)
 
 
-def csv_writer_fragment(cells) -> str:
-    """What csv.writer writes for ``cells`` after a first cell (the export joins lines itself
-    and must write them exactly as the csv module would)."""
-    buffer = io.StringIO()
-    csv.writer(buffer).writerow(["first", *cells])
-    return buffer.getvalue().removeprefix("first").removesuffix("\r\n")
-
-
-@settings_hypothesis(max_examples=300, deadline=None)
-@given(cells=st.lists(st.text() | st.integers() | st.floats(allow_nan=False), max_size=4))
-def test_line_fragments_are_written_as_the_csv_module_writes_them(cells):
-    assert exports._csv_fragment(cells) == csv_writer_fragment(cells)
-
-
-@settings_hypothesis(max_examples=200, deadline=None)
-@given(payload=st.dictionaries(st.sampled_from(["a", "b", "=c"]), json_values) | json_values)
-def test_remembered_json_fragments_equal_the_cells_of_each_value(payload):
-    keys = ["=c", "a", "b", "missing"]
-    text = json.dumps(payload)
-    cache: dict[str, str] = {}
-    values = payload if isinstance(payload, dict) else {}
-    expected = csv_writer_fragment([exports._csv_cell(values.get(key)) for key in keys])
-
-    first = exports._json_fragment(text, keys, cache)
-    again = cache.get(text) or exports._json_fragment(text, keys, cache)
-
-    assert first == again == expected
-
-
-def test_json_cell_cache_is_bounded_and_skips_long_texts(monkeypatch):
-    monkeypatch.setattr(exports, "JSON_CELL_CACHE_SIZE", 2)
-    cache: dict[str, str] = {}
-    for rating in range(5):
-        exports._json_fragment(json.dumps({"rating": rating}), ["rating"], cache)
-        assert len(cache) <= 2
-    long_text = json.dumps({"comment": "x" * (exports.JSON_CELL_CACHE_TEXT + 1)})
-    exports._json_fragment(long_text, ["comment"], cache)
-    assert long_text not in cache
-
-
-def reference_spec_caption_ids(spec):
-    """The rule as first written (sort caption_ids first, then dict order), kept to check the
-    faster version against."""
-    if not isinstance(spec, dict):
-        return []
-    suffixes = tuple("_" + name for name in exports.CAPTION_KEYS)
-    found = []
-    for key in sorted(spec, key=lambda key: key != "caption_ids"):
-        if key in exports.CAPTION_KEYS or key.endswith(suffixes):
-            value = spec[key]
-            found.extend(value if isinstance(value, list) else [value])
-    ids = []
-    for value in found:
-        if type(value) is int and value not in ids:
-            ids.append(value)
-    return ids
-
-
-spec_keys = st.sampled_from(
-    ["caption_ids", "caption", "caption_id", "captions", "left_caption", "right_caption_id",
-     "label", "x_captions", "captionless", "kind"]
-)  # fmt: skip
-spec_values = (
-    st.integers(0, 9)
-    | st.booleans()
-    | st.text(max_size=2)
-    | st.lists(st.integers(0, 9) | st.booleans() | st.none(), max_size=4)
-)
-
-
-@settings_hypothesis(max_examples=300, deadline=None)
-@given(spec=st.dictionaries(spec_keys, spec_values) | st.none() | st.lists(st.integers()))
-def test_caption_ids_of_a_spec_follow_the_documented_rule(spec):
-    assert exports._spec_caption_ids(spec) == reference_spec_caption_ids(spec)
-
-
-def test_item_cache_cells_split_back_into_four_cells(study, researcher, capture):
-    # The CSV cache keeps an item's four caption cells as one string; a caption holding
-    # control characters (JSON-escaped) must not split it wrongly.
-    # PostgreSQL text cannot hold NUL (the separator); SQLite can.
-    nul = "\x00" if connection.vendor == "sqlite" else "\x01"
-    caption = Caption.objects.filter(study=study).first()
-    Caption.objects.filter(pk=caption.pk).update(text=f"a{nul}b\tc", raw_text=nul)
-    job = run_export(study, researcher, "csv", capture)
-
-    rows = [row for row in read_csv(job) if caption.pk in json.loads(row["caption_ids"])]
-    assert rows
-    for row in rows:
-        assert len(json.loads(row["caption_systems"])) == len(json.loads(row["caption_ids"]))
-        assert f"a{nul}b\tc" in json.loads(row["caption_texts"])
-        assert nul in json.loads(row["caption_raw_texts"])
+def test_unknown_options_are_refused_without_a_job(researcher):
+    study = vicr_data(researcher)
+    with pytest.raises(ValueError, match="xlsx"):
+        export_request(study=study, user=researcher, export_format="xlsx")
+    with pytest.raises(ValueError, match="items"):
+        export_request(study=study, user=researcher, export_format="csv", table="items")
+    assert not Job.objects.exists()
+    assert get_mode("vicr").export_columns()[0].name == "judgment_id"

@@ -21,10 +21,15 @@ from django.urls import reverse
 from annotation.models import Assignment, Caption, Image, Item, Judgment, Participant, Study
 from annotation.modes import SubmissionError, get_mode
 from annotation.modes import humanr as mode_module
+from annotation.modes.base import Mode
 from annotation.services.assignments import assignment_next
 from annotation.services.exports import export_request
 from annotation.services.judgments import judgment_submit
-from annotation.services.participants import crowd_link_token, participant_for_crowd_worker
+from annotation.services.participants import (
+    crowd_completion,
+    crowd_link_token,
+    participant_for_crowd_worker,
+)
 from annotation.services.reports import report_request
 from annotation.services.studies import study_create, study_open
 
@@ -328,38 +333,50 @@ def test_an_answer_faster_than_the_minimum_time_is_refused(researcher):
         )
 
 
-def test_the_same_prolific_id_joining_twice_resumes(researcher, client):
+def test_the_same_prolific_id_joining_twice_in_its_browser_resumes(researcher, client):
     study = humanr_study(researcher)
     link = reverse("crowd_entry", args=[crowd_link_token(study)])
     params = {"PROLIFIC_PID": "p-42", "STUDY_ID": "s", "SESSION_ID": "one"}
     client.get(link, params)
     first = client.get(reverse("participate_next", args=[study.public_id]))
+    client.get(link, {**params, "SESSION_ID": "two"})
+    second = client.get(reverse("participate_next", args=[study.public_id]))
     other_browser = Client()
-    other_browser.get(link, {**params, "SESSION_ID": "two"})
-    second = other_browser.get(reverse("participate_next", args=[study.public_id]))
+    refused = other_browser.get(link, {**params, "SESSION_ID": "three"})
 
     assert Participant.objects.filter(study=study).count() == 1
     assert Assignment.objects.count() == 1, "the returning worker gets the same group back"
     assert first.context["assignment"].pk == second.context["assignment"].pk
+    assert refused.status_code == 403, "another browser cannot take the worker's place"
 
 
-def test_a_worker_never_gets_the_same_comparison_twice(researcher):
-    study = humanr_study(researcher, images=27, workers_per_comparison=2)
+def test_a_worker_never_gets_the_same_comparison_or_image_twice(researcher):
+    study = humanr_study(researcher, images=81, workers_per_comparison=2)
     worker = crowd(study)
-    while Assignment.objects.filter(participant=worker).count() < study.items.count():
+    while (lease := assignment_next(participant=worker)) is not None:
         do_group(worker)
 
-    assert assignment_next(participant=worker) is None
-    seen = [
-        r["comparison"]
-        for r in Judgment.objects.filter(participant=worker).values_list("result", flat=True)
-        if r["kind"] == "comparison"
-    ]
-    assert len(seen) == 81 and len(set(seen)) == 81
+    results = list(Judgment.objects.filter(participant=worker).values_list("result", flat=True))
+    seen = [r["comparison"] for r in results if r["kind"] == "comparison"]
+    images = [r["image_id"] for r in results]
+    groups = Assignment.objects.filter(participant=worker).count()
+    assert groups >= 2, "the worker did several groups"
+    assert groups < study.items.count(), "exposure leaves some groups to other workers"
+    assert len(seen) == len(set(seen)) == 9 * groups
+    assert len(images) == len(set(images)) == 10 * groups
+    assert lease is None
 
 
 def test_the_side_is_random_per_presentation_and_stored_as_shown(researcher, client):
-    study = humanr_study(researcher, images=9, systems=("GIT",), workers_per_comparison=8)
+    study = humanr_study(
+        researcher,
+        images=9,
+        systems=("GIT",),
+        workers_per_comparison=8,
+        # Eight workers from one test client: one address, one browser.
+        crowd_arrivals_per_address_per_hour=8,
+        crowd_open_leases_per_address=8,
+    )
     sides = Counter()
     for number in range(8):
         client.get(
@@ -404,7 +421,8 @@ def test_an_answer_from_a_page_showing_other_sides_is_refused(researcher):
 
 
 def test_a_failed_check_flags_every_response_of_its_group_only(researcher):
-    study = humanr_study(researcher, images=18)
+    # Enough images for two groups that share none (a worker never meets an image twice).
+    study = humanr_study(researcher, images=81)
     worker = crowd(study)
     good = do_group(worker, honest)
     bad = do_group(worker, careless)
@@ -420,6 +438,15 @@ def test_a_failed_check_flags_every_response_of_its_group_only(researcher):
     assert check.result["check_failed"] is True and check.result["oriented"] == 5
     worker.refresh_from_db()
     assert worker.state == {"groups_done": 2, "groups_failed": 1}
+
+
+def test_a_crowd_lease_lasts_long_enough_for_a_whole_group(researcher):
+    study = humanr_study(researcher)
+    lease = assignment_next(participant=crowd(study))
+    held = (lease.expires_at - lease.served_at).total_seconds()
+    # Ten trials read with care take minutes; one-part items keep the shorter base default.
+    assert held == MODE.crowd_lease_seconds > Mode.crowd_lease_seconds
+    assert held >= 10 * 60
 
 
 def test_max_failed_checks_stops_serving_a_careless_worker(researcher):
@@ -447,7 +474,8 @@ def capture(django_capture_on_commit_callbacks):
 
 
 def test_a_dropped_group_is_left_out_of_humanr_but_kept_in_the_export(researcher, capture):
-    study = humanr_study(researcher, images=18, systems=("GIT",), workers_per_comparison=2)
+    # 162 comparisons: 18 full groups, enough that each worker gets two sharing no image.
+    study = humanr_study(researcher, images=81, systems=("GIT",), workers_per_comparison=2)
     workers = [crowd(study, f"w{n}") for n in range(3)]
     for worker in workers[:2]:
         do_group(worker, honest)
@@ -490,8 +518,8 @@ def test_a_dropped_group_is_left_out_of_humanr_but_kept_in_the_export(researcher
     stored = Judgment.objects.get(pk=some["judgment_id"])
     assert int(some["left_caption_id"]) == stored.result["left_caption_id"]
     assert some["left_system"] in {"Human", "GIT"} and some["right_system"] in {"Human", "GIT"}
-    assert float(some["comparison_value"]) == -0.75 and some["oriented"] == "2"
-    assert int(some["humanr_trial"]) == stored.part + 1
+    assert float(some["score"]) == -0.75
+    assert int(some["trial"]) == stored.part + 1
     assert {r["judgment_id"] for r in rows} >= {
         str(pk)
         for pk in Judgment.objects.filter(assignment=unfinished).values_list("pk", flat=True)
@@ -499,7 +527,8 @@ def test_a_dropped_group_is_left_out_of_humanr_but_kept_in_the_export(researcher
 
 
 def test_the_report_page_and_its_figures_render(researcher, client, capture):
-    study = humanr_study(researcher, images=27, workers_per_comparison=2)
+    # Enough images for three groups per worker that share no image (about images / 25).
+    study = humanr_study(researcher, images=150, workers_per_comparison=2)
     for n in range(4):
         worker = crowd(study, f"w{n}")
         for _ in range(3):
@@ -655,21 +684,27 @@ def test_an_mturk_worker_gets_the_external_submit_form_for_mturk_hosts_only(rese
         "turkSubmitTo": "https://workersandbox.mturk.com",
     }
     worker = crowd(study, "W1", source=Participant.Source.MTURK, meta=meta)
-    assert MODE.completion(worker)["mturk_submit_url"] == (
+    assert crowd_completion(worker) == {}, "nothing before the work"
+    do_group(worker)
+    worker.refresh_from_db()
+    assert worker.completed_at is not None
+    assert crowd_completion(worker)["mturk_submit_url"] == (
         "https://workersandbox.mturk.com/mturk/externalSubmit"
     )
-    assert MODE.completion(worker)["mturk_assignment_id"] == "A1"
+    assert crowd_completion(worker)["mturk_assignment_id"] == "A1"
+    assert crowd_completion(worker)["completion_code"] == study.completion_code
     evil = crowd(
         study,
         "W2",
         source=Participant.Source.MTURK,
         meta={**meta, "turkSubmitTo": "https://evil.example"},
     )
-    assert "mturk_submit_url" not in MODE.completion(evil)
-    account = SimpleNamespace(study=study, source="account", external_meta={})
-    assert MODE.completion(account) == {
-        "completion_code": "CAPEVAL-" + study.public_id.hex[:8].upper()
-    }
+    evil.completed_at = worker.completed_at
+    assert "mturk_submit_url" not in crowd_completion(evil)
+    account = SimpleNamespace(
+        study=study, source="account", external_meta={}, completed_at=worker.completed_at
+    )
+    assert crowd_completion(account) == {}, "registered annotators are not paid by code"
 
 
 def page_queries(client, study, pid):

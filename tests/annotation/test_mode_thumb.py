@@ -404,7 +404,7 @@ def test_a_missing_caption_group_is_refused(make_study, make_annotator):
 
 
 def test_identical_texts_are_shown_once_and_scores_apply_to_each_system(
-    client, make_study, annotator
+    client, make_study, annotator, tmp_path
 ):
     study = thumb_study(make_study, captions={"cat": CAPTIONS["cat"]})
     member(study, annotator)
@@ -427,8 +427,7 @@ def test_identical_texts_are_shown_once_and_scores_apply_to_each_system(
     response = client.post(reverse("participate_submit", args=[study.public_id, lease.token]), body)
     assert response.status_code == 302
 
-    judgment = Judgment.objects.get()
-    rows = MODE.export_rows(judgment)
+    rows = exported_rows(study, tmp_path)
     by_system = {row["system"]: row for row in rows}
     assert set(by_system) == {"Human", "Up-Down", "VinVL"}
     expected = rubric.total(3, 2, 0.3, 0.5)
@@ -441,10 +440,12 @@ def test_identical_texts_are_shown_once_and_scores_apply_to_each_system(
             row["conciseness"],
             row["total"],
         ) == (3, 2, 0.3, 0.5, expected)
-        assert row["fluency_errors"] == "casing;awkward_construction=0.2"
+        errors = json.loads(row["fluency_errors"])
+        assert set(errors) == {"casing", "awkward_construction"}
+        assert errors["awkward_construction"] == 0.2
         assert row["stage"] == STAGE1
-    assert by_system["Up-Down"]["raw_text"] == "A cat laying in a suitcase ."
-    assert by_system["VinVL"]["raw_text"] == "a cat laying in a suitcase"
+    assert by_system["Up-Down"]["raw_caption"] == "A cat laying in a suitcase ."
+    assert by_system["VinVL"]["raw_caption"] == "a cat laying in a suitcase"
     assert by_system["Human"]["total"] == rubric.total(3, 2)
 
 
@@ -639,23 +640,31 @@ def test_a_report_without_judgments_fails_with_a_message(make_study):
 # ---------------------------------------------------------------------- export
 
 
-def test_export_gives_one_row_per_caption_per_stage(make_study, make_annotator):
-    tiny_study(make_study, make_annotator)
+def exported_rows(study, folder):
+    """The study's export table, through the export service (Parquet, typed)."""
+    import pyarrow.parquet as pq
 
-    rows = [
-        row
-        for j in Judgment.objects.select_related("item").order_by("id")
-        for row in MODE.export_rows(j)
-    ]
+    from annotation.services.exports import export_file
+
+    export_file(study=study, path=folder / "export.parquet", export_format="parquet")
+    return pq.read_table(folder / "export.parquet").to_pylist()
+
+
+def test_export_gives_one_row_per_caption_per_stage(make_study, make_annotator, tmp_path):
+    study = tiny_study(make_study, make_annotator)
+
+    rows = exported_rows(study, tmp_path)
 
     assert len(rows) == 2 * 2 * 2, "2 images x 2 captions x 2 stages"
     names = [c.name for c in MODE.export_columns()]
-    assert all(set(row) == set(names) for row in rows)
-    changed = [r for r in rows if r["modified"]]
-    assert {(r["system"], r["stage"], r["modified"]) for r in changed} == {
+    assert all(list(row) == names for row in rows)
+    changed = [r for r in rows if r["changed"]]
+    assert {(r["system"], r["stage"], r["changed"]) for r in changed} == {
         ("M1", STAGE2, "recall"),
         ("Human", STAGE2, "conciseness"),
     }
+    bus = next(r for r in changed if r["system"] == "M1")
+    assert (bus["stage1_recall"], bus["recall"]) == (2, 3), "stage 2 changed recall from 2"
 
 
 # ---------------------------------------------------------------------- import_thumb

@@ -27,8 +27,10 @@ from rubrics import vicr as rules
 pytestmark = pytest.mark.django_db
 
 MODE = get_mode("vicr")
-TUTORIAL_TRUTHS = [5, 4, 3, 2, 1, 1, 2, 3, 4, 5]
-PROBATION_TRUTHS = [3, 4, 2, 5, 1] * 4
+# The pools: twice the tutorial block of 10, and probation's 20 pairs for each of the 2
+# attempts (the smallest pool a study opens with).
+TUTORIAL_TRUTHS = [5, 4, 3, 2, 1, 1, 2, 3, 4, 5] * 2
+PROBATION_TRUTHS = [3, 4, 2, 5, 1] * 8
 _names = count()
 
 
@@ -180,14 +182,15 @@ def test_items_are_built_per_caption_with_kinds_targets_and_order(researcher):
     study = vicr_study(researcher, game=12, max_ratings=5)
     items = list(study.items.order_by("kind", "position"))
     kinds = [item.kind for item in items]
-    assert kinds.count("tutorial") == 10 and kinds.count("probation") == 20
+    assert kinds.count("tutorial") == len(TUTORIAL_TRUTHS)
+    assert kinds.count("probation") == len(PROBATION_TRUTHS)
     assert kinds.count("game") == 12
     game = [item for item in items if item.kind == "game"]
     assert {item.target for item in game} == {5}
     # tutorial/probation pairs go to every player: their target never binds
     assert min(item.target for item in items if item.kind != "game") > 10**9
     tutorial = [item for item in items if item.kind == "tutorial"]
-    assert [truth_of(item) for item in tutorial] == TUTORIAL_TRUTHS, "import order"
+    assert [truth_of(item) for item in tutorial] == TUTORIAL_TRUTHS, "the pool in import order"
     for item in items:
         assert Caption.objects.get(pk=item.spec["caption_id"]).image_id == item.image_id
     game_order = [Caption.objects.get(pk=i.spec["caption_id"]).text for i in game]
@@ -203,8 +206,32 @@ def test_items_are_built_per_caption_with_kinds_targets_and_order(researcher):
 def test_a_study_without_tutorial_or_with_an_unreachable_pass_mark_is_not_opened(researcher):
     with pytest.raises(ValueError, match="tutorial pairs"):
         vicr_study(researcher, tutorial=[])
-    with pytest.raises(ValueError, match="tutorial_pass"):
-        vicr_study(researcher, tutorial=[3, 3], tutorial_pass=5)
+    with pytest.raises(ValueError, match="tutorial_pass is 5 but 2 tutorial pairs"):
+        vicr_study(researcher, tutorial_pairs=2, tutorial_pass=5)
+    with pytest.raises(ValueError, match="probation_pass is 41 but 20 probation pairs"):
+        MODE.clean_settings({"probation_pass": 41})
+
+
+def test_a_study_whose_pools_are_smaller_than_one_player_needs_is_not_opened(researcher):
+    # the tutorial: one block; probation: one block per attempt, never a pair twice
+    with pytest.raises(ValueError, match=r"tutorial pool has 9 pairs but one player needs 10"):
+        vicr_study(researcher, tutorial=[3] * 9)
+    with pytest.raises(
+        ValueError,
+        match=r"probation pool has 39 pairs but one player needs 40 \(probation_pairs 20 x "
+        r"max_probation_attempts 2",
+    ):
+        vicr_study(researcher, probation=[3] * 39)
+    # exactly enough opens; smaller blocks or fewer attempts need smaller pools
+    assert vicr_study(researcher, tutorial=[3] * 10, probation=[3] * 40).status == "live"
+    smaller = vicr_study(
+        researcher,
+        probation=[3] * 30,
+        probation_pairs=10,
+        probation_pass=12,
+        max_probation_attempts=3,
+    )
+    assert smaller.status == "live"
 
 
 # ---------------------------------------------------------------------------- refusals
@@ -321,12 +348,31 @@ def test_a_tutorial_pair_submitted_as_a_game_rating_is_refused(researcher):
 # ---------------------------------------------------------------------------- phases
 
 
+def drawn(participant, kind, attempt=0):
+    """The item ids of a player's block, as rubrics.vicr draws them from the pool."""
+    pool = list(
+        participant.study.items.filter(kind=kind)
+        .order_by("position", "id")
+        .values_list("id", flat=True)
+    )
+    settings = MODE.settings_for(participant.study)
+    positions = rules.block_draw(
+        len(pool),
+        pairs=settings[f"{kind}_pairs"],
+        attempt=attempt,
+        study_seed=participant.study.seed,
+        player=participant.pk,
+        kind=kind,
+    )
+    return [pool[position] for position in positions]
+
+
 def test_passing_the_tutorial_leads_to_the_game(researcher):
     study = vicr_study(researcher)
     participant = player(study)
     judgments = play_block(participant, 10, exact)
     assert [j.phase for j in judgments] == ["tutorial"] * 10
-    assert [truth_of(j.item) for j in judgments] == TUTORIAL_TRUTHS, "served in import order"
+    assert [j.item_id for j in judgments] == drawn(participant, "tutorial"), "the draw's order"
     assert all(j.result["points"] == 2 for j in judgments)
     assert participant.status == "game"
     assert participant.state["tutorial_score"] == 20
@@ -365,12 +411,20 @@ def test_probation_pass_fail_retry_and_exclusion(researcher):
     last = play_block(good, 20, one_off)[-1]  # 20 points < 25: fails
     assert good.status == "probation" and good.state["probation_scores"] == [20]
     assert "attempt 2 of 2" in last.result["transition"]["message"]
-    # the retry serves the same 20 pairs again, as round 2
-    retry = play_block(good, 20, exact)
-    assert {j.item_id for j in retry} == set(
-        study.items.filter(kind="probation").values_list("id", flat=True)
+    first = set(drawn(good, "probation", 0))
+    assert {j.item_id for j in Judgment.objects.filter(participant=good, phase="probation")} == (
+        first
     )
-    assert {j.assignment.round for j in retry} == {2}
+    # the retry serves 20 other pairs of the pool, none of the first attempt's
+    retry = play_block(good, 20, exact)
+    assert [j.item_id for j in retry] == drawn(good, "probation", 1)
+    assert not first & {j.item_id for j in retry}
+    assert {j.assignment.round for j in retry} == {0}
+    # the attempt is kept with each probation rating instead
+    assert {j.result["attempt"] for j in retry} == {2}
+    assert {
+        j.result["attempt"] for j in Judgment.objects.filter(item_id__in=first, participant=good)
+    } == {1}
     assert good.status == "game" and good.state["probation_scores"] == [20, 40]
     assert retry[-1].result["transition"]["message"] == (
         "You passed probation with 40 of 40 points. On to the game!"
@@ -401,7 +455,7 @@ def test_the_first_game_ratings_rule_resets_the_score_and_sends_to_probation(res
         "back to probation."
     )
     assert player_item_kind(participant) == "probation"
-    assert MODE.current_round(participant) == 1
+    assert MODE.current_round(participant) == 0, "one round: no pair twice"
 
 
 def test_passing_the_first_game_ratings_keeps_the_player_in_the_game(researcher):
@@ -431,6 +485,98 @@ def test_failing_the_first_game_ratings_with_no_attempt_left_excludes(researcher
 
 
 # ---------------------------------------------------------------------------- priming, scoring
+
+
+def test_a_return_to_probation_draws_pairs_of_no_earlier_attempt(researcher):
+    study = vicr_study(
+        researcher,
+        game=10,
+        primes=(5, 5),
+        first_game_ratings=2,
+        first_game_pass=4,
+        max_probation_attempts=3,
+        probation=PROBATION_TRUTHS + PROBATION_TRUTHS[:20],  # 3 attempts x 20
+    )
+    participant = player(study)
+    play_block(participant, 10, far)
+    play_block(participant, 20, one_off)  # 20 < 25: attempt 1 failed
+    play_block(participant, 20, exact)  # attempt 2 passed
+    assert participant.status == "game"
+    play(participant, 1)
+    play(participant, 1)  # -4 over the first 2: back to probation
+    assert participant.status == "probation"
+    third = play_block(participant, 20, exact)
+    earlier = set(drawn(participant, "probation", 0)) | set(drawn(participant, "probation", 1))
+    assert [j.item_id for j in third] == drawn(participant, "probation", 2)
+    assert not earlier & {j.item_id for j in third}
+    assert participant.status == "game"
+
+
+def test_a_practice_pair_out_of_the_draws_order_is_refused(researcher):
+    study = vicr_study(researcher)
+    participant = player(study)
+    expected, other = drawn(participant, "tutorial")[:2]
+    now = timezone.now()
+    lease = Assignment.objects.create(
+        participant=participant,
+        item_id=other,
+        served_at=now,
+        expires_at=now + timedelta(hours=1),
+    )
+    with pytest.raises(SubmissionError) as refused:
+        judgment_submit(
+            participant=participant,
+            token=lease.token,
+            data={"rating": "3"},
+            now=now + timedelta(seconds=10),
+        )
+    assert refused.value.status == 409 and "not the tutorial pair you are at" in (
+        refused.value.message
+    )
+    assert not Judgment.objects.exists()
+    assert MODE.eligible_items(participant).get().pk == expected, "only the draw's next pair"
+
+
+def test_the_completion_is_earned_by_game_ratings_in_good_standing(researcher):
+    study = vicr_study(researcher, game=6, primes=(3, 3), completion_game_ratings=3)
+    participant = player(study)
+    play_block(participant, 10, exact)
+    assert participant.status == "game"
+    for done in range(3):
+        assert not MODE.completion_earned(participant), f"after {done} game ratings"
+        assert participant.completed_at is None
+        last = play(participant, 3)
+    assert MODE.completion_earned(participant)
+    # the submission service stamps the crowd worker's completion with that rating
+    assert participant.completed_at == last.created_at
+    # the same count earns nothing for a player outside the game
+    for status in ("probation", "excluded"):
+        participant.state["player"]["phase"] = status
+        assert not MODE.completion_earned(participant), status
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"tutorial_pairs": 0},
+        {"probation_pairs": 1001},
+        {"completion_game_ratings": 0},
+        {"completion_game_ratings": True},
+        {"tutorial_pairs": 4, "tutorial_pass": 9},
+    ],
+)
+def test_gate_and_completion_settings_are_bounded(bad):
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        MODE.clean_settings(bad)
+
+
+def test_a_crowd_lease_lasts_a_few_minutes_and_an_account_lease_the_site_default(
+    researcher, settings
+):
+    study = vicr_study(researcher)
+    crowd = player(study)
+    assert 60 <= MODE.lease_seconds(crowd) <= 10 * 60
+    assert MODE.lease_seconds(crowd) < settings.CAPEVAL_LEASE_SECONDS
 
 
 def test_priming_replaces_one_prime_per_human_rating(researcher):
@@ -475,8 +621,13 @@ def test_a_flagged_judgment_leaves_the_consensus_pool(researcher):
 def test_tutorial_points_use_the_expert_truth(researcher):
     study = vicr_study(researcher)
     participant = player(study)
-    judgment = play(participant, 2)  # first tutorial truth is 5
-    assert judgment.result == {**judgment.result, "points": -1, "truth": 5}
+    judgment = play(participant, answer=lambda item: 1 if truth_of(item) >= 3 else 5)
+    truth = truth_of(judgment.item)
+    assert judgment.result == {
+        **judgment.result,
+        "points": 2 - abs(truth - judgment.payload["rating"]),
+        "truth": truth,
+    }
 
 
 # ---------------------------------------------------------------------------- pages
@@ -494,7 +645,8 @@ def test_item_page_shows_the_pair_the_scale_and_a_disabled_submit(client, resear
     html = page.content.decode()
     assert page.status_code == 200
     assert "Tutorial pair 1 of 10" in html
-    assert "tutorial caption 0" in html
+    lease = Assignment.objects.get()
+    assert Caption.objects.get(pk=lease.item.spec["caption_id"]).text in html
     assert 'alt="Photo' in html and "display/" in html
     assert "<fieldset" in html and "<legend>" in html
     assert html.count('type="radio" name="rating"') == 5
@@ -544,7 +696,8 @@ def test_feedback_pages_show_truth_explanation_consensus_and_leaderboard(client,
         html = response.content.decode()
         assert response.status_code == 200
         if index == 0:
-            assert "the expert rating is <strong" in html and "Because 0." in html
+            explanation = Caption.objects.get(pk=lease.item.spec["caption_id"]).explanation
+            assert "the expert rating is <strong" in html and f"{explanation}</p>" in html
         if index == 9:
             assert "You passed the tutorial with 20 of 20 points" in html
     # the 11th was a game rating: consensus 4 from the two primes, rated 3
@@ -730,32 +883,68 @@ def test_report_page_renders_the_tables(client, researcher):
 # ---------------------------------------------------------------------------- export
 
 
-def test_export_columns_read_the_judgment_without_queries(researcher):
+def test_export_has_one_row_per_rating_with_pool_and_player_status(researcher, tmp_path):
+    import pyarrow.parquet as pq
+
+    from annotation.services.exports import export_file
+
     study = vicr_study(researcher, game=2, primes=(2, 4))
     participant = in_game(study)
-    judgment = Judgment.objects.select_related("participant").get(pk=play(participant, 3).pk)
-    with CaptureQueriesContext(connection) as queries:
-        row = {column.name: column.value(judgment) for column in MODE.export_columns()}
-    assert len(queries) == 0
-    assert row == {
+    judgment = play(participant, 3)
+    tutorial = play(player(study), 1)
+
+    export_file(study=study, path=tmp_path / "export.parquet", export_format="parquet")
+
+    rows = {
+        row["judgment_id"]: row for row in pq.read_table(tmp_path / "export.parquet").to_pylist()
+    }
+    assert set(rows) == {judgment.pk, tutorial.pk}
+    row = rows[judgment.pk]
+    assert {k: row[k] for k in (
+        "rating", "phase", "points", "truth", "consensus", "pool_size", "pool_human",
+        "pool_primed", "score_after", "player_status", "final_view",
+    )} == {
         "rating": 3,
-        "vicr_phase": "game",
+        "phase": "game",
         "points": 2,
         "truth": None,
-        "consensus_at_rating": 3,
+        "consensus": 3,
         "pool_size": 2,
         "pool_human": 0,
         "pool_primed": 2,
         "score_after": 2,
         "player_status": "game",
         "final_view": True,
-    }
-    tutorial = play(player(study), 1)
-    tutorial = Judgment.objects.select_related("participant").get(pk=tutorial.pk)
-    row = {column.name: column.value(tutorial) for column in MODE.export_columns()}
-    assert (row["vicr_phase"], row["truth"], row["points"], row["final_view"]) == (
+    }  # fmt: skip
+    caption = Caption.objects.get(pk=judgment.item.spec["caption_id"])
+    assert (row["caption_id"], row["caption"], row["system"]) == (
+        caption.pk,
+        caption.text,
+        caption.system,
+    )
+    row = rows[tutorial.pk]
+    truth = truth_of(tutorial.item)  # the player's own draw decides which pair came first
+    assert (row["phase"], row["truth"], row["points"], row["final_view"]) == (
         "tutorial",
-        5,
-        -2,
+        truth,
+        2 - abs(truth - 1),
         False,
     )
+
+
+def test_the_demo_vicr_study_opens_with_pools_large_enough_for_its_draws(db):
+    import io
+
+    from django.core.management import call_command
+
+    call_command("load_demo", stdout=io.StringIO())
+    study = Study.objects.get(mode="vicr", name__startswith="Demo")
+    assert study.status == Study.Status.LIVE
+    settings = MODE.settings_for(study)
+    pools = {kind: study.items.filter(kind=kind).count() for kind in ("tutorial", "probation")}
+    assert pools["tutorial"] > settings["tutorial_pairs"], "two players' tutorials may differ"
+    assert pools["probation"] >= settings["probation_pairs"] * settings["max_probation_attempts"]
+    participant = player(study)
+    tutorial = play_block(participant, settings["tutorial_pairs"], exact)
+    assert participant.status == "game"
+    assert [j.item_id for j in tutorial] == drawn(participant, "tutorial")

@@ -114,8 +114,8 @@ def test_a_prolific_worker_completes_a_group_by_keyboard_and_gets_the_code(page,
     do_group_with_keyboard(page, worker)
 
     expect(page.get_by_role("heading", name="Group complete")).to_be_visible()
-    expect(page.locator("#hr-code")).to_have_text("E2EC0DE")
-    expect(page.locator("#hr-prolific")).to_have_attribute("href", COMPLETION_URL)
+    expect(page.locator("#completion-code")).to_have_text("E2EC0DE")
+    expect(page.locator("#completion-prolific")).to_have_attribute("href", COMPLETION_URL)
     expect(page.locator("#hr-another")).to_be_visible()
     assert_no_serious_a11y_violations(page, context="HUMANr end of group")
     stored = Judgment.objects.filter(participant=worker)
@@ -139,7 +139,7 @@ def test_a_failed_check_drops_the_group_from_the_report_but_not_the_export(page,
     page.context.clear_cookies()
     careless = enter_with_keyboard(page, study, "E2E-CARELESS")
     do_group_with_keyboard(page, careless, fail_check=True)
-    expect(page.locator("#hr-code")).to_be_visible()  # the code is given all the same
+    expect(page.locator("#completion-code")).to_be_visible()  # the code is given all the same
 
     flagged = Judgment.objects.filter(participant=careless)
     assert flagged.count() == 10 and flagged.filter(excluded=True).count() == 10

@@ -117,6 +117,9 @@ def check_groups(groups, comparisons, captions, group_size=10):
         assert check.position == g.check_position
         assert check.image_id not in images  # 10 distinct images per group
         assert check.distractor_image_id != check.image_id
+        if len([img for img, caps in captions.items() if caps]) >= len(images) + 2:
+            # Room for 11 distinct images: the distractor caption is not of a group image.
+            assert check.distractor_image_id not in images
         assert check.correct_caption_id in captions[check.image_id]
         assert check.distractor_caption_id in captions[check.distractor_image_id]
         assert isinstance(check.correct_on_left, bool)
@@ -168,6 +171,34 @@ def test_build_groups_other_group_size():
     groups = build_groups(comparisons, captions, seed=0, group_size=5)
     check_groups(groups, comparisons, captions, group_size=5)
     assert [len(g.comparison_ids) for g in groups] == [4] * 6  # 24 = 6 x 4
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_build_groups_distractor_is_never_an_image_of_the_group(seed):
+    # 11 images: exactly enough for 9 comparison images, the check image and the distractor,
+    # so a draw that ignored the group's images would pick one of them most of the time.
+    comparisons = make_comparisons(11, 3)
+    captions = human_caps(11)
+    for g in build_groups(comparisons, captions, seed=seed):
+        check = next(t for t in g.trials if t.kind == "attention_check")
+        shown = [t.image_id for t in g.trials] + [check.distractor_image_id]
+        assert len(shown) == len(set(shown)), "an image (or its caption) appears twice"
+
+
+def test_build_groups_tiny_study_keeps_the_distractor_off_the_check_image():
+    # Two images: the group's own image must serve as distractor; never the check image.
+    comparisons = make_comparisons(2, 2)
+    captions = human_caps(2)
+    for seed in range(10):
+        groups = build_groups(comparisons, captions, seed=seed)
+        checks = [t for g in groups for t in g.trials if t.kind == "attention_check"]
+        assert all(check.distractor_image_id != check.image_id for check in checks)
+        assert all(
+            check.distractor_caption_id in captions[check.distractor_image_id] for check in checks
+        )
+        assert sorted(c for g in groups for c in g.comparison_ids) == sorted(
+            c for c, _ in comparisons
+        )
 
 
 def test_build_groups_refusals():

@@ -638,3 +638,68 @@ def test_virtual_raters_hypothesis(ratings: list[list[int]], seed: int, collapse
         return
     fast = virtual_rater_values(ratings, repetitions=3, seed=seed, collapse_top=collapse)
     np.testing.assert_allclose(fast, slow, rtol=0, atol=1e-9)
+
+
+# --------------------------------------------------------------------------------------
+# Gate draws: per-player tutorial and probation pairs
+# --------------------------------------------------------------------------------------
+
+
+@given(
+    pool=st.integers(0, 200),
+    seed=st.integers(-(2**63), 2**63 - 1),
+    player=st.integers(1, 10**9),
+    kind=st.sampled_from(["tutorial", "probation"]),
+)
+def test_gate_order_is_a_reproducible_permutation(pool, seed, player, kind) -> None:
+    order = vicr.gate_order(pool, study_seed=seed, player=player, kind=kind)
+    assert sorted(order) == list(range(pool))
+    assert order == vicr.gate_order(pool, study_seed=seed, player=player, kind=kind)
+
+
+def test_gate_order_differs_per_player_seed_and_pool_kind() -> None:
+    base = vicr.gate_order(30, study_seed=0, player=1, kind="tutorial")
+    assert base != sorted(base), "not the import order"
+    assert base != vicr.gate_order(30, study_seed=0, player=2, kind="tutorial")
+    assert base != vicr.gate_order(30, study_seed=1, player=1, kind="tutorial")
+    assert base != vicr.gate_order(30, study_seed=0, player=1, kind="probation")
+
+
+def test_gate_order_serves_every_pair_first_about_equally_often() -> None:
+    # 6,000 players over a pool of 6: each position is first for about 1,000 of them. The
+    # chi-square test (5 degrees of freedom) would reject a fair order at p < 0.001 only
+    # once in a thousand seeds; a biased sort (e.g. always position 0 first) fails it.
+    firsts = Counter(
+        vicr.gate_order(6, study_seed=7, player=player, kind="tutorial")[0]
+        for player in range(1, 6001)
+    )
+    assert scipy.stats.chisquare([firsts[p] for p in range(6)]).pvalue > 0.001
+
+
+@given(
+    pairs=st.integers(1, 20),
+    attempts=st.integers(1, 5),
+    spare=st.integers(0, 10),
+    player=st.integers(1, 10**6),
+)
+def test_block_draws_of_successive_attempts_never_repeat_a_pair(
+    pairs, attempts, spare, player
+) -> None:
+    pool = pairs * attempts + spare
+    draws = [
+        vicr.block_draw(pool, pairs=pairs, attempt=k, study_seed=3, player=player, kind="probation")
+        for k in range(attempts)
+    ]
+    seen = [position for draw in draws for position in draw]
+    assert all(len(draw) == pairs for draw in draws)
+    assert len(set(seen)) == len(seen), "a pair came back in a later attempt"
+    order = vicr.gate_order(pool, study_seed=3, player=player, kind="probation")
+    assert seen == order[: pairs * attempts], "the draw's order is the player's order"
+
+
+def test_block_draw_refuses_an_attempt_the_pool_cannot_fill() -> None:
+    vicr.block_draw(40, pairs=20, attempt=1, study_seed=0, player=1, kind="probation")
+    with pytest.raises(ValueError, match="attempt 3 needs 60 pairs in the pool .* it has 40"):
+        vicr.block_draw(40, pairs=20, attempt=2, study_seed=0, player=1, kind="probation")
+    with pytest.raises(ValueError, match="pairs"):
+        vicr.block_draw(40, pairs=0, attempt=0, study_seed=0, player=1, kind="tutorial")

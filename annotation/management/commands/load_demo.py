@@ -30,6 +30,19 @@ DEMO_STUDIES = [
     (Study.Mode.HUMANR, "Demo: HUMANr head-to-head"),
 ]
 
+# The demo's VICR pools hold 10 tutorial and 20 probation pairs, fewer than the protocol's
+# blocks need once they are drawn per player (10, and 20 for each of 2 attempts): the demo
+# plays half-size blocks with the pass marks scaled alike (10 of 20 -> 5 of 10, 25 of 40 ->
+# 13 of 20), so each player still gets a draw of their own and a retry of unseen pairs.
+DEMO_SETTINGS = {
+    Study.Mode.VICR: {
+        "tutorial_pairs": 5,
+        "tutorial_pass": 5,
+        "probation_pairs": 10,
+        "probation_pass": 13,
+    },
+}
+
 DESCRIPTION = (
     "Nine public-domain photographs with human captions and three made-up systems "
     "(GoodBot, MidBot, BadBot). Sources and licences: annotation/demo/LICENCES.md."
@@ -78,7 +91,13 @@ class Command(BaseCommand):
         if study is None:
             # A demo study exists whole or not at all, so that a rerun never skips half of one.
             with transaction.atomic():
-                study = study_create(owner=owner, name=name, mode=mode, description=DESCRIPTION)
+                study = study_create(
+                    owner=owner,
+                    name=name,
+                    mode=mode,
+                    settings=DEMO_SETTINGS.get(mode),
+                    description=DESCRIPTION,
+                )
                 summary = study_import(
                     study=study,
                     image_sources=[DEMO_DIR / "images"],

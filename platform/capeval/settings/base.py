@@ -11,9 +11,15 @@ Environment variables:
 - ``CAPEVAL_MAX_UPLOAD_MB``: largest request body accepted (default 100).
 - ``CAPEVAL_MAX_IMAGE_PIXELS``: largest image accepted, in pixels (default 40 million).
 - ``CAPEVAL_LINK_MAX_AGE_DAYS``: how long a signed crowd link stays valid (default 90).
+- ``CAPEVAL_TRUSTED_PROXIES``: how many reverse proxies in front of the app append to
+  X-Forwarded-For (default 0: the header is ignored, since any client can write it).
+- ``CAPEVAL_LOGIN_FAILURE_LIMIT``: failed logins (form or API Basic auth) of one account from
+  one address before that pair is locked out (default 5).
+- ``CAPEVAL_LOGIN_COOLOFF_MINUTES``: how long such a lockout lasts (default 15).
 """
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -63,6 +69,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "django_htmx",
+    "axes",
     "annotation",
 ]
 
@@ -76,6 +83,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: it turns a lockout flagged during the login into its page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "capeval.urls"
@@ -118,6 +127,31 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# Login throttling (django-axes) for the login form, the admin's login and the API's HTTP
+# Basic auth. Failures are counted per (user name, address) pair: a rival guessing at a
+# researcher's password from elsewhere locks out only their own pair, never the researcher at
+# her desk, and one locked name does not block colleagues behind the same address. While
+# locked, axes refuses before any password is hashed. The cool-off runs from the lockout
+# (attempts during it are not recorded), so the message can say how long to wait.
+CAPEVAL_LOGIN_FAILURE_LIMIT = env_int("CAPEVAL_LOGIN_FAILURE_LIMIT", 5)
+CAPEVAL_LOGIN_COOLOFF_MINUTES = env_int("CAPEVAL_LOGIN_COOLOFF_MINUTES", 15)
+AUTHENTICATION_BACKENDS = [
+    "annotation.authentication.LoginThrottleBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = CAPEVAL_LOGIN_FAILURE_LIMIT
+AXES_COOLOFF_TIME = timedelta(minutes=CAPEVAL_LOGIN_COOLOFF_MINUTES)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_RESET_ON_SUCCESS = True
+# The same address the crowd checks use: X-Forwarded-For only behind trusted proxies.
+AXES_CLIENT_IP_CALLABLE = "annotation.views.participate.client_address"
+AXES_LOCKOUT_TEMPLATE = "registration/lockout.html"
+AXES_COOLOFF_MESSAGE = (
+    "Too many failed logins for this account from your address. "
+    f"Try again in {CAPEVAL_LOGIN_COOLOFF_MINUTES} minutes."
+)
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
@@ -151,6 +185,7 @@ CAPEVAL_MAX_ZIP_BYTES = env_int("CAPEVAL_MAX_ZIP_MB", 4096) * 1024 * 1024
 CAPEVAL_EXPORT_DIR = VAR_DIR / "exports"
 CAPEVAL_LINK_MAX_AGE = env_int("CAPEVAL_LINK_MAX_AGE_DAYS", 90) * 24 * 3600
 CAPEVAL_LEASE_SECONDS = env_int("CAPEVAL_LEASE_SECONDS", 30 * 60)
+CAPEVAL_TRUSTED_PROXIES = env_int("CAPEVAL_TRUSTED_PROXIES", 0)
 FILE_UPLOAD_TEMP_DIR = None
 DATA_UPLOAD_MAX_NUMBER_FIELDS = 5000
 
@@ -178,9 +213,15 @@ CELERY_BEAT_SCHEDULE = {
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.BasicAuthentication",
+        "annotation.authentication.ThrottledBasicAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # JSON nested deeper than Python's recursion limit answers 400, not 500.
+    "DEFAULT_PARSER_CLASSES": [
+        "annotation.parsers.DepthSafeJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 100,
