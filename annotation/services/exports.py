@@ -33,7 +33,16 @@ of its own in a thread writing to a pipe, so PostgreSQL and the parsing overlap,
 inside a caller's transaction (tests) the COPY goes to a temporary file first on the
 caller's connection. On SQLite a cursor's chunks become Arrow arrays. Writers: pyarrow's
 CSV writer (after vectorised neutralisation) and Parquet writer; JSONL through ``json``.
-Memory stays bounded by one batch. The datasheet's counts come from the written batches.
+The datasheet's counts come from the written batches.
+
+Memory (the export process stays below 200 MB on 1M rows; Django and pyarrow take about
+120 MB before the first row). What it is bounded by: the CSV reader's read-ahead (32
+blocks of ``COPY_BLOCK_BYTES``), one Parquet row group (``_ParquetSink.ROW_GROUP_ROWS``),
+the distinct ids and names the datasheet counts. What made it grow before, and is avoided:
+2 MiB blocks (64 MB of read-ahead), the default mimalloc pool keeping freed pages
+(``EXPORT_POOL``), ``np.unique`` temporaries and Python sets of ids, and ``pa.array()`` or
+``to_pylist()`` of timestamps, which import pandas when it is installed (about 50 MB), as
+does the first pyarrow.compute call (40-60 MB).
 
 Files are written as hidden ``.part`` files and renamed with ``os.replace`` when complete
 (datasheet first, data file last); a failed run removes them.
@@ -41,6 +50,7 @@ Files are written as hidden ``.part`` files and renamed with ``os.replace`` when
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import platform
@@ -48,6 +58,7 @@ import re
 import sys
 import tempfile
 import threading
+import time
 import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -62,6 +73,7 @@ import django
 import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pa_csv
+import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 from django.conf import settings
 from django.db import connection
@@ -79,18 +91,32 @@ EXPORT_FORMATS = ("csv", "jsonl", "parquet", "dataset")
 EXPORT_TABLES = ("judgments", "participants")
 FILE_SUFFIX = {"csv": "csv", "jsonl": "jsonl", "parquet": "parquet", "dataset": "zip"}
 DEFAULT_CHUNK_SIZE = 50_000
-# Bytes pyarrow parses at a time from PostgreSQL's COPY stream: about 10,000 rows of a
-# typical table, a batch big enough that per-batch costs vanish, small enough that the
-# export process stays far below 200 MB (pyarrow and Django take 140 MB on their own).
-COPY_BLOCK_BYTES = 2 << 20
+# Bytes pyarrow parses at a time from PostgreSQL's COPY stream (about 1,000 rows). Kept
+# small because pyarrow's streaming CSV reader reads up to 32 blocks ahead on its I/O
+# thread (Arrow's background generator; the depth is not an option, ARROW-12090), outside
+# its memory pool: with 2 MiB blocks that read-ahead alone took 90-110 MB of the export
+# process's 200 MB budget, with 256 KiB blocks it takes about 10 MB. Parsing is as fast.
+COPY_BLOCK_BYTES = 256 << 10
 DEFAULT_KEEP_DAYS = 7
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
-_FORMULA_BYTES = np.frombuffer("".join(FORMULA_PREFIXES).encode(), dtype=np.uint8)
+# A cell's first byte -> whether it starts a formula (a table lookup is cheaper than np.isin).
+_FORMULA_FIRST = np.zeros(256, dtype=bool)
+_FORMULA_FIRST[np.frombuffer("".join(FORMULA_PREFIXES).encode(), dtype=np.uint8)] = True
 # str.splitlines() also splits on these; json.dumps(ensure_ascii=False) leaves them as is.
 _LINE_SEPARATORS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
 REDACTED = "[redacted]"
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 GENERIC_EXCLUSION_RULE = "Rows with excluded=true are kept and flagged; exclusion_reason says why."
+# The memory pool of the export's readers and writers. pyarrow's default pool (mimalloc in
+# the Linux wheels) kept 35-50 MB of freed pages resident during a 1M-row Parquet export
+# whose live allocations never exceeded 10 MB; jemalloc, which pyarrow also ships, gives
+# them back (measured with bench/export.py). Passed explicitly, so nothing else in the
+# process changes allocator.
+EXPORT_POOL = (
+    pa.jemalloc_memory_pool()
+    if "jemalloc" in pa.supported_memory_backends()
+    else pa.default_memory_pool()
+)
 ARROW_TYPES = {
     "int": pa.int64(),
     "float": pa.float64(),
@@ -317,7 +343,7 @@ def _write_table(study: Study, table: str, sink, *, raw_ids: bool, progress: Pro
     sql, params = mode.export_query(study, ExportSql(connection.vendor))
     shown = 0
     with _sql_batches(sql, params, schema) as batches:
-        for batch in batches:
+        for batch in _slowed_for_tests(batches):
             tally.observe(batch)
             sink.write(batch)
             percent = min(99, tally.judgments * 100 // max(total, 1))
@@ -326,6 +352,23 @@ def _write_table(study: Study, table: str, sink, *, raw_ids: bool, progress: Pro
                 progress(percent, f"Exported {tally.judgments:,} of {total:,} judgments")
     sink.close()
     return tally
+
+
+def _slowed_for_tests(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The batches as they come, unless ``CAPEVAL_EXPORT_CHUNK_DELAY_S`` is set.
+
+    A test-only hook (default 0): the worker-kill tests need an export slow enough to stop
+    midway, so it is cut into ``CAPEVAL_EXPORT_CHUNK_SIZE``-row slices with a sleep after each.
+    """
+    delay = float(getattr(settings, "CAPEVAL_EXPORT_CHUNK_DELAY_S", 0) or 0)
+    if not delay:
+        yield from batches
+        return
+    size = int(getattr(settings, "CAPEVAL_EXPORT_CHUNK_SIZE", DEFAULT_CHUNK_SIZE))
+    for batch in batches:
+        for start in range(0, batch.num_rows, size):
+            yield batch.slice(start, size)
+            time.sleep(delay)
 
 
 def _schema(columns: list[ExportColumn]) -> pa.Schema:
@@ -371,6 +414,7 @@ def _sql_batches(
 def _csv_batches(stream: BinaryIO, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
     reader = pa_csv.open_csv(
         stream,
+        memory_pool=EXPORT_POOL,
         # One thread: PostgreSQL has the other core, and read-ahead blocks cost memory.
         read_options=pa_csv.ReadOptions(
             column_names=schema.names,
@@ -508,7 +552,9 @@ def participant_columns(*, raw_ids: bool = False) -> list[ExportColumn]:
 def _participant_batches(
     study: Study, schema: pa.Schema, *, raw_ids: bool
 ) -> Iterator[pa.RecordBatch]:
-    """One query (participants are thousands, not millions); raw ids only on request."""
+    """One query (participants are thousands, not millions); raw ids only on request.
+    The rows go through pyarrow's JSON reader, typed by the schema (see below why not
+    ``pa.array``)."""
     crowd = {Participant.Source.PROLIFIC, Participant.Source.MTURK}
     fields = ["pseudonym", "source", "status", "created_at", "completed_at", "flags", "n"]
     if raw_ids:
@@ -519,7 +565,7 @@ def _participant_batches(
         .order_by("id")
         .values_list(*fields)
     )
-    columns: dict[str, list[Any]] = {name: [] for name in schema.names}
+    lines: list[str] = []
     for row in rows:
         record = dict(zip(fields, row, strict=True))
         flags = [f for f in record["flags"] or [] if isinstance(f, dict)]
@@ -541,11 +587,21 @@ def _participant_batches(
             values["submission_id"] = (
                 (meta.get("SESSION_ID") or meta.get("assignmentId")) if is_crowd else None
             )
-        for name in schema.names:
-            columns[name].append(values[name])
-    yield pa.RecordBatch.from_arrays(
-        [pa.array(columns[f.name], f.type) for f in schema], schema=schema
+        lines.append(json.dumps(values, default=_iso) + "\n")
+    # pyarrow's JSON reader types the rows by the schema; pa.array() would make pyarrow
+    # import pandas when it is installed (about 50 MB, a quarter of the memory budget).
+    if not lines:
+        yield pa.RecordBatch.from_arrays([pa.nulls(0, f.type) for f in schema], schema=schema)
+        return
+    table = pa_json.read_json(
+        io.BytesIO("".join(lines).encode()),
+        parse_options=pa_json.ParseOptions(
+            explicit_schema=schema, unexpected_field_behavior="error"
+        ),
+        memory_pool=EXPORT_POOL,
     )
+    for batch in table.to_batches():
+        yield pa.RecordBatch.from_arrays(batch.columns, schema=schema)
 
 
 # ---------------------------------------------------------------------------------------
@@ -577,7 +633,7 @@ def _neutralised(column: pa.Array) -> pa.Array:
     nonempty = ends > starts
     first = np.zeros(len(column), dtype=np.uint8)
     first[nonempty] = data[starts[nonempty]]
-    formula = nonempty & np.isin(first, _FORMULA_BYTES)
+    formula = nonempty & _FORMULA_FIRST[first]
     if not formula.any():
         return column
     if validity is not None and column.offset:
@@ -602,7 +658,10 @@ class _CsvSink:
     def open(self, schema: pa.Schema) -> None:
         self.schema = schema
         self.writer = pa_csv.CSVWriter(
-            self.out, schema, write_options=pa_csv.WriteOptions(quoting_style="needed")
+            self.out,
+            schema,
+            write_options=pa_csv.WriteOptions(quoting_style="needed"),
+            memory_pool=EXPORT_POOL,
         )
 
     def write(self, batch: pa.RecordBatch) -> None:
@@ -629,9 +688,12 @@ class _JsonlSink:
     def write(self, batch: pa.RecordBatch) -> None:
         names = self.names
         for start in range(0, batch.num_rows, self.SLICE_ROWS):
-            columns = [col.to_pylist() for col in batch.slice(start, self.SLICE_ROWS).columns]
-            for n in self.times:
-                columns[n] = [_iso(value) for value in columns[n]]
+            # Timestamps from their int64 values: to_pylist() of a timestamp column makes
+            # pyarrow import pandas (about 50 MB) when it is installed.
+            columns = [
+                _iso_column(col) if n in self.times else col.to_pylist()
+                for n, col in enumerate(batch.slice(start, self.SLICE_ROWS).columns)
+            ]
             text = "".join(
                 json.dumps(dict(zip(names, row, strict=True)), ensure_ascii=False) + "\n"
                 for row in zip(*columns, strict=True)
@@ -643,16 +705,36 @@ class _JsonlSink:
 
 
 class _ParquetSink:
+    # ParquetWriter makes a row group of every write, so the reader's small batches (about
+    # 1,000 rows) are gathered into row groups of this many rows: 61 row groups for 1M rows,
+    # and the gathered batches hold about 5 MB for THumB (65,536 rows: 20 MB live, 30 MB
+    # more peak memory, and a file no smaller).
+    ROW_GROUP_ROWS = 16_384
+
     def __init__(self, out: BinaryIO):
         self.out = out
 
     def open(self, schema: pa.Schema) -> None:
-        self.writer = pq.ParquetWriter(self.out, schema)
+        self.schema = schema
+        self.writer = pq.ParquetWriter(self.out, schema, memory_pool=EXPORT_POOL)
+        self.pending: list[pa.RecordBatch] = []
+        self.pending_rows = 0
 
     def write(self, batch: pa.RecordBatch) -> None:
-        self.writer.write_batch(batch)
+        self.pending.append(batch)
+        self.pending_rows += batch.num_rows
+        if self.pending_rows >= self.ROW_GROUP_ROWS:
+            self._write_row_group()
+
+    def _write_row_group(self) -> None:
+        if self.pending:
+            # One row group of the gathered batches (chunked columns, nothing copied).
+            self.writer.write_table(pa.Table.from_batches(self.pending, schema=self.schema))
+        self.pending = []
+        self.pending_rows = 0
 
     def close(self) -> None:
+        self._write_row_group()
         self.writer.close()
 
 
@@ -732,7 +814,8 @@ class _Tally:
             self.judgments += changes - int(ids[0] == self._last_id)
             self._last_id = ids[-1]
             if "excluded" in names:
-                self.excluded += sum(bool(v) for v in batch.column("excluded").to_pylist())
+                flags = batch.column("excluded")
+                self.excluded += int(np.count_nonzero(_bits(flags, 1) & _bits(flags, 0)))
         if "created_at" in names:
             times = batch.column("created_at")
             if times.null_count == 0:
@@ -743,12 +826,17 @@ class _Tally:
         for column in self.columns:
             if column.counts:
                 values = batch.column(column.name)
-                if pa.types.is_integer(values.type) and not values.null_count:
-                    # Ids: each batch's distinct ids as an int64 array (8 bytes a value;
-                    # a set of 500,000 THumB caption ids would cost 30 MB of objects).
-                    self.ids.setdefault(column.counts, []).append(
-                        np.unique(_values(values, np.int64))
-                    )
+                if pa.types.is_integer(values.type):
+                    if values.null_count == len(values):
+                        continue
+                    # Distinct ids in numpy, 8 bytes an id (a Python set of THumB's 500,000
+                    # caption ids costs 30-40 MB): each batch's, merged into the first
+                    # array whenever they outgrow it, so at most about twice the distinct
+                    # ids are held and each id is sorted a few times.
+                    found = self.ids.setdefault(column.counts, [])
+                    found.append(np.unique(_values(values, np.int64)[_bits(values, 0)]))
+                    if sum(len(ids) for ids in found[1:]) > len(found[0]):
+                        found[:] = [_distinct(np.concatenate(found))]
                 else:
                     self.distinct.setdefault(column.counts, set()).update(values.to_pylist())
 
@@ -759,10 +847,10 @@ class _Tally:
             counts["excluded_rows"] = self.excluded
         for what in ("participants", "images", "captions"):
             if any(c.counts == what for c in self.columns):
-                found = self.distinct.get(what, set()) - {None}
-                if self.ids.get(what):
-                    found |= set(np.unique(np.concatenate(self.ids[what])).tolist())
-                counts[what] = len(found)
+                if what in self.ids:
+                    counts[what] = len(_distinct(np.concatenate(self.ids[what])))
+                else:
+                    counts[what] = len(self.distinct.get(what, set()) - {None})
         return counts
 
 
@@ -989,6 +1077,30 @@ def _values(column: pa.Array, dtype: Any) -> np.ndarray:
     return np.frombuffer(column.buffers()[1], dtype=dtype)[
         column.offset : column.offset + len(column)
     ]
+
+
+def _bits(column: pa.Array, buffer: int) -> np.ndarray:
+    """A bitmap of an array as booleans: buffer 0 is validity (all true when absent), buffer
+    1 of a boolean array its values."""
+    bitmap = column.buffers()[buffer]
+    if bitmap is None:
+        return np.ones(len(column), dtype=bool)
+    bits = np.unpackbits(np.frombuffer(bitmap, dtype=np.uint8), bitorder="little")
+    return bits[column.offset : column.offset + len(column)].astype(bool)
+
+
+def _distinct(ids: np.ndarray) -> np.ndarray:
+    """The distinct values of a fresh array, sorted in place (np.unique's hash table and
+    copies cost several times the array)."""
+    ids.sort()
+    return ids[np.concatenate(([True], ids[1:] != ids[:-1]))] if len(ids) else ids
+
+
+def _iso_column(column: pa.Array) -> list[str | None]:
+    """A timestamp[us, UTC] array as ISO 8601 texts (``_iso``), None for nulls."""
+    micros = _values(column, np.int64).tolist()
+    valid = _bits(column, 0).tolist()
+    return [_iso(_from_micros(v)) if ok else None for v, ok in zip(micros, valid, strict=True)]
 
 
 def _from_micros(value: int | None) -> datetime | None:

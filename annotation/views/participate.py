@@ -5,7 +5,6 @@ A crowd worker has no account: their participant id lives in the session, keyed 
 and the browser they first arrived with is named by a signed, HttpOnly cookie.
 """
 
-import ipaddress
 import secrets
 
 from django.conf import settings
@@ -15,6 +14,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from annotation.addresses import client_address
 from annotation.models import Assignment, Participant, Study
 from annotation.modes import SubmissionError, get_mode
 from annotation.services.assignments import LeaseLimitReached, assignment_next
@@ -34,26 +34,6 @@ MTURK_FRAME_ANCESTORS = "frame-ancestors https://www.mturk.com https://workersan
 BROWSER_COOKIE = "capeval_browser"
 BROWSER_SALT = "capeval.browser"
 BROWSER_COOKIE_MAX_AGE = 365 * 24 * 3600
-
-
-def client_address(request: HttpRequest) -> str | None:
-    """The client's address: REMOTE_ADDR, or X-Forwarded-For only behind trusted proxies.
-
-    With ``CAPEVAL_TRUSTED_PROXIES`` = N, the Nth address from the right of X-Forwarded-For
-    is the one the outermost trusted proxy saw; anything left of it is the client's to
-    forge. Off (0) by default: a client can write any X-Forwarded-For it likes.
-    """
-    candidate = request.META.get("REMOTE_ADDR", "")
-    proxies = settings.CAPEVAL_TRUSTED_PROXIES
-    if proxies:
-        forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")
-        forwarded = [part.strip() for part in forwarded if part.strip()]
-        if len(forwarded) >= proxies:
-            candidate = forwarded[-proxies]
-    try:
-        return str(ipaddress.ip_address(candidate))
-    except ValueError:
-        return None
 
 
 def _browser_id(request: HttpRequest) -> str:

@@ -791,3 +791,44 @@ def test_unknown_options_are_refused_without_a_job(researcher):
         export_request(study=study, user=researcher, export_format="csv", table="items")
     assert not Job.objects.exists()
     assert get_mode("vicr").export_columns()[0].name == "judgment_id"
+
+
+# ---------------------------------------------------------------------- bounded memory helpers
+
+
+def test_datasheet_counts_of_ids_across_many_batches_with_nulls():
+    columns = [exports.ExportColumn("caption_id", "int", "Caption.", "captions")]
+    schema = exports._schema(columns)
+    tally = exports._Tally(columns)
+    seen = set()
+    for start in range(0, 5000, 100):  # ids repeat across batches; every 7th is null
+        values = [None if n % 7 == 0 else n % 1234 for n in range(start, start + 100)]
+        seen |= {v for v in values if v is not None}
+        batch = exports.pa.RecordBatch.from_arrays([exports.pa.array(values)], schema=schema)
+        tally.observe(batch.slice(1))  # an offset, as sliced batches have
+        tally.observe(batch.slice(0, 1))
+    assert tally.counts()["captions"] == len(seen)
+    assert len(tally.ids["captions"]) < 50, "batches' ids are merged as they come"
+
+
+def test_jsonl_timestamps_match_python_datetimes():
+    when = [datetime(2025, 1, 2, 3, 4, 5, 678, tzinfo=UTC), None, datetime(2025, 1, 2, tzinfo=UTC)]
+    column = exports.pa.array(when, exports.ARROW_TYPES["timestamp"])
+    assert exports._iso_column(column.slice(1)) == [None, "2025-01-02T00:00:00+00:00"]
+    assert exports._iso_column(column)[0] == when[0].isoformat()
+
+
+def test_parquet_gathers_small_batches_into_row_groups(tmp_path, monkeypatch):
+    monkeypatch.setattr(exports._ParquetSink, "ROW_GROUP_ROWS", 1000)
+    columns = [exports.ExportColumn("n", "int", "A number.")]
+    schema = exports._schema(columns)
+    with (tmp_path / "t.parquet").open("wb") as out:
+        sink = exports._ParquetSink(out)
+        sink.open(schema)
+        for start in range(0, 2500, 100):
+            values = exports.pa.array(range(start, start + 100), exports.pa.int64())
+            sink.write(exports.pa.RecordBatch.from_arrays([values], schema=schema))
+        sink.close()
+    parquet = pq.ParquetFile(tmp_path / "t.parquet")
+    assert parquet.metadata.num_row_groups == 3
+    assert parquet.read().column("n").to_pylist() == list(range(2500))

@@ -145,7 +145,7 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_RESET_ON_SUCCESS = True
 # The same address the crowd checks use: X-Forwarded-For only behind trusted proxies.
-AXES_CLIENT_IP_CALLABLE = "annotation.views.participate.client_address"
+AXES_CLIENT_IP_CALLABLE = "annotation.addresses.client_address"
 AXES_LOCKOUT_TEMPLATE = "registration/lockout.html"
 AXES_COOLOFF_MESSAGE = (
     "Too many failed logins for this account from your address. "
