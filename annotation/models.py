@@ -197,6 +197,9 @@ class ItemImage(models.Model):
             models.UniqueConstraint(fields=["item", "image"], name="item_image_unique"),
         ]
 
+    def __str__(self) -> str:
+        return f"item {self.item_id} shows image {self.image_id}"
+
 
 def new_pseudonym() -> str:
     return "P-" + secrets.token_hex(4)

@@ -412,9 +412,7 @@ def test_the_study_page_gives_the_researcher_the_code_and_prolific_completion_ur
     assert f"https://app.prolific.com/submissions/complete?cc={study.completion_code}" in page
 
 
-def test_refusals_are_listed_in_the_admin_and_cannot_be_changed_or_deleted(
-    researcher, make_user
-):
+def test_refusals_are_listed_in_the_admin_and_cannot_be_changed_or_deleted(researcher, make_user):
     study = rating_study(researcher, prolific_study_id="st-1")
     arrive(browser(), study, "w1", STUDY_ID="st-other")
     refusal = CrowdRefusal.objects.get()
