@@ -365,19 +365,20 @@ def test_vicr_refuses_digits_that_are_not_ascii_with_a_400_naming_the_field(rese
     assert not Judgment.objects.exists()
 
 
-@pytest.mark.parametrize("value", [*NOT_ASCII_THREE, "④"])
-def test_humanr_refuses_digits_that_are_not_ascii_with_a_400_naming_the_field(researcher, value):
+def post_first_humanr_trial(researcher, *, part: str, raw: str):
+    """A crowd worker answers the first trial of a HUMANr group with these form values."""
     study = humanr_study(researcher)
     worker = browser()
     arrive(worker, study, "w1")
     page = next_page(worker, study)
+    token = page.context["assignment"].token
+    left = page.context["left_caption"].pk
+    return submit(worker, study, token, {"part": part, "raw": raw, "left": left})
 
-    response = submit(
-        worker,
-        study,
-        page.context["assignment"].token,
-        {"part": "0", "raw": value, "left": page.context["left_caption"].pk},
-    )
+
+@pytest.mark.parametrize("value", [*NOT_ASCII_THREE, "④"])
+def test_humanr_refuses_digits_that_are_not_ascii_with_a_400_naming_the_field(researcher, value):
+    response = post_first_humanr_trial(researcher, part="0", raw=value)
 
     assert response.status_code == 400
     assert "Choose a value from 1" in response.content.decode()
@@ -385,17 +386,7 @@ def test_humanr_refuses_digits_that_are_not_ascii_with_a_400_naming_the_field(re
 
 
 def test_a_part_number_that_is_not_ascii_is_refused(researcher):
-    study = humanr_study(researcher)
-    worker = browser()
-    arrive(worker, study, "w1")
-    page = next_page(worker, study)
-
-    response = submit(
-        worker,
-        study,
-        page.context["assignment"].token,
-        {"part": "０", "raw": "3", "left": page.context["left_caption"].pk},
-    )
+    response = post_first_humanr_trial(researcher, part="０", raw="3")
 
     assert response.status_code == 400
     assert not Judgment.objects.exists()
