@@ -700,7 +700,7 @@ class VicrMode(Mode):
         return [
             *judgment_export_columns(),
             ExportColumn("phase", "str", "tutorial, probation or game (only game is data)."),
-            ExportColumn("round", "int", "Probation attempt (1, 2, ...); 0 outside probation."),
+            ExportColumn("attempt", "int", "Probation attempt (1, 2, ...); 0 outside probation."),
             ExportColumn("caption_id", "int", "Id of the caption rated (the pair).", "captions"),
             ExportColumn("image", "str", "Name of the image as cited by the import.", "images"),
             ExportColumn("system", "str", "System that wrote the caption (Human for people)."),
@@ -738,7 +738,11 @@ class VicrMode(Mode):
             )
         ]
         return (
-            f"SELECT {JUDGMENT_SELECT}, j.phase, a.round, c.id, im.name, c.system, c.text, "
+            # Ratings store their probation attempt; ratings stored before that was kept
+            # have it as the lease's round (a retry used to be a new round).
+            f"SELECT {JUDGMENT_SELECT}, j.phase, "
+            f"COALESCE({sql.int('j.result', 'attempt')}, a.round), "
+            "c.id, im.name, c.system, c.text, "
             f"{sql.int('j.payload', 'rating')}, {', '.join(result)}, p.status, "
             f"(j.phase = '{GAME}' AND NOT j.excluded AND p.status = '{GAME}'), "
             f"{JUDGMENT_TRAILING} "

@@ -34,7 +34,7 @@ from annotation.services.exports import (
 )
 from tests.annotation.test_mode_humanr import careless, crowd, do_group, honest, humanr_study
 from tests.annotation.test_mode_thumb import make_annotator, tiny_study  # noqa: F401
-from tests.annotation.test_mode_vicr import exact, in_game, play, player, vicr_study
+from tests.annotation.test_mode_vicr import exact, far, in_game, play, player, vicr_study
 from tests.conftest import skip_or_fail
 
 pytestmark = pytest.mark.django_db
@@ -75,6 +75,13 @@ def vicr_data(owner, *, game_ratings=2, players=2):
     learner = player(study, "PID-LEARNER")
     for _ in range(3):
         play(learner, answer=exact)
+    # A player who fails the tutorial rates probation pairs: the attempt column is 1.
+    failing = player(study, "PID-PROBATION")
+    for _ in range(get_mode("vicr").settings_for(study)["tutorial_pairs"]):
+        play(failing, answer=far)
+    for _ in range(2):
+        play(failing, answer=exact)
+    assert Judgment.objects.filter(study=study, phase="probation").count() == 2
     for n in range(players):
         gamer = in_game(study, f"PID-GAME-{n}")
         for rating in range(game_ratings):
@@ -162,7 +169,7 @@ def expected_vicr(study) -> list[dict[str, Any]]:
             {
                 **common(j),
                 "phase": j.phase,
-                "round": j.assignment.round,
+                "attempt": r.get("attempt", j.assignment.round),
                 "caption_id": caption.pk,
                 "image": caption.image.name,
                 "system": caption.system,
@@ -467,7 +474,7 @@ class DefaultTableTestMode(Mode):
 def test_queries_do_not_grow_with_the_judgments(researcher, tmp_path, export_format, settings):
     settings.CAPEVAL_EXPORT_CHUNK_SIZE = 3  # several chunks, so a per-chunk query would show
     counts = []
-    for size in (2, 6):
+    for size in (2, 7):
         study = vicr_data(researcher, game_ratings=size, players=size)
         with CaptureQueriesContext(connection) as queries:
             summary = export_file(
