@@ -142,7 +142,7 @@ def test_researcher_imports_the_demo_data_and_downloads_an_export(
     assert download.suggested_filename.endswith(".csv")
     with open(download.path(), newline="", encoding="utf-8") as exported:
         rows = list(csv.reader(exported))
-    assert rows[0][:4] == ["judgment_id", "participant", "phase", "round"], "VICR's table"
+    assert rows[0][:4] == ["judgment_id", "participant", "phase", "attempt"], "VICR's table"
     assert rows[1:] == [], "the study has no judgments yet"
 
     job_id = re.search(r"/jobs/(\d+)/download/", download_link.get_attribute("href")).group(1)
