@@ -114,6 +114,7 @@ _INT_BOUNDS: dict[str, tuple[int, int]] = {
     "workers_per_comparison": (1, 1000),
     "report_bootstrap": (100, 100_000),
     "report_splits": (10, 100_000),
+    "completion_groups": (1, 1000),
 }
 
 
@@ -173,9 +174,7 @@ class HumanrMode(Mode):
     def clean_settings(self, raw: dict[str, Any]) -> dict[str, Any]:
         merged = super().clean_settings(raw)
         for key, (low, high) in _INT_BOUNDS.items():
-            value = merged[key]
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-                raise ValueError(f"{key} must be a whole number from {low} to {high}")
+            check_int(merged, key, low, high)
         for key, low in (("n_images", 2), ("max_failed_checks", 1)):
             value = merged[key]
             if value is not None and (
@@ -187,7 +186,6 @@ class HumanrMode(Mode):
             raise ValueError("min_seconds_per_trial must be a number of seconds")
         if not 0 <= seconds <= 600:
             raise ValueError("min_seconds_per_trial must be from 0 to 600")
-        check_int(merged, "completion_groups", 1, 1000)
         return merged
 
     def _settings(self, study: Study) -> dict[str, Any]:

@@ -60,6 +60,7 @@ from annotation.modes.base import (
     Mode,
     Progress,
     SubmissionError,
+    check_int,
     judgment_export_columns,
     judgment_trailing_columns,
     parse_choice,
@@ -184,9 +185,7 @@ class VicrMode(Mode):
     def clean_settings(self, raw: dict[str, Any]) -> dict[str, Any]:
         merged = super().clean_settings(raw)
         for key, (low, high) in _INT_BOUNDS.items():
-            value = merged[key]
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-                raise ValueError(f"{key} must be a whole number from {low} to {high}")
+            check_int(merged, key, low, high)
         seconds = merged["seconds_before_submit"]
         if isinstance(seconds, bool) or not isinstance(seconds, int | float):
             raise ValueError("seconds_before_submit must be a number of seconds")

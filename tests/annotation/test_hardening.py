@@ -18,12 +18,11 @@ import pytest
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from annotation.models import Caption, Image, Judgment, Participant, Study, User
+from annotation.models import Judgment, Participant, Study, User
 from annotation.services.assignments import assignment_next
 from annotation.services.judgments import judgment_submit
 from annotation.services.participants import participant_for_user
-from annotation.services.studies import study_open
-from rubrics import thumb as rubric
+from tests.annotation.test_mode_thumb import thumb_study
 
 pytestmark = pytest.mark.django_db
 
@@ -33,32 +32,10 @@ LIMIT = 5  # the default failure limit (CAPEVAL_LOGIN_FAILURE_LIMIT)
 # ---------------------------------------------------------------------- helpers
 
 
-def thumb_study(make_study, systems=("M1",), *, name="Hardening"):
+def one_image_thumb_study(make_study, systems=("M1",)):
     """A live THumB study with one image, a Human caption and one caption per system."""
-    study = make_study("thumb", name=name)
-    image = Image.objects.create(
-        study=study,
-        name="bus",
-        sha256="b" * 64,
-        file="originals/bus.jpg",
-        display="display/bus.jpg",
-        width=640,
-        height=480,
-        format="JPEG",
-        alt_text="A bus",
-    )
     rows = [("Human", "A red bus on a street."), *((s, f"A bus by {s}.") for s in systems)]
-    for line, (system, raw) in enumerate(rows, start=1):
-        Caption.objects.create(
-            study=study,
-            image=image,
-            system=system,
-            raw_text=raw,
-            text=rubric.normalise(raw),
-            line=line,
-        )
-    study_open(study=study)
-    return study
+    return thumb_study(make_study, captions={"bus": rows})
 
 
 def scores_for(item):
@@ -179,7 +156,7 @@ def admin_client(client, make_user):
 
 @pytest.fixture
 def judgment(make_study, annotator):
-    return judged(thumb_study(make_study), annotator)
+    return judged(one_image_thumb_study(make_study), annotator)
 
 
 def test_the_admin_cannot_change_a_judgment(admin_client, judgment):
@@ -274,7 +251,7 @@ def test_the_admin_refuses_to_delete_what_holds_judgments(admin_client, judgment
 def test_a_removed_annotator_loses_next_and_submit_at_once(
     client, researcher, annotator, make_study
 ):
-    study = thumb_study(make_study)
+    study = one_image_thumb_study(make_study)
     study.annotators.add(annotator)
     client.force_login(annotator)
     page = client.get(reverse("participate_next", args=[study.public_id]))
@@ -396,7 +373,7 @@ def test_a_seed_beyond_64_bits_is_refused_under_seed(client, researcher):
 def test_system_names_with_dollars_are_drawn_literally_in_figures(
     client, researcher, annotator, make_study, django_capture_on_commit_callbacks, system
 ):
-    study = thumb_study(make_study, systems=(system,))
+    study = one_image_thumb_study(make_study, systems=(system,))
     judged(study, annotator)
     client.force_login(researcher)
     with django_capture_on_commit_callbacks(execute=True):
