@@ -131,7 +131,13 @@ class JudgmentAdmin(admin.ModelAdmin):
     written once by the submission service. No add, no change, no delete here."""
 
     list_display = ("id", "study", "participant", "phase", "excluded", "created_at")
-    list_filter = ("study", "phase", "excluded")
+    list_filter = ("study", "item__kind", "excluded")
+    list_select_related = ("study", "participant", "item")
+
+    @admin.display(description="phase", ordering="item__kind")
+    def phase(self, judgment: Judgment) -> str:
+        """A judgment's phase is its item's kind (stored once, on the item)."""
+        return judgment.item.kind
 
     def has_add_permission(self, request) -> bool:
         return False

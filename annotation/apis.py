@@ -7,8 +7,10 @@ from rest_framework import serializers, status
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
+from rest_framework.views import exception_handler as drf_exception_handler
 
 from annotation import selectors
+from annotation.errors import ServiceError
 from annotation.models import Job, Study
 from annotation.services.exports import EXPORT_FORMATS, EXPORT_TABLES, export_request
 from annotation.services.studies import MAX_SEED, study_close, study_create, study_open
@@ -90,13 +92,7 @@ class StudyListApi(APIView):
         """Create a draft study owned by the user (researchers only)."""
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        try:
-            study = study_create(owner=request.user, **data.validated_data)
-        except PermissionError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_403_FORBIDDEN)
-        except ValueError as exc:
-            field = getattr(exc, "field", "settings")
-            return Response({field: [str(exc)]}, status=status.HTTP_400_BAD_REQUEST)
+        study = study_create(owner=request.user, **data.validated_data)
         return Response(StudyOutput(study).data, status=status.HTTP_201_CREATED)
 
 
@@ -112,10 +108,7 @@ class StudyOpenApi(APIView):
     def post(self, request, study_id: int):
         """Build the study's items (first time only) and make it live."""
         study = selectors.study_for_researcher(request.user, study_id)
-        try:
-            study_open(study=study)
-        except ValueError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        study_open(study=study)
         return Response(StudyOutput(study).data)
 
 
@@ -187,17 +180,14 @@ class StudyExportsApi(APIView):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         options = data.validated_data
-        try:
-            job = export_request(
-                study=study,
-                user=request.user,
-                export_format=options["format"],
-                table=options["table"],
-                raw_ids=options["raw_ids"],
-                images=options["images"],
-            )
-        except PermissionError as exc:
-            return Response({"raw_ids": [str(exc)]}, status=status.HTTP_403_FORBIDDEN)
+        job = export_request(
+            study=study,
+            user=request.user,
+            export_format=options["format"],
+            table=options["table"],
+            raw_ids=options["raw_ids"],
+            images=options["images"],
+        )
         job.refresh_from_db()
         return Response(
             JobOutput(job, context={"request": request}).data, status=status.HTTP_202_ACCEPTED
@@ -209,3 +199,15 @@ class JobDetailApi(APIView):
     def get(self, request, job_id: int):
         job = selectors.job_for_user(request.user, job_id)
         return Response(JobOutput(job, context={"request": request}).data)
+
+
+def exception_handler(exc, context):
+    """DRF's handler, plus the services' one error type (settings: EXCEPTION_HANDLER).
+
+    A ServiceError answers its status with ``{field: [message]}`` when it names a field
+    (the shape of a serializer's errors) and ``{"detail": message}`` otherwise.
+    """
+    if isinstance(exc, ServiceError):
+        body = {exc.field: [exc.message]} if exc.field else {"detail": exc.message}
+        return Response(body, status=exc.status)
+    return drf_exception_handler(exc, context)

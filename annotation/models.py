@@ -319,7 +319,9 @@ class Assignment(models.Model):
     served_at = models.DateTimeField()
     expires_at = models.DateTimeField()
     submitted_at = models.DateTimeField(null=True, blank=True)
-    state = models.JSONField(default=dict, blank=True, help_text="Per-lease mode state.")
+    released_by = models.CharField(
+        max_length=150, blank=True, help_text="Who released the lease early (a user name)."
+    )
 
     class Meta:
         constraints = [
@@ -332,6 +334,21 @@ class Assignment(models.Model):
     def __str__(self) -> str:
         return f"{self.participant} -> {self.item}"
 
+    def part_shown_at(self, part: int):
+        """When ``part`` was shown, by the server's own record (minimum times count from it).
+
+        The first part is shown when the lease starts; a later part when the previous one
+        was answered. A reopened lease restarts the clock.
+        """
+        if part == 0:
+            return self.served_at
+        previous = (
+            Judgment.objects.filter(assignment_id=self.pk, part=part - 1)
+            .values_list("created_at", flat=True)
+            .first()
+        )
+        return max(previous, self.served_at) if previous else self.served_at
+
 
 class Judgment(models.Model):
     """One validated submission for one part of an assignment. Never deleted."""
@@ -341,7 +358,6 @@ class Judgment(models.Model):
     participant = models.ForeignKey(Participant, on_delete=models.PROTECT, related_name="judgments")
     assignment = models.ForeignKey(Assignment, on_delete=models.PROTECT, related_name="judgments")
     part = models.PositiveSmallIntegerField(default=0)
-    phase = models.CharField(max_length=16, blank=True)
     payload = models.JSONField(help_text="What the participant submitted, validated.")
     result = models.JSONField(default=dict, blank=True, help_text="What the server computed.")
     dwell_ms = models.PositiveIntegerField(help_text="Server-measured time since serving.")
@@ -359,7 +375,7 @@ class Judgment(models.Model):
         ordering = ["id"]
 
     def __str__(self) -> str:
-        return f"judgment {self.pk} ({self.phase}, part {self.part})"
+        return f"judgment {self.pk} (item {self.item_id}, part {self.part})"
 
 
 class Job(models.Model):

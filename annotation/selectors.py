@@ -1,15 +1,30 @@
 """Reads: who may see what. Anything a user may not see answers 404, never 403, so that
 another researcher's study ids reveal nothing."""
 
+from pathlib import Path
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.db.models import Count, Q, QuerySet
 from django.http import Http404
 from django.utils import timezone
 
-from annotation.models import Assignment, CrowdRefusal, Job, Participant, Study, User
+from annotation.models import (
+    Assignment,
+    Caption,
+    CrowdRefusal,
+    Image,
+    Item,
+    Job,
+    Judgment,
+    Participant,
+    Study,
+    User,
+)
 from annotation.modes import get_mode
-from annotation.services.participants import PROLIFIC_COMPLETE
+
+#: Prolific's completion URL; ``?cc=CODE`` records the code for the worker.
+PROLIFIC_COMPLETE = "https://app.prolific.com/submissions/complete"
 
 
 def studies_for_researcher(user: User) -> QuerySet[Study]:
@@ -61,8 +76,6 @@ def job_for_user(user: User, job_id: int) -> Job:
 
 def study_counts(study: Study) -> dict[str, int]:
     """Headline numbers of a study's detail page."""
-    from annotation.models import Caption, Image, Item, Judgment, Participant
-
     return {
         "images": Image.objects.filter(study=study).count(),
         "captions": Caption.objects.filter(study=study).count(),
@@ -126,34 +139,35 @@ def crowd_integrity(study: Study) -> dict:
     }
 
 
+def completion_code(study: Study) -> str:
+    """The code a crowd worker of ``study`` reports (see ``CrowdSettings.completion_code_for``)."""
+    return get_mode(study.mode).settings(study).completion_code_for(study)
+
+
 def crowd_setup(study: Study) -> dict:
     """What the researcher enters on Prolific: the completion code and completion URL."""
-    mode = get_mode(study.mode)
-    code = mode.completion_code(study)
-    url = mode.settings_for(study)["prolific_completion_url"]
+    code = completion_code(study)
+    url = get_mode(study.mode).settings(study).prolific_completion_url
     return {
         "completion_code": code,
         "prolific_completion_url": url or PROLIFIC_COMPLETE + "?" + urlencode({"cc": code}),
     }
 
 
-def crowd_link(request, study: Study) -> str:
-    """The absolute crowd link of a live study (Prolific/MTurk append their parameters)."""
-    from django.urls import reverse
-
-    from annotation.services.participants import crowd_link_token
-
-    if study.status != Study.Status.LIVE:
-        return ""
-    return request.build_absolute_uri(reverse("crowd_entry", args=[crowd_link_token(study)]))
+def report_latest(study: Study) -> Job | None:
+    """The newest finished report job of the study, if any."""
+    return study.jobs.filter(kind=Job.Kind.REPORT, status=Job.Status.DONE).first()
 
 
-def job_file_path(job: Job):
+def report_pending(study: Study) -> Job | None:
+    """A report job of the study that is queued or running, if any."""
+    return study.jobs.filter(
+        kind=Job.Kind.REPORT, status__in=[Job.Status.QUEUED, Job.Status.RUNNING]
+    ).first()
+
+
+def job_file_path(job: Job) -> Path:
     """The job's result file, which must lie inside the export folder."""
-    from pathlib import Path
-
-    from django.conf import settings
-
     root = Path(settings.CAPEVAL_EXPORT_DIR).resolve()
     path = (root / job.result_file).resolve()
     if root not in path.parents or not path.is_file():

@@ -6,6 +6,8 @@ from celery import shared_task
 
 from annotation.models import Job
 from annotation.services.assignments import assignment_release_expired
+from annotation.services.exports import export_delete_old
+from annotation.services.runner import job_run
 
 logger = logging.getLogger(__name__)
 
@@ -13,8 +15,6 @@ logger = logging.getLogger(__name__)
 @shared_task(acks_late=True, reject_on_worker_lost=True)
 def run_job(job_id: int) -> None:
     """Run a queued job (import, export, report); a finished job is left alone."""
-    from annotation.services.runner import job_run
-
     job = Job.objects.filter(pk=job_id).first()
     if job is None or job.is_finished:
         return
@@ -28,6 +28,4 @@ def release_expired_leases() -> int:
 
 @shared_task
 def delete_old_exports() -> int:
-    from annotation.services.exports import export_delete_old
-
     return export_delete_old()

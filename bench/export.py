@@ -206,8 +206,8 @@ def fill_vicr(conn, rows: int) -> int:
     _assignments(conn, study, rows, parts=1)
     conn.execute(
         "INSERT INTO annotation_judgment (study_id, item_id, participant_id, assignment_id,"
-        " part, phase, payload, result, dwell_ms, excluded, exclusion_reason, created_at)"
-        " SELECT %s, a.item_id, a.participant_id, a.id, 0, 'game',"
+        " part, payload, result, dwell_ms, excluded, exclusion_reason, created_at)"
+        " SELECT %s, a.item_id, a.participant_id, a.id, 0,"
         " jsonb_build_object('rating', 1 + a.id %% 5),"
         " jsonb_build_object('points', a.id %% 3 - 1, 'consensus', 1 + a.id %% 5,"
         "  'pool_size', 2 + a.id %% 6, 'pool_human', a.id %% 6, 'pool_primed', 2,"
@@ -241,8 +241,8 @@ def fill_humanr(conn, rows: int) -> int:
     _assignments(conn, study, rows // 10, parts=10)
     conn.execute(
         "INSERT INTO annotation_judgment (study_id, item_id, participant_id, assignment_id,"
-        " part, phase, payload, result, dwell_ms, excluded, exclusion_reason, created_at)"
-        " SELECT %s, a.item_id, a.participant_id, a.id, t, 'group',"
+        " part, payload, result, dwell_ms, excluded, exclusion_reason, created_at)"
+        " SELECT %s, a.item_id, a.participant_id, a.id, t,"
         " jsonb_build_object('raw', raw),"
         " jsonb_build_object('group', it.position, 'kind', tkind,"
         "  'comparison', CASE WHEN t < 9 THEN img || ':' || sys END, 'image_id', img,"
@@ -297,8 +297,8 @@ def fill_thumb(conn, rows: int) -> int:
     # Stage 2 keeps stage 1's scores except recall of every third caption (+1, capped).
     conn.execute(
         "INSERT INTO annotation_judgment (study_id, item_id, participant_id, assignment_id,"
-        " part, phase, payload, result, dwell_ms, excluded, exclusion_reason, created_at)"
-        " SELECT %s, a.item_id, a.participant_id, a.id, 0, it.kind,"
+        " part, payload, result, dwell_ms, excluded, exclusion_reason, created_at)"
+        " SELECT %s, a.item_id, a.participant_id, a.id, 0,"
         " jsonb_build_object('captions', (SELECT jsonb_object_agg(g ->> 'key',"
         "   jsonb_build_object('caption_ids', jsonb_build_array(g -> 'captions' -> 0 -> 'id'),"
         "   'precision', p, 'recall', r, 'fluency', f, 'fluency_errors',"
@@ -327,11 +327,11 @@ def _assignments(conn, study: int, count: int, *, parts: int) -> None:
     participants); served one second apart."""
     conn.execute(
         "INSERT INTO annotation_assignment (participant_id, item_id, round, token, status,"
-        " served_at, expires_at, submitted_at, state)"
+        " served_at, expires_at, submitted_at, released_by)"
         " SELECT p.ids[1 + (g + g / cardinality(it.ids)) %% cardinality(p.ids)],"
         "  it.ids[1 + g %% cardinality(it.ids)],"
         "  0, 't' || %s || '-' || g, 'submitted',"
-        "  at, at + interval '30 minutes', at + %s * interval '5 seconds', '{}'"
+        "  at, at + interval '30 minutes', at + %s * interval '5 seconds', ''"
         " FROM generate_series(0, %s - 1) g,"
         " (SELECT array_agg(id ORDER BY id) ids FROM annotation_participant"
         "  WHERE study_id = %s) p,"
@@ -357,7 +357,7 @@ def copy_sql(study_id: int) -> str:
     from annotation.modes.base import ExportSql
 
     study = Study.objects.get(pk=study_id)
-    sql, params = get_mode(study.mode).export_query(study, ExportSql("postgresql"))
+    sql, params = get_mode(study.mode).export.query(study, ExportSql("postgresql"))
     connection.ensure_connection()
     with psycopg.ClientCursor(connection.connection) as cursor:
         return f"COPY ({cursor.mogrify(sql, params)}) TO STDOUT WITH (FORMAT csv, HEADER)"

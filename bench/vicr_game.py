@@ -179,7 +179,6 @@ def build_study(
             status="game",
             state={
                 "player": {
-                    "phase": "game",
                     "probation_attempts": 0,
                     "score": 2 * game_ratings,
                     "game_ratings": game_ratings,
@@ -259,7 +258,7 @@ def replay_check(study) -> dict:
         for pk, spec in Item.objects.filter(study=study, kind="game").values_list("id", "spec")
     }
     rows = (
-        Judgment.objects.filter(study=study, phase="game")
+        Judgment.objects.filter(study=study, item__kind="game")
         .order_by("id")
         .values_list("item_id", "participant_id", "payload", "result")
     )
@@ -286,7 +285,7 @@ def replay_check(study) -> dict:
         "mismatches": len(mismatches),
         "first_mismatches": mismatches[:5],
         "repeated_pairs": repeats,
-        "probation_ratings": Judgment.objects.filter(study=study, phase="probation").count(),
+        "probation_ratings": Judgment.objects.filter(study=study, item__kind="probation").count(),
         "pairs_over_max": over,
         "pairs_with_3_or_more": sum(1 for n in per_pair if n >= 3),
         "most_ratings_on_a_pair": max(per_pair, default=0),

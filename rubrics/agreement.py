@@ -39,12 +39,16 @@ Example, VICR virtual raters (PROTOCOLS.md section 2) with ``codes`` of shape
 Undefined statistics are never returned as NaN: when a statistic is 0/0 (a constant
 rater, all ratings in one category, no pairable unit...) a ``ValueError`` says why.
 A batched function raises if any batch element is undefined and names the first one.
+Input checks shared with the other rubrics modules live in :mod:`rubrics.checks`.
 """
 
 from typing import Literal
 
 import numpy as np
+import scipy.stats
 from numpy.typing import ArrayLike, NDArray
+
+from rubrics import checks
 
 __all__ = [
     "TauVariant",
@@ -93,20 +97,8 @@ _MAX_W_FAST_RANGE = 4096
 # ---------------------------------------------------------------------------
 
 
-def _finite_float_array(values: ArrayLike, name: str) -> NDArray[np.float64]:
-    try:
-        arr = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} must be numeric: {exc}") from exc
-    if arr.size == 0:
-        raise ValueError(f"{name} is empty")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} contains non-finite values (NaN or infinity)")
-    return arr
-
-
 def _finite_1d(values: ArrayLike, name: str) -> NDArray[np.float64]:
-    arr = _finite_float_array(values, name)
+    arr = checks.finite_array(values, name)
     if arr.ndim != 1:
         raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
     return arr
@@ -141,10 +133,7 @@ def _label_array(values: ArrayLike, name: str) -> NDArray[np.generic]:
 
 
 def _check_codes(codes: ArrayLike, n_categories: int, name: str) -> NDArray[np.int64]:
-    if isinstance(n_categories, bool) or not isinstance(n_categories, int | np.integer):
-        raise ValueError(f"n_categories must be an int, got {n_categories!r}")
-    if n_categories < 1:
-        raise ValueError(f"n_categories must be >= 1, got {n_categories}")
+    n_categories = checks.integer(n_categories, "n_categories")
     arr = np.asarray(codes)
     if arr.size == 0:
         raise ValueError(f"{name} is empty")
@@ -166,7 +155,7 @@ def _count_array(counts: ArrayLike, name: str, min_ndim: int) -> NDArray[np.int6
         if arr_i.size == 0:
             raise ValueError(f"{name} is empty")
     else:
-        arr = _finite_float_array(raw, name)
+        arr = checks.finite_array(raw, name)
         if np.any(arr != np.round(arr)):
             raise ValueError(f"{name} must hold whole-number counts")
         arr_i = arr.astype(np.int64)
@@ -440,8 +429,6 @@ def kendall_tau(x: ArrayLike, y: ArrayLike, variant: TauVariant = "b") -> float:
     if kx * ky <= _MAX_TABLE_CELLS:
         table = np.bincount(xi * ky + yi, minlength=kx * ky).reshape(kx, ky)
         return kendall_tau_from_table(table, variant)
-    import scipy.stats  # only here: importing scipy.stats costs ~0.3 s
-
     return float(scipy.stats.kendalltau(xa, ya, variant=variant).statistic)
 
 
@@ -681,7 +668,7 @@ def kendall_w(ratings: ArrayLike) -> float:
     sum of t^3 - t over all tie groups of all raters. Integer ratings use the bincount
     fast path. Raises ValueError when every rater is constant (0/0).
     """
-    arr = _finite_float_array(ratings, "ratings")
+    arr = checks.finite_array(ratings, "ratings")
     if arr.ndim != 2:
         raise ValueError(f"ratings must be 2-D (items x raters), got shape {arr.shape}")
     n, m = arr.shape

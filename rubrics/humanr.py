@@ -33,8 +33,9 @@ from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
+from scipy import stats
 
-from rubrics import resampling
+from rubrics import checks, resampling
 
 __all__ = [
     "GROUP_SIZE",
@@ -204,12 +205,9 @@ def build_groups(
     images, each with its own attention check, so every comparison is used
     exactly once. The same seed gives the same groups.
     """
-    if isinstance(group_size, bool) or not isinstance(group_size, numbers.Integral):
-        raise ValueError(f"group_size: must be an integer >= 2, got {group_size!r}")
-    if group_size < 2:
-        raise ValueError(f"group_size: must be an integer >= 2, got {group_size!r}")
+    group_size = checks.integer(group_size, "group_size", 2)
     rng = resampling.as_generator(seed)
-    need = int(group_size) - 1
+    need = group_size - 1
 
     by_image: dict[Hashable, list[Hashable]] = {}
     seen: set[Hashable] = set()
@@ -346,23 +344,6 @@ def _bool_array(values: ArrayLike, name: str, n: int) -> np.ndarray:
     return arr
 
 
-def _id_array(values: ArrayLike, name: str, n: int | None) -> np.ndarray:
-    arr = np.asarray(values)
-    if arr.ndim != 1 or (n is not None and arr.shape[0] != n):
-        raise ValueError(f"{name}: expected {n} rows, got shape {arr.shape}")
-    if arr.dtype == object and any(v is None for v in arr):
-        i = next(i for i, v in enumerate(arr) if v is None)
-        raise ValueError(f"{name}: row {i} is missing")
-    if arr.dtype.kind == "f" and np.isnan(arr).any():
-        raise ValueError(f"{name}: row {int(np.flatnonzero(np.isnan(arr))[0])} is missing")
-    if arr.dtype == object:
-        try:
-            np.unique(arr)
-        except TypeError as exc:
-            raise ValueError(f"{name}: ids must be mutually comparable (one type)") from exc
-    return arr
-
-
 @dataclass(frozen=True, kw_only=True)
 class Responses:
     """HUMANr responses as aligned 1-D arrays, one row per answered trial (section 4.2).
@@ -409,9 +390,9 @@ class Responses:
             i = int(np.flatnonzero(bad)[0])
             raise ValueError(f"raw: row {i} must be an integer 1-9, got {raw[i]!r}")
         object.__setattr__(self, "raw", raw.astype(np.int64))
-        object.__setattr__(self, "worker_ids", _id_array(self.worker_ids, "worker_ids", n))
-        object.__setattr__(self, "image_ids", _id_array(self.image_ids, "image_ids", n))
-        object.__setattr__(self, "group_ids", _id_array(self.group_ids, "group_ids", n))
+        object.__setattr__(self, "worker_ids", checks.id_array(self.worker_ids, "worker_ids", n))
+        object.__setattr__(self, "image_ids", checks.id_array(self.image_ids, "image_ids", n))
+        object.__setattr__(self, "group_ids", checks.id_array(self.group_ids, "group_ids", n))
         check = _bool_array(self.is_attention_check, "is_attention_check", n)
         object.__setattr__(self, "is_attention_check", check)
         object.__setattr__(
@@ -426,7 +407,7 @@ class Responses:
         systems = np.asarray(self.systems)
         if systems.dtype == object:  # attention-check rows may carry None as system
             systems = np.array(["" if x is None else x for x in systems], dtype=object)
-        systems = _id_array(systems, "systems", n).astype(str)
+        systems = checks.id_array(systems, "systems", n).astype(str)
         comp = ~check
         if comp.any() and (systems[comp] == "").any():
             i = int(np.flatnonzero(comp & (systems == ""))[0])
@@ -485,10 +466,6 @@ def _t_interval(values: np.ndarray, confidence: float) -> tuple[float, float] | 
         return None
     mean = float(values.mean())
     sem = float(values.std(ddof=1)) / math.sqrt(n)
-    # Imported here: scipy.stats costs ~0.3 s and tens of MB in every process that imports
-    # the modes (web, workers, exports), and only this quantile needs it.
-    from scipy import stats
-
     half = float(stats.t.ppf((1 + confidence) / 2, n - 1)) * sem
     return mean - half, mean + half
 
@@ -518,12 +495,6 @@ def _default_image_counts(n_images: int) -> list[int]:
                 grid.append(m * k)
         k *= 10
     return grid
-
-
-def _positive_int(value: Any, name: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{name}: must be an integer >= {minimum}, got {value!r}")
-    return int(value)
 
 
 def report(
@@ -559,7 +530,7 @@ def report(
       sum of drawn image counts). The same draws serve every system (paired),
       which is exactly the per-system cluster bootstrap when every system has
       comparisons on every image; an image without a comparison of the system
-      contributes nothing to it;
+      contributes nothing to it (``rubrics.resampling.paired_cluster_bootstrap_means``);
     * ``mean_raw`` of the system's kept comparisons.
 
     Reproducibility: ``n_splits`` random half-splits of the workers that have
@@ -581,12 +552,10 @@ def report(
     """
     if not isinstance(responses, Responses):
         raise ValueError("responses: must be a Responses instance")
-    conf = float(confidence)
-    if not 0 < conf < 1:
-        raise ValueError(f"confidence: must be between 0 and 1, got {confidence!r}")
-    n_bootstrap = _positive_int(n_bootstrap, "n_bootstrap")
-    n_splits = _positive_int(n_splits, "n_splits")
-    n_image_draws = _positive_int(n_image_draws, "n_image_draws", 2)
+    conf = checks.confidence(confidence)
+    n_bootstrap = checks.integer(n_bootstrap, "n_bootstrap")
+    n_splits = checks.integer(n_splits, "n_splits")
+    n_image_draws = checks.integer(n_image_draws, "n_image_draws", 2)
     rng = resampling.as_generator(seed)
 
     check = responses.is_attention_check
@@ -622,12 +591,10 @@ def report(
     np.add.at(img_sums, (img_k, s_k), v)
     np.add.at(img_cnts, (img_k, s_k), 1.0)
     # Bootstrap clustered by image, paired across systems: one draw of images.
-    boot = np.full((n_bootstrap, n_sys), np.nan)
+    boot_low = boot_high = np.full(n_sys, np.nan)
     if n_img:
-        w = resampling.resample_counts(n_img, n_bootstrap, rng).astype(float)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            boot = (w @ img_sums) / (w @ img_cnts)
-    q = [100 * (1 - conf) / 2, 100 * (1 + conf) / 2]
+        boot = resampling.paired_cluster_bootstrap_means(img_sums, img_cnts, n_bootstrap, conf, rng)
+        boot_low, boot_high = boot.low, boot.high
 
     entries: dict[str, dict[str, Any]] = {}
     for j in range(n_sys):
@@ -653,10 +620,8 @@ def report(
                 entry["std"] = float(vj.std(ddof=1))
                 entry["sem"] = entry["std"] / math.sqrt(n_j)
                 entry["t_interval"] = [max(-1.0, ti[0]), min(1.0, ti[1])]
-            bj = boot[:, j][np.isfinite(boot[:, j])]
-            if bj.shape[0]:
-                lo, hi = np.percentile(bj, q)
-                entry["bootstrap_interval"] = [float(lo), float(hi)]
+            if not np.isnan(boot_low[j]):  # NaN: no resample drew one of its images
+                entry["bootstrap_interval"] = [float(boot_low[j]), float(boot_high[j])]
         entries[str(sys_names[j])] = entry
 
     # Reproducibility over half-splits of the workers.
@@ -691,9 +656,7 @@ def report(
 
     # Std of HUMANr as a function of the number of images (Fig. 4 right).
     ks = _default_image_counts(n_img) if image_counts is None else list(image_counts)
-    for k in ks:
-        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or not 1 <= k <= n_img:
-            raise ValueError(f"image_counts: each must be an integer 1-{n_img}, got {k!r}")
+    ks = [checks.integer(k, "each of image_counts", 1, n_img) for k in ks]
     by_images: list[dict[str, Any]] = []
     if ks and n_img:
         # rank[d, i]: position of image i in draw d's random order (a uniform permutation);

@@ -7,18 +7,27 @@ chain several draws from one stream).
 
 The resampling functions share one stream convention: resample ``r`` draws the units
 ``resample_indices(n, n_resamples, seed)[r]``. :func:`resample_counts`,
-:func:`paired_bootstrap_means`, :func:`cluster_bootstrap_mean` and
-:func:`percentile_bootstrap` use exactly those draws, so, for the same int seed, their
-results agree with each other and with a hand-written loop over the indices.
+:func:`paired_bootstrap_means`, :func:`cluster_bootstrap_mean`,
+:func:`paired_cluster_bootstrap_means` and :func:`percentile_bootstrap` use exactly
+those draws, so, for the same int seed, their results agree with each other and with a
+hand-written loop over the indices.
+
+This module is the one bootstrap of ``rubrics``: the THumB report
+(``rubrics.thumb.report``, paired over images) and the HUMANr report
+(``rubrics.humanr.report``, clustered by image, paired over systems) both call
+:func:`paired_cluster_bootstrap_means`. The three mean bootstraps share one
+computation: per-unit sums and sizes, replicate = (counts @ sums) / (counts @ sizes).
 
 Intervals are percentile intervals (Efron & Tibshirani 1993, section 13.3): the
-``(1 - confidence) / 2`` and ``(1 + confidence) / 2`` quantiles of the bootstrap
-replicates, with numpy's default linear interpolation. ``confidence=0.90`` gives the
-5th and 95th percentiles used by THumB (Kasai et al. 2022, Table 2, paired bootstrap
-after Koehn 2004).
+``100 (1 - confidence) / 2`` and ``100 (1 + confidence) / 2`` percentiles of the
+bootstrap replicates (:func:`percentile_levels`), with numpy's default linear
+interpolation. ``confidence=0.90`` gives the 5th and 95th percentiles used by THumB
+(Kasai et al. 2022, Table 2, paired bootstrap after Koehn 2004).
 
 Means are computed from an ``n_resamples x n`` matrix of resample counts (a matrix
 product), never by a Python loop over resamples.
+
+Input checks come from :mod:`rubrics.checks` (ValueError instead of NaN).
 """
 
 from collections.abc import Callable
@@ -26,6 +35,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+
+from rubrics import checks
 
 __all__ = [
     "Seed",
@@ -35,10 +46,12 @@ __all__ = [
     "resample_indices",
     "resample_counts",
     "subsample_indices",
+    "percentile_levels",
     "percentile_interval",
     "percentile_bootstrap",
     "paired_bootstrap_means",
     "cluster_bootstrap_mean",
+    "paired_cluster_bootstrap_means",
     "half_splits",
 ]
 
@@ -59,39 +72,6 @@ class MeanInterval(NamedTuple):
     mean: float
     low: float
     high: float
-
-
-# ---------------------------------------------------------------------------
-# Validation helpers
-# ---------------------------------------------------------------------------
-
-
-def _positive_int(value: Any, name: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise ValueError(f"{name} must be an int, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
-
-
-def _check_confidence(confidence: float) -> float:
-    if isinstance(confidence, bool) or not isinstance(confidence, int | float | np.floating):
-        raise ValueError(f"confidence must be a number in (0, 1), got {confidence!r}")
-    if not 0.0 < float(confidence) < 1.0:
-        raise ValueError(f"confidence must be strictly between 0 and 1, got {confidence}")
-    return float(confidence)
-
-
-def _finite(values: ArrayLike, name: str) -> NDArray[np.float64]:
-    try:
-        arr = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} must be numeric: {exc}") from exc
-    if arr.size == 0:
-        raise ValueError(f"{name} is empty")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} contains non-finite values (NaN or infinity)")
-    return arr
 
 
 # ---------------------------------------------------------------------------
@@ -121,8 +101,8 @@ def resample_indices(n: int, n_resamples: int, seed: Seed = 0) -> NDArray[np.int
     every bootstrap function of this module uses. The dtype is int32 (half the cost
     of int64 to draw); n must be below 2**31.
     """
-    n = _positive_int(n, "n")
-    n_resamples = _positive_int(n_resamples, "n_resamples")
+    n = checks.integer(n, "n")
+    n_resamples = checks.integer(n_resamples, "n_resamples")
     if n >= 2**31:
         raise ValueError(f"n must be below 2**31, got {n}")
     rng = as_generator(seed)
@@ -148,9 +128,9 @@ def subsample_indices(n: int, size: int, n_resamples: int, seed: Seed = 0) -> ND
     the number of images (HUMANr paper, Fig. 4 right). Each row is a uniformly random
     subset, in random order.
     """
-    n = _positive_int(n, "n")
-    size = _positive_int(size, "size")
-    n_resamples = _positive_int(n_resamples, "n_resamples")
+    n = checks.integer(n, "n")
+    size = checks.integer(size, "size")
+    n_resamples = checks.integer(n_resamples, "n_resamples")
     if size > n:
         raise ValueError(f"size ({size}) cannot exceed n ({n}) when drawing without replacement")
     rng = as_generator(seed)
@@ -176,7 +156,7 @@ def half_splits(units: int | ArrayLike, n_splits: int, seed: Seed = 0) -> NDArra
         n = arr.shape[0]
     if n < 2:
         raise ValueError(f"half-splits need at least 2 units, got {n}")
-    n_splits = _positive_int(n_splits, "n_splits")
+    n_splits = checks.integer(n_splits, "n_splits")
     rng = as_generator(seed)
     order = np.argsort(rng.random((n_splits, n)), axis=1)
     masks = np.zeros((n_splits, n), dtype=bool)
@@ -189,19 +169,50 @@ def half_splits(units: int | ArrayLike, n_splits: int, seed: Seed = 0) -> NDArra
 # ---------------------------------------------------------------------------
 
 
+def percentile_levels(confidence: float) -> list[float]:
+    """The two percentiles (in percent) of a ``confidence`` interval: 100 (1 -+ confidence) / 2.
+
+    ``percentile_levels(0.90)`` is ``[5, 95]`` up to float rounding (the low end is
+    4.999999999999999). Every interval of this module is taken at exactly these
+    levels with ``numpy.percentile``, the computation the reports have always used, so
+    their intervals stay bit-for-bit the same; the reports record the levels as they are.
+    """
+    confidence = checks.confidence(confidence)
+    return [100 * (1 - confidence) / 2, 100 * (1 + confidence) / 2]
+
+
 def percentile_interval(
     replicates: ArrayLike, confidence: float = 0.95, axis: int = 0
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Percentile interval (Efron & Tibshirani 1993, 13.3) of bootstrap replicates along ``axis``.
 
-    Returns ``(low, high)``: the (1 - confidence)/2 and (1 + confidence)/2 quantiles
-    (linear interpolation), as arrays with ``axis`` removed (0-d for 1-D input).
+    Returns ``(low, high)``: the :func:`percentile_levels` percentiles (linear
+    interpolation), as arrays with ``axis`` removed (0-d for 1-D input).
     Raises ValueError for non-finite replicates (a statistic undefined on a resample).
     """
-    confidence = _check_confidence(confidence)
-    reps = _finite(replicates, "replicates")
-    alpha = (1.0 - confidence) / 2.0
-    low, high = np.quantile(reps, [alpha, 1.0 - alpha], axis=axis)
+    levels = percentile_levels(confidence)
+    reps = checks.finite_array(replicates, "replicates")
+    low, high = np.percentile(reps, levels, axis=axis)
+    return low, high
+
+
+def _defined_percentile_interval(
+    replicates: NDArray[np.float64], confidence: float
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Per-column percentile interval of (n_resamples, columns) replicates, skipping NaN.
+
+    A column's interval uses only its defined (non-NaN) replicates; it is NaN when the
+    column has none. Same numbers as ``numpy.nanpercentile`` per column.
+    """
+    levels = percentile_levels(confidence)
+    defined = ~np.isnan(replicates)
+    if defined.all():
+        low, high = np.percentile(replicates, levels, axis=0)
+        return low, high
+    low = np.full(replicates.shape[1], np.nan)
+    high = np.full(replicates.shape[1], np.nan)
+    for j in np.flatnonzero(defined.any(axis=0)):
+        low[j], high[j] = np.percentile(replicates[defined[:, j], j], levels)
     return low, high
 
 
@@ -228,7 +239,7 @@ def percentile_bootstrap(
     arr = np.asarray(data)
     if arr.ndim < 1 or arr.shape[0] == 0:
         raise ValueError("data must have at least one row")
-    confidence = _check_confidence(confidence)
+    confidence = checks.confidence(confidence)
     idx = resample_indices(arr.shape[0], n_resamples, seed)
     if vectorized:
         reps = np.asarray(statistic(arr[idx]), dtype=np.float64)
@@ -240,6 +251,33 @@ def percentile_bootstrap(
         reps = np.fromiter((float(statistic(arr[i])) for i in idx), np.float64, idx.shape[0])
     low, high = percentile_interval(reps, confidence)
     return float(low), float(high)
+
+
+# ---------------------------------------------------------------------------
+# Bootstraps of means: one computation
+# ---------------------------------------------------------------------------
+
+
+def _mean_replicates(
+    sums: NDArray[np.float64],
+    sizes: NDArray[np.float64] | None,
+    n_resamples: int,
+    seed: Seed,
+) -> NDArray[np.float64]:
+    """Bootstrap replicates of (per-column) means from per-unit sums and sizes.
+
+    ``sums``: (units,) or (units, columns). Resample r's replicate is
+    ``counts[r] @ sums / counts[r] @ sizes`` with ``counts = resample_counts(units,
+    n_resamples, seed)``; ``sizes=None`` means one observation per unit (divide by the
+    number of units). Shape (n_resamples,) or (n_resamples, columns); NaN where a
+    resample draws no observation of a column (0 / 0).
+    """
+    n = sums.shape[0]
+    counts = resample_counts(n, n_resamples, seed).astype(np.float64)
+    if sizes is None:
+        return counts @ sums / n
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (counts @ sums) / (counts @ sizes)
 
 
 def paired_bootstrap_means(
@@ -255,17 +293,16 @@ def paired_bootstrap_means(
     differences between columns are resampled consistently. Returns
     ``BootstrapMeans(mean, low, high)``, arrays of shape (columns,): the column means
     and the percentile interval; the default 0.90 gives the 5th/95th percentiles.
+    With missing cells, use :func:`paired_cluster_bootstrap_means` (sizes 0 and 1).
     """
-    arr = _finite(values, "values")
+    arr = checks.finite_array(values, "values")
     if arr.ndim != 2:
         raise ValueError(
             f"values must be 2-D (units x columns), got shape {arr.shape}; "
             "use values[:, None] for a single column"
         )
-    confidence = _check_confidence(confidence)
-    n = arr.shape[0]
-    counts = resample_counts(n, n_resamples, seed).astype(np.float64)
-    reps = counts @ arr / n  # (n_resamples, columns)
+    confidence = checks.confidence(confidence)
+    reps = _mean_replicates(arr, None, n_resamples, seed)  # (n_resamples, columns)
     low, high = percentile_interval(reps, confidence, axis=0)
     return BootstrapMeans(arr.mean(axis=0), low, high)
 
@@ -284,9 +321,10 @@ def cluster_bootstrap_mean(
     (``resample_indices(G, n_resamples, seed)``); a resample's mean is the mean over
     all observations of the drawn clusters (sum of drawn cluster sums / sum of drawn
     cluster sizes). Returns ``MeanInterval(mean, low, high)`` with the plain mean of
-    ``values`` and the percentile interval.
+    ``values`` and the percentile interval. For several columns (e.g. systems) drawn
+    with the same clusters, see :func:`paired_cluster_bootstrap_means`.
     """
-    vals = _finite(values, "values")
+    vals = checks.finite_array(values, "values")
     if vals.ndim != 1:
         raise ValueError(f"values must be 1-D, got shape {vals.shape}")
     labels = np.asarray(clusters)
@@ -302,11 +340,56 @@ def cluster_bootstrap_mean(
         _, inverse = np.unique(labels, return_inverse=True)
     except TypeError as exc:
         raise ValueError(f"cluster labels cannot be sorted: {exc}") from exc
-    confidence = _check_confidence(confidence)
+    confidence = checks.confidence(confidence)
     n_clusters = int(inverse.max()) + 1
     sums = np.bincount(inverse, weights=vals, minlength=n_clusters)
     sizes = np.bincount(inverse, minlength=n_clusters).astype(np.float64)
-    counts = resample_counts(n_clusters, n_resamples, seed).astype(np.float64)
-    reps = (counts @ sums) / (counts @ sizes)
+    reps = _mean_replicates(sums, sizes, n_resamples, seed)  # every size >= 1: finite
     low, high = percentile_interval(reps, confidence)
     return MeanInterval(float(vals.mean()), float(low), float(high))
+
+
+def paired_cluster_bootstrap_means(
+    sums: ArrayLike,
+    sizes: ArrayLike,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: Seed = 0,
+) -> BootstrapMeans:
+    """Paired cluster bootstrap of column means with missing cells (THumB and HUMANr reports).
+
+    ``sums[i, j]`` and ``sizes[i, j]``: the sum and the number (or total weight) of
+    column j's observations in unit i, both (units, columns); ``sizes`` >= 0 and
+    ``sums`` 0 where ``sizes`` is 0 (unit i has nothing for column j). Units are
+    clusters (e.g. images); columns are e.g. systems. Every resample draws units with
+    replacement (``resample_counts(units, n_resamples, seed)``) and uses the SAME
+    drawn units for every column (paired); column j's replicate is the mean over all
+    its observations in the drawn units, ``counts @ sums[:, j] / counts @ sizes[:, j]``.
+
+    Special cases: all sizes 1 is :func:`paired_bootstrap_means`; one column is
+    :func:`cluster_bootstrap_mean` with the per-cluster sums and sizes (same draws,
+    same intervals). With sizes 0/1 it is the nan-aware paired bootstrap of THumB
+    (a system's mean over the drawn images where it has a caption).
+
+    Missing cells are expected, so undefined values are NaN rather than errors: a
+    resample that draws no observation of a column is left out of that column's
+    percentiles; a column's ``low``/``high`` are NaN when no resample defines it, its
+    ``mean`` (sum of sums / sum of sizes) NaN when its sizes are all 0. Returns
+    ``BootstrapMeans(mean, low, high)``, arrays of shape (columns,).
+    """
+    s = checks.finite_array(sums, "sums")
+    w = checks.finite_array(sizes, "sizes")
+    if s.ndim != 2:
+        raise ValueError(f"sums must be 2-D (units x columns), got shape {s.shape}")
+    if w.shape != s.shape:
+        raise ValueError(f"sizes must have the shape of sums {s.shape}, got {w.shape}")
+    if (w < 0).any():
+        raise ValueError("sizes must be >= 0")
+    if (s[w == 0] != 0).any():
+        raise ValueError("sums must be 0 where sizes are 0 (a unit with no observation)")
+    confidence = checks.confidence(confidence)
+    reps = _mean_replicates(s, w, n_resamples, seed)
+    low, high = _defined_percentile_interval(reps, confidence)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = s.sum(axis=0) / w.sum(axis=0)
+    return BootstrapMeans(mean, low, high)

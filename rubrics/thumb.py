@@ -36,8 +36,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from rubrics import checks
 from rubrics.agreement import cohen_kappa, pearson
-from rubrics.resampling import as_generator, resample_counts
+from rubrics.resampling import as_generator, paired_cluster_bootstrap_means, percentile_levels
 
 __all__ = [
     "CONCISENESS_VALUES",
@@ -679,22 +680,12 @@ class CaptionJudgments(ScoreArrays):
     def __post_init__(self) -> None:
         super().__post_init__()
         n = len(self)
-        ids = np.asarray(self.image_ids)
+        ids = checks.id_array(self.image_ids, "image_ids", n)
         systems = np.asarray(self.systems)
-        if ids.ndim != 1 or ids.shape[0] != n:
-            raise ValueError(f"image_ids: expected {n} rows, got shape {ids.shape}")
         if systems.ndim != 1 or systems.shape[0] != n:
             raise ValueError(f"systems: expected {n} rows, got shape {systems.shape}")
         if n and not all(isinstance(s, str) and s for s in systems.tolist()):
             raise ValueError("systems: every system must be a non-empty string")
-        if ids.dtype == object and any(v is None for v in ids):
-            raise ValueError("image_ids: missing id (None)")
-        if ids.dtype.kind == "f" and not np.isfinite(ids).all():
-            raise ValueError("image_ids: missing id (NaN)")
-        try:
-            np.unique(ids)
-        except TypeError as exc:
-            raise ValueError("image_ids: ids must be mutually comparable (one type)") from exc
         object.__setattr__(self, "image_ids", ids)
         object.__setattr__(self, "systems", systems.astype(str))
 
@@ -770,7 +761,8 @@ def report(
       PAIRED percentile bootstrap over images: each resample draws images with
       replacement and the same drawn images are used for every system
       (``n_resamples`` resamples, percentiles (1 - confidence)/2 and
-      (1 + confidence)/2: the 5th and 95th by default);
+      (1 + confidence)/2: the 5th and 95th by default), computed by
+      ``rubrics.resampling.paired_cluster_bootstrap_means``;
     * "# best" / "# worst" per system (Table 3): a caption is best when its P
       and its R are each >= those of every other caption of its image (ties
       count, so several systems can be best on one image), worst when each is
@@ -794,13 +786,8 @@ def report(
     n = len(judgments)
     if n == 0:
         raise ValueError("judgments: no rows")
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, numbers.Integral):
-        raise ValueError(f"n_resamples: must be a positive integer, got {n_resamples!r}")
-    if n_resamples < 1:
-        raise ValueError(f"n_resamples: must be a positive integer, got {n_resamples!r}")
-    conf = _number(confidence, "confidence")
-    if not 0 < conf < 1:
-        raise ValueError(f"confidence: must be between 0 and 1, got {confidence!r}")
+    n_resamples = checks.integer(n_resamples, "n_resamples")
+    conf = checks.confidence(confidence)
     if not isinstance(weights, Sequence) or len(weights) != 2:
         raise ValueError(f"weights: must be a pair (w_p, w_r), got {weights!r}")
     w_p = _number(weights[0], "weights[0] (precision)")
@@ -841,20 +828,17 @@ def report(
     for k, name in enumerate(fields):
         values[img, k, sys_idx] = per_row[name]
     values = values.reshape(n_img, n_fields * n_sys)
-
     n_per_sys = present.sum(axis=0)
-    point = (values.sum(axis=0).reshape(n_fields, n_sys)) / n_per_sys
 
-    counts = resample_counts(n_img, int(n_resamples), rng).astype(float)
-    sums = (counts @ values).reshape(int(n_resamples), n_fields, n_sys)
-    ns = counts @ present  # (B, n_sys)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        boot = sums / ns[:, None, :]
-    q = [100 * (1 - conf) / 2, 100 * (1 + conf) / 2]
-    if np.isnan(boot).any():
-        lo, hi = np.nanpercentile(boot, q, axis=0)
-    else:
-        lo, hi = np.percentile(boot, q, axis=0)
+    # Paired bootstrap over images, nan-aware: sizes are the presence (0/1) of each
+    # system's caption, repeated for every field.
+    boot = paired_cluster_bootstrap_means(
+        values, np.tile(present, n_fields), n_resamples, conf, rng
+    )
+    point = boot.mean.reshape(n_fields, n_sys)
+    lo = boot.low.reshape(n_fields, n_sys)
+    hi = boot.high.reshape(n_fields, n_sys)
+    q = percentile_levels(conf)
 
     # best / worst (Table 3): equal to the image's max (min) in both P and R.
     nan = np.full((n_img, n_sys), np.nan)
@@ -938,7 +922,7 @@ def report(
         "weights": {"precision": w_p, "recall": w_r},
         "bootstrap": {
             "method": "paired percentile bootstrap over images",
-            "n_resamples": int(n_resamples),
+            "n_resamples": n_resamples,
             "confidence": conf,
             "percentiles": q,
             "seed": int(seed) if not isinstance(seed, np.random.Generator) else None,

@@ -38,7 +38,7 @@ from typing import Any, TypedDict
 
 import numpy as np
 
-from rubrics import agreement
+from rubrics import agreement, checks
 
 __all__ = [
     "LEVELS",
@@ -152,18 +152,8 @@ SCALE: dict[int, ScaleLevel] = {
 # --------------------------------------------------------------------------------------
 
 
-def _check_int(value: object, name: str, low: int, high: int) -> int:
-    """Return ``value`` as an int if it is an integer in [low, high] (bools rejected)."""
-    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be an integer from {low} to {high}, got {value!r}")
-    number = int(value)
-    if not low <= number <= high:
-        raise ValueError(f"{name} must be an integer from {low} to {high}, got {number}")
-    return number
-
-
 def _check_rating(value: object, name: str = "rating") -> int:
-    return _check_int(value, name, MIN_RATING, MAX_RATING)
+    return checks.integer(value, name, MIN_RATING, MAX_RATING)
 
 
 def _check_ratings(values: Iterable[object], name: str) -> list[int]:
@@ -173,7 +163,7 @@ def _check_ratings(values: Iterable[object], name: str) -> list[int]:
 
 
 def _check_levels(levels: int) -> int:
-    return _check_int(levels, "levels", 2, 9)
+    return checks.integer(levels, "levels", 2, 9)
 
 
 def _as_rating_array(values: object, name: str, levels: int = MAX_RATING) -> np.ndarray:
@@ -393,7 +383,7 @@ class Phase(StrEnum):
 def _check_points(points: Iterable[int], name: str, pairs: int | None) -> list[int]:
     if isinstance(points, str | bytes):
         raise ValueError(f"{name} must be a sequence of integer points")
-    values = [_check_int(p, f"each of {name}", -2, 2) for p in points]
+    values = [checks.integer(p, f"each of {name}", -2, 2) for p in points]
     if pairs is not None and len(values) != pairs:
         raise ValueError(f"{name} must hold exactly {pairs} points, got {len(values)}")
     if not values:
@@ -419,8 +409,8 @@ def probation_outcome(
 ) -> Phase:
     """Probation attempt ``attempt`` (1-based): GAME at >= 25 of 40, else retry or EXCLUDED."""
     values = _check_points(points, "probation points", pairs)
-    max_attempts = _check_int(max_attempts, "max_attempts", 1, 10**6)
-    attempt = _check_int(attempt, "attempt", 1, max_attempts)
+    max_attempts = checks.integer(max_attempts, "max_attempts", 1, 10**6)
+    attempt = checks.integer(attempt, "attempt", 1, max_attempts)
     if sum(values) >= pass_mark:
         return Phase.GAME
     return Phase.PROBATION if attempt < max_attempts else Phase.EXCLUDED
@@ -431,7 +421,7 @@ def first_game_outcome(
 ) -> Phase | None:
     """First-20 rule: None until 20 game ratings, then GAME if they sum to >= 25 else PROBATION."""
     values = _check_points(points, "game points", None)
-    ratings = _check_int(ratings, "ratings", 1, 10**6)
+    ratings = checks.integer(ratings, "ratings", 1, 10**6)
     if len(values) < ratings:
         return None
     return Phase.GAME if sum(values[:ratings]) >= pass_mark else Phase.PROBATION
@@ -508,7 +498,7 @@ def next_state(
     # GAME: one rating at a time
     if not isinstance(points, numbers.Number):
         raise ValueError("the game is scored one rating (one int of points) at a time")
-    value = _check_int(points, "game points", -2, 2)
+    value = checks.integer(points, "game points", -2, 2)
     score = state.score + value
     count = state.game_ratings + 1
     if count == rules.first_game_ratings and score < rules.first_game_pass:
@@ -533,7 +523,7 @@ def gate_order(pool_size: int, *, study_seed: int, player: int, kind: str) -> li
     position): reproducible from the stored study seed and participant id on any Python
     version (``random.shuffle`` promises no such thing), and nothing is stored per player.
     """
-    pool_size = _check_int(pool_size, "pool_size", 0, 10**7)
+    pool_size = checks.integer(pool_size, "pool_size", 0, 10**7)
 
     def key(position: int) -> bytes:
         return hashlib.sha256(f"{study_seed}:{player}:{kind}:{position}".encode()).digest()
@@ -550,9 +540,9 @@ def block_draw(
     (whether after a failed attempt or after failing the first game ratings) never serves
     a pair of an earlier attempt. ValueError if the pool is too small for that attempt.
     """
-    pool_size = _check_int(pool_size, "pool_size", 0, 10**7)
-    pairs = _check_int(pairs, "pairs", 1, 10**6)
-    attempt = _check_int(attempt, "attempt", 0, 10**6)
+    pool_size = checks.integer(pool_size, "pool_size", 0, 10**7)
+    pairs = checks.integer(pairs, "pairs", 1, 10**6)
+    attempt = checks.integer(attempt, "attempt", 0, 10**6)
     needed = (attempt + 1) * pairs
     if pool_size < needed:
         raise ValueError(
@@ -672,9 +662,9 @@ def _draw_indices(counts: np.ndarray, repetitions: int, seed: int | None) -> np.
 
 
 def _check_draw_args(repetitions: int, seed: int | None) -> int:
-    repetitions = _check_int(repetitions, "repetitions", 1, 10**6)
+    repetitions = checks.integer(repetitions, "repetitions", 1, 10**6)
     if seed is not None:
-        _check_int(seed, "seed", 0, 2**63 - 1)
+        checks.integer(seed, "seed", 0, 2**63 - 1)
     return repetitions
 
 

@@ -1,61 +1,24 @@
 """Fixtures shared by the Django tests: users of each role, a study factory, isolated media.
 
-Real components: with ``CAPEVAL_REQUIRE_SERVICES=1`` (set by ``.ci/run``), tests that need
-PostgreSQL, Redis or Chromium fail when those are missing instead of skipping.
+Builders and helpers that tests import live in ``tests/factories/``.
 """
 
-import os
 import shutil
-import threading
+from pathlib import Path
 
 import pytest
+from django.conf import settings as django_settings
 
-REQUIRE_SERVICES = os.environ.get("CAPEVAL_REQUIRE_SERVICES", "") == "1"
+import tests.ratingmode  # noqa: F401  (registers the test-only "test-rating" mode)
+from annotation.services.studies import study_create
+from capeval.celery_app import app
 
-
-def skip_or_fail(reason: str) -> None:
-    """Skip with a clear reason on a developer's machine; fail on CI where it must exist."""
-    if REQUIRE_SERVICES:
-        pytest.fail(f"{reason} (CAPEVAL_REQUIRE_SERVICES=1 makes this an error)")
-    pytest.skip(reason)
-
-
-def require_postgres() -> None:
-    """Concurrency tests need real row locks: skip (or fail on CI) on other databases."""
-    from django.db import connection
-
-    if connection.vendor != "postgresql":
-        skip_or_fail("the concurrency tests need PostgreSQL (set DATABASE_URL=postgres://...)")
-
-
-def run_together(functions):
-    """Start the functions at the same instant in threads; return (results, errors).
-
-    Each thread has its own database connection (Django's are per thread) and closes it,
-    so the test database can be dropped afterwards.
-    """
-    from django.db import connection
-
-    barrier = threading.Barrier(len(functions))
-    results = [None] * len(functions)
-    errors = []
-
-    def run(index, function):
-        try:
-            barrier.wait(timeout=10)
-            results[index] = function()
-        except Exception as exc:  # reported by the test, which would otherwise hang or lie
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run, args=pair) for pair in enumerate(functions)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    assert not any(thread.is_alive() for thread in threads), "a thread is stuck"
-    return results, errors
+# The test-only mode's templates live beside it, not in the project's templates folder.
+# Django builds its template engines on first use, after this line.
+django_settings.TEMPLATES[0]["DIRS"] = [
+    *django_settings.TEMPLATES[0]["DIRS"],
+    Path(__file__).parent / "ratingmode" / "templates",
+]
 
 
 @pytest.fixture(autouse=True)
@@ -66,8 +29,6 @@ def isolated_files(settings, tmp_path):
     settings.CELERY_TASK_ALWAYS_EAGER = True
     # The production hasher costs about a second per user; tests need no key stretching.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-    from capeval.celery_app import app
-
     app.conf.task_always_eager = True
     yield
     shutil.rmtree(tmp_path, ignore_errors=True)
@@ -105,8 +66,6 @@ def annotator(make_user):
 
 @pytest.fixture
 def make_study(db, researcher):
-    from annotation.services.studies import study_create
-
     def make(mode: str = "vicr", *, owner=None, settings=None, name="Test study", seed=0):
         return study_create(
             owner=owner or researcher, name=name, mode=mode, settings=settings or {}, seed=seed

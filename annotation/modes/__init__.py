@@ -1,10 +1,18 @@
-"""Protocol modes. Importing this package registers every mode module listed here.
+"""Protocol modes: one package per mode, registered by name when this package is imported.
 
-Mode modules must not import ``annotation.services`` at module level (services import
-this package).
+Mode packages must not import ``annotation.services`` (services import this package).
 """
 
 from annotation.modes import humanr, thumb, vicr  # noqa: F401  (registers the modes)
-from annotation.modes.base import Mode, SubmissionError, get_mode, register
+from annotation.modes.base import (
+    Export,
+    Mode,
+    Outcome,
+    Pages,
+    Report,
+    get_mode,
+    register,
+    registered,
+)
 
-__all__ = ["Mode", "SubmissionError", "get_mode", "register"]
+__all__ = ["Export", "Mode", "Outcome", "Pages", "Report", "get_mode", "register", "registered"]

@@ -1,100 +1,48 @@
-"""The interface every protocol implements; one module per mode, registered by name.
+"""The contract every protocol implements, and the pieces modes share.
 
-The services own every write and the transactions; a mode answers protocol questions
-about its own items and participants (which items a participant may get now, whether a
-submission is valid, what it scores) and builds its report and export columns.
+A mode is a package under ``annotation/modes/`` (see ``docs/architecture.md``, "How to add
+a mode"): ``protocol.py`` holds a ``Mode`` subclass answering protocol questions about its
+own items and participants, ``pages.py``, ``report.py`` and ``export.py`` hold the three
+components below, and the package's ``__init__`` wires them together and registers the
+mode by name. Modes never write to the database: they return what should change (the
+items ``build_items`` makes, the ``Outcome`` of a submission) and the services write it.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
-from urllib.parse import parse_qs, urlsplit
 
-from django.conf import settings as django_settings
 from django.db.models import QuerySet
 
+from annotation.errors import ServiceError
 from annotation.models import Assignment, Item, Judgment, Participant, Study
+from annotation.modes import settings as study_settings
+from annotation.modes.settings import CrowdSettings
 
 Progress = Callable[[int, str], None]
 
 
-class SubmissionError(Exception):
-    """A submission the protocol refuses; ``message`` is shown to the participant as is."""
-
-    def __init__(self, message: str, *, field: str = "", status: int = 400):
-        super().__init__(message)
-        self.message = message
-        self.field = field
-        self.status = status
-
-
 def parse_choice(value: Any, *, low: int, high: int, field: str, message: str) -> int:
-    """Read one whole-number choice from a form or JSON value; SubmissionError if not in range.
+    """Read one whole-number choice from a form or JSON value; ServiceError if not in range.
 
     Booleans, blanks, signs, decimals and text are refused with ``message``.
     """
     if isinstance(value, bool) or value is None:
-        raise SubmissionError(message, field=field)
+        raise ServiceError(message, field=field)
     if isinstance(value, int):
         choice = value
     else:
         text = str(value).strip()
         # str.isdigit() is also true of "²", "٣" and "３": only ASCII digits are choices.
         if not (text.isascii() and text.isdigit()) or len(text) > len(str(high)):
-            raise SubmissionError(message, field=field)
+            raise ServiceError(message, field=field)
         choice = int(text)
     if not low <= choice <= high:
-        raise SubmissionError(message, field=field)
+        raise ServiceError(message, field=field)
     return choice
-
-
-#: Settings every mode accepts: how crowd workers arrive, how long they may hold a lease, and
-#: how they are sent back. ``None`` for ``crowd_lease_seconds`` means the mode's own default.
-CROWD_DEFAULTS: dict[str, Any] = {
-    # Empty: the study's random secret (Study.completion_code), else the cc= of the URL below.
-    "completion_code": "",
-    # e.g. https://app.prolific.com/submissions/complete?cc=XXXX
-    "prolific_completion_url": "",
-    # Prolific's STUDY_ID; when set, an arrival naming another study is refused.
-    "prolific_study_id": "",
-    "crowd_lease_seconds": None,
-    # From one client address: new crowd participants per hour, and open leases at once.
-    "crowd_arrivals_per_address_per_hour": 3,
-    "crowd_open_leases_per_address": 3,
-}
-_CROWD_INT_BOUNDS = {
-    "crowd_lease_seconds": (30, 24 * 3600),
-    "crowd_arrivals_per_address_per_hour": (1, 100_000),
-    "crowd_open_leases_per_address": (1, 100_000),
-}
-
-
-def check_int(settings: dict[str, Any], key: str, low: int, high: int, *, optional=False) -> None:
-    """Raise ValueError naming ``key`` unless it is a whole number from low to high."""
-    value = settings[key]
-    if optional and value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        empty = "empty or " if optional else ""
-        raise ValueError(f"{key} must be {empty}a whole number from {low} to {high}")
-
-
-def _clean_crowd_settings(merged: dict[str, Any]) -> None:
-    for key, (low, high) in _CROWD_INT_BOUNDS.items():
-        check_int(merged, key, low, high, optional=key == "crowd_lease_seconds")
-    for key in ("completion_code", "prolific_study_id"):
-        value = merged[key]
-        if not isinstance(value, str) or len(value) > 64 or not value.isprintable():
-            raise ValueError(f"{key} must be text of at most 64 printable characters")
-    url = merged["prolific_completion_url"]
-    if not isinstance(url, str):
-        raise ValueError("prolific_completion_url must be a URL")
-    if url and (urlsplit(url).scheme != "https" or not urlsplit(url).netloc):
-        raise ValueError("prolific_completion_url must be an https:// URL")
 
 
 #: Types an export column may have; the export service maps them onto Arrow types.
@@ -194,59 +142,169 @@ JUDGMENT_TRAILING = "j.created_at, j.dwell_ms, j.excluded, j.exclusion_reason"
 JUDGMENT_FROM = "annotation_judgment j JOIN annotation_participant p ON p.id = j.participant_id"
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """What a stored submission changes besides the judgment itself; the service writes it.
+
+    ``after_submit`` returns one. The submission service then stores the judgment with
+    ``result`` merged into its result and, when ``exclusion`` is set, flagged with that
+    reason together with every earlier judgment of the same lease; it writes the
+    participant's ``state`` and ``status`` (``None``: unchanged) in one UPDATE, and creates
+    ``new_items`` (unsaved ``Item`` rows of the same study).
+    """
+
+    state: dict[str, Any] | None = None
+    status: str | None = None
+    result: dict[str, Any] = field(default_factory=dict)
+    exclusion: str = ""
+    new_items: tuple[Item, ...] = ()
+
+
+class Pages:
+    """How a mode's participation pages look; the generic views in ``views/participate.py``
+    render these templates with these contexts. Child classes set ``item_template`` and
+    implement ``item_context``; the rest has defaults.
+    """
+
+    intro_template: ClassVar[str] = "participate/intro.html"
+    item_template: ClassVar[str] = ""
+    feedback_template: ClassVar[str] = ""  # empty: straight on to the next item
+    finished_template: ClassVar[str] = ""  # included in participate/finished.html if set
+
+    def __init__(self, mode: Mode):
+        self.mode = mode
+
+    def item_context(self, assignment: Assignment, part: int) -> dict[str, Any]:
+        """What the item template needs to show one part of an assignment.
+
+        ``assignment.item`` and ``assignment.participant`` (freshly read, with its study) are
+        loaded by the caller.
+        """
+        raise NotImplementedError
+
+    def parse_form(self, post: dict[str, Any], part: int) -> dict[str, Any]:
+        """Turn the submitted form into the data ``Mode.validate`` checks (no checking here)."""
+        return dict(post.items())
+
+    def feedback_context(self, judgment: Judgment) -> dict[str, Any]:
+        """What the feedback template shows after a stored judgment."""
+        return {}
+
+    def finished_context(self, participant: Participant) -> dict[str, Any]:
+        """What the page shows when nothing is left for the participant."""
+        return {}
+
+
+class Report:
+    """A mode's report: computed by a job from the judgments, stored, then rendered.
+
+    Child classes set ``template`` and implement ``run``; figures are optional.
+    """
+
+    template: ClassVar[str] = ""
+    figure_names: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, mode: Mode):
+        self.mode = mode
+
+    def run(self, study: Study, progress: Progress) -> dict[str, Any]:
+        """Aggregate the study's judgments into the JSON the page renders."""
+        raise NotImplementedError
+
+    def context(self, result: dict[str, Any], query: dict[str, str]) -> dict[str, Any]:
+        """Extra context for the report page (e.g. a re-weighted total from query values)."""
+        return {}
+
+    def figure(self, name: str, result: dict[str, Any]):
+        """Draw one of ``figure_names`` from a stored report as a matplotlib Figure."""
+        raise KeyError(name)
+
+
+class Export:
+    """A mode's export table: typed, described columns and one SQL query computing them.
+
+    The default, for a mode that declares no table of its own: the common judgment columns
+    with the payload and the server's result as JSON text.
+    """
+
+    #: What one row of the table is, and which rows count as data (both go in the datasheet).
+    row_unit: ClassVar[str] = "judgment"
+    exclusion_rules: ClassVar[str] = ""
+
+    def __init__(self, mode: Mode):
+        self.mode = mode
+
+    def columns(self) -> list[ExportColumn]:
+        """The table's columns, in file order."""
+        return [
+            *judgment_export_columns(),
+            ExportColumn("item_id", "int", "Id of the item judged."),
+            ExportColumn("part", "int", "Part of the assignment this answers."),
+            ExportColumn("phase", "str", "Kind of the item judged, defined by the mode."),
+            ExportColumn("payload", "str", "What the participant submitted (JSON)."),
+            ExportColumn("result", "str", "What the server computed (JSON)."),
+            *judgment_trailing_columns(),
+        ]
+
+    def query(self, study: Study, sql: ExportSql) -> tuple[str, list[Any]]:
+        """SQL and parameters of the rows: one value per column, in order, by judgment id.
+
+        The export streams these rows as they come (``COPY`` on PostgreSQL): the database
+        computes every cell, so write joins rather than anything per row in Python.
+        """
+        return (
+            f"SELECT {JUDGMENT_SELECT}, j.item_id, j.part, i.kind, {sql.json('j.payload')}, "
+            f"{sql.json('j.result')}, {JUDGMENT_TRAILING} FROM {JUDGMENT_FROM} "
+            "JOIN annotation_item i ON i.id = j.item_id WHERE j.study_id = %s ORDER BY j.id",
+            [study.pk],
+        )
+
+
 class Mode:
-    """Default behaviour: one judgment per assignment, no minimum time, no scoring."""
+    """A protocol: which items exist, who may get which now, what a submission is worth.
+
+    Methods child classes must implement:
+
+    * ``build_items(study)``: create the study's items from its captions.
+    * ``validate(assignment, part, data)``: the clean payload, or ServiceError.
+    * ``after_submit(participant, judgment)``: the ``Outcome`` of a submission.
+
+    Methods with a default child classes may override: ``eligible_items``,
+    ``current_round``, ``parts``, ``min_seconds``, ``score`` and ``completion_earned``.
+    Every method is called by a service, which owns the transaction and every write.
+
+    Attributes: ``name`` (the registry key), ``label``, ``settings_class`` (a dataclass
+    declared with ``annotation.modes.settings``), ``crowd_lease_seconds``, and the component
+    classes ``pages_class``, ``report_class`` and ``export_class``, whose instances are
+    ``mode.pages``, ``mode.report`` and ``mode.export``.
+    """
 
     name: ClassVar[str] = ""
     label: ClassVar[str] = ""
-    default_settings: ClassVar[dict[str, Any]] = {}
-    exclusion_rules: ClassVar[str] = ""  # written into the export's datasheet
+    settings_class: ClassVar[type] = CrowdSettings
     #: How long a crowd worker may hold one lease unless ``crowd_lease_seconds`` says
     #: otherwise; registered annotators keep ``CAPEVAL_LEASE_SECONDS``.
     crowd_lease_seconds: ClassVar[int] = 10 * 60
+    pages_class: ClassVar[type[Pages]] = Pages
+    report_class: ClassVar[type[Report]] = Report
+    export_class: ClassVar[type[Export]] = Export
+
+    def __init__(self):
+        self.pages = self.pages_class(self)
+        self.report = self.report_class(self)
+        self.export = self.export_class(self)
+
+    # Settings: declared by ``settings_class``, checked by one validator.
 
     def clean_settings(self, raw: dict[str, Any]) -> dict[str, Any]:
-        """Return the study settings merged over the defaults; raise ValueError if invalid.
+        """The settings JSON to store for ``raw`` over the defaults; ServiceError if invalid."""
+        return study_settings.clean(self.settings_class, raw)
 
-        Child classes extend this (call super) to check their own keys.
-        """
-        unknown = set(raw) - set(self.default_settings) - set(CROWD_DEFAULTS)
-        if unknown:
-            raise ValueError(f"unknown settings for {self.name}: {', '.join(sorted(unknown))}")
-        merged = {**CROWD_DEFAULTS, **self.default_settings, **raw}
-        _clean_crowd_settings(merged)
-        return merged
+    def settings(self, study: Study) -> Any:
+        """The study's typed settings (an instance of ``settings_class``)."""
+        return study_settings.load(self.settings_class, study.settings)
 
-    def settings_for(self, study: Study) -> dict[str, Any]:
-        """The study's stored (already clean) settings over every default."""
-        return {**CROWD_DEFAULTS, **self.default_settings, **(study.settings or {})}
-
-    def lease_seconds(self, participant: Participant) -> int:
-        """How long a lease of this participant lasts (crowd workers: the mode's default)."""
-        if participant.source == Participant.Source.ACCOUNT:
-            return django_settings.CAPEVAL_LEASE_SECONDS
-        configured = self.settings_for(participant.study)["crowd_lease_seconds"]
-        return configured or self.crowd_lease_seconds
-
-    def completion_code(self, study: Study) -> str:
-        """The code a crowd worker reports: the setting, else Prolific's cc=, else the secret.
-
-        Never derived from anything public (the crowd link carries the study's public id).
-        """
-        config = self.settings_for(study)
-        if config["completion_code"]:
-            return config["completion_code"]
-        from_url = parse_qs(urlsplit(config["prolific_completion_url"]).query).get("cc")
-        return from_url[0] if from_url and from_url[0] else study.completion_code
-
-    def completion_earned(self, participant: Participant) -> bool:
-        """Whether a crowd worker has done the work that earns the completion code.
-
-        Called by the submission service after ``after_submit``, with the state as updated;
-        the first time it answers True, the service stamps ``participant.completed_at``.
-        The default: never (a mode without a crowd completion step).
-        """
-        return False
+    # The protocol.
 
     def build_items(self, study: Study) -> int:
         """Create the study's items from its captions; return how many were created."""
@@ -264,30 +322,12 @@ class Mode:
         """How many judgments complete one assignment of this item."""
         return 1
 
-    def served_at(self, assignment: Assignment, part: int) -> datetime:
-        """When the part was shown, by the server's own record.
-
-        The first part is shown when the lease starts; a later part when the previous one was
-        answered. A reopened lease restarts the clock.
-        """
-        if part == 0:
-            return assignment.served_at
-        previous = (
-            Judgment.objects.filter(assignment_id=assignment.pk, part=part - 1)
-            .values_list("created_at", flat=True)
-            .first()
-        )
-        return max(previous, assignment.served_at) if previous else assignment.served_at
-
     def min_seconds(self, assignment: Assignment) -> float:
-        """Submissions faster than this are refused."""
+        """Submissions faster than this (from when the part was shown) are refused."""
         return 0.0
 
-    def phase(self, assignment: Assignment) -> str:
-        return assignment.item.kind
-
     def validate(self, assignment: Assignment, part: int, data: dict[str, Any]) -> dict[str, Any]:
-        """Return the clean payload or raise SubmissionError naming the field.
+        """Return the clean payload or raise ServiceError naming the field.
 
         Like ``min_seconds`` and ``score``, called with ``assignment.item`` and
         ``assignment.participant`` (as locked, with its study) loaded.
@@ -300,87 +340,24 @@ class Mode:
         """Compute the server's result; called with the item row locked."""
         return {}
 
-    def after_submit(self, participant: Participant, judgment: Judgment) -> None:
-        """Update the participant's protocol state (phase, score) after a stored judgment.
+    def after_submit(self, participant: Participant, judgment: Judgment) -> Outcome:
+        """What the submission changes: the participant's protocol state, flags, new items.
 
-        Called inside the submission's transaction with the participant's row locked;
-        ``participant`` carries the state as locked (no need to read it again), its study
-        is loaded, and it is ``judgment.participant`` and ``judgment.assignment.participant``.
+        Called inside the submission's transaction with the participant's row locked, before
+        the judgment is stored: ``judgment`` is complete (payload, result, item, assignment)
+        but has no ``pk`` yet, and earlier parts of its lease are in the database.
+        ``participant`` carries the state as locked and its study. Write nothing: return it.
         """
-
-    # Pages. The generic participation views render these templates with the context below.
-    intro_template: ClassVar[str] = "participate/intro.html"
-    item_template: ClassVar[str] = ""
-    feedback_template: ClassVar[str] = ""
-    report_template: ClassVar[str] = ""
-    finished_template: ClassVar[str] = ""  # included in participate/finished.html if set
-
-    def page_context(self, assignment: Assignment, part: int) -> dict[str, Any]:
-        """What the item template needs to show one part of an assignment.
-
-        ``assignment.item`` and ``assignment.participant`` (freshly read, with its study) are
-        loaded by the caller.
-        """
-        return {}
-
-    def parse_form(self, post: dict[str, Any], part: int) -> dict[str, Any]:
-        """Turn the submitted form into the data ``validate`` checks (no validation here)."""
-        return dict(post.items())
-
-    def feedback_context(self, judgment: Judgment) -> dict[str, Any]:
-        """What the feedback template shows after a stored judgment (empty: go to next)."""
-        return {}
-
-    def finished_context(self, participant: Participant) -> dict[str, Any]:
-        """What the page shows when nothing is left for the participant (e.g. a code)."""
-        return {}
-
-    def report(self, study: Study, progress: Progress) -> dict[str, Any]:
-        """Aggregate the study's judgments into the report the page renders."""
         raise NotImplementedError
 
-    figure_names: ClassVar[tuple[str, ...]] = ()
+    def completion_earned(self, participant: Participant) -> bool:
+        """Whether a crowd worker has done the work that earns the completion code.
 
-    def report_context(self, result: dict[str, Any], query: dict[str, str]) -> dict[str, Any]:
-        """Extra context for the report page (e.g. a re-weighted total from query values)."""
-        return {}
-
-    def figure(self, name: str, result: dict[str, Any]):
-        """Draw one of ``figure_names`` from a stored report as a matplotlib Figure."""
-        raise KeyError(name)
-
-    #: What one row of the mode's export table is (the datasheet says it).
-    export_row_unit: ClassVar[str] = "judgment"
-
-    def export_columns(self) -> list[ExportColumn]:
-        """The mode's export table: typed, described columns, in file order.
-
-        The default, for a mode that declares no table of its own: the common judgment
-        columns with the payload and the server's result as JSON text.
+        Called after the judgment is stored, with ``participant`` carrying the state of the
+        outcome; the first time it answers True the service stamps ``completed_at``.
+        The default: never (a mode without a crowd completion step).
         """
-        return [
-            *judgment_export_columns(),
-            ExportColumn("item_id", "int", "Id of the item judged."),
-            ExportColumn("part", "int", "Part of the assignment this answers."),
-            ExportColumn("phase", "str", "Phase of the participant, defined by the mode."),
-            ExportColumn("payload", "str", "What the participant submitted (JSON)."),
-            ExportColumn("result", "str", "What the server computed (JSON)."),
-            *judgment_trailing_columns(),
-        ]
-
-    def export_query(self, study: Study, sql: ExportSql) -> tuple[str, list[Any]]:
-        """SQL and parameters of the export rows: one value per ``export_columns`` column,
-        in order, ordered by judgment id.
-
-        The export streams these rows as they come (``COPY`` on PostgreSQL): the database
-        computes every cell, so write joins rather than anything per row in Python.
-        """
-        return (
-            f"SELECT {JUDGMENT_SELECT}, j.item_id, j.part, j.phase, {sql.json('j.payload')}, "
-            f"{sql.json('j.result')}, {JUDGMENT_TRAILING} FROM {JUDGMENT_FROM} "
-            "WHERE j.study_id = %s ORDER BY j.id",
-            [study.pk],
-        )
+        return False
 
 
 _REGISTRY: dict[str, Mode] = {}
@@ -399,3 +376,8 @@ def get_mode(name: str) -> Mode:
     except KeyError:
         known = ", ".join(sorted(_REGISTRY)) or "none"
         raise KeyError(f"unknown mode {name!r} (registered: {known})") from None
+
+
+def registered() -> dict[str, Mode]:
+    """Every registered mode by name."""
+    return dict(_REGISTRY)

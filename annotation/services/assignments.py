@@ -16,10 +16,12 @@ took every lease).
 
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
+from annotation.errors import ServiceError
 from annotation.models import Assignment, Item, Participant, Study
 from annotation.modes import get_mode
 
@@ -67,14 +69,6 @@ def _release(assignment_id: int, item_id: int) -> bool:
     if released:
         Item.objects.filter(pk=item_id).update(open_lease_count=F("open_lease_count") - 1)
     return bool(released)
-
-
-class LeaseLimitReached(Exception):
-    """A crowd worker's address already holds as many open leases as the study allows."""
-
-    def __init__(self, message: str):
-        super().__init__(message)
-        self.message = message
 
 
 def _open_leases_from_address(participant: Participant, now: datetime) -> int:
@@ -146,11 +140,12 @@ def assignment_next(*, participant: Participant, now: datetime | None = None) ->
                 released[lease.item_id] = lease
 
         if locked.address and locked.source != Participant.Source.ACCOUNT:
-            limit = mode.settings_for(locked.study)["crowd_open_leases_per_address"]
+            limit = mode.settings(locked.study).crowd_open_leases_per_address
             if _open_leases_from_address(locked, now) >= limit:
-                raise LeaseLimitReached(
+                raise ServiceError(
                     "Your network already holds as many open tasks in this study as it "
-                    "allows. Please finish or leave those first, then reload this page."
+                    "allows. Please finish or leave those first, then reload this page.",
+                    status=429,
                 )
 
         # A lease that lapsed unanswered does not count as "had": the item may come back to
@@ -181,9 +176,22 @@ def assignment_next(*, participant: Participant, now: datetime | None = None) ->
             )
             if claimed:
                 item = Item.objects.get(pk=item_id)
-                seconds = mode.lease_seconds(locked)
+                seconds = lease_seconds(participant=locked)
                 return _lease(locked, item, round_number, now, seconds, released.get(item_id))
     return None
+
+
+def lease_seconds(*, participant: Participant) -> int:
+    """How long a lease of this participant lasts.
+
+    Registered annotators get ``CAPEVAL_LEASE_SECONDS``; crowd workers the study's
+    ``crowd_lease_seconds``, else the mode's own default (its unit of work). ``participant``
+    should carry its study.
+    """
+    if participant.source == Participant.Source.ACCOUNT:
+        return settings.CAPEVAL_LEASE_SECONDS
+    mode = get_mode(participant.study.mode)
+    return mode.settings(participant.study).crowd_lease_seconds or mode.crowd_lease_seconds
 
 
 def _lease(
@@ -230,8 +238,7 @@ def assignment_release(*, study: Study, assignment_id: int, released_by: str) ->
         )
         if lease is None or not _release(lease.pk, lease.item_id):
             return False
-        lease.state = {**(lease.state or {}), "released_by": released_by}
-        lease.save(update_fields=["state"])
+        Assignment.objects.filter(pk=lease.pk).update(released_by=released_by[:150])
         return True
 
 

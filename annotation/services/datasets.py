@@ -36,6 +36,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from annotation.errors import ServiceError
 from annotation.models import (
     Assignment,
     Caption,
@@ -53,12 +54,9 @@ from rubrics import thumb as thumb_rubric
 _BATCH = 2000
 
 
-class DatasetFormatError(ValueError):
+def _format_error(message: str, errors: list[str] | None = None) -> ServiceError:
     """A dataset file that cannot be imported; ``details["errors"]`` lists its bad lines."""
-
-    def __init__(self, message: str, errors: list[str] | None = None):
-        super().__init__(message)
-        self.details = {"errors": errors or []}
+    return ServiceError(message, field="file", details={"errors": errors or []})
 
 
 # ---------------------------------------------------------------------- shared writes
@@ -85,7 +83,6 @@ def _submitted_judgments(
     *,
     study: Study,
     judgments: list[tuple[Item, Participant, dict[str, Any]]],
-    phase: str,
     now: datetime,
     result: dict[str, Any] | None = None,
 ) -> None:
@@ -116,7 +113,6 @@ def _submitted_judgments(
                 participant=participant,
                 assignment=assignment,
                 part=0,
-                phase=phase,
                 payload=payload,
                 result=dict(result or {}),
                 dwell_ms=0,
@@ -177,11 +173,11 @@ def _read_thumb_release(path: Path) -> list[dict[str, Any]]:
             except (ValueError, TypeError) as exc:
                 errors.append(f"line {line_number}: {exc}")
     if errors:
-        raise DatasetFormatError(
+        raise _format_error(
             f"{len(errors)} bad line(s) in {path.name}; nothing imported.", errors[:100]
         )
     if not rows:
-        raise DatasetFormatError(f"{path.name} holds no judgments; nothing imported.")
+        raise _format_error(f"{path.name} holds no judgments; nothing imported.")
     return rows
 
 
@@ -194,8 +190,8 @@ def dataset_import_thumb_release(*, owner: User, path: Path | str, name: str = "
     carries the release's final scores. The release has no fluency error types, so the
     imported fluency penalty has an empty ``fluency_errors``.
 
-    Raises DatasetFormatError (with the bad lines in ``details``) for a bad file and
-    PermissionError for an owner who is not a researcher; nothing is written then.
+    Raises ServiceError (with the bad lines in ``details["errors"]``) for a bad file and
+    ServiceError (403) for an owner who is not a researcher; nothing is written then.
     """
     path = Path(path)
     rows = _read_thumb_release(path)
@@ -292,7 +288,6 @@ def dataset_import_thumb_release(*, owner: User, path: Path | str, name: str = "
             judgments=[
                 (item, participant, payload) for item, payload in zip(items, payloads, strict=True)
             ],
-            phase=STAGE1,
             now=now,
         )
         Study.objects.filter(pk=study.pk).update(status=Study.Status.CLOSED)
@@ -311,11 +306,9 @@ def _rating(value: Any, levels: int, where: str) -> int:
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise DatasetFormatError(f"{where}: rating {value!r} is not a number") from None
+        raise _format_error(f"{where}: rating {value!r} is not a number") from None
     if not number.is_integer() or not 1 <= number <= levels:
-        raise DatasetFormatError(
-            f"{where}: rating {value!r} is not a whole number from 1 to {levels}"
-        )
+        raise _format_error(f"{where}: rating {value!r} is not a whole number from 1 to {levels}")
     return int(number)
 
 
@@ -323,17 +316,17 @@ def _read_flickr8k_expert(path: Path) -> list[_RatedRow]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise DatasetFormatError(f"{path}: not a readable JSON file ({exc})") from None
+        raise _format_error(f"{path}: not a readable JSON file ({exc})") from None
     rows: list[_RatedRow] = []
     for image_id, entry in data.items():
         judgements = entry.get("human_judgement") if isinstance(entry, dict) else None
         if not isinstance(judgements, list) or len(judgements) % 3:
-            raise DatasetFormatError(f"{image_id}: human_judgement must hold 3 entries per caption")
+            raise _format_error(f"{image_id}: human_judgement must hold 3 entries per caption")
         for start in range(0, len(judgements), 3):
             triple = judgements[start : start + 3]
             where = f"{image_id}, entries {start + 1}-{start + 3}"
             if len({item.get("caption") for item in triple}) != 1:
-                raise DatasetFormatError(f"{where}: 3 consecutive entries must share one caption")
+                raise _format_error(f"{where}: 3 consecutive entries must share one caption")
             source = str(triple[0].get("image_path") or image_id)
             ratings = [_rating(item.get("rating"), 4, where) for item in triple]
             rows.append((str(image_id), source, str(triple[0]["caption"]), ratings))
@@ -345,24 +338,24 @@ def _read_vicr_csv(path: Path) -> list[_RatedRow]:
         with path.open(encoding="utf-8-sig", newline="") as handle:
             records = list(csv.DictReader(handle))
     except (OSError, UnicodeDecodeError) as exc:
-        raise DatasetFormatError(f"{path}: not a readable UTF-8 CSV file ({exc})") from None
+        raise _format_error(f"{path}: not a readable UTF-8 CSV file ({exc})") from None
     missing = {"image", "caption", "ratings"} - set(records[0] if records else {})
     if missing:
-        raise DatasetFormatError(f"{path}: missing columns {', '.join(sorted(missing))}")
+        raise _format_error(f"{path}: missing columns {', '.join(sorted(missing))}")
     rows: list[_RatedRow] = []
     for number, record in enumerate(records, start=2):
         where = f"line {number}"
         url = (record.get("image") or "").strip()
         caption = (record.get("caption") or "").strip()
         if not url or not caption:
-            raise DatasetFormatError(f"{where}: empty image or caption")
+            raise _format_error(f"{where}: empty image or caption")
         ratings = [
             _rating(record[column], 5, where)
             for column in _RATING_COLUMNS
             if (record.get(column) or "").strip()
         ]
         if not ratings:
-            raise DatasetFormatError(f"{where}: no rating")
+            raise _format_error(f"{where}: no rating")
         rows.append((PurePosixPath(url).name, url, caption, ratings))
     return rows
 
@@ -377,21 +370,21 @@ RATING_FORMATS: dict[str, tuple[Callable[[Path], list[_RatedRow]], int]] = {
 def dataset_import_ratings(*, owner: User, path: Path | str, fmt: str, name: str = "") -> Study:
     """Load a rating dataset (one of ``RATING_FORMATS``) as a new CLOSED vicr study.
 
-    The study is named ``name``, or after the file. Raises PermissionError for an owner who
-    is not a researcher and DatasetFormatError for an unknown format or a bad or empty file;
+    The study is named ``name``, or after the file. Raises ServiceError (403) for an owner who
+    is not a researcher and ServiceError for an unknown format or a bad or empty file;
     nothing is written then.
     """
     path = Path(path)
     if not (owner.is_researcher or owner.is_staff):
-        raise PermissionError(f"{owner.username} is not a researcher")
+        raise ServiceError(f"{owner.username} is not a researcher", status=403)
     if fmt not in RATING_FORMATS:
-        raise DatasetFormatError(
+        raise _format_error(
             f"unknown format {fmt!r}; choose one of {', '.join(sorted(RATING_FORMATS))}"
         )
     reader, levels = RATING_FORMATS[fmt]
     rows = reader(path)
     if not rows:
-        raise DatasetFormatError(f"{path}: no rated caption")
+        raise _format_error(f"{path}: no rated caption")
     now = timezone.now()
     with transaction.atomic():
         study = study_create(
@@ -445,7 +438,7 @@ def dataset_import_ratings(*, owner: User, path: Path | str, fmt: str, name: str
                     source=Participant.Source.ACCOUNT,
                     external_id=f"dataset-rater-{k}",
                     status="game",
-                    state={"player": {"phase": "game"}, "imported": True},
+                    state={"imported": True},
                 )
                 for k in range(1, positions + 1)
             ]
@@ -457,7 +450,6 @@ def dataset_import_ratings(*, owner: User, path: Path | str, fmt: str, name: str
                 for item, row in zip(items, rows, strict=True)
                 for k, rating in enumerate(row[3])
             ],
-            phase="game",
             now=now,
             result={"imported": True},
         )

@@ -2,7 +2,7 @@
 
 Tables.
 
-- ``judgments``: the mode's own table (``Mode.export_columns`` and ``Mode.export_query``):
+- ``judgments``: the mode's own table (``mode.export.columns`` and ``mode.export.query``):
   THumB one row per caption per stage, VICR one per rating, HUMANr one per trial; typed
   columns, each described in the datasheet.
 - ``participants``: one row per participant: pseudonym, source, status, when they joined
@@ -71,6 +71,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import django
 import numpy as np
+import psycopg
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.json as pa_json
@@ -81,6 +82,7 @@ from django.db.models import Count
 from django.utils import timezone
 
 import capeval
+from annotation.errors import ServiceError
 from annotation.models import Image, Job, Judgment, Participant, Study, User
 from annotation.modes import get_mode
 from annotation.modes.base import ExportColumn, ExportSql
@@ -128,14 +130,6 @@ ARROW_TYPES = {
 Progress = Callable[..., None]
 
 
-class ExportError(Exception):
-    """An export that cannot run; the message is shown on the job."""
-
-    def __init__(self, message: str):
-        super().__init__(message)
-        self.user_message = message
-
-
 # ---------------------------------------------------------------------------------------
 # Requests and cleanup
 
@@ -149,11 +143,13 @@ def export_request(
     raw_ids: bool = False,
     images: bool = False,
 ) -> Job:
-    """Queue an export job; raise ValueError for an unknown format or table and
-    PermissionError when someone other than the study's owner asks for raw crowd ids."""
+    """Queue an export job; ServiceError for an unknown format or table, and (403) when
+    someone other than the study's owner asks for raw crowd ids."""
     _check_options(export_format, table)
     if raw_ids and study.owner_id != user.pk:
-        raise PermissionError("Only the study's owner may export raw Prolific/MTurk ids.")
+        raise ServiceError(
+            "Only the study's owner may export raw Prolific/MTurk ids.", field="raw_ids", status=403
+        )
     params: dict[str, Any] = {"format": export_format}
     if table != "judgments":
         params["table"] = table
@@ -166,11 +162,11 @@ def export_request(
 
 def _check_options(export_format: str, table: str) -> None:
     if export_format not in EXPORT_FORMATS:
-        raise ValueError(
+        raise ServiceError(
             f"Unknown export format {export_format!r}; choose one of {', '.join(EXPORT_FORMATS)}."
         )
     if table not in EXPORT_TABLES:
-        raise ValueError(f"Unknown table {table!r}; choose one of {', '.join(EXPORT_TABLES)}.")
+        raise ServiceError(f"Unknown table {table!r}; choose one of {', '.join(EXPORT_TABLES)}.")
 
 
 def export_delete_old(*, days: int = DEFAULT_KEEP_DAYS, now: datetime | None = None) -> int:
@@ -228,7 +224,7 @@ def export_run(*, job: Job, progress: Progress) -> dict[str, Any]:
     try:
         _check_options(export_format, table)
     except ValueError as exc:
-        raise ExportError(str(exc)) from exc
+        raise ServiceError(str(exc)) from exc
     root = _export_dir()
     root.mkdir(parents=True, exist_ok=True)
     name = f"study-{study.pk}-export-{job.pk}"
@@ -322,7 +318,7 @@ def table_columns(study: Study, table: str, *, raw_ids: bool = False) -> list[Ex
     """The columns of one table of the study's export, in file order."""
     if table == "participants":
         return participant_columns(raw_ids=raw_ids)
-    return list(get_mode(study.mode).export_columns())
+    return list(get_mode(study.mode).export.columns())
 
 
 def _write_table(study: Study, table: str, sink, *, raw_ids: bool, progress: Progress) -> _Tally:
@@ -340,7 +336,7 @@ def _write_table(study: Study, table: str, sink, *, raw_ids: bool, progress: Pro
     total = Judgment.objects.filter(study_id=study.pk).count()
     progress(0, f"Exporting {total:,} judgments")
     mode = get_mode(study.mode)
-    sql, params = mode.export_query(study, ExportSql(connection.vendor))
+    sql, params = mode.export.query(study, ExportSql(connection.vendor))
     shown = 0
     with _sql_batches(sql, params, schema) as batches:
         for batch in _slowed_for_tests(batches):
@@ -392,8 +388,6 @@ def _sql_batches(
     if connection.vendor != "postgresql":
         yield _cursor_batches(sql, params, schema)
         return
-    import psycopg
-
     connection.ensure_connection()
     # COPY takes no parameters: the client binds them (psycopg quotes each literal).
     with psycopg.ClientCursor(connection.connection) as cursor:
@@ -880,14 +874,14 @@ def _datasheet(
     raw_ids: bool,
 ) -> dict[str, Any]:
     mode = get_mode(study.mode)
-    rules = mode.exclusion_rules or ""
+    rules = mode.export.exclusion_rules or ""
     rules_list = [rules] if isinstance(rules, str) else list(rules)
     main = tallies.get("judgments")
     tables = {}
     for table, tally in tallies.items():
         tables[table] = {
             "file": files[table],
-            "row": mode.export_row_unit if table == "judgments" else "participant",
+            "row": mode.export.row_unit if table == "judgments" else "participant",
             "counts": tally.counts(),
             "columns": [
                 {"name": c.name, "type": c.type, "description": c.description}

@@ -1,4 +1,11 @@
-"""Job rows: create and enqueue, report progress, finish or fail."""
+"""Job rows: create and enqueue, report progress, finish or fail.
+
+``job_create`` holds the code base's one function-level import (of ``annotation.tasks``):
+the task runs the job through ``services/runner.py``, which imports the services that
+create jobs (imports, exports, reports), and they import this module. Importing the task
+where it is enqueued, not at module level, is what keeps that loop from being an import
+cycle. ``tests/annotation/test_structure.py`` checks that no other exists.
+"""
 
 from typing import Any
 
@@ -12,7 +19,7 @@ def job_create(
     *, kind: str, study: Study | None, created_by: User | None, params: dict[str, Any]
 ) -> Job:
     """Create a queued job and enqueue its task once the surrounding transaction commits."""
-    from annotation.tasks import run_job
+    from annotation.tasks import run_job  # the one lazy import: see the module docstring
 
     job = Job.objects.create(kind=kind, study=study, created_by=created_by, params=params)
     transaction.on_commit(lambda: run_job.delay(job.pk))

@@ -1,4 +1,9 @@
-"""Store a submission: validate it with the mode, score it under the item lock, keep it."""
+"""Store a submission: validate it with the mode, score it under the item lock, keep it.
+
+The mode answers (``validate``, ``score``, ``after_submit``'s ``Outcome``); this service
+does the writes, each once: the judgment INSERT, the lease and item counters, and one
+UPDATE of the participant.
+"""
 
 from dataclasses import dataclass
 from datetime import datetime
@@ -8,8 +13,10 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from annotation.errors import ServiceError
 from annotation.models import Assignment, Item, Judgment, Participant, Study
-from annotation.modes import SubmissionError, get_mode
+from annotation.modes import get_mode
+from annotation.modes.base import Mode, Outcome
 
 
 @dataclass(frozen=True)
@@ -29,7 +36,7 @@ def judgment_submit(
     """Validate and store one judgment for a lease the participant holds.
 
     A repeat of a stored submission (same token and part) returns the stored judgment
-    and writes nothing. Raises SubmissionError for anything the protocol refuses; then
+    and writes nothing. Raises ServiceError for anything the protocol refuses; then
     nothing is written. On success ``participant`` carries the state ``after_submit`` left
     (the caller need not reload it) and is the returned judgment's ``participant``.
     """
@@ -55,7 +62,7 @@ def judgment_submit(
                 .first()
             )
             if assignment is None:
-                raise SubmissionError(
+                raise ServiceError(
                     "This item was not served to you; nothing was saved.", status=404
                 )
             # The mode reads the participant (state, study settings) through the lease.
@@ -70,64 +77,50 @@ def judgment_submit(
                     Judgment.objects.filter(assignment=assignment).values_list("part", "id")
                 )
             if part in answered:
-                stored = Judgment.objects.get(pk=answered[part])
+                stored = Judgment.objects.select_related("item").get(pk=answered[part])
                 stored.participant = participant
                 return Submitted(stored, created=False)
             if study.status != Study.Status.LIVE:
-                raise SubmissionError("This study is closed; nothing was saved.", status=409)
+                raise ServiceError("This study is closed; nothing was saved.", status=409)
             if assignment.status != Assignment.Status.OPEN:
-                raise SubmissionError(
+                raise ServiceError(
                     "This item's time ran out and it went to someone else; "
                     "please continue with the next one.",
                     status=409,
                 )
             if not 0 <= part < parts:
-                raise SubmissionError(f"Part {part} does not exist (0 to {parts - 1}).")
+                raise ServiceError(f"Part {part} does not exist (0 to {parts - 1}).")
             done_parts = len(answered)
             if part != done_parts:
-                raise SubmissionError(
+                raise ServiceError(
                     f"Answer part {done_parts + 1} first; parts are answered in order.",
                     status=409,
                 )
-            dwell = (now - mode.served_at(assignment, part)).total_seconds()
+            dwell = (now - assignment.part_shown_at(part)).total_seconds()
             minimum = mode.min_seconds(assignment)
             if dwell < minimum:
-                raise SubmissionError(
+                raise ServiceError(
                     f"Please take at least {minimum:g} seconds per rating "
                     f"(this one came after {max(dwell, 0):.1f} s). Nothing was saved.",
                     status=429,
                 )
             payload = mode.validate(assignment, part, data)
             item = Item.objects.select_for_update().get(pk=assignment.item_id)
-            result = mode.score(item=item, assignment=assignment, part=part, payload=payload)
-            judgment = Judgment.objects.create(
+            assignment.item = item
+            judgment = Judgment(
                 study_id=participant.study_id,
                 item=item,
                 participant=participant,
                 assignment=assignment,
                 part=part,
-                phase=mode.phase(assignment),
                 payload=payload,
-                result=result,
+                result=mode.score(item=item, assignment=assignment, part=part, payload=payload),
                 dwell_ms=int(max(dwell, 0) * 1000),
                 created_at=now,
             )
-            if part == parts - 1:
-                assignment.status = Assignment.Status.SUBMITTED
-                assignment.submitted_at = now
-                assignment.save(update_fields=["status", "submitted_at"])
-                Item.objects.filter(pk=item.pk).update(
-                    judgment_count=F("judgment_count") + 1,
-                    open_lease_count=F("open_lease_count") - 1,
-                )
-            mode.after_submit(participant, judgment)
-            if (
-                participant.completed_at is None
-                and participant.source != Participant.Source.ACCOUNT
-                and mode.completion_earned(participant)
-            ):
-                participant.completed_at = now
-                Participant.objects.filter(pk=participant.pk).update(completed_at=now)
+            outcome = mode.after_submit(participant, judgment)
+            _store(judgment, outcome, last_part=part == parts - 1, now=now)
+            _update_participant(participant, outcome, mode, now=now)
             return Submitted(judgment, created=True)
     except IntegrityError:
         # A concurrent identical submission won the unique constraint: return its row.
@@ -140,3 +133,45 @@ def judgment_submit(
         participant.refresh_from_db(fields=["state", "status", "completed_at"])
         stored.participant = participant
         return Submitted(stored, created=False)
+
+
+def _store(judgment: Judgment, outcome: Outcome, *, last_part: bool, now: datetime) -> None:
+    """Insert the judgment as the outcome completes it; close the lease on its last part."""
+    judgment.result = {**judgment.result, **outcome.result}
+    if outcome.exclusion:
+        judgment.excluded, judgment.exclusion_reason = True, outcome.exclusion
+        # Earlier parts of the lease share the flag (e.g. a group whose check failed).
+        Judgment.objects.filter(assignment_id=judgment.assignment_id).update(
+            excluded=True, exclusion_reason=outcome.exclusion
+        )
+    judgment.save(force_insert=True)
+    if outcome.new_items:
+        Item.objects.bulk_create(outcome.new_items)
+    if last_part:
+        assignment = judgment.assignment
+        assignment.status = Assignment.Status.SUBMITTED
+        assignment.submitted_at = now
+        assignment.save(update_fields=["status", "submitted_at"])
+        Item.objects.filter(pk=judgment.item_id).update(
+            judgment_count=F("judgment_count") + 1,
+            open_lease_count=F("open_lease_count") - 1,
+        )
+
+
+def _update_participant(
+    participant: Participant, outcome: Outcome, mode: Mode, *, now: datetime
+) -> None:
+    """One UPDATE of the participant: the outcome's state and status, and completion."""
+    changes: dict[str, Any] = {}
+    if outcome.state is not None:
+        participant.state = changes["state"] = outcome.state
+    if outcome.status is not None:
+        participant.status = changes["status"] = outcome.status
+    if (
+        participant.completed_at is None
+        and participant.source != Participant.Source.ACCOUNT
+        and mode.completion_earned(participant)
+    ):
+        participant.completed_at = changes["completed_at"] = now
+    if changes:
+        Participant.objects.filter(pk=participant.pk).update(**changes)

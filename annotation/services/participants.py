@@ -16,8 +16,10 @@ from django.core import signing
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from annotation.errors import ServiceError
 from annotation.models import CrowdRefusal, Participant, Study, User
 from annotation.modes import get_mode
+from annotation.selectors import PROLIFIC_COMPLETE, completion_code
 
 LINK_SALT = "capeval.crowd-link"
 
@@ -27,25 +29,6 @@ MTURK_PREVIEW = "ASSIGNMENT_ID_NOT_AVAILABLE"
 #: Hosts a worker's browser may post the MTurk completion form to (never a host taken from
 #: the query string as is: that would make the page post to any site).
 MTURK_HOSTS = ("www.mturk.com", "workersandbox.mturk.com")
-#: Prolific's completion URL; ``?cc=CODE`` records the code for the worker.
-PROLIFIC_COMPLETE = "https://app.prolific.com/submissions/complete"
-
-
-class CrowdLinkError(Exception):
-    """A crowd link that is forged, expired, or lacks the worker's id."""
-
-
-class CrowdRefused(Exception):
-    """An arrival the study turns away; ``message`` is shown to the worker as is.
-
-    The refusal is already stored (``CrowdRefusal``) when this is raised.
-    """
-
-    def __init__(self, message: str, *, reason: str, status: int = 403):
-        super().__init__(message)
-        self.message = message
-        self.reason = reason
-        self.status = status
 
 
 @dataclass(frozen=True)
@@ -65,12 +48,12 @@ def study_from_crowd_token(token: str) -> Study:
             token, max_age=settings.CAPEVAL_LINK_MAX_AGE
         )
     except signing.SignatureExpired as exc:
-        raise CrowdLinkError("This study link has expired.") from exc
+        raise ServiceError("This study link has expired.", field="link") from exc
     except signing.BadSignature as exc:
-        raise CrowdLinkError("This study link is not valid.") from exc
+        raise ServiceError("This study link is not valid.", field="link") from exc
     study = Study.objects.filter(public_id=public_id, status=Study.Status.LIVE).first()
     if study is None:
-        raise CrowdLinkError("This study is not open.")
+        raise ServiceError("This study is not open.", field="link")
     return study
 
 
@@ -84,7 +67,7 @@ def crowd_identity(params: dict[str, str]) -> tuple[str, str, dict[str, str]]:
     if clean.get("workerId"):
         meta = {k: clean[k] for k in MTURK_KEYS if k in clean}
         return Participant.Source.MTURK, clean["workerId"], meta
-    raise CrowdLinkError("The link lacks a worker id (PROLIFIC_PID or workerId).")
+    raise ServiceError("The link lacks a worker id (PROLIFIC_PID or workerId).", field="link")
 
 
 def is_mturk_preview(params: dict[str, str]) -> bool:
@@ -143,7 +126,8 @@ def _refuse(
     participant: Participant | None = None,
     detail: str = "",
     status: int = 403,
-) -> CrowdRefused:
+) -> ServiceError:
+    """Store the refusal (``CrowdRefusal``) and return the error to raise."""
     CrowdRefusal.objects.create(
         study=study,
         participant=participant,
@@ -153,7 +137,7 @@ def _refuse(
         reason=reason,
         detail=detail[:500],
     )
-    return CrowdRefused(message, reason=reason, status=status)
+    return ServiceError(message, field="arrival", status=status)
 
 
 def crowd_arrive(
@@ -166,7 +150,9 @@ def crowd_arrive(
     address: str | None,
     now: datetime | None = None,
 ) -> Arrival:
-    """Admit a crowd worker arriving with ``browser_id``, or raise CrowdRefused.
+    """Admit a crowd worker arriving with ``browser_id``, or raise ServiceError.
+
+    A refusal is stored (``CrowdRefusal``) before the error is raised.
 
     - The study's ``prolific_study_id``, when set, must equal Prolific's ``STUDY_ID``.
     - A known worker id resumes only in the browser it first arrived with; from any other
@@ -180,13 +166,13 @@ def crowd_arrive(
     assignmentId of a new HIT, and the completion form must post that one.
     """
     now = now or timezone.now()
-    config = get_mode(study.mode).settings_for(study)
+    config = get_mode(study.mode).settings(study)
     refusal = {"study": study, "source": source, "external_id": external_id, "address": address}
     with transaction.atomic():
         # Arrivals of one study are serialised so that the per-address count cannot be
         # overtaken by a burst of concurrent arrivals; arrivals are rare next to answers.
         Study.objects.select_for_update().filter(pk=study.pk).first()
-        expected = config["prolific_study_id"]
+        expected = config.prolific_study_id
         if source == Participant.Source.PROLIFIC and expected and meta.get("STUDY_ID") != expected:
             error = _refuse(
                 **refusal,
@@ -223,7 +209,7 @@ def crowd_arrive(
             elif (
                 address
                 and _arrivals_this_hour(study, address, now)
-                >= (config["crowd_arrivals_per_address_per_hour"])
+                >= config.crowd_arrivals_per_address_per_hour
             ):
                 error = _refuse(
                     **refusal,
@@ -271,13 +257,12 @@ def crowd_completion(participant: Participant) -> dict[str, Any]:
     if participant.completed_at is None or participant.source == Participant.Source.ACCOUNT:
         return {}
     study = participant.study
-    mode = get_mode(study.mode)
-    config = mode.settings_for(study)
-    code = mode.completion_code(study)
+    config = get_mode(study.mode).settings(study)
+    code = completion_code(study)
     context: dict[str, Any] = {"completion_code": code}
     meta = participant.external_meta or {}
     if participant.source == Participant.Source.PROLIFIC:
-        context["prolific_url"] = config["prolific_completion_url"] or (
+        context["prolific_url"] = config.prolific_completion_url or (
             PROLIFIC_COMPLETE + "?" + urlencode({"cc": code})
         )
     elif participant.source == Participant.Source.MTURK:

@@ -13,11 +13,5 @@ def report_request(*, study, user, params: dict[str, Any] | None = None) -> Job:
 
 
 def report_run(*, job: Job, progress) -> dict[str, Any]:
-    mode = get_mode(job.study.mode)
-    result = mode.report(job.study, progress)
+    result = get_mode(job.study.mode).report.run(job.study, progress)
     return {"result": result, "message": "Report ready"}
-
-
-def report_latest(*, study) -> Job | None:
-    """The newest finished report job of the study, if any."""
-    return study.jobs.filter(kind=Job.Kind.REPORT, status=Job.Status.DONE).first()

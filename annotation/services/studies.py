@@ -5,6 +5,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from annotation.errors import ServiceError
 from annotation.models import Study, User
 from annotation.modes import get_mode
 
@@ -14,14 +15,6 @@ MAX_SEED = 2**63 - 1
 # settings, and a deep enough value would exhaust the recursion of whatever walks it next.
 MAX_SETTINGS_DEPTH = 20
 SETTINGS_TOO_DEEP = "nested too deeply; settings are flat JSON objects of numbers and strings."
-
-
-class StudyInputError(ValueError):
-    """A study input refused; ``field`` names it so forms and the API can say where."""
-
-    def __init__(self, message: str, *, field: str = "settings"):
-        super().__init__(message)
-        self.field = field
 
 
 def settings_depth(value: Any) -> int:
@@ -52,20 +45,20 @@ def study_create(
 ) -> Study:
     """Create a draft study; settings are checked against the mode's defaults.
 
-    Raises StudyInputError (a ValueError naming the field) for bad input.
+    Raises ServiceError naming the field for bad input; nothing is written then.
     """
     if not (owner.is_researcher or owner.is_staff):
-        raise PermissionError("Only researchers create studies.")
+        raise ServiceError("Only researchers create studies.", status=403)
     if not name.strip():
-        raise StudyInputError("A study needs a name.", field="name")
+        raise ServiceError("A study needs a name.", field="name")
     if not 0 <= seed <= MAX_SEED:
-        raise StudyInputError(f"The seed must be between 0 and {MAX_SEED}.", field="seed")
+        raise ServiceError(f"The seed must be between 0 and {MAX_SEED}.", field="seed")
     if settings_depth(settings) > MAX_SETTINGS_DEPTH:
-        raise StudyInputError(f"Settings are {SETTINGS_TOO_DEEP}")
+        raise ServiceError(f"Settings are {SETTINGS_TOO_DEEP}", field="settings")
     try:
         chosen = get_mode(mode)
     except KeyError as exc:
-        raise StudyInputError(exc.args[0], field="mode") from exc
+        raise ServiceError(exc.args[0], field="mode") from exc
     clean = chosen.clean_settings(settings or {})
     return Study.objects.create(
         owner=owner,
@@ -80,17 +73,19 @@ def study_create(
 def study_open(*, study: Study) -> int:
     """Build the study's items (once) and make it live; return the number of items built.
 
-    Raises ValueError, and changes nothing, for a closed study or one with nothing to serve.
+    Raises ServiceError, and changes nothing, for a closed study or one with nothing to serve.
     """
     with transaction.atomic():
         locked = Study.objects.select_for_update().get(pk=study.pk)
         if locked.status == Study.Status.CLOSED:
-            raise ValueError("A closed study cannot be reopened.")
+            raise ServiceError("A closed study cannot be reopened.", status=409)
         built = 0
         if not locked.items.exists():
             built = get_mode(locked.mode).build_items(locked)
             if not built:
-                raise ValueError("There is nothing to annotate yet: import captions first.")
+                raise ServiceError(
+                    "There is nothing to annotate yet: import captions first.", status=409
+                )
         locked.status = Study.Status.LIVE
         locked.save(update_fields=["status", "updated_at"])
     study.status = locked.status
@@ -109,7 +104,7 @@ def study_set_people(
     """Set who annotates the study and which researchers share it, by user name.
 
     Annotators are any active accounts (a researcher may pilot their own study); members
-    must be active researchers. Other names are refused as a whole (ValueError listing
+    must be active researchers. Other names are refused as a whole (ServiceError listing
     them) with one sentence whether the account is missing, inactive or of another role:
     the form must not tell a researcher which accounts exist or what they are. Only the
     owner or staff change the members.
@@ -118,7 +113,7 @@ def study_set_people(
     member_users = None
     if members is not None:
         if not (changed_by.is_staff or changed_by.pk == study.owner_id):
-            raise PermissionError("Only the study's owner changes who shares it.")
+            raise ServiceError("Only the study's owner changes who shares it.", status=403)
         member_users = _users_named(
             members, User.objects.filter(is_researcher=True), "Not researchers"
         )
@@ -134,5 +129,5 @@ def _users_named(names: list[str], eligible, refusal: str) -> list[User]:
     users = list(eligible.filter(username__in=wanted, is_active=True))
     others = sorted(wanted - {u.username for u in users})
     if others:
-        raise ValueError(f"{refusal}: {', '.join(others)}.")
+        raise ServiceError(f"{refusal}: {', '.join(others)}.")
     return users

@@ -10,9 +10,11 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation import selectors
+from annotation.errors import ServiceError
 from annotation.models import Job
 from annotation.services.exports import export_request
 from annotation.views.access import researcher_required
+from annotation.views.errors import error_page
 
 
 @require_POST
@@ -28,11 +30,8 @@ def study_export(request: HttpRequest, study_id: int) -> HttpResponse:
             raw_ids=request.POST.get("raw_ids") == "on",
             images=request.POST.get("images") == "on",
         )
-    except (ValueError, PermissionError) as exc:
-        status = 403 if isinstance(exc, PermissionError) else 400
-        return render(
-            request, "error.html", {"title": "Cannot export", "message": str(exc)}, status=status
-        )
+    except ServiceError as exc:
+        return error_page(request, exc, "Cannot export")
     if request.htmx:
         return render(request, "partials/job_status.html", {"job": job})
     return redirect("job_status", job_id=job.pk)

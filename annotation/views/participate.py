@@ -15,13 +15,12 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation.addresses import client_address
+from annotation.errors import ServiceError
 from annotation.models import Assignment, Participant, Study
-from annotation.modes import SubmissionError, get_mode
-from annotation.services.assignments import LeaseLimitReached, assignment_next
+from annotation.modes import get_mode
+from annotation.services.assignments import assignment_next
 from annotation.services.judgments import judgment_submit
 from annotation.services.participants import (
-    CrowdLinkError,
-    CrowdRefused,
     crowd_arrive,
     crowd_completion,
     crowd_identity,
@@ -29,6 +28,7 @@ from annotation.services.participants import (
     participant_for_user,
     study_from_crowd_token,
 )
+from annotation.views.errors import error_page
 
 MTURK_FRAME_ANCESTORS = "frame-ancestors https://www.mturk.com https://workersandbox.mturk.com"
 BROWSER_COOKIE = "capeval_browser"
@@ -120,14 +120,14 @@ def crowd_entry(request: HttpRequest, token: str) -> HttpResponse:
         study = study_from_crowd_token(token)
         if is_mturk_preview(params):
             response = render(
-                request, get_mode(study.mode).intro_template, {"study": study, "preview": True}
+                request,
+                get_mode(study.mode).pages.intro_template,
+                {"study": study, "preview": True},
             )
             return _framed_by_mturk(response)
         source, external_id, meta = crowd_identity(params)
-    except CrowdLinkError as exc:
-        response = render(
-            request, "error.html", {"title": "Link problem", "message": str(exc)}, status=400
-        )
+    except ServiceError as exc:
+        response = error_page(request, exc, "Link problem")
         return _framed_by_mturk(response) if from_mturk else response
     browser_id = _browser_id(request)
     try:
@@ -139,13 +139,8 @@ def crowd_entry(request: HttpRequest, token: str) -> HttpResponse:
             browser_id=browser_id,
             address=client_address(request),
         )
-    except CrowdRefused as exc:
-        response = render(
-            request,
-            "error.html",
-            {"title": "You cannot join this study now", "message": exc.message},
-            status=exc.status,
-        )
+    except ServiceError as exc:
+        response = error_page(request, exc, "You cannot join this study now")
         return _framed_by_mturk(response) if from_mturk else response
     participant = arrival.participant
     request.session[_session_key(study)] = participant.pk
@@ -165,8 +160,8 @@ def participate_intro(request: HttpRequest, public_id) -> HttpResponse:
             return redirect_to_login(request.get_full_path())
         raise Http404("You are not a participant of this study.")
     mode = get_mode(study.mode)
-    context = {"study": study, "participant": participant, "config": mode.settings_for(study)}
-    response = render(request, mode.intro_template, context)
+    context = {"study": study, "participant": participant, "config": mode.settings(study)}
+    response = render(request, mode.pages.intro_template, context)
     return _allow_mturk_frame(response, participant)
 
 
@@ -182,10 +177,10 @@ def _render_item(request, study, participant, assignment: Assignment, error=None
         "error": error,
         "submit_url": reverse("participate_submit", args=[study.public_id, assignment.token]),
         "completion": crowd_completion(participant),
-        **mode.page_context(assignment, part),
+        **mode.pages.item_context(assignment, part),
     }
     return _allow_mturk_frame(
-        render(request, mode.item_template, context, status=status), participant
+        render(request, mode.pages.item_template, context, status=status), participant
     )
 
 
@@ -195,19 +190,16 @@ def participate_next(request: HttpRequest, public_id) -> HttpResponse:
     study, participant = _study_and_participant(request, public_id)
     try:
         assignment = assignment_next(participant=participant)
-    except LeaseLimitReached as exc:
-        response = render(
-            request, "error.html", {"title": "Please wait", "message": exc.message}, status=429
-        )
-        return _allow_mturk_frame(response, participant)
+    except ServiceError as exc:
+        return _allow_mturk_frame(error_page(request, exc, "Please wait"), participant)
     if assignment is None:
         mode = get_mode(study.mode)
         context = {
             "study": study,
             "participant": participant,
-            "mode_finished_template": mode.finished_template,
+            "mode_finished_template": mode.pages.finished_template,
             "completion": crowd_completion(participant),
-            **mode.finished_context(participant),
+            **mode.pages.finished_context(participant),
         }
         return _allow_mturk_frame(
             render(request, "participate/finished.html", context), participant
@@ -227,27 +219,21 @@ def participate_submit(request: HttpRequest, public_id, token: str) -> HttpRespo
         outcome = judgment_submit(
             participant=participant,
             token=token,
-            data=mode.parse_form(request.POST, part),
+            data=mode.pages.parse_form(request.POST, part),
             part=part,
         )
-    except SubmissionError as exc:
+    except ServiceError as exc:
         assignment = (
             Assignment.objects.select_related("item")
             .filter(token=token, participant=participant)
             .first()
         )
         if assignment is None or assignment.status != Assignment.Status.OPEN:
-            response = render(
-                request,
-                "error.html",
-                {"title": "Not saved", "message": exc.message},
-                status=exc.status,
-            )
-            return _allow_mturk_frame(response, participant)
+            return _allow_mturk_frame(error_page(request, exc, "Not saved"), participant)
         assignment.participant = participant
         return _render_item(request, study, participant, assignment, error=exc, status=exc.status)
     # judgment_submit left the participant's state and status as stored: no reload.
-    feedback = mode.feedback_context(outcome.judgment)
+    feedback = mode.pages.feedback_context(outcome.judgment)
     if feedback:
         context = {
             "study": study,
@@ -257,5 +243,7 @@ def participate_submit(request: HttpRequest, public_id, token: str) -> HttpRespo
             "completion": crowd_completion(participant),
             **feedback,
         }
-        return _allow_mturk_frame(render(request, mode.feedback_template, context), participant)
+        return _allow_mturk_frame(
+            render(request, mode.pages.feedback_template, context), participant
+        )
     return redirect("participate_next", public_id=study.public_id)

@@ -3,14 +3,14 @@ download its figures as SVG or PNG (drawn server-side with matplotlib)."""
 
 import io
 
+import matplotlib
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
 from annotation import selectors
-from annotation.models import Job
 from annotation.modes import get_mode
-from annotation.services.reports import report_latest, report_request
+from annotation.services.reports import report_request
 from annotation.views.access import researcher_required
 
 FIGURE_TYPES = {"svg": "image/svg+xml", "png": "image/png"}
@@ -27,20 +27,18 @@ def study_report(request: HttpRequest, study_id: int) -> HttpResponse:
         if request.htmx:
             return render(request, "partials/job_status.html", {"job": job})
         return redirect("study_report", study_id=study.pk)
-    latest = report_latest(study=study)
-    pending = study.jobs.filter(
-        kind=Job.Kind.REPORT, status__in=[Job.Status.QUEUED, Job.Status.RUNNING]
-    ).first()
+    latest = selectors.report_latest(study)
+    pending = selectors.report_pending(study)
     result = latest.result if latest else None
     context = {
         "study": study,
         "report_job": latest,
         "pending_job": pending,
         "result": result,
-        "figure_names": mode.figure_names,
-        **(mode.report_context(result, request.GET.dict()) if result else {}),
+        "figure_names": mode.report.figure_names,
+        **(mode.report.context(result, request.GET.dict()) if result else {}),
     }
-    return render(request, mode.report_template or "reports/base.html", context)
+    return render(request, mode.report.template or "reports/base.html", context)
 
 
 @require_GET
@@ -49,24 +47,18 @@ def report_figure(request: HttpRequest, study_id: int, name: str, fmt: str) -> H
     study = selectors.study_for_researcher(request.user, study_id)
     if fmt not in FIGURE_TYPES:
         raise Http404("Figures come as .svg or .png.")
-    latest = report_latest(study=study)
+    latest = selectors.report_latest(study)
     mode = get_mode(study.mode)
-    if latest is None or name not in mode.figure_names:
+    if latest is None or name not in mode.report.figure_names:
         raise Http404("No such figure; compute the report first.")
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     # Labels come from imports (system names, captions): "$...$" in them must be drawn as
     # written, not parsed as maths text (which fails with a 500 on "$x_$" and turns
     # "$\frac{a}{b}$" into a fraction). Text objects read this setting when created, so
     # the whole drawing happens inside it; every mode's figures go through here.
     with matplotlib.rc_context({"text.parse_math": False}):
-        figure = mode.figure(name, latest.result)
+        figure = mode.report.figure(name, latest.result)
         buffer = io.BytesIO()
         figure.savefig(buffer, format=fmt, dpi=150 if fmt == "png" else None, bbox_inches="tight")
-    plt.close(figure)
     response = HttpResponse(buffer.getvalue(), content_type=FIGURE_TYPES[fmt])
     if request.GET.get("download"):
         response["Content-Disposition"] = f'attachment; filename="{study.pk}-{name}.{fmt}"'

@@ -4,12 +4,15 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotation import selectors
+from annotation.errors import ServiceError
 from annotation.forms import StudyForm
 from annotation.models import Job
 from annotation.services.assignments import assignment_release
+from annotation.services.participants import crowd_link_token
 from annotation.services.studies import (
     study_close,
     study_create,
@@ -17,6 +20,7 @@ from annotation.services.studies import (
     study_set_people,
 )
 from annotation.views.access import researcher_required
+from annotation.views.errors import error_page
 
 
 @require_GET
@@ -34,8 +38,8 @@ def study_new(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         try:
             study = study_create(owner=request.user, **form.cleaned_data)
-        except ValueError as exc:
-            form.add_error(getattr(exc, "field", "settings"), str(exc))
+        except ServiceError as exc:
+            form.add_error(exc.field if exc.field in form.fields else None, exc.message)
         else:
             return redirect("study_detail", study_id=study.pk)
     return render(request, "studies/new.html", {"form": form})
@@ -49,7 +53,7 @@ def study_detail(request: HttpRequest, study_id: int) -> HttpResponse:
         "study": study,
         "counts": selectors.study_counts(study),
         "jobs": study.jobs.all()[:10],
-        "crowd_link": selectors.crowd_link(request, study),
+        "crowd_link": _crowd_link(request, study),
         "annotator_names": " ".join(study.annotators.values_list("username", flat=True)),
         "member_names": " ".join(study.members.values_list("username", flat=True)),
         "may_change_members": request.user.is_staff or request.user.pk == study.owner_id,
@@ -71,14 +75,9 @@ def study_change_status(request: HttpRequest, study_id: int) -> HttpResponse:
         elif action == "close":
             study_close(study=study)
         else:
-            raise ValueError(f"Unknown action {action!r}.")
-    except ValueError as exc:
-        return render(
-            request,
-            "error.html",
-            {"title": "Cannot change status", "message": str(exc)},
-            status=400,
-        )
+            raise ServiceError(f"Unknown action {action!r}.")
+    except ServiceError as exc:
+        return error_page(request, exc, "Cannot change status")
     return redirect("study_detail", study_id=study.pk)
 
 
@@ -115,6 +114,13 @@ def job_download(request: HttpRequest, job_id: int) -> FileResponse:
     return FileResponse(path.open("rb"), as_attachment=True, filename=path.name)
 
 
+def _crowd_link(request: HttpRequest, study) -> str:
+    """The absolute crowd link of a live study (Prolific/MTurk append their parameters)."""
+    if study.status != study.Status.LIVE:
+        return ""
+    return request.build_absolute_uri(reverse("crowd_entry", args=[crowd_link_token(study)]))
+
+
 def _names(raw: str) -> list[str]:
     return [name for name in raw.replace(",", " ").split() if name]
 
@@ -132,11 +138,6 @@ def study_people(request: HttpRequest, study_id: int) -> HttpResponse:
             annotators=_names(request.POST.get("annotators", "")),
             members=members,
         )
-    except (ValueError, PermissionError) as exc:
-        return render(
-            request,
-            "error.html",
-            {"title": "People not changed", "message": str(exc)},
-            status=400,
-        )
+    except ServiceError as exc:
+        return error_page(request, exc, "People not changed")
     return redirect("study_detail", study_id=study.pk)

@@ -8,7 +8,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotation.models import Job, Study
-from tests.annotation.modes_for_tests import rating_study
+from tests.factories.core import rating_study
 
 pytestmark = pytest.mark.django_db
 

@@ -10,10 +10,10 @@ from django.urls import reverse
 
 from annotation.models import Job, Judgment, Study
 from annotation.modes import get_mode
-from annotation.modes.base import CROWD_DEFAULTS
+from annotation.modes.settings import defaults
 from annotation.services.assignments import assignment_next
 from annotation.services.judgments import judgment_submit
-from tests.annotation.modes_for_tests import crowd_participant, rating_study
+from tests.factories.core import crowd_participant, rating_study
 
 pytestmark = pytest.mark.django_db
 
@@ -53,7 +53,7 @@ def test_a_researcher_creates_a_draft_study_with_the_modes_default_settings(api,
     body = response.json()
     study = Study.objects.get(pk=body["id"])
     assert (study.name, study.owner, study.status) == ("Captions 2025", researcher, "draft")
-    assert body["settings"] == {**CROWD_DEFAULTS, **get_mode("vicr").default_settings}
+    assert body["settings"] == defaults(get_mode("vicr").settings_class)
     assert api.get(reverse("api_study", args=[study.pk])).json() == body
 
 
@@ -118,8 +118,9 @@ def test_a_study_with_nothing_to_annotate_cannot_be_opened(api, researcher):
     assert "import captions first" in response.json()["detail"]
     study.refresh_from_db()
     assert study.status == Study.Status.DRAFT
+    # The page answers with the same status as the API: one error, one status.
     page = api.post(reverse("study_status", args=[study.pk]), {"action": "open"})
-    assert page.status_code == 400 and "import captions first" in page.content.decode()
+    assert page.status_code == 409 and "import captions first" in page.content.decode()
 
 
 def test_the_jobs_of_a_study_show_import_status_and_can_be_filtered(api, researcher):

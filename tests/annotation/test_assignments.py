@@ -7,24 +7,21 @@ import pytest
 from django.conf import settings as django_settings
 from django.utils import timezone
 
-from annotation.models import Assignment, Item, Judgment
+from annotation.errors import ServiceError
+from annotation.models import Assignment, Judgment
 from annotation.services.assignments import assignment_next, assignment_release_expired
 from annotation.services.judgments import judgment_submit
 from annotation.services.studies import study_close
 from annotation.tasks import release_expired_leases
-from tests.annotation.modes_for_tests import crowd_participant, rating_study
-from tests.conftest import require_postgres, run_together
+from tests.factories.core import (
+    assert_counts_exact,
+    crowd_participant,
+    rating_study,
+    require_postgres,
+    run_together,
+)
 
 pytestmark = pytest.mark.django_db
-
-
-def assert_counts_exact(study):
-    """The counters the capacity check relies on match the rows, and no item is over target."""
-    for item in Item.objects.filter(study=study):
-        leases = Assignment.objects.filter(item=item)
-        assert item.open_lease_count == leases.filter(status=Assignment.Status.OPEN).count()
-        assert item.judgment_count == leases.filter(status=Assignment.Status.SUBMITTED).count()
-        assert item.judgment_count + item.open_lease_count <= item.target
 
 
 def submit(participant, assignment, *, now=None, rating=3, part=0):
@@ -118,9 +115,7 @@ def test_expired_leases_are_released_and_their_item_served_again(researcher, set
     taken_over = assignment_next(participant=other, now=start + timedelta(seconds=62))
     assert taken_over.item_id == lease.item_id
 
-    from annotation.modes import SubmissionError
-
-    with pytest.raises(SubmissionError) as refused:
+    with pytest.raises(ServiceError) as refused:
         submit(slow, lease, now=start + timedelta(seconds=70))
     assert refused.value.status == 409
     assert "time ran out" in refused.value.message

@@ -40,7 +40,7 @@ from django.utils import timezone
 
 from annotation.models import Assignment, Caption, Image, Item, Job, Judgment, Participant, Study
 from annotation.services.exports import export_request
-from tests.conftest import skip_or_fail
+from tests.factories.core import skip_or_fail
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
@@ -276,7 +276,6 @@ def judged_study(owner, *, participants: int, items: int) -> Study:
                 item_id=lease.item_id,
                 participant_id=lease.participant_id,
                 assignment=lease,
-                phase="game",
                 payload={"rating": 1 + n % 5},
                 result={"points": n % 5 - 2},
                 dwell_ms=3000,

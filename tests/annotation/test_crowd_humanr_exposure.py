@@ -24,8 +24,8 @@ from django.urls import reverse
 
 from annotation.models import Assignment, Caption, Item, ItemImage, Judgment, Participant
 from annotation.services.participants import crowd_link_token
-from tests.annotation.test_mode_humanr import humanr_study
-from tests.conftest import require_postgres, run_together
+from tests.factories.core import require_postgres, run_together
+from tests.factories.humanr import humanr_study
 
 pytestmark = pytest.mark.django_db
 

@@ -17,11 +17,12 @@ from django.utils import timezone
 
 from annotation.models import Assignment, CrowdRefusal, Item, Judgment, Participant
 from annotation.modes import get_mode
+from annotation.selectors import completion_code
 from annotation.services.participants import crowd_link_token
-from tests.annotation.modes_for_tests import rating_study
-from tests.annotation.test_mode_humanr import humanr_study
-from tests.annotation.test_mode_thumb import form_for, thumb_study
-from tests.annotation.test_mode_vicr import vicr_study
+from tests.factories.core import rating_study
+from tests.factories.humanr import humanr_study
+from tests.factories.thumb import form_for, thumb_study
+from tests.factories.vicr import vicr_study
 
 pytestmark = pytest.mark.django_db
 
@@ -70,7 +71,7 @@ def test_throwaway_ids_from_one_address_cannot_take_every_lease(researcher):
     assert page.status_code == 200 and page.context.get("assignment") is not None, (
         "a real worker still gets an item after the squatter's burst"
     )
-    limit = get_mode(study.mode).settings_for(study)["crowd_arrivals_per_address_per_hour"]
+    limit = get_mode(study.mode).settings(study).crowd_arrivals_per_address_per_hour
     assert statuses.count(302) == limit
     assert statuses.count(429) == 12 - limit
     refused = arrive(browser(squatter), study, "throwaway-late")
@@ -159,7 +160,7 @@ def test_the_researcher_sees_open_leases_and_releases_one(researcher, other_rese
     assert owner.post(release_url).status_code == 302
     lease.refresh_from_db()
     assert lease.status == Assignment.Status.RELEASED
-    assert lease.state["released_by"] == researcher.username
+    assert lease.released_by == researcher.username
     assert Item.objects.get(pk=lease.item_id).open_lease_count == 0
     late = submit(worker, study, lease.token, {"part": "0", "rating": "3"})
     assert late.status_code == 409 and not Judgment.objects.exists()
@@ -173,7 +174,7 @@ def test_x_forwarded_for_is_ignored_unless_proxies_are_trusted(researcher, setti
         arrive(browser("203.0.113.9"), study, f"x{n}", HTTP_X_FORWARDED_FOR=f"10.0.0.{n}")
         for n in range(5)
     ]
-    limit = get_mode(study.mode).settings_for(study)["crowd_arrivals_per_address_per_hour"]
+    limit = get_mode(study.mode).settings(study).crowd_arrivals_per_address_per_hour
     assert [c.status_code for c in codes].count(302) == limit
 
     settings.CAPEVAL_TRUSTED_PROXIES = 1
@@ -214,7 +215,7 @@ def test_the_humanr_completion_code_is_a_secret_earned_by_the_work(researcher):
     assert not any(part in code for part in public), "nothing public gives the code away"
     assert code not in link and code not in intro
     other = humanr_study(researcher)
-    assert get_mode("humanr").completion_code(other) != code, "each study has its own"
+    assert completion_code(other) != code, "each study has its own"
     assert "app.prolific.com/submissions/complete?cc=" + code in html
     assert participant_of(worker, study).completed_at is not None
 

@@ -31,7 +31,7 @@ from django.urls import reverse
 from annotation.models import Caption, Participant
 from annotation.services.participants import crowd_link_token
 from rubrics import vicr as rules
-from tests.annotation.test_mode_vicr import vicr_study
+from tests.factories.vicr import vicr_study
 
 pytestmark = pytest.mark.django_db
 

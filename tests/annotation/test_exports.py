@@ -18,24 +18,28 @@ import pyarrow.parquet as pq
 import pytest
 from django.conf import settings as django_settings
 from django.core.management import CommandError, call_command
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from annotation.models import Caption, Image, Job, Judgment, Participant, Study
-from annotation.modes import Mode, SubmissionError, get_mode, register
+from annotation.errors import ServiceError
+from annotation.models import Caption, Image, Item, Job, Judgment, Participant, Study
+from annotation.modes import Mode, Outcome, get_mode, register
 from annotation.services import exports
+from annotation.services.assignments import assignment_next
 from annotation.services.exports import (
     export_delete_old,
     export_file,
     export_request,
     table_columns,
 )
-from tests.annotation.test_mode_humanr import careless, crowd, do_group, honest, humanr_study
-from tests.annotation.test_mode_thumb import make_annotator, tiny_study  # noqa: F401
-from tests.annotation.test_mode_vicr import exact, far, in_game, play, player, vicr_study
-from tests.conftest import skip_or_fail
+from annotation.services.judgments import judgment_submit
+from annotation.services.studies import study_open
+from tests.factories.core import skip_or_fail
+from tests.factories.humanr import careless, crowd, do_group, honest, humanr_study
+from tests.factories.thumb import make_annotator, tiny_study  # noqa: F401
+from tests.factories.vicr import exact, far, in_game, play, player, vicr_study
 
 pytestmark = pytest.mark.django_db
 
@@ -77,11 +81,11 @@ def vicr_data(owner, *, game_ratings=2, players=2):
         play(learner, answer=exact)
     # A player who fails the tutorial rates probation pairs: the attempt column is 1.
     failing = player(study, "PID-PROBATION")
-    for _ in range(get_mode("vicr").settings_for(study)["tutorial_pairs"]):
+    for _ in range(get_mode("vicr").settings(study).tutorial_pairs):
         play(failing, answer=far)
     for _ in range(2):
         play(failing, answer=exact)
-    assert Judgment.objects.filter(study=study, phase="probation").count() == 2
+    assert Judgment.objects.filter(study=study, item__kind="probation").count() == 2
     for n in range(players):
         gamer = in_game(study, f"PID-GAME-{n}")
         for rating in range(game_ratings):
@@ -168,7 +172,7 @@ def expected_vicr(study) -> list[dict[str, Any]]:
         rows.append(
             {
                 **common(j),
-                "phase": j.phase,
+                "phase": j.item.kind,
                 "attempt": r.get("attempt", j.assignment.round),
                 "caption_id": caption.pk,
                 "image": caption.image.name,
@@ -188,7 +192,7 @@ def expected_vicr(study) -> list[dict[str, Any]]:
                     )
                 },
                 "player_status": j.participant.status,
-                "final_view": j.phase == "game"
+                "final_view": j.item.kind == "game"
                 and not j.excluded
                 and j.participant.status == "game",
                 **trailing(j),
@@ -429,9 +433,6 @@ def test_the_default_table_of_a_mode_without_one(researcher, make_study, capture
         format="PNG",
     )  # fmt: skip
     Caption.objects.create(study=study, image=image, system="Human", raw_text="x", text="x")
-    from annotation.services.assignments import assignment_next
-    from annotation.services.judgments import judgment_submit
-    from annotation.services.studies import study_open
 
     study_open(study=study)
     worker = crowd(study, "PID-D")
@@ -452,8 +453,6 @@ class DefaultTableTestMode(Mode):
     name = "test-default"
 
     def build_items(self, study):
-        from annotation.models import Item
-
         captions = Caption.objects.filter(study=study)
         Item.objects.bulk_create(
             Item(study=study, kind="rate", image_id=c.image_id, spec={"caption_id": c.pk})
@@ -463,8 +462,11 @@ class DefaultTableTestMode(Mode):
 
     def validate(self, assignment, part, data):
         if data.get("rating") not in range(1, 6):
-            raise SubmissionError("rating 1-5", field="rating")
+            raise ServiceError("rating 1-5", field="rating")
         return {"rating": data["rating"]}
+
+    def after_submit(self, participant, judgment):
+        return Outcome()
 
 
 # ---------------------------------------------------------------------- queries, formats
@@ -545,11 +547,12 @@ def test_the_owner_may_add_raw_crowd_ids_and_nobody_else(
 ):
     study = humanr_data(researcher)
     study.members.add(other_researcher)
-    with pytest.raises(PermissionError):
+    with pytest.raises(ServiceError) as refused_here:
         export_request(
             study=study, user=other_researcher, export_format="csv", table="participants",
             raw_ids=True,
         )  # fmt: skip
+    assert (refused_here.value.status, refused_here.value.field) == (403, "raw_ids")
     client.force_login(other_researcher)
     refused = client.post(
         reverse("study_export", args=[study.pk]),
@@ -773,7 +776,6 @@ def test_the_worker_path_on_its_own_connection_writes_what_a_transaction_writes(
 ):
     if connection.vendor != "postgresql":
         skip_or_fail("the COPY pipe of a worker needs PostgreSQL (set DATABASE_URL)")
-    from django.db import transaction
 
     study = vicr_data(researcher)
     for export_format in ("csv", "parquet"):
@@ -792,12 +794,12 @@ def test_the_worker_path_on_its_own_connection_writes_what_a_transaction_writes(
 
 def test_unknown_options_are_refused_without_a_job(researcher):
     study = vicr_data(researcher)
-    with pytest.raises(ValueError, match="xlsx"):
+    with pytest.raises(ServiceError, match="xlsx"):
         export_request(study=study, user=researcher, export_format="xlsx")
-    with pytest.raises(ValueError, match="items"):
+    with pytest.raises(ServiceError, match="items"):
         export_request(study=study, user=researcher, export_format="csv", table="items")
     assert not Job.objects.exists()
-    assert get_mode("vicr").export_columns()[0].name == "judgment_id"
+    assert get_mode("vicr").export.columns()[0].name == "judgment_id"
 
 
 # ---------------------------------------------------------------------- bounded memory helpers

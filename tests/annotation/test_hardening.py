@@ -22,7 +22,7 @@ from annotation.models import Judgment, Participant, Study, User
 from annotation.services.assignments import assignment_next
 from annotation.services.judgments import judgment_submit
 from annotation.services.participants import participant_for_user
-from tests.annotation.test_mode_thumb import thumb_study
+from tests.factories.thumb import thumb_study
 
 pytestmark = pytest.mark.django_db
 

@@ -1,6 +1,7 @@
 """The import pipeline: every bad input stores nothing and names its problems; a good import
 stores the right rows and files; the page, the job and the command around it."""
 
+import csv
 import io
 import json
 import stat
@@ -13,10 +14,15 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 from django.urls import reverse
+from django.utils.html import escape
 from PIL import Image as PILImage
 
+from annotation.errors import ServiceError
 from annotation.models import Caption, Image, Job, Study
-from annotation.services.imports import ImportFailed, study_import
+from annotation.services.imports import study_import
+from annotation.services.runner import job_run
+from annotation.services.studies import study_create, study_open
+from tests.ratingmode import NAME
 
 # ----------------------------------------------------------------------------------------
 # Helpers
@@ -48,8 +54,6 @@ def png_declaring(width: int, height: int) -> bytes:
 
 
 def write_csv(path: Path, rows: list[list[str]], encoding="utf-8") -> Path:
-    import csv
-
     buffer = io.StringIO()
     csv.writer(buffer, lineterminator="\n").writerows(rows)
     path.write_bytes(buffer.getvalue().encode(encoding))
@@ -88,9 +92,10 @@ def var_dir(settings, tmp_path) -> Path:
 def assert_fails_storing_nothing(settings, *, expect: list[str], **kwargs) -> list[str]:
     """Run the import, check it fails with every expected fragment and leaves no trace."""
     before = stored_state(settings)
-    with pytest.raises(ImportFailed) as info:
+    with pytest.raises(ServiceError) as info:
         study_import(**kwargs)
     assert stored_state(settings) == before
+    assert info.value.message.startswith("Nothing was imported: ")
     errors = info.value.details["errors"]
     text = "\n".join(errors)
     for fragment in expect:
@@ -656,11 +661,6 @@ HOSTILE = [
 def test_hostile_captions_are_stored_raw_and_shown_escaped(
     researcher, annotator, images_dir, tmp_path, client
 ):
-    from django.utils.html import escape
-
-    from annotation.services.studies import study_create, study_open
-    from tests.annotation.modes_for_tests import NAME
-
     study = study_create(owner=researcher, name="Escapes", mode=NAME, settings={"target": 3})
     path = write_csv(
         tmp_path / "c.csv",
@@ -699,8 +699,6 @@ def test_hostile_image_names_in_errors_are_escaped_on_the_job_page(
             )
         },
     )
-    from annotation.services.runner import job_run
-
     job_run(job=job)
     job.refresh_from_db()
     assert job.status == Job.Status.FAILED

@@ -18,20 +18,18 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from annotation.errors import ServiceError
 from annotation.models import Assignment, Caption, Image, Item, Judgment, Participant, Study
-from annotation.modes import SubmissionError, get_mode
-from annotation.modes import humanr as mode_module
-from annotation.modes.base import Mode
+from annotation.modes import get_mode
+from annotation.modes.base import Mode, Outcome
+from annotation.modes.humanr import reference_on_left, sides_shown, summarize
 from annotation.services.assignments import assignment_next
 from annotation.services.exports import export_request
 from annotation.services.judgments import judgment_submit
-from annotation.services.participants import (
-    crowd_completion,
-    crowd_link_token,
-    participant_for_crowd_worker,
-)
+from annotation.services.participants import crowd_completion, crowd_link_token
 from annotation.services.reports import report_request
 from annotation.services.studies import study_create, study_open
+from tests.factories.humanr import add_images, careless, crowd, do_group, honest, humanr_study
 
 pytestmark = pytest.mark.django_db
 
@@ -39,96 +37,6 @@ MODE = get_mode("humanr")
 
 
 # ---------------------------------------------------------------------- helpers
-
-
-def add_images(study, *, images, humans, systems, missing_human=()):
-    """Images with ``humans`` human captions and one caption per model system each."""
-    for number in range(images):
-        image = Image.objects.create(
-            study=study,
-            name=f"img{number:04d}.jpg",
-            sha256=f"{number:064x}",
-            file=f"o/{number}",
-            display=f"d/{number}.jpg",
-            width=40,
-            height=30,
-            format="JPEG",
-            alt_text=f"Photo {number}",
-        )
-        count = 1 if number in missing_human else humans
-        rows = [
-            Caption(
-                study=study,
-                image=image,
-                system=Caption.HUMAN,
-                raw_text=f"h{k}",
-                text=f"Human caption {k} of image {number}.",
-                line=number * 10 + k,
-            )
-            for k in range(count)
-        ]
-        rows += [
-            Caption(
-                study=study,
-                image=image,
-                system=system,
-                raw_text=system,
-                text=f"{system} caption of image {number}.",
-                line=number * 10 + 5 + k,
-            )
-            for k, system in enumerate(systems)
-        ]
-        Caption.objects.bulk_create(rows)
-
-
-def humanr_study(
-    owner, *, images=12, humans=3, systems=("GIT", "ClipCap"), seed=7, missing_human=(), **settings
-):
-    settings.setdefault("min_seconds_per_trial", 0)
-    study = study_create(
-        owner=owner, name="HUMANr test", mode="humanr", settings=settings, seed=seed
-    )
-    add_images(study, images=images, humans=humans, systems=systems, missing_human=missing_human)
-    study_open(study=study)
-    return study
-
-
-def crowd(study, pid="PID-1", source=Participant.Source.PROLIFIC, meta=None):
-    participant, _ = participant_for_crowd_worker(
-        study=study,
-        source=source,
-        external_id=pid,
-        meta=meta
-        if meta is not None
-        else {"PROLIFIC_PID": pid, "STUDY_ID": "S", "SESSION_ID": "X"},
-    )
-    return participant
-
-
-def honest(trial, on_left):
-    """Prefers the reference (human / correct) caption strongly: passes every check."""
-    return 2 if on_left else 8
-
-
-def careless(trial, on_left):
-    """Answers 'both equally' everywhere: fails every attention check."""
-    return 5
-
-
-def do_group(participant, answer=honest, *, parts=None):
-    """Lease the next group and answer ``parts`` trials (all by default); return the lease."""
-    lease = assignment_next(participant=participant)
-    assert lease is not None
-    spec = lease.item.spec
-    for part in range(parts if parts is not None else len(spec["trials"])):
-        on_left = mode_module.reference_on_left(spec["seed"], lease.pk, part)
-        judgment_submit(
-            participant=participant,
-            token=lease.token,
-            part=part,
-            data={"raw": answer(spec["trials"][part], on_left)},
-        )
-    return lease
 
 
 def specs(study):
@@ -216,7 +124,7 @@ def test_a_study_that_cannot_run_is_refused_and_stays_a_draft(researcher, humans
     study = study_create(owner=researcher, name="x", mode="humanr", settings={})
     add_images(study, images=4, humans=humans, systems=systems)
 
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ServiceError, match=message):
         study_open(study=study)
 
     study.refresh_from_db()
@@ -235,8 +143,11 @@ def test_a_study_that_cannot_run_is_refused_and_stays_a_draft(researcher, humans
     ],
 )
 def test_bad_settings_are_refused(researcher, bad):
-    with pytest.raises(ValueError):
+    with pytest.raises(ServiceError) as refused:
         study_create(owner=researcher, name="x", mode="humanr", settings=bad)
+    # The refusal names the setting (an unknown one: the settings as a whole).
+    assert refused.value.field == ("settings" if "colour" in bad else next(iter(bad)))
+    assert not Study.objects.exists()
 
 
 # ---------------------------------------------------------------------- serving and refusals
@@ -248,7 +159,7 @@ def test_a_slider_value_outside_1_to_9_or_missing_is_refused_and_nothing_stored(
     worker = crowd(study)
     lease = assignment_next(participant=worker)
 
-    with pytest.raises(SubmissionError) as refused:
+    with pytest.raises(ServiceError) as refused:
         judgment_submit(participant=worker, token=lease.token, part=0, data={"raw": bad})
 
     assert (refused.value.field, refused.value.status) == ("raw", 400)
@@ -261,7 +172,7 @@ def test_an_answer_to_a_trial_served_to_another_worker_is_refused(researcher, cl
     alices = assignment_next(participant=alice)
     assignment_next(participant=bob)
 
-    with pytest.raises(SubmissionError) as refused:
+    with pytest.raises(ServiceError) as refused:
         judgment_submit(participant=bob, token=alices.token, part=0, data={"raw": 3})
     assert refused.value.status == 404
 
@@ -293,7 +204,7 @@ def test_trials_are_answered_in_order(researcher):
     judgment_submit(participant=worker, token=lease.token, part=0, data={"raw": 2})
     judgment_submit(participant=worker, token=lease.token, part=1, data={"raw": 2})
 
-    with pytest.raises(SubmissionError) as refused:
+    with pytest.raises(ServiceError) as refused:
         judgment_submit(participant=worker, token=lease.token, part=3, data={"raw": 2})
 
     assert refused.value.status == 409 and "part 3 first" in refused.value.message
@@ -305,7 +216,7 @@ def test_an_answer_faster_than_the_minimum_time_is_refused(researcher):
     worker = crowd(study)
     lease = assignment_next(participant=worker)
 
-    with pytest.raises(SubmissionError) as refused:
+    with pytest.raises(ServiceError) as refused:
         judgment_submit(
             participant=worker,
             token=lease.token,
@@ -323,7 +234,7 @@ def test_an_answer_faster_than_the_minimum_time_is_refused(researcher):
     )
     assert stored.created and stored.judgment.dwell_ms == 3000
     # The second trial counts from the first answer, not from the lease.
-    with pytest.raises(SubmissionError):
+    with pytest.raises(ServiceError):
         judgment_submit(
             participant=worker,
             token=lease.token,
@@ -406,9 +317,9 @@ def test_an_answer_from_a_page_showing_other_sides_is_refused(researcher):
     worker = crowd(study)
     lease = assignment_next(participant=worker)
     trial = lease.item.spec["trials"][0]
-    left, right = mode_module._sides(trial, lease.item.spec["seed"], lease.pk, 0)
+    left, right = sides_shown(trial, lease.item.spec["seed"], lease.pk, 0)
 
-    with pytest.raises(SubmissionError) as refused:
+    with pytest.raises(ServiceError) as refused:
         judgment_submit(
             participant=worker, token=lease.token, part=0, data={"raw": 3, "left": str(right)}
         )
@@ -438,6 +349,45 @@ def test_a_failed_check_flags_every_response_of_its_group_only(researcher):
     assert check.result["check_failed"] is True and check.result["oriented"] == 5
     worker.refresh_from_db()
     assert worker.state == {"groups_done": 2, "groups_failed": 1}
+
+
+def test_the_outcome_of_a_last_trial_counts_its_own_unstored_check_and_writes_nothing(
+    researcher,
+):
+    """after_submit runs before the last trial is stored: a check failed in that very trial
+    must flag the group, and the mode leaves every write to the submission service."""
+    study = humanr_study(researcher)
+    worker = crowd(study)
+    lease = do_group(worker, honest, parts=9)
+    last = Judgment(
+        study=study,
+        item=lease.item,
+        participant=worker,
+        assignment=lease,
+        part=9,
+        payload={"raw": 5},
+        result={"kind": "attention_check", "check_failed": True},
+        dwell_ms=1000,
+    )
+    worker.refresh_from_db()
+    state_before = worker.state
+    judgments_before = list(Judgment.objects.values_list("pk", "excluded", "exclusion_reason"))
+
+    failed = MODE.after_submit(worker, last)
+    passed = MODE.after_submit(worker, Judgment(item=lease.item, assignment=lease, part=9))
+    middle = MODE.after_submit(worker, Judgment(item=lease.item, assignment=lease, part=8))
+
+    group = lease.item.spec["group"]
+    assert failed.exclusion == f"attention check failed in group {group}"
+    assert failed.state == {"groups_done": 1, "groups_failed": 1}
+    assert (passed.exclusion, passed.state) == ("", {"groups_done": 1, "groups_failed": 0})
+    assert middle == Outcome(), "nothing changes before the group's last trial"
+    assert last.pk is None and not last.excluded, "the service, not the mode, flags it"
+    worker.refresh_from_db()
+    assert worker.state == state_before
+    assert list(Judgment.objects.values_list("pk", "excluded", "exclusion_reason")) == (
+        judgments_before
+    )
 
 
 def test_a_crowd_lease_lasts_long_enough_for_a_whole_group(researcher):
@@ -542,7 +492,7 @@ def test_the_report_page_and_its_figures_render(researcher, client, capture):
     assert page.status_code == 200
     assert "Human–GIT" in html and "Human–Human (baseline)" in html
     assert "dropped groups: 3" in html
-    for name in MODE.figure_names:
+    for name in MODE.report.figure_names:
         svg = client.get(reverse("report_figure", args=[study.pk, name, "svg"]))
         assert svg.status_code == 200 and svg["Content-Type"] == "image/svg+xml"
         assert b"<svg" in svg.content
@@ -566,7 +516,7 @@ def simulated_rows(
         assignment_id = run * 100_000 + slot  # a new presentation, so new sides, every run
         careless_group = bool(rng.random() < fail_rate)
         for part, trial in enumerate(spec["trials"]):
-            on_left = mode_module.reference_on_left(spec["seed"], assignment_id, part)
+            on_left = reference_on_left(spec["seed"], assignment_id, part)
             if trial["kind"] == "attention_check":
                 s = 5 if careless_group else 1
             else:
@@ -611,7 +561,7 @@ def test_a_simulated_crowd_gives_humanr_inside_the_reported_interval(researcher)
         rows = simulated_rows(
             group_specs, rng=rng, run=seed, workers=12, groups_per_worker=3, oriented_probs=probs
         )
-        report = mode_module.summarize(
+        report = summarize(
             rows, people={}, seed=seed, n_bootstrap=200, n_splits=10, include_distributions=False
         )["humanr"]
         entries = {**report["systems"], "Human": report["baseline"]}

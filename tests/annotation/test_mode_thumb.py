@@ -8,6 +8,7 @@ import json
 import re
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from django.contrib.staticfiles import finders
 from django.core.management import call_command
@@ -17,121 +18,36 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils.html import escape
 
+from annotation.errors import ServiceError
 from annotation.models import Assignment, Caption, Image, Item, Judgment, Participant, Study
-from annotation.modes import SubmissionError, get_mode
+from annotation.modes import get_mode
 from annotation.modes.thumb import FLUENCY, STAGE1, STAGE2
 from annotation.services.assignments import assignment_next
+from annotation.services.exports import export_file
 from annotation.services.judgments import judgment_submit
-from annotation.services.participants import participant_for_user
 from annotation.services.studies import study_open
 from rubrics import thumb as rubric
+from tests.factories.thumb import (
+    CAPTIONS,
+    add_image,
+    all_scores,
+    form_for,
+    judge,
+    member,
+    thumb_study,
+    tiny_study,
+)
+from tests.factories.thumb import make_annotator as make_annotator_fixture  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 
 MODE = get_mode("thumb")
-
-# image name -> [(system, raw caption text)]; "cat" has one text shared by two systems.
-CAPTIONS = {
-    "cat": [
-        ("Human", "a black cat sleeping on a red suitcase"),
-        ("Up-Down", "A cat laying in a suitcase ."),
-        ("VinVL", "a cat laying in a suitcase"),
-    ],
-    "dog": [("Human", "A brown dog catching a frisbee."), ("Up-Down", "A dog in a park.")],
-}
-
-
-def add_image(study, name, captions, *, metrics=None):
-    image = Image.objects.create(
-        study=study,
-        name=name,
-        sha256=name.ljust(64, "0")[:64],
-        file=f"originals/{name}.jpg",
-        display=f"display/{name}.jpg",
-        width=640,
-        height=480,
-        format="JPEG",
-        alt_text=f"Photo {name}",
-    )
-    for line, (system, raw) in enumerate(captions, start=1):
-        Caption.objects.create(
-            study=study,
-            image=image,
-            system=system,
-            raw_text=raw,
-            text=rubric.normalise(raw),
-            line=line,
-            metrics=(metrics or {}).get(system, {}),
-        )
-    return image
-
-
-def thumb_study(make_study, *, captions=CAPTIONS, settings=None, extra_images=0, seed=7):
-    study = make_study("thumb", settings=settings or {}, seed=seed)
-    for name, rows in captions.items():
-        add_image(study, name, rows)
-    for n in range(extra_images):
-        add_image(
-            study, f"extra{n}", [("Human", f"A scene number {n}."), ("Up-Down", f"A picture {n}.")]
-        )
-    study_open(study=study)
-    return study
-
-
-def member(study, user):
-    study.annotators.add(user)
-    return participant_for_user(study=study, user=user)
-
-
-def scores(precision=4, recall=3, **extra):
-    return {
-        "precision": precision,
-        "recall": recall,
-        "fluency_errors": {},
-        "conciseness": 0,
-        "inclusive": 0,
-        **extra,
-    }
-
-
-def all_scores(item, **per_field):
-    return {"captions": {g["key"]: scores(**per_field) for g in item.spec["groups"]}}
-
-
-def judge(participant, data_for, expected_kind=None):
-    """Lease the next item to ``participant`` and submit ``data_for(item)`` for it."""
-    lease = assignment_next(participant=participant)
-    assert lease is not None, "the participant was given an item"
-    if expected_kind:
-        assert lease.item.kind == expected_kind
-    return judgment_submit(
-        participant=participant, token=lease.token, data=data_for(lease.item)
-    ).judgment
-
-
-def form_for(item, **per_field):
-    """The POST body the item page sends for every caption group of ``item``."""
-    body = {"part": "0"}
-    for group in item.spec["groups"]:
-        values = scores(**per_field)
-        for field in ("precision", "recall", "conciseness", "inclusive"):
-            if values.get(field) is not None:
-                body[f"{group['key']}-{field}"] = str(values[field])
-    return body
 
 
 @pytest.fixture(autouse=True)
 def fast_passwords(settings):
     """Accounts are made by the dozen here; their password hashing is not under test."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture
-def make_annotator(make_user):
-    def make(name, native=False):
-        return make_user(name, native_english=native)
-
-    return make
 
 
 # ---------------------------------------------------------------------- items
@@ -173,19 +89,21 @@ def test_n_images_samples_reproducibly_with_the_study_seed(make_study):
 
 
 @pytest.mark.parametrize(
-    "bad",
+    ("bad", "field"),
     [
-        {"n_images": 0},
-        {"stage2": "yes"},
-        {"confidence": 1.5},
-        {"bootstrap_resamples": 10},
-        {"weight_recall": -1},
-        {"colour": "red"},
+        ({"n_images": 0}, "n_images"),
+        ({"stage2": "yes"}, "stage2"),
+        ({"confidence": 1.5}, "confidence"),
+        ({"bootstrap_resamples": 10}, "bootstrap_resamples"),
+        ({"weight_recall": -1}, "weight_recall"),
+        ({"colour": "red"}, "settings"),
     ],
 )
-def test_invalid_settings_are_refused(make_study, bad):
-    with pytest.raises(ValueError):
+def test_invalid_settings_are_refused(make_study, bad, field):
+    with pytest.raises(ServiceError) as refused:
         make_study("thumb", settings=bad)
+    assert refused.value.field == field
+    assert next(iter(bad)) in refused.value.message
 
 
 # ---------------------------------------------------------------------- stage flow
@@ -219,7 +137,7 @@ def test_validate_refuses_stage2_by_the_stage1_annotator(make_study, make_annota
         expires_at=stage2.study.created_at.replace(year=2999),
     )
 
-    with pytest.raises(SubmissionError) as refused:
+    with pytest.raises(ServiceError) as refused:
         judgment_submit(participant=first, token=forged.token, data=all_scores(stage2))
 
     assert refused.value.status == 403
@@ -299,7 +217,7 @@ def test_no_native_speaker_in_either_stage_sends_the_image_to_a_fluency_round(
         "fluency": 0.3,
     }
 
-    result = MODE.report(Study.objects.get(pk=study.pk), lambda *a: None)
+    result = MODE.report.run(Study.objects.get(pk=study.pk), lambda *a: None)
     assert result["per_system"]["Human"]["fluency"]["mean"] == pytest.approx(0.3)
     assert result["per_system"]["Human"]["total"]["mean"] == pytest.approx(3.5 - 0.3)
 
@@ -320,6 +238,48 @@ def test_without_stage2_the_fluency_rule_applies_after_stage1(make_study, make_a
     study = thumb_study(make_study, captions={"cat": CAPTIONS["cat"]}, settings={"stage2": False})
     judge(member(study, make_annotator("ann")), all_scores, STAGE1)
     assert Item.objects.filter(study=study, kind=FLUENCY).count() == 1
+
+
+@pytest.mark.parametrize("native", [False, True])
+def test_after_submit_returns_the_fluency_round_unsaved_and_counts_its_own_annotator(
+    make_study, make_annotator, native
+):
+    """Called before the judgment is stored: the submitting annotator is asked directly."""
+    study = thumb_study(make_study, captions={"cat": CAPTIONS["cat"]}, settings={"stage2": False})
+    participant = member(study, make_annotator("ann", native=native))
+    lease = assignment_next(participant=participant)
+    judgment = Judgment(
+        study_id=study.pk,
+        item=lease.item,
+        participant=participant,
+        assignment=lease,
+        payload=MODE.validate(lease, 0, all_scores(lease.item)),
+        dwell_ms=0,
+    )
+
+    outcome = MODE.after_submit(participant, judgment)
+
+    assert (outcome.state, outcome.status, outcome.result, outcome.exclusion) == (
+        None,
+        None,
+        {},
+        "",
+    )
+    assert not Item.objects.filter(study=study, kind=FLUENCY).exists(), "writes nothing"
+    if native:
+        assert outcome.new_items == ()
+    else:
+        (fluency_round,) = outcome.new_items
+        assert fluency_round.pk is None
+        assert (fluency_round.kind, fluency_round.image_id, fluency_round.target) == (
+            FLUENCY,
+            lease.item.image_id,
+            1,
+        )
+        assert (fluency_round.position, fluency_round.spec) == (
+            lease.item.position,
+            lease.item.spec,
+        )
 
 
 # ---------------------------------------------------------------------- validation
@@ -396,7 +356,7 @@ def test_a_missing_caption_group_is_refused(make_study, make_annotator):
     data = all_scores(lease.item)
     del data["captions"]["c2"]
 
-    with pytest.raises(SubmissionError) as refused:
+    with pytest.raises(ServiceError) as refused:
         judgment_submit(participant=participant, token=lease.token, data=data)
 
     assert refused.value.field == "c2-precision"
@@ -520,60 +480,11 @@ def test_the_item_page_with_five_captions_weighs_under_100_kb(client, make_study
 # ---------------------------------------------------------------------- report
 
 
-def tiny_study(make_study, make_annotator):
-    """Two images, Human and M1, both stages; hand-checkable numbers."""
-    captions = {
-        "one": [("Human", "A red bus on a street."), ("M1", "A bus.")],
-        "two": [("Human", "Two dogs playing."), ("M1", "A dog playing.")],
-    }
-    study = make_study("thumb", settings={"weight_precision": 0.5, "weight_recall": 0.5})
-    for name, rows in captions.items():
-        add_image(study, name, rows, metrics={"Human": {"bleu": 0.9}, "M1": {"bleu": 0.2}})
-    study_open(study=study)
-    first = member(study, make_annotator("ann", native=True))
-    second = member(study, make_annotator("bob", native=True))
-    stage1 = {  # image -> text -> (P, R)
-        "one": {"A red bus on a street.": (5, 5), "A bus.": (5, 2)},
-        "two": {"Two dogs playing.": (5, 4), "A dog playing.": (3, 3)},
-    }
-
-    def payload(item, changes=None):
-        values = dict(stage1[item.image.name])
-        values.update(changes or {})
-        return {"captions": {g["key"]: scores(*values[g["text"]]) for g in item.spec["groups"]}}
-
-    for _ in range(2):
-        judge(first, payload, STAGE1)
-    # Stage 2 changes M1's recall on image "one" from 2 to 3; Human on "two" gets a penalty.
-    judge(
-        second,
-        lambda item: (
-            payload(item, {"A bus.": (5, 3)}) if item.image.name == "one" else payload(item)
-        ),
-        STAGE2,
-    )
-    judge(
-        second,
-        lambda item: {
-            "captions": {
-                **payload(item)["captions"],
-                **{
-                    g["key"]: scores(5, 4, conciseness="0.5")
-                    for g in item.spec["groups"]
-                    if g["text"] == "Two dogs playing."
-                },
-            }
-        },
-        STAGE2,
-    )
-    return study
-
-
 def test_report_on_a_tiny_study_gives_the_hand_computed_numbers(make_study, make_annotator):
     study = tiny_study(make_study, make_annotator)
     messages = []
 
-    result = MODE.report(study, lambda pct, msg="": messages.append(pct))
+    result = MODE.report.run(study, lambda pct, msg="": messages.append(pct))
 
     human, machine = result["per_system"]["Human"], result["per_system"]["M1"]
     assert human["precision"]["mean"] == 5.0
@@ -596,11 +507,11 @@ def test_report_on_a_tiny_study_gives_the_hand_computed_numbers(make_study, make
     assert result["workflow"]["images_with_stage2"] == 2
     assert messages[-1] == 100 and messages == sorted(messages)
 
-    context = MODE.report_context(result, {"wp": "1", "wr": "0"})
+    context = MODE.report.context(result, {"wp": "1", "wr": "0"})
     weighted = {row["system"]: row["weighted"] for row in context["rows"]}
     assert weighted["Human"] == pytest.approx(5.0 - 0.25)
     assert weighted["M1"] == pytest.approx(4.0)
-    assert MODE.report_context(result, {"wp": "-1"})["weights_error"]
+    assert MODE.report.context(result, {"wp": "-1"})["weights_error"]
 
 
 def test_report_page_shows_the_tables_and_draws_the_figures(
@@ -617,7 +528,7 @@ def test_report_page_shows_the_tables_and_draws_the_figures(
     assert "paper Table 2" in html and "paper Table 3" in html and "paper Table 4" in html
     assert re.search(r'data-field="recall">3\.00', html), "M1's final recall mean"
     assert "4.75" in html, "Human's Total with weights (1, 0)"
-    for name in MODE.figure_names:
+    for name in MODE.report.figure_names:
         figure = client.get(reverse("report_figure", args=[study.pk, name, "svg"]))
         assert figure.status_code == 200 and b"<svg" in figure.content
 
@@ -633,8 +544,8 @@ def test_another_researcher_cannot_open_the_report(
 
 def test_a_report_without_judgments_fails_with_a_message(make_study):
     study = thumb_study(make_study)
-    with pytest.raises(ValueError, match="No stage-1 judgments"):
-        MODE.report(study, lambda *a: None)
+    with pytest.raises(ServiceError, match="No stage-1 judgments"):
+        MODE.report.run(study, lambda *a: None)
 
 
 # ---------------------------------------------------------------------- export
@@ -642,10 +553,6 @@ def test_a_report_without_judgments_fails_with_a_message(make_study):
 
 def exported_rows(study, folder):
     """The study's export table, through the export service (Parquet, typed)."""
-    import pyarrow.parquet as pq
-
-    from annotation.services.exports import export_file
-
     export_file(study=study, path=folder / "export.parquet", export_format="parquet")
     return pq.read_table(folder / "export.parquet").to_pylist()
 
@@ -656,7 +563,7 @@ def test_export_gives_one_row_per_caption_per_stage(make_study, make_annotator, 
     rows = exported_rows(study, tmp_path)
 
     assert len(rows) == 2 * 2 * 2, "2 images x 2 captions x 2 stages"
-    names = [c.name for c in MODE.export_columns()]
+    names = [c.name for c in MODE.export.columns()]
     assert all(list(row) == names for row in rows)
     changed = [r for r in rows if r["changed"]]
     assert {(r["system"], r["stage"], r["changed"]) for r in changed} == {
@@ -721,7 +628,7 @@ def test_import_thumb_loads_a_closed_study_that_reports(tmp_path, researcher):
     groups = Item.objects.get(study=study, image__source="2").spec["groups"]
     assert len(groups) == 3, "identical text but different scores stay apart"
     assert Judgment.objects.filter(study=study).count() == 2
-    result = MODE.report(study, lambda *a: None)
+    result = MODE.report.run(study, lambda *a: None)
     assert result["per_system"]["Human"]["fluency"]["mean"] == pytest.approx(0.05)
     assert result["per_system"]["Human"]["conciseness"]["mean"] == pytest.approx(0.25)
     assert result["per_system"]["N"]["recall"]["mean"] == 2.5

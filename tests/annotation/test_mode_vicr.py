@@ -1,146 +1,48 @@
 """The VICR mode: settings, items, refusals, the phase machine, priming, pages, report, export.
 
-Studies are built from Image/Caption rows made here (not through the import service) so
-these tests do not depend on the importer. ``play`` leases the next pair and rates it a
-few seconds later on the server's clock.
+The studies and players come from ``tests.factories.vicr``.
 """
 
 from __future__ import annotations
 
+import io
 from datetime import timedelta
-from itertools import count
 
+import pyarrow.parquet as pq
 import pytest
+from django.core.management import call_command
 from django.db import connection
+from django.test import TestCase
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from annotation.models import Assignment, Caption, Image, Item, Judgment, Participant, Study
-from annotation.modes import SubmissionError, get_mode
-from annotation.services.assignments import assignment_next
+from annotation.errors import ServiceError
+from annotation.models import Assignment, Caption, Judgment, Participant, Study
+from annotation.modes import get_mode
+from annotation.services.assignments import assignment_next, lease_seconds
+from annotation.services.exports import export_file
 from annotation.services.judgments import judgment_submit
 from annotation.services.participants import crowd_link_token
-from annotation.services.studies import study_create, study_open
+from annotation.services.reports import report_request
 from rubrics import vicr as rules
+from tests.factories.vicr import (
+    PROBATION_TRUTHS,
+    TUTORIAL_TRUTHS,
+    exact,
+    far,
+    in_game,
+    one_off,
+    play,
+    play_block,
+    player,
+    truth_of,
+    vicr_study,
+)
 
 pytestmark = pytest.mark.django_db
 
 MODE = get_mode("vicr")
-# The pools: twice the tutorial block of 10, and probation's 20 pairs for each of the 2
-# attempts (the smallest pool a study opens with).
-TUTORIAL_TRUTHS = [5, 4, 3, 2, 1, 1, 2, 3, 4, 5] * 2
-PROBATION_TRUTHS = [3, 4, 2, 5, 1] * 8
-_names = count()
-
-
-def vicr_study(
-    owner,
-    *,
-    game=6,
-    primes=(3, 4),
-    tutorial=TUTORIAL_TRUTHS,
-    probation=PROBATION_TRUTHS,
-    seed=0,
-    **settings,
-) -> Study:
-    """A live VICR study: tutorial and probation pairs with truths, game pairs with primes."""
-    study = study_create(owner=owner, name="VICR test", mode="vicr", settings=settings, seed=seed)
-    line = count(2)
-
-    def caption(purpose, text, **fields):
-        number = next(_names)
-        image = Image.objects.create(
-            study=study,
-            name=f"img-{number}.jpg",
-            sha256=f"{number:064d}",
-            file=f"images/{number}.jpg",
-            display=f"display/{number}.webp",
-            width=640,
-            height=480,
-            format="JPEG",
-            alt_text=f"Photo {number}",
-        )
-        return Caption.objects.create(
-            study=study,
-            image=image,
-            system="S",
-            raw_text=text,
-            text=text,
-            purpose=purpose,
-            line=next(line),
-            **fields,
-        )
-
-    for i, truth in enumerate(tutorial):
-        caption("tutorial", f"tutorial caption {i}", truth=truth, explanation=f"Because {i}.")
-    for i, truth in enumerate(probation):
-        caption("probation", f"probation caption {i}", truth=truth)
-    for i in range(game):
-        caption("study", f"game caption {i}", prime_ratings=list(primes))
-    study_open(study=study)
-    study.refresh_from_db()
-    return study
-
-
-def player(study, name=None) -> Participant:
-    return Participant.objects.create(
-        study=study, source=Participant.Source.PROLIFIC, external_id=name or f"w{next(_names)}"
-    )
-
-
-def in_game(study, name=None) -> Participant:
-    """A player who already passed the tutorial (state as after_submit would leave it)."""
-    participant = player(study, name)
-    participant.state = {
-        "player": {"phase": "game", "probation_attempts": 0, "score": 0, "game_ratings": 0},
-        "tutorial_score": 20,
-        "block": [],
-    }
-    participant.status = "game"
-    participant.save()
-    return participant
-
-
-def truth_of(item: Item) -> int:
-    return Caption.objects.get(pk=item.spec["caption_id"]).truth
-
-
-def play(participant, rating=None, *, wait=3.0, answer=None):
-    """Lease the next pair and rate it ``wait`` seconds later; return the judgment."""
-    now = timezone.now()
-    lease = assignment_next(participant=participant, now=now)
-    assert lease is not None, "nothing left to play"
-    if answer is not None:
-        rating = answer(lease.item)
-    outcome = judgment_submit(
-        participant=participant,
-        token=lease.token,
-        data={"rating": str(rating)},
-        now=lease.served_at + timedelta(seconds=wait),
-    )
-    participant.refresh_from_db()
-    return outcome.judgment
-
-
-def play_block(participant, pairs, answer):
-    return [play(participant, answer=answer) for _ in range(pairs)]
-
-
-def exact(item):
-    return truth_of(item)
-
-
-def one_off(item):
-    """One level away from the truth: 1 point a pair."""
-    truth = truth_of(item)
-    return truth - 1 if truth > 1 else 2
-
-
-def far(item):
-    """Two or more levels away: at most 0 points a pair."""
-    truth = truth_of(item)
-    return 5 if truth <= 2 else 1
 
 
 # ---------------------------------------------------------------------------- settings, items
@@ -174,7 +76,7 @@ def test_defaults_follow_the_protocol():
     ],
 )
 def test_nonsense_settings_are_refused(bad):
-    with pytest.raises(ValueError):
+    with pytest.raises(ServiceError):
         MODE.clean_settings(bad)
 
 
@@ -204,20 +106,20 @@ def test_items_are_built_per_caption_with_kinds_targets_and_order(researcher):
 
 
 def test_a_study_without_tutorial_or_with_an_unreachable_pass_mark_is_not_opened(researcher):
-    with pytest.raises(ValueError, match="tutorial pairs"):
+    with pytest.raises(ServiceError, match="tutorial pairs"):
         vicr_study(researcher, tutorial=[])
-    with pytest.raises(ValueError, match="tutorial_pass is 5 but 2 tutorial pairs"):
+    with pytest.raises(ServiceError, match="tutorial_pass is 5 but 2 tutorial pairs"):
         vicr_study(researcher, tutorial_pairs=2, tutorial_pass=5)
-    with pytest.raises(ValueError, match="probation_pass is 41 but 20 probation pairs"):
+    with pytest.raises(ServiceError, match="probation_pass is 41 but 20 probation pairs"):
         MODE.clean_settings({"probation_pass": 41})
 
 
 def test_a_study_whose_pools_are_smaller_than_one_player_needs_is_not_opened(researcher):
     # the tutorial: one block; probation: one block per attempt, never a pair twice
-    with pytest.raises(ValueError, match=r"tutorial pool has 9 pairs but one player needs 10"):
+    with pytest.raises(ServiceError, match=r"tutorial pool has 9 pairs but one player needs 10"):
         vicr_study(researcher, tutorial=[3] * 9)
     with pytest.raises(
-        ValueError,
+        ServiceError,
         match=r"probation pool has 39 pairs but one player needs 40 \(probation_pairs 20 x "
         r"max_probation_attempts 2",
     ):
@@ -242,7 +144,7 @@ def test_a_rating_outside_1_to_5_is_refused_and_nothing_is_stored(researcher, ba
     study = vicr_study(researcher)
     participant = in_game(study)
     lease = assignment_next(participant=participant)
-    with pytest.raises(SubmissionError) as refused:
+    with pytest.raises(ServiceError) as refused:
         judgment_submit(
             participant=participant,
             token=lease.token,
@@ -260,7 +162,7 @@ def test_a_rating_faster_than_3_seconds_by_the_servers_clock_is_refused(research
     study = vicr_study(researcher)
     participant = in_game(study)
     lease = assignment_next(participant=participant)
-    with pytest.raises(SubmissionError) as refused:
+    with pytest.raises(ServiceError) as refused:
         judgment_submit(
             participant=participant,
             token=lease.token,
@@ -286,7 +188,7 @@ def test_the_tutorial_has_the_minimum_time_too(researcher):
     participant = player(study)
     lease = assignment_next(participant=participant)
     assert lease.item.kind == "tutorial"
-    with pytest.raises(SubmissionError):
+    with pytest.raises(ServiceError):
         judgment_submit(
             participant=participant,
             token=lease.token,
@@ -312,7 +214,7 @@ def test_a_pair_not_served_to_the_player_is_refused_with_404(researcher):
     study = vicr_study(researcher)
     owner, intruder = in_game(study), in_game(study)
     lease = assignment_next(participant=owner)
-    with pytest.raises(SubmissionError) as refused:
+    with pytest.raises(ServiceError) as refused:
         judgment_submit(
             participant=intruder,
             token=lease.token,
@@ -334,7 +236,7 @@ def test_a_tutorial_pair_submitted_as_a_game_rating_is_refused(researcher):
         served_at=now,
         expires_at=now + timedelta(hours=1),
     )
-    with pytest.raises(SubmissionError) as refused:
+    with pytest.raises(ServiceError) as refused:
         judgment_submit(
             participant=participant,
             token=lease.token,
@@ -355,10 +257,10 @@ def drawn(participant, kind, attempt=0):
         .order_by("position", "id")
         .values_list("id", flat=True)
     )
-    settings = MODE.settings_for(participant.study)
+    settings = MODE.settings(participant.study)
     positions = rules.block_draw(
         len(pool),
-        pairs=settings[f"{kind}_pairs"],
+        pairs=settings.block_pairs(kind),
         attempt=attempt,
         study_seed=participant.study.seed,
         player=participant.pk,
@@ -371,7 +273,7 @@ def test_passing_the_tutorial_leads_to_the_game(researcher):
     study = vicr_study(researcher)
     participant = player(study)
     judgments = play_block(participant, 10, exact)
-    assert [j.phase for j in judgments] == ["tutorial"] * 10
+    assert [j.item.kind for j in judgments] == ["tutorial"] * 10
     assert [j.item_id for j in judgments] == drawn(participant, "tutorial"), "the draw's order"
     assert all(j.result["points"] == 2 for j in judgments)
     assert participant.status == "game"
@@ -382,7 +284,7 @@ def test_passing_the_tutorial_leads_to_the_game(researcher):
         .startswith("You passed the tutorial with 20 of 20 points")
     )
     assert "transition" not in judgments[0].result
-    assert play(participant, 3).phase == "game"
+    assert play(participant, 3).item.kind == "game"
 
 
 def test_exactly_10_points_passes_and_9_do_not(researcher):
@@ -412,9 +314,8 @@ def test_probation_pass_fail_retry_and_exclusion(researcher):
     assert good.status == "probation" and good.state["probation_scores"] == [20]
     assert "attempt 2 of 2" in last.result["transition"]["message"]
     first = set(drawn(good, "probation", 0))
-    assert {j.item_id for j in Judgment.objects.filter(participant=good, phase="probation")} == (
-        first
-    )
+    probation = Judgment.objects.filter(participant=good, item__kind="probation")
+    assert {j.item_id for j in probation} == first
     # the retry serves 20 other pairs of the pool, none of the first attempt's
     retry = play_block(good, 20, exact)
     assert [j.item_id for j in retry] == drawn(good, "probation", 1)
@@ -512,6 +413,43 @@ def test_a_return_to_probation_draws_pairs_of_no_earlier_attempt(researcher):
     assert participant.status == "game"
 
 
+def test_the_phase_is_the_status_and_after_submit_only_answers(researcher):
+    study = vicr_study(researcher, game=2, primes=(4, 4))
+    newcomer = player(study)
+    assert newcomer.status == "active", "the generic initial status"
+    assert MODE.eligible_items(newcomer).get().kind == "tutorial", "no phase yet: the tutorial"
+    participant = in_game(study)
+    lease = assignment_next(participant=participant)
+    lease.participant = participant
+    payload = {"rating": 4}
+    judgment = Judgment(
+        study=study,
+        item=lease.item,
+        participant=participant,
+        assignment=lease,
+        payload=payload,
+        result=MODE.score(item=lease.item, assignment=lease, part=0, payload=payload),
+        dwell_ms=4000,
+    )
+    with CaptureQueriesContext(connection) as queries:
+        outcome = MODE.after_submit(participant, judgment)
+    writes = [q["sql"] for q in queries.captured_queries if not q["sql"].startswith("SELECT")]
+    assert not writes, writes
+    assert judgment.pk is None and judgment.result["points"] == 2
+    assert "score_after" not in judgment.result, "the service merges the outcome, not the mode"
+    assert outcome.status == "game"
+    assert outcome.result == {"score_after": 2, "phase_after": "game"}
+    assert outcome.state["player"] == {"probation_attempts": 0, "score": 2, "game_ratings": 1}
+    assert (outcome.state["game_total"], outcome.state["game_points"]) == (1, 2)
+    assert (outcome.exclusion, outcome.new_items) == ("", ())
+    participant.refresh_from_db()
+    assert participant.state["player"]["score"] == 0, "nothing was written"
+    # through the service: the phase is kept in the status only
+    stored = play(participant, 4)
+    assert stored.result["score_after"] == 2 and stored.result["phase_after"] == "game"
+    assert participant.status == "game" and "phase" not in participant.state["player"]
+
+
 def test_a_practice_pair_out_of_the_draws_order_is_refused(researcher):
     study = vicr_study(researcher)
     participant = player(study)
@@ -523,7 +461,7 @@ def test_a_practice_pair_out_of_the_draws_order_is_refused(researcher):
         served_at=now,
         expires_at=now + timedelta(hours=1),
     )
-    with pytest.raises(SubmissionError) as refused:
+    with pytest.raises(ServiceError) as refused:
         judgment_submit(
             participant=participant,
             token=lease.token,
@@ -551,7 +489,7 @@ def test_the_completion_is_earned_by_game_ratings_in_good_standing(researcher):
     assert participant.completed_at == last.created_at
     # the same count earns nothing for a player outside the game
     for status in ("probation", "excluded"):
-        participant.state["player"]["phase"] = status
+        participant.status = status
         assert not MODE.completion_earned(participant), status
 
 
@@ -566,7 +504,7 @@ def test_the_completion_is_earned_by_game_ratings_in_good_standing(researcher):
     ],
 )
 def test_gate_and_completion_settings_are_bounded(bad):
-    with pytest.raises(ValueError, match=next(iter(bad))):
+    with pytest.raises(ServiceError, match=next(iter(bad))):
         MODE.clean_settings(bad)
 
 
@@ -575,8 +513,8 @@ def test_a_crowd_lease_lasts_a_few_minutes_and_an_account_lease_the_site_default
 ):
     study = vicr_study(researcher)
     crowd = player(study)
-    assert 60 <= MODE.lease_seconds(crowd) <= 10 * 60
-    assert MODE.lease_seconds(crowd) < settings.CAPEVAL_LEASE_SECONDS
+    assert 60 <= lease_seconds(participant=crowd) <= 10 * 60
+    assert lease_seconds(participant=crowd) < settings.CAPEVAL_LEASE_SECONDS
 
 
 def test_priming_replaces_one_prime_per_human_rating(researcher):
@@ -754,10 +692,10 @@ def test_leaderboard_lists_the_top_players_and_the_own_rank(researcher):
         participant.state["player"]["score"] = score
         participant.save()
         players.append(participant)
-    board = MODE.leaderboard(players[4])
+    board = MODE.pages.leaderboard(players[4])
     assert [row["score"] for row in board["leaderboard"]] == [12, 9, 7]
     assert board["own_rank"] == 5
-    board = MODE.leaderboard(players[1])
+    board = MODE.pages.leaderboard(players[1])
     assert board["leaderboard"][0]["me"] and board["own_rank"] is None
 
 
@@ -791,7 +729,6 @@ def ratings_study(researcher, table, *, statuses=None, levels=5, seed=0):
                 item=item,
                 participant=participant,
                 assignment=lease,
-                phase="game",
                 payload={"rating": rating},
                 result={"points": 0},
                 dwell_ms=4000 + 1000 * rating,
@@ -812,7 +749,7 @@ def test_report_on_a_hand_checkable_study(researcher):
         researcher, table, statuses=[None, None, None, "excluded"]
     )
     messages = []
-    result = MODE.report(study, lambda pct, msg: messages.append(pct))
+    result = MODE.report.run(study, lambda pct, msg: messages.append(pct))
     assert messages == sorted(messages)
     # final view: A, B, C only; pair means 1.33->1, 2.67->3, 4.67->5, 4.67->5, 3->3
     assert [row["pairs"] for row in result["distribution"]] == [1, 0, 2, 0, 2]
@@ -845,30 +782,24 @@ def test_report_on_a_hand_checkable_study(researcher):
 
 def test_report_explains_when_agreement_cannot_be_computed(researcher):
     study, _, _ = ratings_study(researcher, [[3, 4], [2, 2]])
-    result = MODE.report(study, lambda *args: None)
+    result = MODE.report.run(study, lambda *args: None)
     assert result["agreement"] is None
     assert "at least 2 pairs with 3 or more ratings" in result["agreement_error"]
 
 
 def test_report_figure_is_a_bar_chart_of_the_distribution(researcher):
     study, _, _ = ratings_study(researcher, [[1, 1, 2], [5, 5, 4], [3, 3, 3]])
-    result = MODE.report(study, lambda *args: None)
-    figure = MODE.figure("rating-distribution", result)
+    result = MODE.report.run(study, lambda *args: None)
+    figure = MODE.report.figure("rating-distribution", result)
     heights = [patch.get_height() for patch in figure.axes[0].patches]
     assert heights == [1, 0, 1, 0, 1]
     with pytest.raises(KeyError):
-        MODE.figure("nope", result)
+        MODE.report.figure("nope", result)
 
 
 def test_report_page_renders_the_tables(client, researcher):
-    from annotation.services.reports import report_request
-
     study, _, _ = ratings_study(researcher, [[1, 1, 2], [2, 3, 3], [4, 5, 5], [5, 5, 4]])
     client.force_login(researcher)
-    with pytest.MonkeyPatch.context():
-        pass
-    from django.test import TestCase
-
     with TestCase.captureOnCommitCallbacks(execute=True):
         report_request(study=study, user=researcher)
     html = client.get(reverse("study_report", args=[study.pk])).content.decode()
@@ -884,10 +815,6 @@ def test_report_page_renders_the_tables(client, researcher):
 
 
 def test_export_has_one_row_per_rating_with_pool_and_player_status(researcher, tmp_path):
-    import pyarrow.parquet as pq
-
-    from annotation.services.exports import export_file
-
     study = vicr_study(researcher, game=2, primes=(2, 4))
     participant = in_game(study)
     judgment = play(participant, 3)
@@ -933,18 +860,14 @@ def test_export_has_one_row_per_rating_with_pool_and_player_status(researcher, t
 
 
 def test_the_demo_vicr_study_opens_with_pools_large_enough_for_its_draws(db):
-    import io
-
-    from django.core.management import call_command
-
     call_command("load_demo", stdout=io.StringIO())
     study = Study.objects.get(mode="vicr", name__startswith="Demo")
     assert study.status == Study.Status.LIVE
-    settings = MODE.settings_for(study)
+    settings = MODE.settings(study)
     pools = {kind: study.items.filter(kind=kind).count() for kind in ("tutorial", "probation")}
-    assert pools["tutorial"] > settings["tutorial_pairs"], "two players' tutorials may differ"
-    assert pools["probation"] >= settings["probation_pairs"] * settings["max_probation_attempts"]
+    assert pools["tutorial"] > settings.tutorial_pairs, "two players' tutorials may differ"
+    assert pools["probation"] >= settings.probation_pairs * settings.max_probation_attempts
     participant = player(study)
-    tutorial = play_block(participant, settings["tutorial_pairs"], exact)
+    tutorial = play_block(participant, settings.tutorial_pairs, exact)
     assert participant.status == "game"
     assert [j.item_id for j in tutorial] == drawn(participant, "tutorial")

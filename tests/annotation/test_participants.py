@@ -6,12 +6,15 @@ from datetime import timedelta
 from unittest import mock
 
 import pytest
+from django.core import signing
+from django.test import Client
 from django.urls import reverse
 
 from annotation.models import Assignment, Judgment, Participant
+from annotation.services.assignments import assignment_next, assignment_release_expired
 from annotation.services.participants import crowd_link_token
 from annotation.services.studies import study_close
-from tests.annotation.modes_for_tests import rating_study
+from tests.factories.core import rating_study
 
 pytestmark = pytest.mark.django_db
 
@@ -88,8 +91,6 @@ def test_a_forged_link_is_refused_with_a_clear_message(client, researcher, mangl
 
 
 def test_a_link_naming_another_study_id_cannot_be_made_without_the_key(client, researcher):
-    from django.core import signing
-
     study = rating_study(researcher)
     other = rating_study(researcher, name="Other")
     token = crowd_link_token(study)
@@ -185,8 +186,6 @@ def test_mturk_pages_may_be_framed_by_mturk_only_and_other_pages_never(client, r
     )
     assert refused.status_code == 404 and "X-Frame-Options" not in refused.headers
 
-    from django.test import Client
-
     prolific = Client()
     join(prolific, study, PROLIFIC)
     for url in pages:
@@ -221,7 +220,6 @@ def test_a_crowd_worker_cannot_see_another_studys_pages(client, researcher):
     other_lease_holder = Participant.objects.create(
         study=other, source="prolific", external_id="someone-else"
     )
-    from annotation.services.assignments import assignment_next
 
     other_lease = assignment_next(participant=other_lease_holder)
 
@@ -279,7 +277,6 @@ def test_a_submission_to_a_token_not_served_to_this_participant_stores_nothing(c
     study = rating_study(researcher, captions=2, target=2)
     join(client, study, PROLIFIC)
     client.get(reverse("participate_next", args=[study.public_id]))
-    from django.test import Client
 
     someone = Client()
     join(someone, study, MTURK)
@@ -305,7 +302,6 @@ def test_a_late_answer_after_the_lease_went_to_someone_else_is_refused(
     study = rating_study(researcher, captions=1, target=1)
     join(client, study, PROLIFIC)
     lease = client.get(reverse("participate_next", args=[study.public_id])).context["assignment"]
-    from annotation.services.assignments import assignment_release_expired
 
     assignment_release_expired(now=lease.expires_at + timedelta(seconds=1))
 
@@ -348,8 +344,6 @@ def test_an_accounts_participation_cannot_be_used_from_another_account(
     client.force_login(annotator)
     client.get(reverse("participate_next", args=[study.public_id]))
     participation = Participant.objects.get(user=annotator)
-
-    from django.test import Client
 
     intruder = Client()
     intruder.force_login(make_user("mallory"))

@@ -3,6 +3,7 @@
 import pytest
 from django.urls import reverse
 
+from annotation.errors import ServiceError
 from annotation.services.studies import study_set_people
 
 pytestmark = pytest.mark.django_db
@@ -46,14 +47,15 @@ def test_a_member_may_set_annotators_but_not_members(researcher, make_user, make
 
     study_set_people(study=study, changed_by=colleague, annotators=["anna2"])
     assert study.annotators.get().username == "anna2"
-    with pytest.raises(PermissionError):
+    with pytest.raises(ServiceError) as refused:
         study_set_people(study=study, changed_by=colleague, annotators=[], members=["carla"])
+    assert refused.value.status == 403
 
 
 def test_members_must_be_researchers(researcher, make_user, make_study):
     study = make_study("vicr")
     make_user("anna2")
-    with pytest.raises(ValueError, match="Not researchers: anna2"):
+    with pytest.raises(ServiceError, match="Not researchers: anna2"):
         study_set_people(study=study, changed_by=researcher, annotators=[], members=["anna2"])
 
 

@@ -6,13 +6,18 @@ from unittest import mock
 import pytest
 from django.utils import timezone
 
-from annotation.models import Assignment, Judgment
-from annotation.modes import SubmissionError
+from annotation.errors import ServiceError
+from annotation.models import Assignment, Judgment, Participant
 from annotation.services.assignments import assignment_next
 from annotation.services.judgments import judgment_submit
 from annotation.services.studies import study_close
-from tests.annotation.modes_for_tests import crowd_participant, rating_study
-from tests.annotation.test_assignments import assert_counts_exact, require_postgres, run_together
+from tests.factories.core import (
+    assert_counts_exact,
+    crowd_participant,
+    rating_study,
+    require_postgres,
+    run_together,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -64,7 +69,7 @@ def test_submitting_the_same_token_twice_returns_the_stored_judgment(researcher)
 def test_an_invalid_rating_is_refused_naming_the_field_and_nothing_is_stored(researcher, bad):
     study, participant, lease = leased(researcher)
 
-    with pytest.raises(SubmissionError) as refused:
+    with pytest.raises(ServiceError) as refused:
         judgment_submit(participant=participant, token=lease.token, data={"rating": bad})
 
     assert (refused.value.field, refused.value.status) == ("rating", 400)
@@ -79,7 +84,7 @@ def test_an_invalid_rating_is_refused_naming_the_field_and_nothing_is_stored(res
 def test_a_submission_faster_than_the_protocol_allows_is_refused(researcher):
     study, participant, lease = leased(researcher, min_seconds=3)
 
-    with pytest.raises(SubmissionError) as refused:
+    with pytest.raises(ServiceError) as refused:
         judgment_submit(
             participant=participant,
             token=lease.token,
@@ -117,18 +122,18 @@ def test_parts_are_answered_in_order_and_the_lease_completes_after_the_last(rese
                 participant=participant, token=lease.token, part=part, data={"rating": rating}
             )
 
-    with pytest.raises(SubmissionError) as out_of_order:
+    with pytest.raises(ServiceError) as out_of_order:
         send(1, 10)
     assert out_of_order.value.status == 409
     assert "part 1 first" in out_of_order.value.message
-    with pytest.raises(SubmissionError) as missing:
+    with pytest.raises(ServiceError) as missing:
         send(3, 10)
     assert "does not exist" in missing.value.message
     assert not Judgment.objects.exists()
 
     first = send(0, 2, rating=1)
     assert send(0, 3, rating=5).judgment.pk == first.judgment.pk, "a second answer: the stored one"
-    with pytest.raises(SubmissionError) as too_fast:
+    with pytest.raises(ServiceError) as too_fast:
         send(1, 3)  # part 1 was shown when part 0 was stored, one second earlier
     assert too_fast.value.status == 429
     lease.refresh_from_db()
@@ -150,7 +155,7 @@ def test_a_token_not_served_to_the_participant_is_refused(researcher):
     intruder = crowd_participant(study, "intruder")
 
     for token in (lease.token, "no-such-token"):
-        with pytest.raises(SubmissionError) as refused:
+        with pytest.raises(ServiceError) as refused:
             judgment_submit(participant=intruder, token=token, data={"rating": 3})
         assert refused.value.status == 404
         assert "not served to you" in refused.value.message
@@ -162,7 +167,7 @@ def test_a_lease_of_another_study_is_refused(researcher):
     _, _, lease = leased(researcher)
     elsewhere = crowd_participant(rating_study(researcher, name="Other"), "worker-1")
 
-    with pytest.raises(SubmissionError):
+    with pytest.raises(ServiceError):
         judgment_submit(participant=elsewhere, token=lease.token, data={"rating": 3})
     assert not Judgment.objects.exists()
 
@@ -175,7 +180,7 @@ def test_a_closed_study_takes_no_new_judgments_but_repeats_still_answer(research
     pending = assignment_next(participant=participant)
     study_close(study=study)
 
-    with pytest.raises(SubmissionError) as refused:
+    with pytest.raises(ServiceError) as refused:
         judgment_submit(participant=participant, token=pending.token, data={"rating": 3})
     assert refused.value.status == 409 and "closed" in refused.value.message
     repeat = judgment_submit(participant=participant, token=done.token, data={"rating": 3})
@@ -225,8 +230,6 @@ def test_two_leases_of_one_participant_submitted_together_keep_both_state_update
     study.items.filter(pk=second.item_id).update(open_lease_count=1)
 
     def send(token):
-        from annotation.models import Participant
-
         own_copy = Participant.objects.get(pk=participant.pk)
         return judgment_submit(participant=own_copy, token=token, data={"rating": 3})
 

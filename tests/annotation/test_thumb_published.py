@@ -71,7 +71,7 @@ def test_imported_release_reproduces_tables_2_and_3_on_the_report_page(
     html = client.get(url).content.decode()
     figures = [
         client.get(reverse("report_figure", args=[study.pk, name, "svg"]))
-        for name in get_mode("thumb").figure_names
+        for name in get_mode("thumb").report.figure_names
     ]
 
     table_2 = table_rows(html, "table-2")

@@ -16,8 +16,8 @@ from annotation.models import Judgment
 from annotation.services.assignments import assignment_next
 from annotation.services.judgments import judgment_submit
 from rubrics import vicr as rules
-from tests.annotation.test_mode_vicr import in_game, vicr_study
-from tests.conftest import require_postgres, run_together
+from tests.factories.core import require_postgres, run_together
+from tests.factories.vicr import in_game, vicr_study
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -58,7 +58,7 @@ def test_simultaneous_ratings_of_one_pair_are_scored_as_in_a_serial_order(resear
         ]
         results, errors = run_together(calls)
         assert not errors, errors
-        stored = list(Judgment.objects.filter(study=study, phase="game").order_by("id"))
+        stored = list(Judgment.objects.filter(study=study, item__kind="game").order_by("id"))
         assert len(stored) == 3
         expected = replay(stored, [2, 2])
         got = [(j.result["pool_size"], j.result["consensus"], j.result["points"]) for j in stored]

@@ -15,7 +15,8 @@ from django.test import TestCase
 from django.urls import reverse
 
 from annotation.models import Judgment, Participant, Study
-from annotation.services.reports import report_latest, report_request
+from annotation.selectors import report_latest
+from annotation.services.reports import report_request
 
 pytestmark = pytest.mark.django_db
 
@@ -36,7 +37,7 @@ def import_and_report(client, researcher, path, fmt):
     study = Study.objects.get(name=path.stem)
     with TestCase.captureOnCommitCallbacks(execute=True):
         report_request(study=study, user=researcher)
-    job = report_latest(study=study)
+    job = report_latest(study)
     assert job is not None, "the report job finished"
     client.force_login(researcher)
     html = client.get(reverse("study_report", args=[study.pk])).content.decode()

@@ -22,8 +22,8 @@ try:
 except ImportError:  # the browser fixture skips, or fails on CI, and says why
     expect = None
 
-from tests.conftest import skip_or_fail
 from tests.e2e.axe import AXE_SCRIPT
+from tests.factories.core import skip_or_fail
 
 # "localhost" may resolve to ::1 in Chromium while the live server listens on IPv4 only.
 os.environ.setdefault("DJANGO_LIVE_TEST_SERVER_ADDRESS", "127.0.0.1")

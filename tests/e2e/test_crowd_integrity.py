@@ -15,8 +15,8 @@ except ImportError:  # the browser fixture skips, or fails on CI, and says why
 
 from annotation.models import Assignment, CrowdRefusal, Participant
 from annotation.services.participants import crowd_link_token
-from tests.annotation.modes_for_tests import rating_study
 from tests.e2e.axe import assert_no_serious_a11y_violations
+from tests.factories.core import rating_study
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

@@ -25,8 +25,8 @@ from annotation.models import Assignment, Judgment, Participant
 from annotation.modes.humanr import reference_on_left
 from annotation.services.exports import export_request
 from annotation.services.participants import crowd_link_token
-from tests.annotation.test_mode_humanr import humanr_study
 from tests.e2e.axe import assert_no_serious_a11y_violations
+from tests.factories.humanr import humanr_study
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

@@ -9,6 +9,8 @@ import re
 from pathlib import Path
 
 import pytest
+from django.conf import settings
+from PIL import Image as PILImage
 
 try:
     from playwright.sync_api import expect
@@ -33,9 +35,6 @@ CAPTIONS = [
 
 def write_display_image(name: str) -> str:
     """A small JPEG in this test's media folder; returns its path relative to it."""
-    from django.conf import settings
-    from PIL import Image as PILImage
-
     relative = f"display/{name}.jpg"
     root = Path(settings.MEDIA_ROOT)
     (root / "display").mkdir(parents=True, exist_ok=True)

@@ -19,8 +19,8 @@ except ImportError:  # the browser fixture skips, or fails on CI, and says why
 
 from annotation.models import Assignment, Caption, Participant, Study
 from annotation.services.participants import crowd_link_token
-from tests.annotation.test_mode_vicr import vicr_study
 from tests.e2e.axe import assert_no_serious_a11y_violations
+from tests.factories.vicr import vicr_study
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -128,7 +128,7 @@ def test_failing_the_first_game_ratings_sends_the_player_to_probation(page, rese
         first_game_pass=4,
     )
     participant = enter(page, study, "E2E-FAIL")
-    participant.state = {"player": {"phase": "game"}, "tutorial_score": 12}
+    participant.state = {"tutorial_score": 12}
     participant.status = "game"
     participant.save()
     Assignment.objects.filter(participant=participant).delete()  # the tutorial lease

@@ -18,6 +18,7 @@ from rubrics.humanr import (
     orient,
     report,
 )
+from rubrics.resampling import resample_indices
 
 # ---------------------------------------------------------------------------
 # One answer
@@ -509,8 +510,6 @@ def test_check_rows_may_have_no_system_and_ids_must_be_comparable():
 
 
 def test_bootstrap_is_clustered_by_image_and_matches_a_loop():
-    from rubrics.resampling import resample_indices
-
     rng = np.random.default_rng(9)
     rows = []
     for i in range(30):

@@ -5,13 +5,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rubrics import humanr, thumb
 from rubrics.resampling import (
     as_generator,
     cluster_bootstrap_mean,
     half_splits,
     paired_bootstrap_means,
+    paired_cluster_bootstrap_means,
     percentile_bootstrap,
     percentile_interval,
+    percentile_levels,
     resample_counts,
     resample_indices,
     subsample_indices,
@@ -220,6 +223,111 @@ def test_cluster_bootstrap_coverage_of_a_known_mean():
 
 
 # ---------------------------------------------------------------------------
+# Paired cluster bootstrap (the one the THumB and HUMANr reports use)
+# ---------------------------------------------------------------------------
+
+
+def test_percentile_levels():
+    assert percentile_levels(0.90) == pytest.approx([5.0, 95.0])
+    assert percentile_levels(0.95) == pytest.approx([2.5, 97.5])
+
+
+def test_paired_cluster_bootstrap_with_unit_sizes_is_the_paired_bootstrap():
+    values = np.random.default_rng(6).normal(size=(40, 3))
+    res = paired_cluster_bootstrap_means(values, np.ones_like(values), 300, 0.90, seed=2)
+    plain = paired_bootstrap_means(values, 300, 0.90, seed=2)
+    np.testing.assert_array_equal(res.low, plain.low)
+    np.testing.assert_array_equal(res.high, plain.high)
+    np.testing.assert_allclose(res.mean, plain.mean, rtol=1e-15)
+
+
+def test_paired_cluster_bootstrap_with_one_column_is_the_cluster_bootstrap():
+    clusters = np.array([2, 0, 1, 0, 2, 3, 0, 3, 1])
+    values = np.array([0.5, -1.0, 0.25, 0.75, 0.0, -0.5, 1.0, 0.25, -0.25])
+    sums = np.bincount(clusters, weights=values)[:, None]
+    sizes = np.bincount(clusters).astype(float)[:, None]
+    res = paired_cluster_bootstrap_means(sums, sizes, 400, 0.95, seed=3)
+    single = cluster_bootstrap_mean(values, clusters, 400, 0.95, seed=3)
+    assert (res.mean[0], res.low[0], res.high[0]) == pytest.approx(tuple(single), abs=1e-12)
+
+
+def test_paired_cluster_bootstrap_skips_resamples_without_the_column():
+    # Unit x column sums and sizes; column 1 exists in units 0 and 3 only, column 2 nowhere.
+    sums = np.array([[3.0, 2.0, 0.0], [4.0, 0.0, 0.0], [1.0, 0.0, 0.0], [5.0, 6.0, 0.0]])
+    sizes = np.array([[2.0, 1.0, 0.0], [1.0, 0.0, 0.0], [1.0, 0.0, 0.0], [2.0, 2.0, 0.0]])
+    res = paired_cluster_bootstrap_means(sums, sizes, 200, 0.80, seed=4)
+    idx = resample_indices(4, 200, seed=4)
+    for j in (0, 1):
+        reps = [sums[d, j].sum() / sizes[d, j].sum() for d in idx if sizes[d, j].sum() > 0]
+        low, high = np.percentile(reps, [10, 90])
+        assert (res.low[j], res.high[j]) == pytest.approx((low, high), abs=1e-12)
+        assert res.mean[j] == pytest.approx(sums[:, j].sum() / sizes[:, j].sum())
+    assert np.isnan([res.mean[2], res.low[2], res.high[2]]).all()
+
+
+def test_thumb_report_interval_is_the_library_interval():
+    # Hand-built: 6 images, systems Human and A; A lacks a caption on image i5.
+    p_human = [5, 4, 5, 3, 4, 5]
+    p_a = [3, 4, 2, 5, 1]
+    rows = [(f"i{i}", "Human", p) for i, p in enumerate(p_human)]
+    rows += [(f"i{i}", "A", p) for i, p in enumerate(p_a)]
+    judgments = thumb.CaptionJudgments(
+        image_ids=[r[0] for r in rows],
+        systems=[r[1] for r in rows],
+        precision=[r[2] for r in rows],
+        recall=[3] * len(rows),
+    )
+    rep = thumb.report(judgments, n_resamples=250, confidence=0.90, seed=13)
+    sums = np.array([p_human, p_a + [0]], dtype=float).T  # images x (Human, A)
+    sizes = np.array([[1.0] * 6, [1.0] * 5 + [0.0]]).T
+    lib = paired_cluster_bootstrap_means(sums, sizes, 250, 0.90, seed=13)
+    for j, system in enumerate(("Human", "A")):
+        got = rep["per_system"][system]["precision"]
+        assert (got["ci_low"], got["ci_high"]) == (lib.low[j], lib.high[j])  # integer sums: exact
+    # Human has a caption on every image: its interval is the plain paired bootstrap's.
+    plain = paired_bootstrap_means(np.array(p_human, dtype=float)[:, None], 250, 0.90, seed=13)
+    got = rep["per_system"]["Human"]["precision"]
+    assert (got["ci_low"], got["ci_high"]) == (plain.low[0], plain.high[0])
+    assert rep["bootstrap"]["percentiles"] == percentile_levels(0.90)
+
+
+def test_humanr_report_interval_is_the_library_interval():
+    # Hand-built: 5 images; system A on every image (1-3 comparisons each), B on 3 images.
+    rows = [  # (image, system, raw); the human caption is always on the left
+        ("i0", "A", 2), ("i0", "A", 7), ("i0", "B", 5),
+        ("i1", "A", 9),
+        ("i2", "A", 1), ("i2", "A", 4), ("i2", "A", 6), ("i2", "B", 8),
+        ("i3", "A", 3), ("i3", "B", 2), ("i3", "B", 3),
+        ("i4", "A", 5), ("i4", "A", 8),
+    ]  # fmt: skip
+    n = len(rows)
+    responses = humanr.Responses(
+        worker_ids=["w0"] * n,
+        image_ids=[r[0] for r in rows],
+        systems=[r[1] for r in rows],
+        raw=[r[2] for r in rows],
+        human_on_left=[True] * n,
+        is_attention_check=[False] * n,
+        group_ids=["g0"] * n,
+    )
+    rep = humanr.report(responses, n_bootstrap=400, n_splits=3, confidence=0.95, seed=21)
+    values = np.array([(r[2] - 5) / 4 for r in rows])
+    images = np.array([r[0] for r in rows])
+    # One system: the report's interval is the cluster bootstrap by image (values are
+    # multiples of 1/4, so the sums are exact and the intervals equal).
+    a = np.array([r[1] == "A" for r in rows])
+    single = cluster_bootstrap_mean(values[a], images[a], 400, 0.95, seed=21)
+    assert rep["systems"]["A"]["bootstrap_interval"] == [single.low, single.high]
+    # Both systems, paired over the same image draws, B missing on i1 and i4.
+    labels = sorted(set(images))
+    sums = np.array([[values[(images == i) & s].sum() for s in (a, ~a)] for i in labels])
+    sizes = np.array([[float(((images == i) & s).sum()) for s in (a, ~a)] for i in labels])
+    lib = paired_cluster_bootstrap_means(sums, sizes, 400, 0.95, seed=21)
+    assert rep["systems"]["A"]["bootstrap_interval"] == [lib.low[0], lib.high[0]]
+    assert rep["systems"]["B"]["bootstrap_interval"] == [lib.low[1], lib.high[1]]
+
+
+# ---------------------------------------------------------------------------
 # Half-splits
 # ---------------------------------------------------------------------------
 
@@ -277,6 +385,13 @@ BAD_INPUT = [
     ("at least 2 units", lambda: half_splits(["only"], 5)),
     ("n_splits", lambda: half_splits(4, 0)),
     ("1-D", lambda: half_splits([[1, 2], [3, 4]], 3)),
+    ("sums must be 2-D", lambda: paired_cluster_bootstrap_means([1.0, 2.0], [1.0, 1.0])),
+    ("shape of sums", lambda: paired_cluster_bootstrap_means([[1.0]], [[1.0], [1.0]])),
+    ("sizes must be >= 0", lambda: paired_cluster_bootstrap_means([[0.0]], [[-1.0]])),
+    ("sums must be 0", lambda: paired_cluster_bootstrap_means([[2.0], [1.0]], [[0.0], [1.0]])),
+    ("non-finite", lambda: paired_cluster_bootstrap_means([[np.nan]], [[1.0]])),
+    ("confidence", lambda: paired_cluster_bootstrap_means([[1.0]], [[1.0]], confidence=0)),
+    ("confidence", lambda: percentile_levels(1.5)),
 ]
 
 

@@ -4,6 +4,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from annotation.errors import ServiceError
 from annotation.models import Study
 from annotation.services.exports import EXPORT_FORMATS, EXPORT_TABLES, export_file
 
@@ -34,13 +35,16 @@ class Command(BaseCommand):
             raise CommandError(f"No study {study_id}.")
         if not output.parent.is_dir():
             raise CommandError(f"No folder {output.parent}.")
-        summary = export_file(
-            study=study,
-            path=output,
-            export_format=options["format"],
-            table=options["table"],
-            raw_ids=options["raw_ids"],
-            images=options["images"],
-        )
+        try:
+            summary = export_file(
+                study=study,
+                path=output,
+                export_format=options["format"],
+                table=options["table"],
+                raw_ids=options["raw_ids"],
+                images=options["images"],
+            )
+        except ServiceError as exc:
+            raise CommandError(exc.report()) from exc
         sheet = f" and {summary.datasheet}" if summary.datasheet else ""
         self.stdout.write(f"Wrote {summary.rows:,} rows to {summary.path}{sheet}")

@@ -12,12 +12,9 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from annotation.errors import ServiceError
 from annotation.models import User
-from annotation.services.datasets import (
-    RATING_FORMATS,
-    DatasetFormatError,
-    dataset_import_ratings,
-)
+from annotation.services.datasets import RATING_FORMATS, dataset_import_ratings
 
 
 class Command(BaseCommand):
@@ -42,8 +39,8 @@ class Command(BaseCommand):
                 raise CommandError("no superuser exists; name the owner with --owner")
         try:
             study = dataset_import_ratings(owner=user, path=file, fmt=format, name=name)
-        except (DatasetFormatError, PermissionError) as exc:
-            raise CommandError(str(exc)) from exc
+        except ServiceError as exc:
+            raise CommandError(exc.report()) from exc
         captions = study.captions.count()
         ratings = study.judgments.count()
         self.stdout.write(

@@ -6,14 +6,9 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
+from annotation.errors import ServiceError
 from annotation.models import Caption, Study
-from annotation.services.imports import (
-    COCO_FORMAT,
-    CSV_FORMAT,
-    ImportFailed,
-    ImportSummary,
-    study_import,
-)
+from annotation.services.imports import COCO_FORMAT, CSV_FORMAT, ImportSummary, study_import
 from annotation.services.studies import study_create
 
 
@@ -95,10 +90,10 @@ class Command(BaseCommand):
                 coco_images=options["coco_images"],
                 progress=None,
             )
-        except ImportFailed as exc:
-            for error in exc.details["errors"]:
+        except ServiceError as exc:
+            for error in (exc.details or {}).get("errors", []):
                 self.stderr.write(error)
-            raise CommandError(exc.user_message) from exc
+            raise CommandError(exc.message) from exc
         return study, summary
 
     def _study(self, options) -> Study:
@@ -113,8 +108,8 @@ class Command(BaseCommand):
                 raise CommandError(f"No user named {options['owner']!r}.")
             try:
                 study = study_create(owner=owner, name=options["name"], mode=options["mode"])
-            except (ValueError, PermissionError) as exc:
-                raise CommandError(str(exc)) from exc
+            except ServiceError as exc:
+                raise CommandError(exc.message) from exc
             return study
         if not options["study"]:
             raise CommandError("Give --study <id>, or --create --name ... --mode ... --owner ...")

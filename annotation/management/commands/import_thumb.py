@@ -5,7 +5,8 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.services.datasets import DatasetFormatError, dataset_import_thumb_release
+from annotation.errors import ServiceError
+from annotation.services.datasets import dataset_import_thumb_release
 
 
 class Command(BaseCommand):
@@ -36,10 +37,8 @@ class Command(BaseCommand):
             raise CommandError(f"No user {owner!r}." if owner else "No superuser; pass --owner.")
         try:
             study = dataset_import_thumb_release(owner=user, path=jsonl, name=name)
-        except DatasetFormatError as exc:
-            raise CommandError("\n".join([str(exc), *exc.details["errors"]])) from exc
-        except (ValueError, PermissionError) as exc:
-            raise CommandError(str(exc)) from exc
+        except ServiceError as exc:
+            raise CommandError(exc.report()) from exc
         images = study.images.count()
         captions = study.captions.count()
         self.stdout.write(

@@ -10,6 +10,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
+from annotation.errors import ServiceError
 from annotation.models import Caption, Study, User
 from annotation.modes import get_mode
 from annotation.services.imports import study_import
@@ -118,7 +119,7 @@ class Command(BaseCommand):
         if study.status == Study.Status.DRAFT:
             try:
                 built = study_open(study=study)
-            except (ValueError, NotImplementedError) as exc:
+            except ServiceError as exc:
                 self.stdout.write(self.style.WARNING(f"{name}: left as a draft: {exc}"))
             else:
                 self.stdout.write(f"{name}: opened with {built} items.")

@@ -211,6 +211,8 @@ CELERY_BEAT_SCHEDULE = {
 }
 
 REST_FRAMEWORK = {
+    # The services' ServiceError becomes a 4xx JSON answer (annotation/apis.py).
+    "EXCEPTION_HANDLER": "annotation.apis.exception_handler",
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
         "annotation.authentication.ThrottledBasicAuthentication",

@@ -1,0 +1,42 @@
+"""HUMANr head-to-head (PROTOCOLS.md section 3).
+
+From "ObjectNet Captions: Models are not superhuman captioners" (section 4.2, Fig. 1 and
+Fig. 4): workers see an image with two captions, a human one and a model's (or a second
+human's, the baseline), and answer on a 1-9 scale which goes best with the image; a
+system's HUMANr is the mean answer oriented to the human caption and scaled to [-1, 1].
+Comparisons come in groups of ten trials with one attention check, and a failed check
+drops its group. ``protocol`` holds the groups, serving and scoring; ``pages``, ``report``
+and ``export`` hold the rest.
+"""
+
+from annotation.modes.base import register
+from annotation.modes.humanr.export import HumanrExport
+from annotation.modes.humanr.pages import HumanrPages
+from annotation.modes.humanr.protocol import (
+    CHECK,
+    COMPARISON,
+    GROUP,
+    HumanrProtocol,
+    HumanrSettings,
+    reference_on_left,
+    sides_shown,
+)
+from annotation.modes.humanr.report import HumanrReport, summarize
+
+__all__ = [
+    "CHECK",
+    "COMPARISON",
+    "GROUP",
+    "HumanrMode",
+    "HumanrSettings",
+    "reference_on_left",
+    "sides_shown",
+    "summarize",
+]
+
+
+@register
+class HumanrMode(HumanrProtocol):
+    pages_class = HumanrPages
+    report_class = HumanrReport
+    export_class = HumanrExport

@@ -1,0 +1,83 @@
+"""HUMANr's pages: one trial (an image, two captions, a 1-9 scale), the end of a group.
+
+Which caption is on the left comes from the per-presentation coin of ``protocol``, so the
+page shows exactly what the scoring will assume; the form sends back the left caption's id
+and a submission from a page showing other sides is refused (``HumanrProtocol.validate``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from django.conf import settings as django_settings
+from django.utils import timezone
+
+from annotation.models import Assignment, Caption, Judgment, Participant
+from annotation.modes.base import Pages
+from annotation.modes.humanr.protocol import sides_shown
+
+#: Accessible name of each answer; the page shows the digits and the three anchors.
+SCALE_TEXT = {
+    1: "only left matches",
+    2: "left matches much better",
+    3: "left matches better",
+    4: "left matches slightly better",
+    5: "both match equally",
+    6: "right matches slightly better",
+    7: "right matches better",
+    8: "right matches much better",
+    9: "only right matches",
+}
+QUESTION = "Which caption goes best with the image?"
+
+
+class HumanrPages(Pages):
+    intro_template = "modes/humanr/intro.html"
+    item_template = "modes/humanr/item.html"
+    feedback_template = "modes/humanr/feedback.html"
+    finished_template = "modes/humanr/finished.html"
+
+    def parse_form(self, post: dict[str, Any], part: int) -> dict[str, Any]:
+        return {"raw": post.get("raw"), "left": post.get("left")}
+
+    def item_context(self, assignment: Assignment, part: int) -> dict[str, Any]:
+        item = assignment.item
+        trial = item.spec["trials"][part]
+        left_id, right_id = sides_shown(trial, item.spec["seed"], assignment.pk, part)
+        captions = {
+            caption.pk: caption
+            for caption in Caption.objects.filter(pk__in=[left_id, right_id])
+            .select_related("image")
+            .only(
+                "id", "text", "image__display", "image__alt_text", "image__width", "image__height"
+            )
+        }
+        image = captions[trial["reference_caption_id"]].image
+        # The services and views hand the lease over with its participant and study loaded.
+        config = self.mode.settings(assignment.participant.study)
+        minimum = float(config.min_seconds_per_trial)
+        waited = (timezone.now() - assignment.part_shown_at(part)).total_seconds()
+        remaining = max(0.0, minimum - waited)
+        return {
+            "question": QUESTION,
+            "trial_number": part + 1,
+            "trial_count": len(item.spec["trials"]),
+            "left_caption": captions[left_id],
+            "right_caption": captions[right_id],
+            "image": image,
+            "image_url": django_settings.MEDIA_URL + image.display if image.display else "",
+            "alt_text": image.alt_text or "The image the two captions describe",
+            "scale": [{"value": value, "text": SCALE_TEXT[value]} for value in SCALE_TEXT],
+            "remaining_seconds": math.ceil(remaining * 10) / 10,
+        }
+
+    def feedback_context(self, judgment: Judgment) -> dict[str, Any]:
+        if judgment.part != len(judgment.item.spec["trials"]) - 1:
+            return {}
+        # The submission service leaves the participant it updated on the judgment.
+        participant = judgment.participant
+        return {"group_number": (participant.state or {}).get("groups_done", 1)}
+
+    def finished_context(self, participant: Participant) -> dict[str, Any]:
+        return {"groups_done": (participant.state or {}).get("groups_done", 0)}

@@ -1,0 +1,377 @@
+"""HUMANr's protocol on the data model: comparisons, groups, serving, scoring, flags.
+
+The protocol rules (orientation, comparison value, attention checks, groups) live in
+``rubrics.humanr``; this module maps them onto studies, items and judgments.
+
+Comparisons. Per image with at least two human captions (of purpose ``study``): one
+Human-vs-Human pair (two different human captions drawn at random, the reference chosen by
+``rubrics.humanr.choose_reference``) and one Human-vs-model pair per model system that
+captioned the image (the human caption drawn at random from the image's human captions; a
+system with several captions of the image contributes one, drawn at random). ``n_images``
+limits the study to a random subset of those images. Every draw comes from one generator
+seeded with the study seed, so the same study gives the same comparisons and groups.
+
+Items. ``rubrics.humanr.build_groups`` splits the comparisons into groups of 9 comparisons
+of 9 different images plus 1 attention check at a random position (leftover comparisons
+go to shorter groups). One ``Item`` per group, ``kind="group"``, ``target`` =
+``workers_per_comparison``; ``spec``::
+
+    {"group": index, "short": bool, "seed": study seed, "trials": [
+        {"kind": "comparison" | "attention_check", "comparison": "<image id>:<system>" | None,
+         "image_id", "image_name", "system" ("Human" for the baseline, "" for a check),
+         "reference_caption_id", "other_caption_id", "distractor_image_id" (checks only)},
+        ...]}
+
+The reference caption is the human caption of a comparison and the correct caption of an
+attention check; the other one is the model caption, the second human caption, or the
+distractor (a human caption of another image).
+
+Exposure. Each group's ``ItemImage`` rows name every image it shows or shows a caption of
+(``group_image_ids``: the trials' images and the check's distractor image). A worker is only
+served groups sharing no image with any group they were ever served, so nobody meets an
+image twice and a check's foreign caption cannot be recognised from memory
+(``eligible_items``; docs/protocol-choices.md says what this means for capacity).
+
+Serving. Part ``k`` of an assignment is trial ``k`` of the group. Which caption is shown
+left is random per presentation: a coin seeded by (study seed, assignment id, trial) decides
+it, so the page and the scoring agree without a write when the page is shown, and the side
+is stored in ``Judgment.result`` (``reference_on_left``, left/right caption ids), which is
+what the report uses. (The side ``build_groups`` drew for a check at build time would be
+the same for every worker of the group, so checks use the per-presentation coin too.)
+A part counts as shown when the previous part was stored (the lease start for the first).
+
+Scoring. ``result`` holds the oriented answer ``s``, the comparison value ``(s - 5) / 4``
+and, for the check, whether it failed (``s >= 5``). When the last trial of a group is
+submitted and its check failed, the outcome flags every judgment of that group
+``excluded=True, exclusion_reason="attention check failed in group <n>"`` (never deleted).
+
+Completion codes: crowd workers get one at the end of every group, also when their check
+failed (whether to approve such a submission is the researcher's decision).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from django.db.models import Q, QuerySet
+
+from annotation.errors import ServiceError
+from annotation.models import Assignment, Caption, Item, ItemImage, Judgment, Participant, Study
+from annotation.modes.base import Mode, Outcome, parse_choice
+from annotation.modes.settings import CrowdSettings, number, whole
+from rubrics import humanr as rules
+
+GROUP = "group"
+COMPARISON = "comparison"
+CHECK = "attention_check"
+HUMAN = Caption.HUMAN
+
+
+@dataclass(frozen=True)
+class HumanrSettings(CrowdSettings):
+    """A HUMANr study's settings: what is built, who judges it, what is refused, the report."""
+
+    # None: every image with at least two human captions; a number: a random subset.
+    n_images: int | None = whole(None, low=2, optional=True)
+    # Workers who judge each group (so each comparison).
+    workers_per_comparison: int = whole(3, low=1, high=1000)
+    # Answers faster than this after the trial was shown are refused (1 s: nobody reads
+    # an image and two captions faster; 0 turns the check off).
+    min_seconds_per_trial: float = number(1, low=0, high=600)
+    # Complete groups a crowd worker must finish to earn the completion code.
+    completion_groups: int = whole(1, low=1, high=1000)
+    # A worker who failed this many attention checks gets no further group (None: no
+    # limit; the paper drops the group's responses and sets no limit).
+    max_failed_checks: int | None = whole(None, low=1, optional=True)
+    # The report's bootstrap resamples (over images) and random half-splits of the workers.
+    report_bootstrap: int = whole(1000, low=100, high=100_000)
+    report_splits: int = whole(1000, low=10, high=100_000)
+
+
+def numpy_seed(study_seed: int) -> int:
+    """A non-negative seed for numpy from the study's (possibly negative) seed."""
+    return int(study_seed) % 2**63
+
+
+def reference_on_left(study_seed: int, assignment_id: int, part: int) -> bool:
+    """The per-presentation coin: is the reference caption shown on the left?
+
+    A hash of (study seed, assignment id, trial): the same presentation always gets the same
+    side (a reload shows the same page, scoring agrees with it) and different workers of a
+    group get independent sides.
+    """
+    key = f"humanr-side:{int(study_seed)}:{int(assignment_id)}:{int(part)}".encode()
+    return hashlib.blake2b(key, digest_size=8).digest()[0] < 128
+
+
+def sides_shown(trial: dict[str, Any], seed: int, assignment_id: int, part: int) -> tuple[int, int]:
+    """(left caption id, right caption id) of one presentation."""
+    return _ordered(trial, reference_on_left(seed, assignment_id, part))
+
+
+def _ordered(trial: dict[str, Any], on_left: bool) -> tuple[int, int]:
+    reference, other = trial["reference_caption_id"], trial["other_caption_id"]
+    return (reference, other) if on_left else (other, reference)
+
+
+class HumanrProtocol(Mode):
+    name = "humanr"
+    label = "HUMANr head-to-head"
+    settings_class = HumanrSettings
+    # A crowd lease holds one whole group of 10 trials (a minute or two when read with care),
+    # so it lasts longer than a one-part item's; a lapsed one is reopened for the same worker.
+    crowd_lease_seconds = 20 * 60
+
+    def build_items(self, study: Study) -> int:
+        config = self.settings(study)
+        groups = build_group_specs(
+            captions=Caption.objects.filter(study=study, purpose=Caption.Purpose.STUDY)
+            .order_by("image_id", "line", "id")
+            .values_list("id", "image_id", "system"),
+            image_names=dict(study.images.values_list("id", "name")),
+            seed=study.seed,
+            n_images=config.n_images,
+        )
+        Item.objects.bulk_create(
+            [
+                Item(
+                    study=study,
+                    kind=GROUP,
+                    position=spec["group"],
+                    spec=spec,
+                    target=config.workers_per_comparison,
+                )
+                for spec in groups
+            ],
+            batch_size=500,
+        )
+        # What eligible_items needs to keep a worker from meeting an image twice, as rows the
+        # database can join on instead of a JSON spec read back per request.
+        item_ids = dict(Item.objects.filter(study=study, kind=GROUP).values_list("position", "id"))
+        ItemImage.objects.bulk_create(
+            (
+                ItemImage(item_id=item_ids[spec["group"]], image_id=image_id)
+                for spec in groups
+                for image_id in group_image_ids(spec)
+            ),
+            batch_size=5000,
+        )
+        return len(groups)
+
+    def eligible_items(self, participant: Participant) -> QuerySet[Item]:
+        items = Item.objects.filter(study_id=participant.study_id, kind=GROUP)
+        limit = self.settings(participant.study).max_failed_checks
+        if limit is not None and (participant.state or {}).get("groups_failed", 0) >= limit:
+            return items.none()
+        # Exposure (PROTOCOLS.md section 3): a worker never meets an image twice, neither
+        # shown nor through a caption of it. Otherwise a check's distractor caption could be
+        # one they saw earlier with its own image, and a bot with a memory passes every check
+        # while answering junk. So every group that shares an image with any group they were
+        # ever served (any lease, whatever its status: even an unanswered one showed its
+        # first trial) is barred, except those groups themselves: a lapsed lease is reopened
+        # by the assignment service, and groups already answered are excluded there.
+        served = Assignment.objects.filter(participant_id=participant.pk).values("item_id")
+        seen_images = ItemImage.objects.filter(item_id__in=served).values("image_id")
+        sharing = ItemImage.objects.filter(image_id__in=seen_images).values("item_id")
+        return items.exclude(Q(pk__in=sharing) & ~Q(pk__in=served))
+
+    def parts(self, item: Item) -> int:
+        return len(item.spec["trials"])
+
+    def min_seconds(self, assignment: Assignment) -> float:
+        # The submission service hands the lease over with its participant and study loaded.
+        return float(self.settings(assignment.participant.study).min_seconds_per_trial)
+
+    def validate(self, assignment: Assignment, part: int, data: dict[str, Any]) -> dict[str, Any]:
+        raw = _parse_raw(data.get("raw"))
+        shown_left = data.get("left")
+        if shown_left not in (None, ""):
+            trial = assignment.item.spec["trials"][part]
+            left, _right = sides_shown(trial, assignment.item.spec["seed"], assignment.pk, part)
+            if str(shown_left) != str(left):
+                raise ServiceError(
+                    "This page was out of date, so your answer was not saved; please answer "
+                    "the trial shown now.",
+                    field="left",
+                    status=409,
+                )
+        return {"raw": raw}
+
+    def score(
+        self, *, item: Item, assignment: Assignment, part: int, payload: dict[str, Any]
+    ) -> dict[str, Any]:
+        return score_trial(item.spec, assignment_id=assignment.pk, part=part, raw=payload["raw"])
+
+    def after_submit(self, participant: Participant, judgment: Judgment) -> Outcome:
+        if judgment.part != len(judgment.item.spec["trials"]) - 1:
+            return Outcome()
+        # The group is complete: parts are stored in order, so the earlier ones are in the
+        # database and this one, not stored yet, is the last. Flag it if its check failed.
+        earlier = Judgment.objects.filter(assignment_id=judgment.assignment_id).values_list(
+            "result", flat=True
+        )
+        failed = any((result or {}).get("check_failed") for result in [*earlier, judgment.result])
+        state = dict(participant.state or {})
+        state["groups_done"] = state.get("groups_done", 0) + 1
+        state["groups_failed"] = state.get("groups_failed", 0) + int(failed)
+        group = judgment.item.spec["group"]
+        return Outcome(
+            state=state, exclusion=f"attention check failed in group {group}" if failed else ""
+        )
+
+    def completion_earned(self, participant: Participant) -> bool:
+        # Every complete group counts, a failed check included: the export shows the
+        # failures, and Prolific's rules leave rejecting on one failed check to the researcher.
+        done = (participant.state or {}).get("groups_done", 0)
+        return done >= self.settings(participant.study).completion_groups
+
+
+# ---------------------------------------------------------------------- building
+
+
+def build_group_specs(
+    *,
+    captions: Iterable[tuple[int, int, str]],
+    image_names: dict[int, str],
+    seed: int,
+    n_images: int | None = None,
+) -> list[dict[str, Any]]:
+    """The item specs of a study from its ``(caption id, image id, system)`` rows.
+
+    Raises ServiceError naming what is missing (images with two human captions, a model).
+    """
+    humans: dict[int, list[int]] = defaultdict(list)
+    machines: dict[int, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for caption_id, image_id, system in captions:
+        if system == HUMAN:
+            humans[image_id].append(caption_id)
+        else:
+            machines[image_id][system].append(caption_id)
+    images = sorted(image for image, ids in humans.items() if len(ids) >= 2)
+    if not images:
+        raise ServiceError(
+            "HUMANr needs images with at least two human captions (for the Human-vs-Human "
+            "baseline); none has two."
+        )
+    rng = np.random.default_rng(numpy_seed(seed))
+    if n_images is not None and n_images < len(images):
+        images = sorted(int(i) for i in rng.choice(images, size=n_images, replace=False))
+    if len(images) < 2:
+        raise ServiceError("HUMANr needs at least two images with two human captions each.")
+    if not any(machines.get(image) for image in images):
+        raise ServiceError("HUMANr needs captions of at least one model system; none found.")
+
+    comparisons: dict[str, dict[str, Any]] = {}
+    for image in images:
+        own = humans[image]
+        first, second = (own[int(i)] for i in rng.choice(len(own), size=2, replace=False))
+        reference, other = rules.choose_reference(first, second, rng)
+        comparisons[f"{image}:{HUMAN}"] = _comparison(image, HUMAN, reference, other, image_names)
+        for system in sorted(machines.get(image, {})):
+            ids = machines[image][system]
+            model_caption = ids[int(rng.integers(len(ids)))]
+            human_caption = own[int(rng.integers(len(own)))]
+            comparisons[f"{image}:{system}"] = _comparison(
+                image, system, human_caption, model_caption, image_names
+            )
+    groups = rules.build_groups(
+        [(key, spec["image_id"]) for key, spec in comparisons.items()],
+        {image: humans[image] for image in images},
+        rng,
+    )
+    specs = []
+    for group in groups:
+        trials = []
+        for trial in group.trials:
+            if trial.kind == "comparison":
+                trials.append(comparisons[trial.comparison_id])
+            else:
+                trials.append(
+                    {
+                        "kind": CHECK,
+                        "comparison": None,
+                        "image_id": trial.image_id,
+                        "image_name": image_names.get(trial.image_id, ""),
+                        "system": "",
+                        "reference_caption_id": trial.correct_caption_id,
+                        "other_caption_id": trial.distractor_caption_id,
+                        "distractor_image_id": trial.distractor_image_id,
+                    }
+                )
+        specs.append(
+            {"group": group.index, "short": group.is_short, "seed": seed, "trials": trials}
+        )
+    return specs
+
+
+def group_image_ids(spec: dict[str, Any]) -> set[int]:
+    """Every image a group shows or shows a caption of (its ``ItemImage`` rows).
+
+    A comparison's captions are both of its image; a check adds the image of its distractor
+    caption, which is the one a worker must never have met before.
+    """
+    images = {trial["image_id"] for trial in spec["trials"]}
+    images.update(
+        trial["distractor_image_id"] for trial in spec["trials"] if trial["kind"] == CHECK
+    )
+    return images
+
+
+def _comparison(
+    image: int, system: str, reference: int, other: int, image_names: dict[int, str]
+) -> dict[str, Any]:
+    return {
+        "kind": COMPARISON,
+        "comparison": f"{image}:{system}",
+        "image_id": image,
+        "image_name": image_names.get(image, ""),
+        "system": system,
+        "reference_caption_id": reference,
+        "other_caption_id": other,
+    }
+
+
+# ---------------------------------------------------------------------- scoring
+
+
+def _parse_raw(value: Any) -> int:
+    return parse_choice(
+        value,
+        low=rules.SLIDER_MIN,
+        high=rules.SLIDER_MAX,
+        field="raw",
+        message="Choose a value from 1 (only the left caption matches) to 9 (only the right one).",
+    )
+
+
+def score_trial(spec: dict[str, Any], *, assignment_id: int, part: int, raw: int) -> dict[str, Any]:
+    """What the server stores for one answer: the sides shown and the oriented values."""
+    trial = spec["trials"][part]
+    on_left = reference_on_left(spec["seed"], assignment_id, part)
+    is_check = trial["kind"] == CHECK
+    reference_system = HUMAN
+    other_system = HUMAN if is_check else trial["system"]
+    left, right = _ordered(trial, on_left)
+    return {
+        "group": spec["group"],
+        "kind": trial["kind"],
+        "comparison": trial["comparison"],
+        "image_id": trial["image_id"],
+        "image_name": trial.get("image_name", ""),
+        "system": trial["system"],
+        "reference_caption_id": trial["reference_caption_id"],
+        "other_caption_id": trial["other_caption_id"],
+        "reference_on_left": on_left,
+        "left_caption_id": left,
+        "right_caption_id": right,
+        "left_system": reference_system if on_left else other_system,
+        "right_system": other_system if on_left else reference_system,
+        "oriented": rules.orient(raw, on_left),
+        "value": None if is_check else rules.comparison_value(raw, on_left),
+        "check_failed": rules.attention_check_failed(raw, on_left) if is_check else None,
+    }

@@ -1,0 +1,274 @@
+"""HUMANr's report: the score per comparison type, attention checks, reproducibility.
+
+Kept comparisons: judgments of finished groups (an expired lease's partial group has no
+attention check to vouch for it) that are not flagged excluded; ``rubrics.humanr.report``
+computes HUMANr, its intervals, the half-splits and the standard deviation by number of
+images from them. The figures redraw the paper's Fig. 1 and Fig. 4 from the stored result.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from annotation.models import Assignment, Item, Judgment, Participant, Study
+from annotation.modes.base import Progress, Report
+from annotation.modes.humanr.protocol import CHECK, GROUP, HUMAN, numpy_seed
+from rubrics import humanr as rules
+
+
+class HumanrReport(Report):
+    template = "modes/humanr/report.html"
+    figure_names = ("humanr-by-system", "half-splits", "std-vs-images")
+
+    def run(self, study: Study, progress: Progress) -> dict[str, Any]:
+        config = self.mode.settings(study)
+        progress(5, "Loading responses")
+        rows = list(
+            Judgment.objects.filter(study=study, item__kind=GROUP)
+            .order_by("id")
+            .values_list(
+                "participant_id",
+                "item_id",
+                "assignment__status",
+                "payload",
+                "result",
+                "excluded",
+                "dwell_ms",
+            )
+        )
+        people = {
+            pk: (pseudonym, source)
+            for pk, pseudonym, source in Participant.objects.filter(study=study).values_list(
+                "pk", "pseudonym", "source"
+            )
+        }
+        n_groups = Item.objects.filter(study=study, kind=GROUP).count()
+        progress(20, "Computing HUMANr")
+        result = summarize(
+            rows,
+            people=people,
+            seed=study.seed,
+            n_bootstrap=config.report_bootstrap,
+            n_splits=config.report_splits,
+        )
+        result["n_groups_built"] = n_groups
+        result["completion_code"] = config.completion_code_for(study)
+        result["study_seed"] = study.seed
+        progress(95, "Done")
+        return result
+
+    def figure(self, name: str, result: dict[str, Any]) -> Figure:
+        if name not in self.figure_names:
+            raise KeyError(name)
+        if not result.get("humanr"):
+            figure = Figure(figsize=(5, 1.5))
+            figure.text(0.5, 0.5, "No kept comparisons yet", ha="center", va="center")
+            return figure
+        report = result["humanr"]
+        if name == "humanr-by-system":
+            return _figure_by_system(report)
+        if name == "half-splits":
+            return _figure_half_splits(report)
+        return _figure_std_vs_images(report)
+
+
+def summarize(
+    rows: Sequence[tuple[Any, ...]],
+    *,
+    people: dict[int, tuple[str, str]],
+    seed: int,
+    n_bootstrap: int = 1000,
+    n_splits: int = 1000,
+    include_distributions: bool = True,
+) -> dict[str, Any]:
+    """The HUMANr report from judgment rows.
+
+    ``rows``: ``(participant id, item id, assignment status, payload, result, excluded,
+    dwell_ms)`` per judgment, as the report query loads them. Kept: rows of submitted
+    (finished) groups not flagged excluded; ``rubrics.humanr.report`` also drops every row
+    of a group whose check failed.
+    """
+    per_worker: dict[int, dict[str, Any]] = defaultdict(
+        lambda: {"responses": 0, "dwell": [], "incomplete_responses": 0}
+    )
+    records = []
+    raw_all = []
+    for participant_id, item_id, status, payload, result, excluded, dwell_ms in rows:
+        mine = per_worker[participant_id]
+        mine["responses"] += 1
+        mine["dwell"].append(dwell_ms)
+        finished = status == Assignment.Status.SUBMITTED
+        if not finished:
+            mine["incomplete_responses"] += 1
+        raw_all.append(payload["raw"])
+        records.append(
+            {
+                "worker_id": participant_id,
+                "image_id": result["image_id"],
+                "system": result["system"],
+                "raw": payload["raw"],
+                "human_on_left": bool(result["reference_on_left"]),
+                "is_attention_check": result["kind"] == CHECK,
+                "group_id": item_id,
+                "dropped": bool(excluded) or not finished,
+            }
+        )
+    out: dict[str, Any] = {
+        "n_responses": len(rows),
+        "n_incomplete_responses": sum(w["incomplete_responses"] for w in per_worker.values()),
+        "humanr": None,
+        "error": "",
+    }
+    humanr: dict[str, Any] | None = None
+    if records:
+        try:
+            humanr = rules.report(
+                rules.Responses.from_records(records),
+                n_bootstrap=n_bootstrap,
+                n_splits=n_splits,
+                include_distributions=include_distributions,
+                seed=numpy_seed(seed),
+            )
+        except ValueError as exc:
+            out["error"] = str(exc)
+    else:
+        out["error"] = "No responses yet."
+    checks = (humanr or {}).get("attention_checks", {}).get("per_worker", {})
+    workers = []
+    for participant_id, mine in per_worker.items():
+        pseudonym, source = people.get(participant_id, (str(participant_id), ""))
+        counted = checks.get(str(participant_id), {})
+        workers.append(
+            {
+                "pseudonym": pseudonym,
+                "source": source,
+                "responses": mine["responses"],
+                "groups": counted.get("groups", 0),
+                "checks": counted.get("checks", 0),
+                "failed_checks": counted.get("failed_checks", 0),
+                "dropped_responses": counted.get("dropped_responses", 0),
+                "incomplete_responses": mine["incomplete_responses"],
+                "median_seconds": statistics.median(mine["dwell"]) / 1000,
+            }
+        )
+    workers.sort(key=lambda w: (-w["responses"], w["pseudonym"]))
+    out["workers"] = workers
+    out["mean_raw_all"] = float(np.mean(raw_all)) if raw_all else None
+    if humanr is not None:
+        humanr["attention_checks"].pop("per_worker", None)
+        # The half-split values feed the figure only; keep one copy of them, not one per view.
+        named = {**humanr["systems"], HUMAN: humanr["baseline"] or {}}
+        humanr["half_split_values"] = {}
+        for name, entry in named.items():
+            splits = entry.get("half_splits") or {}
+            values = splits.pop("half_a", None), splits.pop("half_b", None)
+            if values[0] is not None:
+                humanr["half_split_values"][name] = [
+                    v for v in values[0] + values[1] if v is not None
+                ]
+        humanr["rows"] = [
+            {"system": name, "baseline": False, **entry}
+            for name, entry in humanr["systems"].items()
+        ]
+        if humanr["baseline"] is not None:
+            humanr["rows"].insert(0, {"system": HUMAN, "baseline": True, **humanr["baseline"]})
+        humanr["std_table"] = [
+            {
+                "n_images": point["n_images"],
+                "values": [point["std"].get(row["system"]) for row in humanr["rows"]],
+            }
+            for point in humanr["std_by_image_count"]
+        ]
+    out["humanr"] = humanr
+    return out
+
+
+def _figure_by_system(report: dict[str, Any]) -> Figure:
+    """Paper Fig. 1 style: one bar per comparison type with its intervals."""
+    rows = [row for row in report["rows"] if row["humanr"] is not None]
+    figure = Figure(figsize=(6.4, 0.6 * len(rows) + 1.4))
+    axes = figure.subplots()
+    y = np.arange(len(rows))[::-1]
+    values = [row["humanr"] for row in rows]
+    colours = ["#6b7280" if row["baseline"] else "#0b57d0" for row in rows]
+    axes.barh(y, values, color=colours, height=0.55)
+    for yy, row in zip(y, rows, strict=True):
+        if row["t_interval"]:
+            lo, hi = row["t_interval"]
+            axes.errorbar(
+                row["humanr"],
+                yy,
+                xerr=[[row["humanr"] - lo], [hi - row["humanr"]]],
+                fmt="none",
+                ecolor="#1b1f24",
+                capsize=4,
+                lw=1.4,
+            )
+        if row["bootstrap_interval"]:
+            lo, hi = row["bootstrap_interval"]
+            axes.plot([lo, hi], [yy - 0.36, yy - 0.36], color="#a4001d", lw=2.5)
+    axes.axvline(0, color="#1b1f24", lw=0.8)
+    axes.set_yticks(y, [f"Human–{row['system']}" for row in rows])
+    axes.set_xlim(-1, 1)
+    axes.set_xlabel("HUMANr (−1: human caption preferred, +1: model caption preferred)")
+    axes.set_title(
+        "HUMANr by comparison\n(black: 95% t-interval, red: bootstrap over images)", fontsize=10
+    )
+    for spine in ("top", "right"):
+        axes.spines[spine].set_visible(False)
+    figure.tight_layout()
+    return figure
+
+
+def _figure_half_splits(report: dict[str, Any]) -> Figure:
+    """Paper Fig. 4 left: HUMANr on random halves of the workers."""
+    figure = Figure(figsize=(6.4, 3.4))
+    axes = figure.subplots()
+    drawn = False
+    for row in report["rows"]:
+        values = report.get("half_split_values", {}).get(row["system"])
+        if values:
+            axes.hist(values, bins=40, alpha=0.6, label=f"Human–{row['system']}")
+            drawn = True
+    axes.set_xlim(-1, 1)
+    axes.set_xlabel("HUMANr on one half of the workers")
+    axes.set_ylabel("Half-splits")
+    axes.set_title("Reproducibility over random half-splits of workers")
+    if drawn:
+        axes.legend(frameon=False, fontsize="small")
+    for spine in ("top", "right"):
+        axes.spines[spine].set_visible(False)
+    figure.tight_layout()
+    return figure
+
+
+def _figure_std_vs_images(report: dict[str, Any]) -> Figure:
+    """Paper Fig. 4 right: standard deviation of HUMANr against the number of images."""
+    figure = Figure(figsize=(6.4, 3.4))
+    axes = figure.subplots()
+    points = report.get("std_by_image_count") or []
+    names = [row["system"] for row in report["rows"]]
+    for name in names:
+        xs = [p["n_images"] for p in points if p["std"].get(name) is not None]
+        ys = [p["std"][name] for p in points if p["std"].get(name) is not None]
+        if xs:
+            axes.plot(xs, ys, marker="o", label=f"Human–{name}")
+    axes.set_xlabel("Number of images")
+    axes.set_ylabel("Std of HUMANr")
+    axes.set_title("Stability of HUMANr with the number of images")
+    if points:
+        axes.set_xscale("log")
+        counts = [p["n_images"] for p in points]
+        axes.set_xticks(counts, [str(n) for n in counts])
+        axes.minorticks_off()
+        axes.legend(frameon=False, fontsize="small")
+    for spine in ("top", "right"):
+        axes.spines[spine].set_visible(False)
+    figure.tight_layout()
+    return figure

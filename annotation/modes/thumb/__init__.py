@@ -1,0 +1,54 @@
+"""The THumB rubric (Kasai et al. 2022): an image's caption set scored in two stages.
+
+Items, one set per image:
+
+* ``stage1``: an annotator scores every caption group of the image (P, R, penalties);
+* ``stage2``: a different annotator sees the stage-1 scores and confirms or modifies each
+  field; served only once stage 1 is judged, never to the stage-1 annotator;
+* ``fluency``: created after the last stage when no annotator of the image is a native
+  English speaker (``User.native_english``); served to native speakers only.
+
+A caption group is one normalised text: identical texts of several systems are shown once
+and the scores apply to each caption of the group. Only one caption per (image, system)
+is shown (the first imported); further captions of a system, e.g. extra human references,
+are left out, so the report has one row per (image, system) as the paper's tables do.
+
+The protocol rules and the statistics live in ``rubrics.thumb``; ``protocol`` maps them onto
+items, judgments and participants, ``pages``, ``report`` and ``export`` onto the pages, the
+report and the export table.
+"""
+
+from annotation.modes.base import register
+from annotation.modes.thumb.export import ThumbExport
+from annotation.modes.thumb.pages import ThumbPages
+from annotation.modes.thumb.protocol import (
+    FLUENCY,
+    KINDS,
+    SCORE_FIELDS,
+    STAGE1,
+    STAGE2,
+    ThumbProtocol,
+    ThumbSettings,
+)
+from annotation.modes.thumb.report import ThumbReport
+
+
+@register
+class ThumbMode(ThumbProtocol):
+    pages_class = ThumbPages
+    report_class = ThumbReport
+    export_class = ThumbExport
+
+
+__all__ = [
+    "FLUENCY",
+    "KINDS",
+    "SCORE_FIELDS",
+    "STAGE1",
+    "STAGE2",
+    "ThumbExport",
+    "ThumbMode",
+    "ThumbPages",
+    "ThumbReport",
+    "ThumbSettings",
+]

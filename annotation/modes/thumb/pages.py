@@ -1,0 +1,215 @@
+"""THumB's participation pages: one image with its caption groups in a per-annotator order,
+stage 2 pre-filled with stage 1, and the form read back into caption groups."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from typing import Any
+
+from django.conf import settings as django_settings
+from django.db.models import Count, IntegerField, Q, Sum
+from django.db.models.functions import Cast
+
+from annotation.models import Assignment, Image, Item, Study
+from annotation.modes.base import Pages
+from annotation.modes.thumb.protocol import (
+    FLUENCY,
+    KINDS,
+    SCORE_FIELDS,
+    STAGE1,
+    STAGE2,
+    display_order,
+    number_text,
+    stage1_payload,
+)
+from rubrics import thumb as rubric
+
+_FORM_FIELD = re.compile(r"^(c\d+)-(precision|recall|conciseness|inclusive|fluency)$")
+_FORM_AMOUNT = re.compile(r"^(c\d+)-amount-([a-z_]+)$")
+
+_OPTION_TEXT = {
+    ("conciseness", 0.0): "0: none",
+    ("conciseness", 0.5): "−0.5: overly repetitive or exhaustive",
+    ("inclusive", 0.0): "0: none",
+    ("inclusive", 0.5): "−0.5: subjective comment on appearance",
+    ("inclusive", 2.0): "−2: severe",
+}
+
+
+class ThumbPages(Pages):
+    intro_template = "modes/thumb/intro.html"
+    item_template = "modes/thumb/item.html"
+
+    def item_context(self, assignment: Assignment, part: int) -> dict[str, Any]:
+        item = assignment.item
+        study = Study.objects.only("seed", "settings").get(pk=item.study_id)
+        image = Image.objects.only("display", "alt_text", "width", "height").get(pk=item.image_id)
+        stage1 = stage1_payload(item) if item.kind == STAGE2 else None
+        prefill = (stage1 or {}).get("captions", {})
+        groups = {group["key"]: group for group in item.spec["groups"]}
+        order = display_order(
+            list(groups), seed=study.seed, participant_id=assignment.participant_id, item_id=item.pk
+        )
+        shown = [
+            self._group_context(number, groups[key], prefill.get(key), kind=item.kind)
+            for number, key in enumerate(order, start=1)
+        ]
+        return {
+            "kind": item.kind,
+            "stage_label": {
+                STAGE1: "Stage 1",
+                STAGE2: "Stage 2 (review)",
+                FLUENCY: "Fluency check",
+            }[item.kind],
+            "image_url": (django_settings.MEDIA_URL + image.display) if image.display else "",
+            "image_alt": image.alt_text
+            or "The photograph the captions below describe (no description was supplied).",
+            "image_width": image.width,
+            "image_height": image.height,
+            "groups": shown,
+            "progress": self._progress(assignment, study),
+            "precision_definition": rubric.PRECISION_DEFINITION,
+            "recall_definition": rubric.RECALL_DEFINITION,
+            "rules": rubric.RULES,
+            "examples": rubric.EXAMPLES,
+            "fluency_table": self._fluency_table(),
+            "draft_key": f"capeval-thumb-draft-{assignment.token}",
+        }
+
+    def parse_form(self, post, part: int) -> dict[str, Any]:
+        """Group the form's ``c<n>-<field>`` values by caption group (no validation here)."""
+        captions: dict[str, dict[str, Any]] = defaultdict(lambda: {"fluency_errors": {}})
+        amounts: dict[str, dict[str, str]] = defaultdict(dict)
+        for name in post:
+            if match := _FORM_FIELD.match(name):
+                key, field = match.groups()
+                if field == "fluency":
+                    for error in post.getlist(name):
+                        captions[key]["fluency_errors"][error] = None
+                else:
+                    captions[key][field] = post.get(name)
+            elif match := _FORM_AMOUNT.match(name):
+                amounts[match.group(1)][match.group(2)] = post.get(name)
+        for key, ticked in captions.items():
+            for error in ticked["fluency_errors"]:
+                if error in rubric.FLUENCY_ERRORS and not rubric.FLUENCY_ERRORS[error].is_fixed:
+                    ticked["fluency_errors"][error] = amounts[key].get(error)
+        return {"captions": {key: dict(value) for key, value in captions.items()}}
+
+    @staticmethod
+    def _fluency_table() -> list[dict[str, Any]]:
+        return [
+            {
+                "key": error.key,
+                "label": error.label,
+                "example": error.example,
+                "penalty": number_text(error.penalty) if error.is_fixed else "",
+                "low": number_text(error.amount_range[0]) if error.amount_range else "",
+                "high": number_text(error.amount_range[1]) if error.amount_range else "",
+                "step": number_text(error.amount_range[2]) if error.amount_range else "",
+            }
+            for error in rubric.FLUENCY_ERRORS.values()
+        ]
+
+    @classmethod
+    def _group_context(
+        cls, number: int, group: dict[str, Any], before: dict[str, Any] | None, *, kind: str
+    ) -> dict[str, Any]:
+        """What the template needs for one caption group; stage 2 starts from stage 1."""
+        key = group["key"]
+        values = before or {}
+        ticked = values.get("fluency_errors") or {}
+        fluency = []
+        for row in cls._fluency_table():
+            error = rubric.FLUENCY_ERRORS[row["key"]]
+            amount = ticked.get(row["key"])
+            fluency.append(
+                {
+                    **row,
+                    "field": f"{key}-amount-{row['key']}",
+                    "checked": row["key"] in ticked,
+                    "amount": number_text(amount)
+                    if amount is not None and not error.is_fixed
+                    else row["low"],
+                }
+            )
+
+        def options(field: str, choices, default=None) -> list[dict[str, Any]]:
+            chosen = values.get(field, default)
+            return [
+                {
+                    "value": number_text(v),
+                    "text": _OPTION_TEXT.get((field, v), number_text(v)),
+                    "checked": chosen is not None and math.isclose(float(chosen), float(v)),
+                }
+                for v in choices
+            ]
+
+        def was(field: str) -> str:
+            if not (before and kind == STAGE2):
+                return ""
+            return number_text(before[field])
+
+        return {
+            "key": key,
+            "number": number,
+            "text": group["text"],
+            "fields": {field: f"{key}-{field}" for field in SCORE_FIELDS},
+            "fluency_fields": [f"{key}-fluency"]
+            + [f"{key}-amount-{e.key}" for e in rubric.FLUENCY_ERRORS.values() if not e.is_fixed],
+            "scales": [
+                (
+                    "precision",
+                    "Precision (P)",
+                    options("precision", rubric.SCORE_VALUES),
+                    was("precision"),
+                ),
+                ("recall", "Recall (R)", options("recall", rubric.SCORE_VALUES), was("recall")),
+            ],
+            "penalties": [
+                (
+                    "conciseness",
+                    "Conciseness penalty",
+                    options("conciseness", rubric.CONCISENESS_VALUES, 0.0),
+                    was("conciseness"),
+                ),
+                (
+                    "inclusive",
+                    "Inclusive-language penalty",
+                    options("inclusive", rubric.INCLUSIVE_VALUES, 0.0),
+                    was("inclusive"),
+                ),
+            ],
+            "fluency": fluency,
+            "fluency_count": len(ticked),
+            "stage1_fluency": (
+                ", ".join(
+                    rubric.FLUENCY_ERRORS[k].label for k in ticked if k in rubric.FLUENCY_ERRORS
+                )
+                or "none"
+            )
+            if before and kind == STAGE2
+            else "",
+            "total": number_text(values["total"]) if before and kind == STAGE2 else "",
+        }
+
+    @staticmethod
+    def _progress(assignment: Assignment, study: Study) -> dict[str, int]:
+        done = Assignment.objects.filter(
+            participant_id=assignment.participant_id, status=Assignment.Status.SUBMITTED
+        ).count()
+        remaining = Cast("target", IntegerField()) - Cast("judgment_count", IntegerField())
+        totals = Item.objects.filter(study_id=study.pk).aggregate(
+            images=Count("id", filter=Q(kind=STAGE1)),
+            **{f"left_{kind}": Sum(remaining, filter=Q(kind=kind), default=0) for kind in KINDS},
+        )
+        return {
+            "position": done + 1,
+            "images": totals["images"],
+            "left_stage1": totals[f"left_{STAGE1}"],
+            "left_stage2": totals[f"left_{STAGE2}"],
+            "left_fluency": totals[f"left_{FLUENCY}"],
+            "left": sum(totals[f"left_{kind}"] for kind in KINDS),
+        }

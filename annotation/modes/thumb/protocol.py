@@ -1,0 +1,364 @@
+"""THumB's protocol: which items an image gets, who may judge which stage, what a valid
+submission is, and when an image needs a fluency round.
+
+The rules themselves (score values, fluency error types, totals) live in ``rubrics.thumb``;
+this module maps them onto items, judgments and participants.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import Exists, OuterRef, Q, QuerySet
+
+from annotation.errors import ServiceError
+from annotation.models import Assignment, Caption, Image, Item, Judgment, Participant, Study
+from annotation.modes.base import Mode, Outcome
+from annotation.modes.settings import CrowdSettings, flag, number, whole
+from rubrics import thumb as rubric
+
+STAGE1 = "stage1"
+STAGE2 = "stage2"
+FLUENCY = "fluency"
+KINDS = (STAGE1, STAGE2, FLUENCY)
+
+SCORE_FIELDS = ("precision", "recall", "fluency", "conciseness", "inclusive")
+
+
+@dataclass(frozen=True)
+class ThumbSettings(CrowdSettings):
+    # Images to sample (with the study's seed); None: every eligible image.
+    n_images: int | None = whole(None, low=1, optional=True)
+    # A second annotator reviews stage 1.
+    stage2: bool = flag(True)
+    # An image no native English speaker judged gets a fluency-only round.
+    require_native_fluency: bool = flag(True)
+    bootstrap_resamples: int = whole(1000, low=100)
+    confidence: float = number(0.90, low=0, high=1, open_ends=True)
+    # Weights of P and R in Total; the report page can re-weight (see ThumbReport.context).
+    weight_precision: float = number(0.5, low=0, high=math.inf)
+    weight_recall: float = number(0.5, low=0, high=math.inf)
+    # Images (stage 1 or stage 2 items) a crowd worker judges to earn the completion code.
+    completion_images: int = whole(5, low=1, high=10_000)
+
+
+def number_text(value: float) -> str:
+    """A penalty as the form writes it: ``0``, ``0.5``, ``2``."""
+    return f"{value:g}"
+
+
+def display_order(keys: list[str], *, seed: int, participant_id: int, item_id: int) -> list[str]:
+    """The caption-group order one annotator sees for one item (stable across reloads)."""
+    order = list(keys)
+    random.Random(f"thumb:{seed}:{participant_id}:{item_id}").shuffle(order)
+    return order
+
+
+def stage1_payload(item: Item) -> dict[str, Any] | None:
+    """The payload stage 2 of ``item``'s image reviews: the image's first stage-1 judgment
+    not excluded (the export's ``first_stage1`` picks the same one)."""
+    return (
+        Judgment.objects.filter(
+            item__study_id=item.study_id,
+            item__kind=STAGE1,
+            item__image_id=item.image_id,
+            excluded=False,
+        )
+        .order_by("id")
+        .values_list("payload", flat=True)
+        .first()
+    )
+
+
+class ThumbProtocol(Mode):
+    """One image's caption set per item, scored in two stages (see the package docstring)."""
+
+    name = "thumb"
+    label = "THumB rubric"
+    settings_class = ThumbSettings
+    #: One image's caption set with P, R and penalties per caption: minutes of work.
+    crowd_lease_seconds = 15 * 60
+
+    # ------------------------------------------------------------------ items
+
+    def build_items(self, study: Study) -> int:
+        """One ``stage1`` (and ``stage2``) item per image with a Human and another caption."""
+        config = self.settings(study)
+        captions = (
+            Caption.objects.filter(study=study, purpose=Caption.Purpose.STUDY)
+            .order_by("image_id", "id")
+            .values_list("id", "image_id", "system", "raw_text", "text")
+        )
+        by_image: dict[int, dict[str, tuple]] = defaultdict(dict)
+        for caption in captions:
+            # One caption per system and image: the first imported (see the package docstring).
+            by_image[caption[1]].setdefault(caption[2], caption)
+        eligible = [
+            image_id
+            for image_id, systems in sorted(by_image.items())
+            if Caption.HUMAN in systems and len(systems) >= 2
+        ]
+        if config.n_images is not None and config.n_images < len(eligible):
+            eligible = sorted(random.Random(study.seed).sample(eligible, config.n_images))
+        names = dict(Image.objects.filter(pk__in=eligible).values_list("id", "name"))
+        items = []
+        for position, image_id in enumerate(eligible):
+            spec = {
+                "image_name": names[image_id],
+                "groups": self._groups(by_image[image_id].values()),
+            }
+            items.append(
+                Item(
+                    study=study,
+                    kind=STAGE1,
+                    image_id=image_id,
+                    position=position,
+                    spec=spec,
+                    target=1,
+                )
+            )
+            if config.stage2:
+                # Same position as stage 1: the lease order then finishes images one by one.
+                items.append(
+                    Item(
+                        study=study,
+                        kind=STAGE2,
+                        image_id=image_id,
+                        position=position,
+                        spec=spec,
+                        target=1,
+                    )
+                )
+        Item.objects.bulk_create(items)
+        return len(items)
+
+    @staticmethod
+    def _groups(captions) -> list[dict[str, Any]]:
+        """Caption groups of one image: one per normalised text, in import order."""
+        groups: dict[str, dict[str, Any]] = {}
+        for caption_id, _image_id, system, raw_text, text in sorted(captions):
+            group = groups.setdefault(text, {"text": text, "captions": []})
+            group["captions"].append({"id": caption_id, "system": system, "raw_text": raw_text})
+        return [{"key": f"c{n}", **group} for n, group in enumerate(groups.values(), start=1)]
+
+    def eligible_items(self, participant: Participant) -> QuerySet[Item]:
+        study_items = Item.objects.filter(study_id=participant.study_id)
+        stage1_done = Item.objects.filter(
+            study_id=participant.study_id,
+            kind=STAGE1,
+            image_id=OuterRef("image_id"),
+            judgment_count__gte=1,
+        )
+        # "Own" stage 1 includes every participant of the same browser: two crowd ids from
+        # one browser must not check each other's work.
+        same_person = Q(participant_id=participant.pk)
+        if participant.browser_id:
+            same_person |= Q(participant__browser_id=participant.browser_id)
+        own_stage1 = Judgment.objects.filter(
+            same_person,
+            item__study_id=participant.study_id,
+            item__kind=STAGE1,
+            item__image_id=OuterRef("image_id"),
+        )
+        allowed = Q(kind=STAGE1) | Q(Exists(stage1_done), ~Exists(own_stage1), kind=STAGE2)
+        if _is_native(participant):
+            allowed |= Q(kind=FLUENCY)
+        return study_items.filter(allowed)
+
+    # ------------------------------------------------------------------ submissions
+
+    def validate(self, assignment: Assignment, part: int, data: dict[str, Any]) -> dict[str, Any]:
+        """All or nothing: every caption group of the item must be complete and valid."""
+        item = assignment.item
+        if item.kind == STAGE2 and self._did_stage1(assignment.participant_id, item):
+            raise ServiceError(
+                "You scored this image in stage 1; stage 2 must be done by another annotator. "
+                "Nothing was saved.",
+                status=403,
+            )
+        submitted = data.get("captions") if isinstance(data, dict) else None
+        if not isinstance(submitted, dict):
+            raise ServiceError("The form did not contain any caption scores; nothing was saved.")
+        groups = {group["key"]: group for group in item.spec["groups"]}
+        unknown = sorted(set(submitted) - set(groups))
+        if unknown:
+            raise ServiceError(
+                f"Unknown caption field {unknown[0]}; reload the page. Nothing was saved."
+            )
+        study_seed = Study.objects.filter(pk=item.study_id).values_list("seed", flat=True)[0]
+        order = display_order(
+            list(groups), seed=study_seed, participant_id=assignment.participant_id, item_id=item.pk
+        )
+        clean: dict[str, Any] = {}
+        for position, key in enumerate(order, start=1):
+            values = submitted.get(key) or {}
+            if not isinstance(values, dict):
+                values = {}
+            who = f'Caption {position} ("{_excerpt(groups[key]["text"])}")'
+            scores = self._validate_group(key, who, values, fluency_only=item.kind == FLUENCY)
+            clean[key] = {"caption_ids": [c["id"] for c in groups[key]["captions"]], **scores}
+        return {"captions": clean}
+
+    @staticmethod
+    def _did_stage1(participant_id: int, item: Item) -> bool:
+        return Judgment.objects.filter(
+            item__study_id=item.study_id,
+            item__kind=STAGE1,
+            item__image_id=item.image_id,
+            participant_id=participant_id,
+        ).exists()
+
+    @staticmethod
+    def _validate_group(
+        key: str, who: str, values: dict[str, Any], *, fluency_only: bool
+    ) -> dict[str, Any]:
+        errors = values.get("fluency_errors") or {}
+        if not isinstance(errors, dict):
+            raise ServiceError(f"{who}: the fluency errors are malformed.", field=f"{key}-fluency")
+        errors = {error: _as_number(amount) for error, amount in errors.items()}
+        if fluency_only:
+            try:
+                resolved = rubric.validate_caption_scores(5, 5, errors)
+            except ValueError as exc:
+                raise ServiceError(
+                    f"{who}: {_friendly(exc)}", field=_error_field(key, exc)
+                ) from exc
+            return {"fluency_errors": resolved.fluency_errors, "fluency": resolved.fluency}
+        for field in ("precision", "recall"):
+            if values.get(field) in (None, ""):
+                raise ServiceError(
+                    f"{who}: choose a {field} score from 1 to 5.", field=f"{key}-{field}"
+                )
+        try:
+            scores = rubric.validate_caption_scores(
+                _as_number(values["precision"]),
+                _as_number(values["recall"]),
+                errors,
+                _as_number(values.get("conciseness") or 0),
+                _as_number(values.get("inclusive") or 0),
+            )
+        except ValueError as exc:
+            raise ServiceError(f"{who}: {_friendly(exc)}", field=_error_field(key, exc)) from exc
+        return scores.as_dict()
+
+    def score(
+        self, *, item: Item, assignment: Assignment, part: int, payload: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Stage 2: which fields differ from stage 1, per caption group (server-side)."""
+        if item.kind != STAGE2:
+            return {}
+        stage1 = stage1_payload(item)
+        modified = {}
+        for key, scores in payload["captions"].items():
+            before = (stage1 or {}).get("captions", {}).get(key)
+            modified[key] = {
+                field: before is None or not _same_scores(before, scores, field)
+                for field in SCORE_FIELDS
+            }
+        return {"modified": modified}
+
+    def after_submit(self, participant: Participant, judgment: Judgment) -> Outcome:
+        """Route the image to a fluency round when no annotator of it is a native speaker.
+
+        Called before ``judgment`` is stored, so its own annotator (``participant``) is
+        asked about directly; the other stage's annotator through the stored judgments.
+        """
+        item = judgment.item
+        config = self.settings(participant.study)
+        if not config.require_native_fluency:
+            return Outcome()
+        last_stage = STAGE2 if config.stage2 else STAGE1
+        if item.kind != last_stage:
+            return Outcome()
+        image_items = Item.objects.filter(study_id=item.study_id, image_id=item.image_id)
+        native_judged = (
+            _is_native(participant)
+            or Judgment.objects.filter(
+                item__in=image_items.filter(kind__in=[STAGE1, STAGE2]),
+                participant__user__native_english=True,
+            ).exists()
+        )
+        if native_judged or image_items.filter(kind=FLUENCY).exists():
+            return Outcome()
+        fluency_round = Item(
+            study_id=item.study_id,
+            kind=FLUENCY,
+            image_id=item.image_id,
+            position=item.position,
+            spec=item.spec,
+            target=1,
+        )
+        return Outcome(new_items=(fluency_round,))
+
+    def completion_earned(self, participant: Participant) -> bool:
+        needed = self.settings(participant.study).completion_images
+        return Judgment.objects.filter(participant_id=participant.pk).count() >= needed
+
+
+def _is_native(participant: Participant) -> bool:
+    """Whether the participant is a registered annotator who is a native English speaker."""
+    return participant.user_id is not None and participant.user.native_english
+
+
+def _excerpt(text: str, length: int = 40) -> str:
+    return text if len(text) <= length else text[: length - 1].rstrip() + "…"
+
+
+def _as_number(value: Any) -> Any:
+    """Turn form text into a number for ``rubrics.thumb``; anything else passes through."""
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return None
+        try:
+            parsed = float(text)
+        except ValueError:
+            return value
+        return int(parsed) if parsed.is_integer() else parsed
+    return value
+
+
+def _same_scores(a: dict[str, Any], b: dict[str, Any], field: str) -> bool:
+    if field == "fluency":
+        return _errors_text(a.get("fluency_errors") or {}) == _errors_text(
+            b.get("fluency_errors") or {}
+        ) and math.isclose(a.get("fluency", 0.0), b.get("fluency", 0.0), abs_tol=1e-9)
+    return math.isclose(float(a[field]), float(b[field]), abs_tol=1e-9)
+
+
+def _errors_text(errors: dict[str, float]) -> str:
+    """Ticked fluency error types as one cell: ``casing;awkward_construction=0.3``."""
+    parts = []
+    for key in rubric.FLUENCY_ERRORS:
+        if key in errors:
+            error = rubric.FLUENCY_ERRORS[key]
+            parts.append(key if error.is_fixed else f"{key}={number_text(errors[key])}")
+    return ";".join(parts)
+
+
+def _friendly(exc: ValueError) -> str:
+    """A ``rubrics.thumb`` message with error-type keys replaced by their labels."""
+
+    def label(match: re.Match) -> str:
+        error = rubric.FLUENCY_ERRORS.get(match.group(1))
+        return f"fluency error '{error.label}'" if error else match.group(0)
+
+    return re.sub(r"fluency\[([a-z_]+)\]", label, str(exc))
+
+
+def _error_field(key: str, exc: ValueError) -> str:
+    """The form field a ``rubrics.thumb`` ValueError names (its message starts with it)."""
+    head = str(exc).split(":", 1)[0]
+    if match := re.fullmatch(r"fluency\[([a-z_]+)\]", head):
+        error = rubric.FLUENCY_ERRORS.get(match.group(1))
+        if error is not None and not error.is_fixed:
+            return f"{key}-amount-{error.key}"
+        return f"{key}-fluency"
+    if head in SCORE_FIELDS:
+        return f"{key}-{head}"
+    return f"{key}-fluency" if head.startswith("fluency") else ""

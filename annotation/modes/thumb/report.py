@@ -1,0 +1,228 @@
+"""THumB's report: final scores per caption (stage 2 where present, else stage 1; fluency
+from a fluency round when there is one), the paper's tables and the two figures.
+
+The statistics are ``rubrics.thumb.report`` and ``rubrics.thumb.stage_agreement``; this
+module reads the judgments they need and shapes the page.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from annotation.errors import ServiceError
+from annotation.models import Caption, Image, Item, Judgment, Study
+from annotation.modes.base import Progress, Report
+from annotation.modes.thumb.protocol import FLUENCY, SCORE_FIELDS, STAGE1, STAGE2, number_text
+from rubrics import thumb as rubric
+
+HISTOGRAM_FIGURE = "precision-recall-histograms"
+TOTALS_FIGURE = "system-totals"
+
+
+class ThumbReport(Report):
+    template = "modes/thumb/report.html"
+    figure_names = (HISTOGRAM_FIGURE, TOTALS_FIGURE)
+
+    def run(self, study: Study, progress: Progress) -> dict[str, Any]:
+        """Final scores per caption (stage 2 if present, else stage 1; fluency from a fluency
+        round when there is one), then ``rubrics.thumb.report`` and ``stage_agreement``."""
+        progress(5, "Reading judgments")
+        config = self.mode.settings(study)
+        stages: dict[int, dict[str, dict[str, Any]]] = defaultdict(dict)
+        rows = (
+            Judgment.objects.filter(study=study, excluded=False)
+            .order_by("id")
+            .values_list("item__image_id", "item__kind", "payload")
+        )
+        for image_id, kind, payload in rows:
+            # The first judgment of a kind counts (targets are 1; a later one is a repeat).
+            stages[image_id].setdefault(kind, payload)
+        stages = {image_id: s for image_id, s in stages.items() if STAGE1 in s}
+        if not stages:
+            raise ServiceError("No stage-1 judgments yet: nothing to report.")
+        captions = {
+            caption_id: (image_id, system, metrics)
+            for caption_id, image_id, system, metrics in Caption.objects.filter(
+                study=study
+            ).values_list("id", "image_id", "system", "metrics")
+        }
+        progress(20, "Combining stages")
+        records: list[dict[str, Any]] = []
+        metric_rows: list[dict[str, float]] = []
+        stage1_rows: list[dict[str, Any]] = []
+        stage2_rows: list[dict[str, Any]] = []
+        fluency_rounds = 0
+        for image_id in sorted(stages):
+            by_kind = stages[image_id]
+            final = by_kind.get(STAGE2, by_kind[STAGE1])["captions"]
+            fluency = by_kind.get(FLUENCY, {}).get("captions", {})
+            fluency_rounds += FLUENCY in by_kind
+            if STAGE2 in by_kind:
+                for key, scores in by_kind[STAGE1]["captions"].items():
+                    if key in by_kind[STAGE2]["captions"]:
+                        stage1_rows.append(scores)
+                        stage2_rows.append(by_kind[STAGE2]["captions"][key])
+            for key, scores in final.items():
+                flu = fluency[key]["fluency"] if key in fluency else scores["fluency"]
+                for caption_id in scores["caption_ids"]:
+                    caption = captions[caption_id]
+                    records.append(
+                        {
+                            "image_id": image_id,
+                            "system": caption[1],
+                            "precision": scores["precision"],
+                            "recall": scores["recall"],
+                            "fluency": flu,
+                            "conciseness": scores["conciseness"],
+                            "inclusive": scores["inclusive"],
+                        }
+                    )
+                    metric_rows.append(caption[2] or {})
+        metric_names = sorted({name for m in metric_rows for name in m})
+        metrics = {
+            name: np.array([_metric_value(m.get(name)) for m in metric_rows])
+            for name in metric_names
+        } or None
+        progress(40, "Bootstrapping confidence intervals")
+        result = rubric.report(
+            rubric.CaptionJudgments.from_records(records),
+            metrics=metrics,
+            weights=(config.weight_precision, config.weight_recall),
+            n_resamples=config.bootstrap_resamples,
+            confidence=config.confidence,
+            seed=study.seed,
+        )
+        progress(85, "Stage agreement")
+        result["stage_agreement"] = (
+            rubric.stage_agreement(_score_arrays(stage1_rows), _score_arrays(stage2_rows))
+            if stage1_rows
+            else None
+        )
+        stage1_images = Item.objects.filter(study=study, kind=STAGE1).values("image_id")
+        result["workflow"] = {
+            "images_judged": len(stages),
+            "images_with_stage2": sum(STAGE2 in s for s in stages.values()),
+            "fluency_rounds": fluency_rounds,
+            "images_skipped": Image.objects.filter(study=study)
+            .exclude(pk__in=stage1_images)
+            .count(),
+        }
+        progress(100, "Done")
+        return result
+
+    def context(self, result: dict[str, Any], query: dict[str, str]) -> dict[str, Any]:
+        """Table rows for the page and a Total re-weighted with the form's P/R weights.
+
+        Total is linear in P, R and the penalties, so the weighted mean per system follows
+        from the stored means exactly; its bootstrap interval is only stored for the
+        study's own weights.
+        """
+        stored = result.get("weights", {"precision": 0.5, "recall": 0.5})
+        weights_error = ""
+        try:
+            w_p = float(query.get("wp", stored["precision"]))
+            w_r = float(query.get("wr", stored["recall"]))
+            if not (math.isfinite(w_p) and math.isfinite(w_r)) or w_p < 0 or w_r < 0:
+                raise ValueError
+        except ValueError:
+            weights_error = "Weights must be non-negative numbers; showing the study's weights."
+            w_p, w_r = stored["precision"], stored["recall"]
+        rows = []
+        for system in result["systems"]:
+            entry = result["per_system"][system]
+            means = {f: entry[f]["mean"] for f in (*SCORE_FIELDS, "total")}
+            penalties = means["fluency"] + means["conciseness"] + means["inclusive"]
+            rows.append(
+                {
+                    "system": system,
+                    "entry": entry,
+                    "weighted": w_p * means["precision"] + w_r * means["recall"] - penalties,
+                    "histogram": result["histograms"]["per_system"].get(system),
+                }
+            )
+        correlations = []
+        for metric, values in (result.get("correlations") or {}).items():
+            correlations.append({"metric": metric, **values})
+        return {
+            "rows": rows,
+            "weights_form": {"wp": number_text(w_p), "wr": number_text(w_r)},
+            "weights_error": weights_error,
+            "weights_stored": stored,
+            "weights_changed": not (
+                math.isclose(w_p, stored["precision"]) and math.isclose(w_r, stored["recall"])
+            ),
+            "correlation_rows": correlations,
+            "agreement": result.get("stage_agreement"),
+            "workflow": result.get("workflow", {}),
+            "ci_percent": round(result["bootstrap"]["confidence"] * 100),
+        }
+
+    def figure(self, name: str, result: dict[str, Any]) -> Figure:
+        if name == HISTOGRAM_FIGURE:
+            figure = Figure(figsize=(8, 3.2))
+            # No layout engine: savefig(bbox_inches="tight") trims the margins, and layout
+            # engines triple the drawing time of these small figures.
+            figure.subplots_adjust(wspace=0.08)
+            axes = figure.subplots(1, 2, sharey=True)
+            scores = np.arange(1, 6)
+            for ax, field, title in zip(
+                axes, ("precision", "recall"), ("Precision", "Recall"), strict=True
+            ):
+                for offset, group, colour in (
+                    (-0.2, "human", "#0b57d0"),
+                    (0.2, "machine", "#c2410c"),
+                ):
+                    counts = np.array(result["histograms"][group][field], dtype=float)
+                    shares = counts / counts.sum() if counts.sum() else counts
+                    ax.bar(
+                        scores + offset,
+                        shares,
+                        width=0.4,
+                        color=colour,
+                        label="Human" if group == "human" else "Machines",
+                    )
+                ax.set_xticks(scores)
+                ax.set_title(title)
+                ax.set_xlabel("score")
+            axes[0].set_ylabel("share of captions")
+            axes[1].legend(frameon=False)
+            return figure
+        if name == TOTALS_FIGURE:
+            systems = result["systems"]
+            figure = Figure(figsize=(6, 0.5 + 0.45 * len(systems)))
+            ax = figure.subplots()
+            means = [result["per_system"][s]["total"]["mean"] for s in systems]
+            lows = [result["per_system"][s]["total"]["ci_low"] for s in systems]
+            highs = [result["per_system"][s]["total"]["ci_high"] for s in systems]
+            y = np.arange(len(systems))[::-1]
+            err = np.array(
+                [
+                    [m - lo for m, lo in zip(means, lows, strict=True)],
+                    [hi - m for m, hi in zip(means, highs, strict=True)],
+                ]
+            )
+            ax.errorbar(means, y, xerr=err, fmt="o", color="#0b57d0", capsize=3)
+            ax.set_yticks(y, systems)
+            percent = round(result["bootstrap"]["confidence"] * 100)
+            ax.set_xlabel(f"mean Total with {percent}% bootstrap interval")
+            return figure
+        raise KeyError(name)
+
+
+def _metric_value(value: Any) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return math.nan
+    return number if math.isfinite(number) else math.nan
+
+
+def _score_arrays(rows: list[dict[str, Any]]) -> rubric.ScoreArrays:
+    return rubric.ScoreArrays(
+        **{field: np.array([row[field] for row in rows], dtype=float) for field in SCORE_FIELDS}
+    )

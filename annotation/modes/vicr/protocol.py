@@ -1,0 +1,464 @@
+"""The VICR game's protocol: settings, items, the gates, scoring and the phase machine.
+
+The protocol rules (points, consensus, priming, Algorithm 1, the phase machine and the
+virtual-rater statistics) live in ``rubrics.vicr``; this module maps them onto the shared
+data model.
+
+Items. One ``Item`` per caption, ``spec = {"caption_id": ...}``, ``kind`` from the caption's
+purpose: ``tutorial`` and ``probation`` (pools in import order; any player may get any of
+them, so their ``target`` is ``UNLIMITED``) and ``game`` (shuffled with the study seed,
+``target`` = ``max_ratings``; the assignment service serves the least-rated pairs first, so
+every pair reaches ``min_ratings`` before any goes beyond it). A judgment's phase is its
+item's kind.
+
+Gates. A player's tutorial is ``tutorial_pairs`` pairs drawn from the tutorial pool, and each
+probation attempt ``probation_pairs`` pairs from the probation pool, in an order of the
+player's own (``rubrics.vicr.block_draw``, from the study seed and the participant id), and
+no attempt repeats a pair of an earlier one. Why: the feedback shows each pair's truth, so
+pairs shared by every player (or served again on a retry) could be learned by one id and
+replayed by another, or by the same id. ``eligible_items`` offers exactly the next pair of
+the draw, so the order is the draw's; the draw is recomputed, never stored.
+
+Players. ``Participant.status`` is the phase (``tutorial``, ``probation``, ``game``,
+``excluded``), and the only place it is kept; a participant who has not rated yet still has
+the generic initial status and is in the tutorial. ``Participant.state`` holds::
+
+    {"player": {"probation_attempts", "score", "game_ratings"},  # rubrics PlayerState
+     "block": [points of the tutorial or probation attempt under way],
+     "tutorial_score": int | None, "probation_scores": [int per finished attempt],
+     "game_total": game ratings over all stays, "game_points": their points over all stays}
+
+Every lease is assignment round 0: the assignment service then never serves one player the
+same pair twice, a second guard behind the disjoint draws. The score of a game rating is
+computed with the item row locked, from the game ratings committed before it (plus the
+primed ratings the priming rule keeps).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import QuerySet
+
+from annotation.errors import ServiceError
+from annotation.models import Assignment, Caption, Item, Judgment, Participant, Study
+from annotation.modes.base import Mode, Outcome, parse_choice
+from annotation.modes.settings import CrowdSettings, flag, number, whole
+from rubrics import vicr as rules
+
+TUTORIAL, PROBATION, GAME, EXCLUDED = "tutorial", "probation", "game", "excluded"
+BLOCK_KINDS = (TUTORIAL, PROBATION)
+PHASES = frozenset(str(phase) for phase in rules.Phase)
+#: Target of tutorial and probation items: every player rates them, so capacity never binds
+#: (the largest value a PostgreSQL integer column holds).
+UNLIMITED = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class VicrSettings(CrowdSettings):
+    """A VICR study's settings; the defaults are the paper's (PROTOCOLS.md section 2)."""
+
+    min_ratings: int = whole(3, low=1, high=1000)
+    max_ratings: int = whole(7, low=1, high=1000)
+    seconds_before_submit: float = number(3, low=0, high=600)
+    tutorial_pass: int = whole(10, low=-1000, high=1000)
+    probation_pass: int = whole(25, low=-1000, high=1000)
+    first_game_ratings: int = whole(20, low=1, high=1000)
+    first_game_pass: int = whole(25, low=-2000, high=2000)
+    max_probation_attempts: int = whole(2, low=1, high=100)
+    # Pairs per tutorial and per probation attempt (the paper's 10 and 20), drawn per player
+    # from the imported pools, which must hold at least tutorial_pairs and
+    # probation_pairs x max_probation_attempts pairs.
+    tutorial_pairs: int = whole(10, low=1, high=1000)
+    probation_pairs: int = whole(20, low=1, high=1000)
+    # Game ratings that earn a crowd worker the completion code (as many as the first-game
+    # check looks at, so the code follows the check, not a half-finished stay).
+    completion_game_ratings: int = whole(20, low=1, high=100_000)
+    scale_levels: int = whole(5, low=4, high=5)
+    # Fleiss' kappa merges levels 4 and 5 (the paper's VICR column); no-op on 4 levels.
+    collapse_top: bool = flag(True)
+    leaderboard_size: int = whole(10, low=0, high=100)
+    report_repetitions: int = whole(100, low=1, high=10_000)
+
+    def check(self) -> None:
+        """Refuse settings no player could ever meet."""
+        if self.min_ratings > self.max_ratings:
+            raise ServiceError("min_ratings must not exceed max_ratings", field="min_ratings")
+        limit = 2 * self.first_game_ratings
+        if self.first_game_pass > limit:
+            raise ServiceError(
+                f"first_game_pass cannot exceed {limit} (2 points per rating over "
+                f"first_game_ratings ratings)",
+                field="first_game_pass",
+            )
+        for kind in BLOCK_KINDS:
+            pairs, needed = self.block_pairs(kind), self.block_pass(kind)
+            if needed > 2 * pairs:
+                raise ServiceError(
+                    f"{kind}_pass is {needed} but {pairs} {kind} pairs ({kind}_pairs) give at "
+                    f"most {2 * pairs} points.",
+                    field=f"{kind}_pass",
+                )
+
+    def block_pairs(self, kind: str) -> int:
+        """Pairs of one tutorial (``kind`` tutorial) or one probation attempt."""
+        return self.tutorial_pairs if kind == TUTORIAL else self.probation_pairs
+
+    def block_pass(self, kind: str) -> int:
+        """Points one tutorial or one probation attempt needs."""
+        return self.tutorial_pass if kind == TUTORIAL else self.probation_pass
+
+    def phase_rules(self) -> rules.PhaseRules:
+        return rules.PhaseRules(
+            tutorial_pairs=self.tutorial_pairs,
+            tutorial_pass=self.tutorial_pass,
+            probation_pairs=self.probation_pairs,
+            probation_pass=self.probation_pass,
+            max_probation_attempts=self.max_probation_attempts,
+            first_game_ratings=self.first_game_ratings,
+            first_game_pass=self.first_game_pass,
+        )
+
+
+def round_half_up(value: float) -> int:
+    return math.floor(value + 0.5)
+
+
+def _primed(caption_primes: Iterable[Any]) -> list[int]:
+    """Primed ratings as the integers the priming rule needs.
+
+    The caption import accepts real-valued machine predictions (e.g. 3.7); they are rounded
+    half up to the nearest level so that a prime counts like a rating.
+    """
+    return [min(5, max(1, round_half_up(float(value)))) for value in caption_primes]
+
+
+def player_state(participant: Participant) -> rules.PlayerState:
+    """The player's place in the phase machine: the phase from the status, the rest from state.
+
+    A status that is no phase (the generic initial one) means the player has not rated yet,
+    so is in the tutorial.
+    """
+    raw = (participant.state or {}).get("player") or {}
+    status = participant.status
+    return rules.PlayerState(
+        phase=rules.Phase(status) if status in PHASES else rules.Phase.TUTORIAL,
+        probation_attempts=int(raw.get("probation_attempts", 0)),
+        score=int(raw.get("score", 0)),
+        game_ratings=int(raw.get("game_ratings", 0)),
+    )
+
+
+def _state_dict(state: rules.PlayerState) -> dict[str, Any]:
+    """What ``state["player"]`` keeps; the phase goes to ``Participant.status`` instead."""
+    return {
+        "probation_attempts": state.probation_attempts,
+        "score": state.score,
+        "game_ratings": state.game_ratings,
+    }
+
+
+def _parse_rating(value: Any, levels: int) -> int:
+    return parse_choice(
+        value, low=1, high=levels, field="rating", message=f"Choose a rating from 1 to {levels}."
+    )
+
+
+class VicrProtocol(Mode):
+    """Tutorial, probation and game over one pool of pairs per phase; see the module doc."""
+
+    name = "vicr"
+    label = "VICR rating game"
+    settings_class = VicrSettings
+    # One rating takes seconds; a crowd lease lapses after a few minutes so a pair left open
+    # goes back to other players soon.
+    crowd_lease_seconds = 5 * 60
+
+    # ------------------------------------------------------------------ items
+
+    def build_items(self, study: Study) -> int:
+        captions = list(
+            Caption.objects.filter(study=study)
+            .order_by("line", "id")
+            .values_list("id", "image_id", "purpose")
+        )
+        by_purpose: dict[str, list[tuple[int, int]]] = defaultdict(list)
+        for caption_id, image_id, purpose in captions:
+            by_purpose[purpose].append((caption_id, image_id))
+        tutorial = by_purpose[Caption.Purpose.TUTORIAL]
+        probation = by_purpose[Caption.Purpose.PROBATION]
+        game = by_purpose[Caption.Purpose.STUDY]
+        if not tutorial or not probation or not game:
+            raise ServiceError(
+                "A VICR study needs tutorial pairs, probation pairs and game pairs "
+                f"(found {len(tutorial)}, {len(probation)} and {len(game)}).",
+                status=409,
+            )
+        # The stored settings are checked again: a study must not open with settings that
+        # no longer pass (the pool rule below relies on them).
+        self.clean_settings(study.settings or {})
+        config = self.settings(study)
+        # One player must be able to finish every block without meeting a pair twice.
+        attempts = config.max_probation_attempts
+        for kind, pool, needed, why in (
+            (TUTORIAL, tutorial, config.tutorial_pairs, "tutorial_pairs"),
+            (
+                PROBATION,
+                probation,
+                config.probation_pairs * attempts,
+                f"probation_pairs {config.probation_pairs} x max_probation_attempts "
+                f"{attempts}, none repeated",
+            ),
+        ):
+            if len(pool) < needed:
+                raise ServiceError(
+                    f"The {kind} pool has {len(pool)} pairs but one player needs {needed} "
+                    f"({why}): import more {kind} pairs or lower the setting.",
+                    status=409,
+                )
+        random.Random(study.seed).shuffle(game)
+        rows = []
+        for kind, pairs, target in (
+            (TUTORIAL, tutorial, UNLIMITED),
+            (PROBATION, probation, UNLIMITED),
+            (GAME, game, config.max_ratings),
+        ):
+            rows += [
+                Item(
+                    study=study,
+                    kind=kind,
+                    image_id=image_id,
+                    position=position,
+                    spec={"caption_id": caption_id},
+                    target=target,
+                )
+                for position, (caption_id, image_id) in enumerate(pairs)
+            ]
+        Item.objects.bulk_create(rows, batch_size=1000)
+        return len(rows)
+
+    # ------------------------------------------------------------------ serving
+
+    def eligible_items(self, participant: Participant) -> QuerySet[Item]:
+        phase = player_state(participant).phase
+        items = Item.objects.filter(study_id=participant.study_id)
+        if phase == rules.Phase.EXCLUDED:
+            return items.none()
+        if phase in BLOCK_KINDS:
+            # Only the next pair of the player's draw, so they get the draw's order.
+            pair = self._next_block_pair(participant)
+            return items.filter(pk=pair) if pair is not None else items.none()
+        return items.filter(kind=GAME)
+
+    def _block_draw(self, participant: Participant) -> list[int]:
+        """Item ids of the tutorial or probation attempt the player is in, in serving order.
+
+        Empty when the pool is too small for this attempt (a study opened before the pool
+        rule; ``build_items`` refuses such a study now): the player is then offered nothing
+        rather than a pair seen before.
+        """
+        state = player_state(participant)
+        kind = str(state.phase)
+        pool = list(
+            Item.objects.filter(study_id=participant.study_id, kind=kind)
+            .order_by("position", "id")
+            .values_list("id", flat=True)
+        )
+        try:
+            positions = rules.block_draw(
+                len(pool),
+                pairs=self.settings(participant.study).block_pairs(kind),
+                attempt=state.probation_attempts if kind == PROBATION else 0,
+                study_seed=participant.study.seed,
+                player=participant.pk,
+                kind=kind,
+            )
+        except ValueError:
+            return []
+        return [pool[position] for position in positions]
+
+    def _next_block_pair(self, participant: Participant) -> int | None:
+        """The item id of the practice pair the player is at, or None when the draw is done."""
+        done = len((participant.state or {}).get("block", []))
+        draw = self._block_draw(participant)
+        return draw[done] if done < len(draw) else None
+
+    def current_round(self, participant: Participant) -> int:
+        # Always 0, retries included: a retry draws new pairs (``_block_draw``), and one
+        # round lets the assignment service refuse to serve a player any pair twice.
+        return 0
+
+    def min_seconds(self, assignment: Assignment) -> float:
+        return float(self.settings(assignment.participant.study).seconds_before_submit)
+
+    # ------------------------------------------------------------------ submissions
+
+    def validate(self, assignment: Assignment, part: int, data: dict[str, Any]) -> dict[str, Any]:
+        participant = assignment.participant
+        levels = self.settings(participant.study).scale_levels
+        phase = player_state(participant).phase
+        kind = assignment.item.kind
+        if phase == rules.Phase.EXCLUDED:
+            raise ServiceError(
+                "You can no longer rate pairs in this study; nothing was saved.", status=409
+            )
+        if kind != str(phase):
+            raise ServiceError(
+                f"This is a {kind} pair, but you are in the {phase} now, so it cannot count "
+                f"as a {phase} rating. Nothing was saved.",
+                status=409,
+            )
+        if kind in BLOCK_KINDS and assignment.item_id != self._next_block_pair(participant):
+            # Only the pair the draw is at counts, so nobody picks which pairs score.
+            raise ServiceError(
+                f"This is not the {kind} pair you are at now, so it cannot count. Nothing was "
+                f"saved.",
+                status=409,
+            )
+        return {"rating": _parse_rating(data.get("rating"), levels)}
+
+    def score(
+        self, *, item: Item, assignment: Assignment, part: int, payload: dict[str, Any]
+    ) -> dict[str, Any]:
+        rating = payload["rating"]
+        caption = Caption.objects.only("truth", "prime_ratings").get(pk=item.spec["caption_id"])
+        if item.kind in BLOCK_KINDS:
+            points = rules.tutorial_points(rating, caption.truth)
+            result = {"points": points, "truth": caption.truth}
+            if item.kind == PROBATION:
+                # Every lease is round 0 now, so the attempt (1-based) is kept with the rating.
+                result["attempt"] = player_state(assignment.participant).probation_attempts + 1
+            return result
+        # The item row is locked: these are exactly the game ratings committed before ours
+        # (the item is a game pair, so every rating of it is a game rating).
+        humans = list(
+            Judgment.objects.filter(item=item, excluded=False)
+            .order_by("id")
+            .values_list("payload__rating", flat=True)
+        )
+        primed = _primed(caption.prime_ratings or [])
+        pool = rules.consensus_pool(humans, primed)
+        scored = rules.score_rating(rating, pool)
+        return {
+            "points": scored.points,
+            "consensus": scored.consensus,
+            "pool_size": len(pool),
+            "pool_human": min(len(humans), len(pool)),
+            "pool_primed": len(pool) - min(len(humans), len(pool)),
+            "n": scored.n,
+            "var": scored.var,
+            "v": scored.v,
+            "d": scored.d,
+            "reason": scored.reason,
+        }
+
+    def after_submit(self, participant: Participant, judgment: Judgment) -> Outcome:
+        # The submission service holds the participant's row lock and gave ``participant``
+        # the state and status as locked, so they are read from there, not again.
+        config = self.settings(participant.study)
+        state = dict(participant.state or {})
+        before = player_state(participant)
+        kind = judgment.item.kind
+        points = judgment.result["points"]
+        transition: dict[str, Any] | None = None
+        if kind in BLOCK_KINDS:
+            block = [*state.get("block", []), points]
+            if len(block) >= config.block_pairs(kind):
+                after = rules.next_state(before, block, config.phase_rules())
+                total = sum(block)
+                if kind == TUTORIAL:
+                    state["tutorial_score"] = total
+                else:
+                    state["probation_scores"] = [*state.get("probation_scores", []), total]
+                transition = _block_transition(kind, after, total, 2 * len(block), config)
+                block = []
+            else:
+                after = before
+            state["block"] = block
+        else:
+            after = rules.next_state(before, points, config.phase_rules())
+            state["game_total"] = state.get("game_total", 0) + 1
+            state["game_points"] = state.get("game_points", 0) + points
+            if after.phase != rules.Phase.GAME:
+                transition = _first_game_transition(before.score + points, after, config)
+        state["player"] = _state_dict(after)
+        return Outcome(
+            state=state,
+            status=str(after.phase),
+            result={
+                "score_after": after.score,
+                "phase_after": str(after.phase),
+                **({"transition": transition} if transition else {}),
+            },
+        )
+
+    def completion_earned(self, participant: Participant) -> bool:
+        # Earned by game ratings in good standing: the phase must be the game when the count
+        # is reached, so a player the first-game check sends back to probation earns it only
+        # after passing probation again, and an excluded player never does.
+        if player_state(participant).phase != rules.Phase.GAME:
+            return False
+        needed = self.settings(participant.study).completion_game_ratings
+        return (participant.state or {}).get("game_total", 0) >= needed
+
+
+def _block_transition(
+    kind: str, after: rules.PlayerState, total: int, maximum: int, config: VicrSettings
+) -> dict[str, Any]:
+    """What the player is told at the end of a tutorial or probation attempt."""
+    needed = config.block_pass(kind)
+    name = "the tutorial" if kind == TUTORIAL else "probation"
+    if after.phase == rules.Phase.GAME:
+        message = f"You passed {name} with {total} of {maximum} points. On to the game!"
+    elif after.phase == rules.Phase.PROBATION and kind == TUTORIAL:
+        message = (
+            f"The tutorial gave you {total} of {maximum} points; {needed} are needed. "
+            f"Next comes probation: more practice pairs with expert ratings "
+            f"({config.probation_pass} points needed to join the game)."
+        )
+    elif after.phase == rules.Phase.PROBATION:
+        message = (
+            f"This probation attempt gave you {total} of {maximum} points; {needed} are "
+            f"needed. You may try again: attempt {after.probation_attempts + 1} of "
+            f"{config.max_probation_attempts}."
+        )
+    else:
+        message = (
+            f"This probation attempt gave you {total} of {maximum} points; {needed} are "
+            f"needed, and no attempt is left. Thank you for playing; you cannot rate more "
+            f"pairs in this study."
+        )
+    return {
+        "from": kind,
+        "to": str(after.phase),
+        "total": total,
+        "maximum": maximum,
+        "message": message,
+    }
+
+
+def _first_game_transition(
+    total: int, after: rules.PlayerState, config: VicrSettings
+) -> dict[str, Any]:
+    """What a player the first-game check sends away from the game is told."""
+    first, needed = config.first_game_ratings, config.first_game_pass
+    message = f"Your first {first} game ratings scored {total} of the {needed} needed: "
+    if after.phase == rules.Phase.PROBATION:
+        message += "your score is reset and you go back to probation."
+    else:
+        message += (
+            "your score is reset, and no probation attempt is left, so you cannot rate "
+            "more pairs in this study. Thank you for playing."
+        )
+    return {
+        "from": GAME,
+        "to": str(after.phase),
+        "total": total,
+        "maximum": 2 * first,
+        "message": message,
+    }

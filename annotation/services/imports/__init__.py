@@ -1,0 +1,202 @@
+"""Import a study's images and captions: validate everything first, then write all or nothing.
+
+Images come from folders, zip archives or single files; captions from one file, a CSV or
+COCO results JSON, and cite their images by file name. One import checks every image and
+every row and collects every problem (with its line) before anything is written; when there
+is any, it raises ``annotation.errors.ServiceError`` with the list in
+``details["errors"]`` and stores nothing. Otherwise files and rows are stored together.
+
+The parts, in the order an import runs through them:
+
+- ``sources``: uploads, folders, zip archives (and their safety checks) and single files;
+- ``images``: decode and check each image, make its display rendition, stage its files by
+  content hash;
+- ``csv_captions`` and ``coco_captions``: read a captions file into rows; ``captions``: what
+  both share, and the image each row cites;
+- ``store``: the all-or-nothing write and the refusal listing the problems.
+
+The page queues a job (``import_request``) that the job runner runs (``import_run``); the
+``import_study`` command and the demo call ``study_import`` directly.
+"""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.files.uploadedfile import UploadedFile
+
+from annotation.models import Caption, Image, Job, Study, User
+from annotation.services.imports.captions import CaptionRow, read_text, resolve_rows
+from annotation.services.imports.coco_captions import read_coco
+from annotation.services.imports.csv_captions import read_csv
+from annotation.services.imports.images import check_against_study, stage_images
+from annotation.services.imports.sources import remove_upload_staging, save_upload
+from annotation.services.imports.store import ImportSummary, import_refused, store
+from annotation.services.jobs import job_create
+
+__all__ = [
+    "COCO_FORMAT",
+    "CSV_FORMAT",
+    "ImportSummary",
+    "Progress",
+    "import_request",
+    "import_run",
+    "study_import",
+]
+
+Progress = Callable[..., None]
+
+CSV_FORMAT, COCO_FORMAT = "csv", "coco"
+
+
+class _Reporter:
+    """Turn step counts into percentages; write only when the percentage changes."""
+
+    def __init__(self, progress: Progress | None):
+        self.progress = progress
+        self.last = -1
+
+    def __call__(self, percent: float, message: str) -> None:
+        value = int(percent)
+        if self.progress is not None and value != self.last:
+            self.last = value
+            self.progress(value, message)
+
+
+def import_run(*, job: Job, progress: Progress) -> dict[str, Any]:
+    """Run an import job from its params; its staging upload folder is removed either way."""
+    params = job.params
+    try:
+        summary = study_import(
+            study=job.study,
+            image_sources=[Path(p) for p in params.get("images", [])],
+            captions=Path(params["captions"]) if params.get("captions") else None,
+            caption_format=params.get("format", CSV_FORMAT),
+            system=params.get("system", ""),
+            purpose=params.get("purpose", Caption.Purpose.STUDY),
+            coco_images=Path(params["coco_images"]) if params.get("coco_images") else None,
+            progress=progress,
+        )
+    finally:
+        remove_upload_staging(params.get("staging", ""))
+    return {"result": summary.as_dict(), "message": summary.as_text()}
+
+
+def study_import(
+    *,
+    study: Study,
+    image_sources: Sequence[Path] = (),
+    captions: Path | None = None,
+    caption_format: str = CSV_FORMAT,
+    system: str = "",
+    purpose: str = Caption.Purpose.STUDY,
+    coco_images: Path | None = None,
+    progress: Progress | None = None,
+) -> ImportSummary:
+    """Import images and captions into a draft study, entirely or not at all.
+
+    Raise ``ServiceError`` listing every bad image and row (with line numbers) in
+    ``details["errors"]`` when anything is wrong; nothing is stored in that case.
+    """
+    report = _Reporter(progress)
+    errors: list[str] = []
+    if study.status != Study.Status.DRAFT:
+        raise import_refused(["the study is no longer a draft; import before opening it"])
+    if purpose not in Caption.Purpose.values:
+        raise import_refused([f"unknown purpose {purpose!r} (use study, tutorial or probation)"])
+    if caption_format not in (CSV_FORMAT, COCO_FORMAT):
+        raise import_refused([f"unknown captions format {caption_format!r} (use csv or coco)"])
+    if not image_sources and captions is None:
+        raise import_refused(["give images, a captions file, or both"])
+
+    staging = Path(settings.MEDIA_ROOT) / ".staging" / uuid.uuid4().hex
+    staging.mkdir(parents=True)
+    try:
+        report(0, "Checking images")
+        staged = stage_images(image_sources, staging, errors, report)
+        rows: list[CaptionRow] = []
+        if captions is not None:
+            report(60, "Checking captions")
+            rows = _read_captions(
+                captions, caption_format, system.strip(), purpose, coco_images, errors
+            )
+        existing = {image.name: image for image in Image.objects.filter(study=study)}
+        check_against_study(staged, existing, errors)
+        resolved = resolve_rows(rows, set(staged) | set(existing), purpose, study, errors, report)
+        if errors:
+            raise import_refused(errors)
+        report(90, "Storing")
+        return store(study, staged, existing, rows, resolved, purpose, staging)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def import_request(
+    *,
+    study: Study,
+    user: User,
+    images_zip: UploadedFile | None = None,
+    image_files: Sequence[UploadedFile] = (),
+    captions: UploadedFile | None = None,
+    coco_images: UploadedFile | None = None,
+    caption_format: str = "",
+    system: str = "",
+    purpose: str = Caption.Purpose.STUDY,
+) -> Job:
+    """Save the uploads to a staging folder and queue an import job reading them.
+
+    ``caption_format`` "" means: by the captions file's extension (``.json`` is COCO). For
+    COCO results the system defaults to the file's name without extension.
+    """
+    staging = Path(settings.VAR_DIR) / "uploads" / uuid.uuid4().hex
+    params: dict[str, Any] = {"staging": str(staging), "images": [], "purpose": purpose}
+    try:
+        if images_zip is not None:
+            params["images"].append(str(save_upload(images_zip, staging / "archives")))
+        if image_files:
+            for upload in image_files:
+                save_upload(upload, staging / "images")
+            params["images"].append(str(staging / "images"))
+        if captions is not None:
+            params["captions"] = str(save_upload(captions, staging / "captions"))
+            if not caption_format:
+                is_json = Path(captions.name or "").suffix.lower() == ".json"
+                caption_format = COCO_FORMAT if is_json else CSV_FORMAT
+            if caption_format == COCO_FORMAT and not system.strip():
+                system = Path(captions.name or "").stem
+        if coco_images is not None:
+            params["coco_images"] = str(save_upload(coco_images, staging / "coco"))
+        params["format"] = caption_format or CSV_FORMAT
+        params["system"] = system.strip()
+        return job_create(kind=Job.Kind.IMPORT, study=study, created_by=user, params=params)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def _read_captions(
+    path: Path,
+    caption_format: str,
+    system: str,
+    purpose: str,
+    coco_images: Path | None,
+    errors: list[str],
+) -> list[CaptionRow]:
+    """The good rows of the captions file, by format; every problem is added to ``errors``."""
+    text = read_text(path, errors)
+    if text is None:
+        return []
+    if caption_format == CSV_FORMAT:
+        return read_csv(text, system, purpose, errors)
+    if purpose != Caption.Purpose.STUDY:
+        errors.append("tutorial and probation sets are imported from CSV, not COCO JSON")
+        return []
+    mapping_text = read_text(coco_images, errors) if coco_images is not None else ""
+    if mapping_text is None:
+        return []
+    return read_coco(text, mapping_text, system, errors)

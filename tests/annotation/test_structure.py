@@ -1,0 +1,119 @@
+"""The code's structure: no import cycle, and no function-level import but the one documented.
+
+A function-level import is how an import cycle hides (the cycle is still there, only
+deferred to the first call), so the rule is checked on the source, and the imports
+themselves are tried: every module of the project imported first in a fresh interpreter
+(a fork of one that has only run ``django.setup()``), and all of them in shuffled orders.
+"""
+
+import ast
+import json
+import os
+import random
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+#: Where project code lives, and the package prefix each folder's modules carry.
+PACKAGES = {
+    ROOT / "annotation": "annotation",
+    ROOT / "rubrics": "rubrics",
+    ROOT / "platform" / "capeval": "capeval",
+    ROOT / "tests" / "ratingmode": "tests.ratingmode",
+}
+#: (file, function) of the one function-level import, documented where it is.
+ALLOWED_LAZY_IMPORTS = {("annotation/services/jobs.py", "job_create")}
+#: Settings modules other than the one the tests run with (production refuses to load
+#: without its secrets, by design).
+NOT_IMPORTED = {"capeval.settings.production"}
+
+
+def project_files():
+    for folder, prefix in PACKAGES.items():
+        for path in sorted(folder.rglob("*.py")):
+            parts = path.relative_to(folder).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            yield path, ".".join([prefix, *parts])
+
+
+def lazy_imports(path: Path):
+    """(function, line) of every import statement below module level in ``path``."""
+    found = []
+
+    def visit(node, scope):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Import | ast.ImportFrom) and scope:
+                found.append((scope, child.lineno))
+            inner = scope
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                inner = child.name
+            visit(child, inner)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")), "")
+    return found
+
+
+def test_no_import_below_module_level_except_the_documented_one():
+    lazy = {
+        (str(path.relative_to(ROOT)), scope, line)
+        for path, _module in project_files()
+        for scope, line in lazy_imports(path)
+    }
+    assert {(file, scope) for file, scope, _line in lazy} == ALLOWED_LAZY_IMPORTS, sorted(lazy)
+
+
+def test_the_check_finds_a_function_level_import(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text("import os\n\n\ndef f():\n    import json\n    return json\n")
+    assert lazy_imports(sample) == [("f", 5)]
+
+
+# The parent sets Django up once; each child is a fork that imports modules in its order.
+IMPORTER = textwrap.dedent(
+    """
+    import importlib, json, os, sys, traceback
+    import django
+    django.setup()
+    orders = json.loads(sys.argv[1])
+    failures = []
+    for order in orders:
+        pid = os.fork()
+        if pid == 0:
+            try:
+                for name in order:
+                    importlib.import_module(name)
+            except BaseException:
+                print("importing", order[0], "first:", traceback.format_exc(), flush=True)
+                os._exit(1)
+            os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        if status:
+            failures.append(order[0])
+    print(json.dumps({"failures": failures}))
+    """
+)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="forks a child per module")
+def test_every_module_imports_first_and_in_any_order():
+    modules = [name for _path, name in project_files() if name not in NOT_IMPORTED]
+    assert "annotation.modes.base" in modules and "rubrics.vicr" in modules
+    shuffled = [random.Random(seed).sample(modules, len(modules)) for seed in range(3)]
+    orders = [[name] for name in modules] + shuffled
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "capeval.settings"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "platform")])
+    done = subprocess.run(
+        [sys.executable, "-c", IMPORTER, json.dumps(orders)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert '{"failures": []}' in done.stdout, done.stdout[-5000:]

@@ -1,0 +1,134 @@
+"""Builders of VICR studies and players, and a player's moves, for the tests of every part.
+
+Studies are built from Image/Caption rows made here (not through the import service) so
+the tests do not depend on the importer. ``play`` leases the next pair and rates it a few
+seconds later on the server's clock. The answer helpers (``exact``, ``one_off``, ``far``)
+choose a rating from an item's expert truth.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from itertools import count
+
+from django.utils import timezone
+
+from annotation.models import Caption, Image, Item, Judgment, Participant, Study
+from annotation.services.assignments import assignment_next
+from annotation.services.judgments import judgment_submit
+from annotation.services.studies import study_create, study_open
+
+# The pools: twice the tutorial block of 10, and probation's 20 pairs for each of the 2
+# attempts (the smallest pool a study opens with).
+TUTORIAL_TRUTHS = [5, 4, 3, 2, 1, 1, 2, 3, 4, 5] * 2
+PROBATION_TRUTHS = [3, 4, 2, 5, 1] * 8
+_names = count()
+
+
+def vicr_study(
+    owner,
+    *,
+    game=6,
+    primes=(3, 4),
+    tutorial=TUTORIAL_TRUTHS,
+    probation=PROBATION_TRUTHS,
+    seed=0,
+    **settings,
+) -> Study:
+    """A live VICR study: tutorial and probation pairs with truths, game pairs with primes."""
+    study = study_create(owner=owner, name="VICR test", mode="vicr", settings=settings, seed=seed)
+    line = count(2)
+
+    def caption(purpose, text, **fields):
+        number = next(_names)
+        image = Image.objects.create(
+            study=study,
+            name=f"img-{number}.jpg",
+            sha256=f"{number:064d}",
+            file=f"images/{number}.jpg",
+            display=f"display/{number}.webp",
+            width=640,
+            height=480,
+            format="JPEG",
+            alt_text=f"Photo {number}",
+        )
+        return Caption.objects.create(
+            study=study,
+            image=image,
+            system="S",
+            raw_text=text,
+            text=text,
+            purpose=purpose,
+            line=next(line),
+            **fields,
+        )
+
+    for i, truth in enumerate(tutorial):
+        caption("tutorial", f"tutorial caption {i}", truth=truth, explanation=f"Because {i}.")
+    for i, truth in enumerate(probation):
+        caption("probation", f"probation caption {i}", truth=truth)
+    for i in range(game):
+        caption("study", f"game caption {i}", prime_ratings=list(primes))
+    study_open(study=study)
+    study.refresh_from_db()
+    return study
+
+
+def player(study, name=None) -> Participant:
+    return Participant.objects.create(
+        study=study, source=Participant.Source.PROLIFIC, external_id=name or f"w{next(_names)}"
+    )
+
+
+def in_game(study, name=None) -> Participant:
+    """A player who already passed the tutorial (state as after_submit would leave it)."""
+    participant = player(study, name)
+    participant.state = {
+        "player": {"probation_attempts": 0, "score": 0, "game_ratings": 0},
+        "tutorial_score": 20,
+        "block": [],
+    }
+    participant.status = "game"
+    participant.save()
+    return participant
+
+
+def truth_of(item: Item) -> int:
+    return Caption.objects.get(pk=item.spec["caption_id"]).truth
+
+
+def play(participant, rating=None, *, wait=3.0, answer=None) -> Judgment:
+    """Lease the next pair and rate it ``wait`` seconds later; return the judgment."""
+    now = timezone.now()
+    lease = assignment_next(participant=participant, now=now)
+    assert lease is not None, "nothing left to play"
+    if answer is not None:
+        rating = answer(lease.item)
+    outcome = judgment_submit(
+        participant=participant,
+        token=lease.token,
+        data={"rating": str(rating)},
+        now=lease.served_at + timedelta(seconds=wait),
+    )
+    participant.refresh_from_db()
+    return outcome.judgment
+
+
+def play_block(participant, pairs, answer) -> list[Judgment]:
+    return [play(participant, answer=answer) for _ in range(pairs)]
+
+
+def exact(item):
+    return truth_of(item)
+
+
+def one_off(item):
+    """One level away from the truth: 1 point a pair."""
+    truth = truth_of(item)
+    return truth - 1 if truth > 1 else 2
+
+
+def far(item):
+    """Two or more levels away: at most 0 points a pair."""
+    truth = truth_of(item)
+    return 5 if truth <= 2 else 1

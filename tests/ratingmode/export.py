@@ -1,0 +1,8 @@
+"""The test-rating export: the default table (common columns, payload and result as JSON)."""
+
+from annotation.modes import Export
+
+
+class RatingExport(Export):
+    row_unit = "rating"
+    exclusion_rules = "Nothing is excluded."
