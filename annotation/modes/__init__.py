@@ -12,7 +12,6 @@ from annotation.modes.base import (
     Report,
     get_mode,
     register,
-    registered,
 )
 
-__all__ = ["Export", "Mode", "Outcome", "Pages", "Report", "get_mode", "register", "registered"]
+__all__ = ["Export", "Mode", "Outcome", "Pages", "Report", "get_mode", "register"]

@@ -376,8 +376,3 @@ def get_mode(name: str) -> Mode:
     except KeyError:
         known = ", ".join(sorted(_REGISTRY)) or "none"
         raise KeyError(f"unknown mode {name!r} (registered: {known})") from None
-
-
-def registered() -> dict[str, Mode]:
-    """Every registered mode by name."""
-    return dict(_REGISTRY)

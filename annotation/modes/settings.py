@@ -94,7 +94,10 @@ def _check(name: str, spec: dict[str, Any], value: Any) -> None:
                 f"{name} must be text of at most {spec['max']} printable characters", field=name
             )
     elif kind == "url":
-        parts = urlsplit(value) if isinstance(value, str) else None
+        try:
+            parts = urlsplit(value) if isinstance(value, str) else None
+        except ValueError:  # urlsplit refuses some hosts, e.g. "https://[x" (bad IPv6)
+            parts = None
         if parts is None or (value and (parts.scheme != "https" or not parts.netloc)):
             raise ServiceError(f"{name} must be an https:// URL", field=name)
     else:  # pragma: no cover - a field declared without the helpers above

@@ -59,7 +59,12 @@ def study_create(
         chosen = get_mode(mode)
     except KeyError as exc:
         raise ServiceError(exc.args[0], field="mode") from exc
-    clean = chosen.clean_settings(settings or {})
+    try:
+        clean = chosen.clean_settings(settings or {})
+    except ServiceError as exc:
+        # The input is the settings object (the form field, the API key); the message and
+        # details name the setting inside it.
+        raise ServiceError(exc.message, field="settings", details={"setting": exc.field}) from exc
     return Study.objects.create(
         owner=owner,
         name=name.strip(),

@@ -65,6 +65,14 @@ def test_a_researcher_creates_a_draft_study_with_the_modes_default_settings(api,
             "settings",
             "no_such_setting",
         ),
+        # A bad value is an error of the settings input, naming the setting in its text.
+        ({"name": "x", "mode": "vicr", "settings": {"min_ratings": 0}}, "settings", "min_ratings"),
+        # urlsplit raises ValueError on a broken IPv6 host: still a 400, never a 500.
+        (
+            {"name": "x", "mode": "humanr", "settings": {"prolific_completion_url": "https://[x"}},
+            "settings",
+            "prolific_completion_url",
+        ),
         ({"name": "x", "mode": "nonsense"}, "mode", "not a valid choice"),
         ({"name": "", "mode": "vicr"}, "name", "blank"),
         ({"name": "x", "mode": "vicr", "seed": -1}, "seed", "greater than or equal"),

@@ -336,6 +336,17 @@ def test_deeply_nested_settings_in_the_form_are_refused_under_settings(client, r
     assert not Study.objects.exists()
 
 
+def test_a_bad_setting_value_in_the_form_is_shown_under_settings(client, researcher):
+    client.force_login(researcher)
+    response = client.post(
+        reverse("study_new"),
+        {"name": "Bad", "mode": "vicr", "seed": "0", "settings": '{"min_ratings": 0}'},
+    )
+    assert response.status_code == 200
+    assert "min_ratings" in " ".join(response.context["form"].errors["settings"])
+    assert not Study.objects.exists()
+
+
 @pytest.mark.parametrize("depth", [50_000, 200])
 def test_deeply_nested_settings_in_the_api_answer_400_naming_settings(researcher, depth):
     api = APIClient()

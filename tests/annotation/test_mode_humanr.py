@@ -146,7 +146,8 @@ def test_bad_settings_are_refused(researcher, bad):
     with pytest.raises(ServiceError) as refused:
         study_create(owner=researcher, name="x", mode="humanr", settings=bad)
     # The refusal names the setting (an unknown one: the settings as a whole).
-    assert refused.value.field == ("settings" if "colour" in bad else next(iter(bad)))
+    assert refused.value.field == "settings"
+    assert refused.value.details["setting"] == ("settings" if "colour" in bad else next(iter(bad)))
     assert not Study.objects.exists()
 
 

@@ -102,7 +102,8 @@ def test_n_images_samples_reproducibly_with_the_study_seed(make_study):
 def test_invalid_settings_are_refused(make_study, bad, field):
     with pytest.raises(ServiceError) as refused:
         make_study("thumb", settings=bad)
-    assert refused.value.field == field
+    assert refused.value.field == "settings"
+    assert refused.value.details["setting"] == field
     assert next(iter(bad)) in refused.value.message
 
 

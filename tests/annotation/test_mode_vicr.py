@@ -225,24 +225,27 @@ def test_a_pair_not_served_to_the_player_is_refused_with_404(researcher):
     assert not Judgment.objects.exists()
 
 
+def rate_an_unserved_pair(participant, item_id: int):
+    """Lease ``item_id`` to the participant behind the assignment service's back (as a
+    forged or stale page would name it) and rate it 10 s later."""
+    now = timezone.now()
+    lease = Assignment.objects.create(
+        participant=participant, item_id=item_id, served_at=now, expires_at=now + timedelta(hours=1)
+    )
+    return judgment_submit(
+        participant=participant,
+        token=lease.token,
+        data={"rating": "3"},
+        now=now + timedelta(seconds=10),
+    )
+
+
 def test_a_tutorial_pair_submitted_as_a_game_rating_is_refused(researcher):
     study = vicr_study(researcher)
     participant = in_game(study)
     tutorial_item = study.items.filter(kind="tutorial").first()
-    now = timezone.now()
-    lease = Assignment.objects.create(
-        participant=participant,
-        item=tutorial_item,
-        served_at=now,
-        expires_at=now + timedelta(hours=1),
-    )
     with pytest.raises(ServiceError) as refused:
-        judgment_submit(
-            participant=participant,
-            token=lease.token,
-            data={"rating": "3"},
-            now=now + timedelta(seconds=10),
-        )
+        rate_an_unserved_pair(participant, tutorial_item.pk)
     assert "tutorial pair" in refused.value.message and "game" in refused.value.message
     assert not Judgment.objects.exists()
 
@@ -454,20 +457,8 @@ def test_a_practice_pair_out_of_the_draws_order_is_refused(researcher):
     study = vicr_study(researcher)
     participant = player(study)
     expected, other = drawn(participant, "tutorial")[:2]
-    now = timezone.now()
-    lease = Assignment.objects.create(
-        participant=participant,
-        item_id=other,
-        served_at=now,
-        expires_at=now + timedelta(hours=1),
-    )
     with pytest.raises(ServiceError) as refused:
-        judgment_submit(
-            participant=participant,
-            token=lease.token,
-            data={"rating": "3"},
-            now=now + timedelta(seconds=10),
-        )
+        rate_an_unserved_pair(participant, other)
     assert refused.value.status == 409 and "not the tutorial pair you are at" in (
         refused.value.message
     )
