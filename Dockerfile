@@ -18,4 +18,5 @@ RUN pip install --no-cache-dir . \
  && useradd --system --uid 10001 capeval && mkdir -p /var/capeval && chown capeval /var/capeval
 USER capeval
 EXPOSE 8000
-CMD ["gunicorn", "capeval.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3", "--chdir", "platform"]
+# Scheme and forwarding headers are trusted by Django's settings only (CAPEVAL_TRUSTED_PROXIES).
+CMD ["gunicorn", "capeval.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3", "--chdir", "platform", "--forwarded-allow-ips="]

@@ -1,6 +1,7 @@
 """REST API (DRF): thin views with nested input/output serializers, calling selectors and
 services. A study or job the user may not manage answers 404, like a missing one."""
 
+from django.http import Http404
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers, status
@@ -13,7 +14,9 @@ from annotation import selectors
 from annotation.errors import ServiceError
 from annotation.models import Job, Study
 from annotation.services.exports import EXPORT_FORMATS, EXPORT_TABLES, export_request
+from annotation.services.jobs import job_sweep_stale
 from annotation.services.studies import MAX_SEED, study_close, study_create, study_open
+from annotation.text import DESCRIPTION_MAX_CHARS, TextValidator
 
 
 class JobOutput(serializers.ModelSerializer):
@@ -42,6 +45,10 @@ class JobOutput(serializers.ModelSerializer):
     def get_download_url(self, job: Job) -> str | None:
         if job.status != Job.Status.DONE or not job.result_file:
             return None
+        try:
+            selectors.job_file_path(job)
+        except Http404:  # deleted since (old-export cleanup, an operator): nothing to offer
+            return None
         url = reverse("job_download", args=[job.pk])
         request = self.context.get("request")
         return request.build_absolute_uri(url) if request else url
@@ -66,9 +73,16 @@ class StudyOutput(serializers.ModelSerializer):
 
 class StudyListApi(APIView):
     class InputSerializer(serializers.Serializer):
-        name = serializers.CharField(max_length=200)
+        # DRF's max_length checks the length; TextValidator the characters.
+        name = serializers.CharField(max_length=200, validators=[TextValidator("name")])
         mode = serializers.ChoiceField(choices=Study.Mode.choices)
-        description = serializers.CharField(required=False, allow_blank=True, default="")
+        description = serializers.CharField(
+            required=False,
+            allow_blank=True,
+            default="",
+            max_length=DESCRIPTION_MAX_CHARS,
+            validators=[TextValidator("description", multiline=True)],
+        )
         settings = serializers.DictField(required=False, default=dict)
         seed = serializers.IntegerField(required=False, min_value=0, max_value=MAX_SEED, default=0)
 
@@ -136,6 +150,7 @@ class StudyJobsApi(APIView):
     def get(self, request, study_id: int):
         """The study's jobs, newest first: import status, exports, reports."""
         study = selectors.study_for_researcher(request.user, study_id)
+        job_sweep_stale(job_ids=study.jobs.values_list("pk", flat=True))
         jobs = study.jobs.order_by("-created_at", "-id")
         kind = request.query_params.get("kind")
         if kind:
@@ -198,6 +213,8 @@ class JobDetailApi(APIView):
     @extend_schema(responses=JobOutput)
     def get(self, request, job_id: int):
         job = selectors.job_for_user(request.user, job_id)
+        if job_sweep_stale(job_ids=[job.pk]):  # its process vanished: say so, stop polling
+            job.refresh_from_db()
         return Response(JobOutput(job, context={"request": request}).data)
 
 
@@ -209,5 +226,9 @@ def exception_handler(exc, context):
     """
     if isinstance(exc, ServiceError):
         body = {exc.field: [exc.message]} if exc.field else {"detail": exc.message}
-        return Response(body, status=exc.status)
+        response = Response(body, status=exc.status)
+        retry_after = (exc.details or {}).get("retry_after")
+        if retry_after:  # the task queue is unavailable: say when to ask again
+            response["Retry-After"] = str(retry_after)
+        return response
     return drf_exception_handler(exc, context)

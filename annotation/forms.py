@@ -7,12 +7,19 @@ from django import forms
 from annotation.models import Caption, Study
 from annotation.services.imports import COCO_FORMAT, CSV_FORMAT
 from annotation.services.studies import MAX_SEED, SETTINGS_TOO_DEEP
+from annotation.text import DESCRIPTION_MAX_CHARS, TextValidator
 
 
 class StudyForm(forms.Form):
-    name = forms.CharField(max_length=200)
+    # Django's own max_length checks the length; TextValidator the characters.
+    name = forms.CharField(max_length=200, validators=[TextValidator("name")])
     mode = forms.ChoiceField(choices=Study.Mode.choices)
-    description = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
+    description = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}),
+        required=False,
+        max_length=DESCRIPTION_MAX_CHARS,
+        validators=[TextValidator("description", multiline=True)],
+    )
     seed = forms.IntegerField(
         initial=0, min_value=0, max_value=MAX_SEED, help_text="Seed of every random choice."
     )
@@ -87,6 +94,7 @@ class ImportForm(forms.Form):
         label="System name",
         required=False,
         max_length=100,
+        validators=[TextValidator("system name")],
         help_text=(
             "COCO JSON: the system that wrote the captions (default: the file name without "
             "extension). CSV: only for a file without a system column."

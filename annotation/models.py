@@ -379,7 +379,12 @@ class Judgment(models.Model):
 
 
 class Job(models.Model):
-    """A long task (import, export, report) with status and progress a page can poll."""
+    """A long task (import, export, report) with status and progress a page can poll.
+
+    ``attempts`` counts the runs started (a worker killed mid-job has its message delivered
+    again); ``heartbeat_at`` is the last sign of life of the process running it. Both are
+    written by ``services/jobs.py``; docs/architecture.md ("Long work") has the lifecycle.
+    """
 
     class Kind(models.TextChoices):
         IMPORT = "import", "Import"
@@ -409,6 +414,12 @@ class Job(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveSmallIntegerField(
+        default=0, help_text="Runs started; past CAPEVAL_JOB_MAX_ATTEMPTS the job is failed."
+    )
+    heartbeat_at = models.DateTimeField(
+        null=True, blank=True, help_text="Last sign of life of the process running the job."
+    )
 
     class Meta:
         ordering = ["-created_at"]

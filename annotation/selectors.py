@@ -173,3 +173,30 @@ def job_file_path(job: Job) -> Path:
     if root not in path.parents or not path.is_file():
         raise Http404("The file is gone; run the export again.")
     return path
+
+
+#: The folder of display renditions under MEDIA_ROOT (``services/imports/images.py``).
+MEDIA_DISPLAY_FOLDER = "display"
+
+
+def media_file_kind(user: User, path: str) -> str:
+    """Which file of MEDIA_ROOT ``path`` is, if ``user`` may read it; Http404 otherwise.
+
+    ``"display"``: a display rendition, for anyone. Crowd workers have no account and see
+    them on every item, exports ship them; they carry no metadata and their names are
+    content hashes. ``"original"``: an uploaded original (camera EXIF, GPS included), only
+    for researchers of a study holding an image stored in that file (``Image.file``; one
+    file may back images of several studies) and for staff. Everything else under
+    MEDIA_ROOT (staging folders, stray files) is never served. A stranger gets the same 404
+    for an existing original as for a missing one, before the file system is looked at.
+    """
+    parts = path.split("/")
+    # No empty, relative or hidden segment (".staging"), no backslash or NUL: the path must
+    # name a file inside MEDIA_ROOT as written; serve() confines it again with safe_join.
+    if any(not part or part.startswith(".") or "\\" in part or "\x00" in part for part in parts):
+        raise Http404("No such file.")
+    if parts[0] == MEDIA_DISPLAY_FOLDER and len(parts) > 1:
+        return "display"
+    if Image.objects.filter(file=path, study__in=studies_for_researcher(user)).exists():
+        return "original"
+    raise Http404("No such file.")

@@ -1,9 +1,11 @@
 from django.urls import path
 
-from annotation.views import exports, imports, participate, reports, studies
+from annotation.views import exports, health, imports, participate, reports, studies
 
 urlpatterns = [
     path("", studies.home, name="home"),
+    # Answered by HealthCheckMiddleware before Host checks; listed here for reverse().
+    path("healthz", health.healthz, name="healthz"),
     path("studies/new/", studies.study_new, name="study_new"),
     path("studies/<int:study_id>/", studies.study_detail, name="study_detail"),
     path("studies/<int:study_id>/status/", studies.study_change_status, name="study_status"),

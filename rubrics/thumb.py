@@ -22,7 +22,9 @@ Choices this module makes where the paper is silent (documented where applied):
 * integral floats such as ``4.0`` are accepted as integer scores (the THumB 1.0
   release stores P and R as floats); ``True``/``False`` are refused;
 * ``report`` uses nan-aware means when an image lacks a system's caption (see
-  its docstring); undefined statistics are returned as ``None``, never NaN.
+  its docstring); undefined statistics are returned as ``None``, never NaN;
+* ``check_agreement`` counts a checked caption as changed when any of its fields
+  differs from the final scores (the paper's "did not change the scores").
 """
 
 from __future__ import annotations
@@ -57,6 +59,9 @@ __all__ = [
     "RubricExample",
     "RubricRule",
     "ScoreArrays",
+    "check_agreement",
+    "check_sample",
+    "developmental_images",
     "fluency_penalty",
     "normalise",
     "report",
@@ -931,6 +936,38 @@ def report(
     }
 
 
+def _review_changes(
+    before: ScoreArrays, after: ScoreArrays, names: tuple[str, str]
+) -> dict[str, np.ndarray]:
+    """Per field (and ``any``), which rows ``after`` changed from ``before``; checks alignment."""
+    for name, s in zip(names, (before, after), strict=True):
+        if not isinstance(s, ScoreArrays):
+            raise ValueError(f"{name}: must be ScoreArrays or CaptionJudgments")
+    n = len(before)
+    if n == 0:
+        raise ValueError(f"{names[0]}: no rows")
+    if len(after) != n:
+        raise ValueError(f"{names[1]}: has {len(after)} rows, {names[0]} has {n}")
+    if isinstance(before, CaptionJudgments) and isinstance(after, CaptionJudgments):
+        same = np.array_equal(before.image_ids, after.image_ids) and np.array_equal(
+            before.systems, after.systems
+        )
+        if not same:
+            raise ValueError(
+                f"{names[1]}: rows are not aligned with {names[0]} (image ids or systems)"
+            )
+    changed = {f: np.abs(getattr(before, f) - getattr(after, f)) > _TOL for f in _FIELDS}
+    changed["any"] = np.logical_or.reduce([changed[f] for f in _FIELDS])
+    return changed
+
+
+def _kappas(before: ScoreArrays, after: ScoreArrays) -> dict[str, float | None]:
+    return {
+        "precision": _or_none(cohen_kappa, before.precision, after.precision),
+        "recall": _or_none(cohen_kappa, before.recall, after.recall),
+    }
+
+
 def stage_agreement(stage1: ScoreArrays, stage2: ScoreArrays) -> dict[str, Any]:
     """Stage-1 vs stage-2 agreement (paper section 2.1): Cohen's kappa of P and R, share modified.
 
@@ -941,32 +978,71 @@ def stage_agreement(stage1: ScoreArrays, stage2: ScoreArrays) -> dict[str, Any]:
     differs from stage 1; ``any`` is the share of captions with any field
     modified. Kappa is None when undefined (chance agreement 1).
     """
-    for name, s in (("stage1", stage1), ("stage2", stage2)):
-        if not isinstance(s, ScoreArrays):
-            raise ValueError(f"{name}: must be ScoreArrays or CaptionJudgments")
-    n = len(stage1)
-    if n == 0:
-        raise ValueError("stage1: no rows")
-    if len(stage2) != n:
-        raise ValueError(f"stage2: has {len(stage2)} rows, stage1 has {n}")
-    if isinstance(stage1, CaptionJudgments) and isinstance(stage2, CaptionJudgments):
-        same = np.array_equal(stage1.image_ids, stage2.image_ids) and np.array_equal(
-            stage1.systems, stage2.systems
-        )
-        if not same:
-            raise ValueError("stage2: rows are not aligned with stage1 (image ids or systems)")
-    modified: dict[str, float] = {}
-    any_mod = np.zeros(n, dtype=bool)
-    for f in _FIELDS:
-        changed = np.abs(getattr(stage1, f) - getattr(stage2, f)) > _TOL
-        any_mod |= changed
-        modified[f] = float(changed.mean())
-    modified["any"] = float(any_mod.mean())
+    changed = _review_changes(stage1, stage2, ("stage1", "stage2"))
     return {
-        "n_captions": int(n),
-        "kappa": {
-            "precision": _or_none(cohen_kappa, stage1.precision, stage2.precision),
-            "recall": _or_none(cohen_kappa, stage1.recall, stage2.recall),
-        },
-        "modified_share": modified,
+        "n_captions": len(stage1),
+        "kappa": _kappas(stage1, stage2),
+        "modified_share": {name: float(rows.mean()) for name, rows in changed.items()},
     }
+
+
+def check_agreement(final: ScoreArrays, check: ScoreArrays) -> dict[str, Any]:
+    """A third annotator's check of the final (stage-2) scores (paper section 2.1, footnote 3).
+
+    The paper: "we found that a third annotator did not change the scores for all 100
+    captions randomly sampled for meta-evaluations". Its statistic is how many of the
+    checked captions the third annotator changed, so this returns, over the rows (one per
+    checked caption text, aligned like ``stage_agreement``'s):
+
+    * ``unchanged``: captions whose every field the check confirmed (the paper: 100 of 100);
+    * ``changed``: captions with the field changed, per field and ``any`` field, and
+      ``changed_share`` the same as fractions of ``n_captions``;
+    * ``kappa``: unweighted Cohen's kappa of P and of R between the final scores and the
+      check, the statistic the paper gives for its stages, for comparison with them (None
+      when undefined, e.g. when every checked caption has the same P).
+    """
+    changed = _review_changes(final, check, ("final", "check"))
+    n = len(final)
+    counts = {name: int(rows.sum()) for name, rows in changed.items()}
+    return {
+        "n_captions": n,
+        "unchanged": n - counts["any"],
+        "changed": counts,
+        "changed_share": {name: count / n for name, count in counts.items()},
+        "kappa": _kappas(final, check),
+    }
+
+
+#: Separates the check's random stream from every other use of the study seed.
+_CHECK_STREAM = 0x7C4EC3
+
+
+def check_sample(n_captions: int, n_checked: int, *, seed: int) -> list[int]:
+    """Which captions the third annotator checks: ``min(n_checked, n_captions)`` distinct
+    indices of ``range(n_captions)``, drawn uniformly without replacement, ascending.
+
+    The draw depends only on ``seed`` and the two counts (the paper's "100 captions
+    randomly sampled", section 2.1 footnote 3), so a study draws the same sample every time
+    from the same caption list. ``n_checked = 0`` checks nothing.
+    """
+    size = checks.integer(n_captions, "n_captions", low=0)
+    wanted = checks.integer(n_checked, "n_checked", low=0)
+    seed = checks.integer(seed, "seed", low=-(2**63), high=2**63 - 1)
+    rng = np.random.default_rng(np.random.SeedSequence([_CHECK_STREAM, seed % 2**64]))
+    return sorted(rng.choice(size, size=min(wanted, size), replace=False).tolist())
+
+
+def developmental_images(image_order: Sequence[Any], n_developmental: int) -> set[Any]:
+    """The images of the developmental phase: the first ``n_developmental`` of ``image_order``.
+
+    Paper section 2.1: "We first performed developmental evaluations of 250 captions for 50
+    images and created rubrics. [...] After the developmental phase, the kappa coefficient
+    [...] was 0.86 in precision and 0.82 in recall for the rest of the evaluated captions."
+    ``image_order`` is the study's order (each image once); their judgments still count for
+    the scores, only the stage agreement leaves them out.
+    """
+    n = checks.integer(n_developmental, "n_developmental", low=0)
+    order = list(image_order)
+    if len(set(order)) != len(order):
+        raise ValueError("image_order: each image must occur once")
+    return set(order[:n])

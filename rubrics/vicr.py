@@ -20,8 +20,14 @@ Choices this module makes where the spec leaves room (each is repeated where it 
   ``block_draw``): each player gets their own order, and each probation attempt only pairs
   that player has not seen, so truths shown as feedback cannot be replayed.
 - Virtual raters: the standard deviation over repetitions uses ``ddof=0`` (the paper does
-  not say). ``collapse_top`` merges rating 5 into 4 for Fleiss' kappa only; on a 1-4 scale
-  (Flickr8k-Expert) it changes nothing.
+  not say). ``collapse_top`` merges rating 5 into 4 for Fleiss' kappa only, and is off by
+  default: the paper merged them only "because Fleiss' kappa is sensitive to the number of
+  categories, and there are fewer categories in Flickr8k-Expert" (section 6), i.e. to
+  compare with a 4-level dataset; on a 1-4 scale it changes nothing.
+- A player's agreement with consensus is measured against the consensus of the *other*
+  raters of the pair (``consensus_of_others``): a consensus that holds the player's own
+  rating rewards the player for agreeing with themself (alone on a pair: 100%).
+- Leaderboard ranks are standard competition ranks (``competition_ranks``: 1, 1, 3).
 """
 
 from __future__ import annotations
@@ -52,9 +58,12 @@ __all__ = [
     "PlayerState",
     "ScaleLevel",
     "Score",
+    "agreement_scores",
     "agreement_with_consensus",
     "block_draw",
+    "competition_ranks",
     "consensus",
+    "consensus_of_others",
     "consensus_pool",
     "draw_virtual_raters",
     "first_game_outcome",
@@ -591,6 +600,63 @@ def agreement_with_consensus(ratings: Sequence[int], consensus: Sequence[int]) -
     )
 
 
+def consensus_of_others(
+    pairs: object, ratings: object, counted: object, levels: int = MAX_RATING
+) -> np.ndarray:
+    """Per rating, the consensus of the *other* counted ratings of its pair; 0 where none.
+
+    ``pairs`` (any ids), ``ratings`` (1..levels) and ``counted`` (bools: the rating is in
+    the pair's consensus pool, e.g. the report's final view) are aligned columns. The
+    consensus is ``round_half_up(mean)`` (section 2) of the pair's counted ratings, less the
+    rating itself when it is counted: leave-one-out, so that a player is never compared with
+    a consensus made of their own rating. 0 marks a rating with no other counted rating on
+    its pair (there is nothing to agree with). Exact integer arithmetic, vectorised.
+    """
+    levels = _check_levels(levels)
+    x = _as_rating_array(ratings, "ratings", levels)
+    ids = checks.id_array(pairs, "pairs") if x.size else np.zeros(0, dtype=np.int64)
+    own = np.asarray(counted)
+    if own.dtype != np.bool_ or own.ndim != 1:
+        raise ValueError("counted must be a 1-D array of booleans")
+    if not ids.size == x.size == own.size:
+        raise ValueError(
+            f"pairs ({ids.size}), ratings ({x.size}) and counted ({own.size}) differ in length"
+        )
+    if x.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    _, pair = np.unique(ids, return_inverse=True)
+    totals = np.bincount(pair, weights=np.where(own, x, 0)).astype(np.int64)
+    counts = np.bincount(pair, weights=own).astype(np.int64)
+    others_total = totals[pair] - np.where(own, x, 0)
+    others = counts[pair] - own.astype(np.int64)
+    safe = np.maximum(others, 1)
+    return np.where(others > 0, (2 * others_total + safe) // (2 * safe), 0)
+
+
+def agreement_scores(ratings: object, references: object) -> np.ndarray:
+    """VICR section 4's rubric: 2 for exact agreement (EA), 1 adjacent (AA), 0 otherwise (LA).
+
+    "When a user rated an item exactly as the ground-truth ... a score of 2 ... off by one
+    ... a score of 1 ... differed by more than one ... a score of 0." The reference is the
+    ground truth or, in the game, the consensus of the other raters.
+    """
+    x = _as_rating_array(ratings, "ratings")
+    r = _as_rating_array(references, "references")
+    if x.size != r.size:
+        raise ValueError(f"ratings ({x.size}) and references ({r.size}) differ in length")
+    return 2 - np.minimum(np.abs(x - r), 2)
+
+
+def competition_ranks(scores: Sequence[int]) -> list[int]:
+    """Standard competition ranks of scores, highest first: 12, 9, 9, 7 -> 1, 2, 2, 4.
+
+    Players with equal scores share a rank, and the next rank skips as many places as
+    shared it ("1224" ranking); the input order is kept.
+    """
+    values = [checks.integer(score, "each score", -(10**12), 10**12) for score in scores]
+    return [1 + sum(other > value for other in values) for value in values]
+
+
 def rating_distribution(ratings: Iterable[Sequence[int]], levels: int = 5) -> dict[int, int]:
     """Histogram of each pair's rounded (half up) mean rating, keyed 1..levels (section 2).
 
@@ -740,7 +806,7 @@ def _statistics(values: np.ndarray, levels: int, collapse_top: bool) -> np.ndarr
 
 
 def virtual_rater_statistics(
-    triples: np.ndarray, levels: int = 5, collapse_top: bool = True
+    triples: np.ndarray, levels: int = 5, collapse_top: bool = False
 ) -> np.ndarray:
     """Section 2 Report statistics (x100) of given draws (repetitions, pairs, 3) or (pairs, 3).
 
@@ -764,7 +830,7 @@ def virtual_rater_values(
     ratings: Iterable[Sequence[int]],
     repetitions: int = 100,
     seed: int | None = 0,
-    collapse_top: bool = True,
+    collapse_top: bool = False,
     levels: int = 5,
 ) -> np.ndarray:
     """Per-repetition virtual-rater statistics (x100), shape (repetitions, 5) (section 2)."""
@@ -784,7 +850,7 @@ def virtual_raters(
     ratings: Iterable[Sequence[int]],
     repetitions: int = 100,
     seed: int | None = 0,
-    collapse_top: bool = True,
+    collapse_top: bool = False,
     levels: int = 5,
 ) -> dict[str, dict[str, float]]:
     """Virtual-rater agreement of section 2 Report / paper Table 3: mean and std x100.
@@ -797,7 +863,8 @@ def virtual_raters(
 
     ``levels`` is the scale size (5 for VICR, 4 for Flickr8k-Expert); ratings outside
     1..levels raise ValueError. ``collapse_top`` merges rating 5 into 4 for Fleiss' kappa
-    only (as the paper does for VICR); on a 1-4 scale it changes nothing. Raises ValueError
+    only (as the paper does for its VICR column, to compare with the 4-level
+    Flickr8k-Expert); off by default; on a 1-4 scale it changes nothing. Raises ValueError
     when a statistic is undefined (e.g. a virtual rater gives one rating to every pair).
     """
     values = virtual_rater_values(ratings, repetitions, seed, collapse_top, levels)

@@ -6,13 +6,18 @@ default and the bounds, so the declaration is the whole specification::
 
     @dataclass(frozen=True)
     class ThumbSettings(CrowdSettings):
-        n_images: int | None = whole(None, low=1, optional=True)
+        n_images: int | None = whole(None, low=1, high=100_000, optional=True)
         stage2: bool = flag(True)
 
 ``clean(ThumbSettings, raw)`` checks what a researcher typed and returns the JSON the study
 stores; ``load(ThumbSettings, stored)`` turns stored JSON back into the dataclass. A check
 across fields is a ``check(self)`` method on the dataclass that raises ``ServiceError``.
 Every mode's settings extend ``CrowdSettings``, the settings of crowd arrivals.
+
+Every number has an upper bound, declared next to it with the reason: a setting is work a
+researcher asks of the server (a THumB study asking for 10^12 bootstrap resamples was
+gigabytes of memory), so ``whole`` has no default for ``high`` and ``number`` takes finite
+bounds only. Text goes through ``annotation.text``, the check of every text field.
 """
 
 from __future__ import annotations
@@ -24,16 +29,29 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 from annotation.errors import ServiceError
+from annotation.text import clean_text
 
 S = TypeVar("S")
 
+#: Longest URL setting: browsers and proxies handle about 2,000 characters; a Prolific
+#: completion URL is under 100.
+MAX_URL_CHARS = 2000
+#: Resamples, random splits or repetitions of one report. A paired bootstrap holds about
+#: 20 bytes per resample and image (10,000 resamples of a 5,000-image study: about 1 GB
+#: and a few seconds), and percentile intervals are stable to the displayed digits after
+#: a few thousand (Efron and Tibshirani suggest 1,000-2,000); 10,000 is the usual
+#: generous choice, and where the bound stops.
+MAX_RESAMPLES = 10_000
+#: Images a study may sample: only imported images are sampled, so this refuses typing
+#: mistakes; human evaluations judge hundreds to a few thousand images.
+MAX_SAMPLED_IMAGES = 100_000
 
-#: The top of a whole-number setting declared without one (a database integer's limit).
-UNBOUNDED = 2**31 - 1
 
+def whole(default: int | None, *, low: int, high: int, optional=False, doc=""):
+    """A whole number from ``low`` to ``high`` (``optional``: also ``None``).
 
-def whole(default: int | None, *, low: int, high: int = UNBOUNDED, optional=False, doc=""):
-    """A whole number from ``low`` to ``high`` (``optional``: also ``None``)."""
+    ``high`` is required: say why a larger value is never needed next to the field.
+    """
     return field(
         default=default,
         metadata={"kind": "whole", "low": low, "high": high, "optional": optional, "doc": doc},
@@ -41,7 +59,13 @@ def whole(default: int | None, *, low: int, high: int = UNBOUNDED, optional=Fals
 
 
 def number(default: float, *, low: float, high: float, open_ends=False, doc=""):
-    """Any real number from ``low`` to ``high`` (``open_ends``: strictly between them)."""
+    """Any real number from ``low`` to ``high`` (``open_ends``: strictly between them).
+
+    The bounds are finite, and so must the value be: Python's json reads ``Infinity`` and
+    ``NaN``, which PostgreSQL's jsonb refuses to store.
+    """
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise TypeError("number settings need finite bounds")
     return field(
         default=default,
         metadata={"kind": "number", "low": low, "high": high, "open": open_ends, "doc": doc},
@@ -54,13 +78,13 @@ def flag(default: bool, *, doc=""):
 
 
 def text(default: str = "", *, max_length: int = 64, doc=""):
-    """Printable text of at most ``max_length`` characters."""
+    """One line of text of at most ``max_length`` characters (see ``annotation.text``)."""
     return field(default=default, metadata={"kind": "text", "max": max_length, "doc": doc})
 
 
-def https_url(default: str = "", *, doc=""):
-    """Empty, or an https:// URL with a host."""
-    return field(default=default, metadata={"kind": "url", "doc": doc})
+def https_url(default: str = "", *, max_length: int = MAX_URL_CHARS, doc=""):
+    """Empty, or an https:// URL with a host, of at most ``max_length`` characters."""
+    return field(default=default, metadata={"kind": "url", "max": max_length, "doc": doc})
 
 
 def _check(name: str, spec: dict[str, Any], value: Any) -> None:
@@ -71,16 +95,16 @@ def _check(name: str, spec: dict[str, Any], value: Any) -> None:
         low, high = spec["low"], spec["high"]
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
             empty = "empty or " if spec["optional"] else ""
-            bounds = f"of at least {low}" if high == UNBOUNDED else f"from {low} to {high}"
-            raise ServiceError(f"{name} must be {empty}a whole number {bounds}", field=name)
+            raise ServiceError(
+                f"{name} must be {empty}a whole number from {low} to {high}", field=name
+            )
     elif kind == "number":
         low, high = spec["low"], spec["high"]
         ok = not isinstance(value, bool) and isinstance(value, int | float)
+        # NaN fails every comparison; infinity is above every (finite) high.
         inside = ok and (low < value < high if spec["open"] else low <= value <= high)
         if not inside:
-            if high == math.inf:
-                bounds = f"above {low:g}" if spec["open"] else f"of at least {low:g}"
-            elif spec["open"]:
+            if spec["open"]:
                 bounds = f"between {low:g} and {high:g}"
             else:
                 bounds = f"from {low:g} to {high:g}"
@@ -89,11 +113,9 @@ def _check(name: str, spec: dict[str, Any], value: Any) -> None:
         if not isinstance(value, bool):
             raise ServiceError(f"{name} must be true or false", field=name)
     elif kind == "text":
-        if not isinstance(value, str) or len(value) > spec["max"] or not value.isprintable():
-            raise ServiceError(
-                f"{name} must be text of at most {spec['max']} printable characters", field=name
-            )
+        clean_text(value, field=name, max_length=spec["max"])
     elif kind == "url":
+        clean_text(value, field=name, max_length=spec["max"])
         try:
             parts = urlsplit(value) if isinstance(value, str) else None
         except ValueError:  # urlsplit refuses some hosts, e.g. "https://[x" (bad IPv6)
@@ -149,9 +171,11 @@ class CrowdSettings:
     prolific_completion_url: str = https_url("")
     # Prolific's STUDY_ID; when set, an arrival naming another study is refused.
     prolific_study_id: str = text("")
-    # None: the mode's own default (Mode.crowd_lease_seconds).
+    # None: the mode's own default (Mode.crowd_lease_seconds). A lease holds an item back
+    # from everyone else; a day is longer than any item takes.
     crowd_lease_seconds: int | None = whole(None, low=30, high=24 * 3600, optional=True)
     # From one client address: new crowd participants per hour, and open leases at once.
+    # Limits, not work: 100,000 is "no limit" for any lab or campus behind one address.
     crowd_arrivals_per_address_per_hour: int = whole(3, low=1, high=100_000)
     crowd_open_leases_per_address: int = whole(3, low=1, high=100_000)
 

@@ -102,12 +102,20 @@ def assignment_next(*, participant: Participant, now: datetime | None = None) ->
     with transaction.atomic():
         # Serialises one participant's concurrent requests (two tabs, a double click) and
         # reads their protocol state as the last committed submission left it.
-        locked = (
+        # Participants of one browser are one worker (HUMANr's exposure bars what any of them
+        # met): lock them all, in id order, so two of them are never served from one state.
+        # No deadlock: judgment_submit locks only its own participant row, and every claim
+        # takes browser-mates in the same order.
+        same_worker = Q(pk=participant.pk)
+        if participant.browser_id:
+            same_worker |= Q(study_id=participant.study_id, browser_id=participant.browser_id)
+        rows = list(
             Participant.objects.select_for_update(of=("self",))
             .select_related("study")
-            .filter(pk=participant.pk)
-            .first()
+            .filter(same_worker)
+            .order_by("pk")
         )
+        locked = next((row for row in rows if row.pk == participant.pk), None)
         if locked is None or locked.study.status != Study.Status.LIVE:
             return None
         mode = get_mode(locked.study.mode)

@@ -44,14 +44,19 @@ the distinct ids and names the datasheet counts. What made it grow before, and i
 ``to_pylist()`` of timestamps, which import pandas when it is installed (about 50 MB), as
 does the first pyarrow.compute call (40-60 MB).
 
-Files are written as hidden ``.part`` files and renamed with ``os.replace`` when complete
-(datasheet first, data file last); a failed run removes them.
+Files are written as hidden ``.part`` files in the export folder itself, flushed to disk
+(``fsync``) and renamed with ``os.replace`` when complete (datasheet first, data file last,
+then the folder is synced so the renames survive a crash); a failed run removes them, so no
+partial file ever has a name the download offers. A full disk (``ENOSPC``, or a quota's
+``EDQUOT``) is a ``ServiceError`` saying so, which fails the job with that reason.
 """
 
 from __future__ import annotations
 
+import errno
 import io
 import json
+import logging
 import os
 import platform
 import re
@@ -88,6 +93,8 @@ from annotation.modes import get_mode
 from annotation.modes.base import ExportColumn, ExportSql
 from annotation.selectors import study_counts
 from annotation.services.jobs import job_create
+
+logger = logging.getLogger(__name__)
 
 EXPORT_FORMATS = ("csv", "jsonl", "parquet", "dataset")
 EXPORT_TABLES = ("judgments", "participants")
@@ -283,15 +290,18 @@ def export_file(
     if sheet:
         parts.append(sheet.with_name(f".{sheet.name}.part"))
     try:
-        if export_format == "dataset":
-            tallies, datasheet = _write_dataset(
-                study, parts[0], raw_ids=raw_ids, images=images, progress=progress
-            )
-        else:
-            with parts[0].open("wb") as out:
+        with parts[0].open("wb") as out:
+            if export_format == "dataset":
+                tallies, datasheet = _write_dataset(
+                    study, out, raw_ids=raw_ids, images=images, progress=progress
+                )
+            else:
                 sink = _SINKS[export_format](out)
-                tally = _write_table(study, table, sink, raw_ids=raw_ids, progress=progress)
-            tallies = {table: tally}
+                tallies = {
+                    table: _write_table(study, table, sink, raw_ids=raw_ids, progress=progress)
+                }
+            _flush_to_disk(out)
+        if sheet:
             datasheet = _datasheet(
                 study,
                 tallies,
@@ -299,15 +309,44 @@ def export_file(
                 files={table: path.name},
                 raw_ids=raw_ids,
             )
-            parts[1].write_text(json.dumps(datasheet, indent=2, ensure_ascii=False) + "\n")
+            with parts[1].open("wb") as out:
+                out.write((json.dumps(datasheet, indent=2, ensure_ascii=False) + "\n").encode())
+                _flush_to_disk(out)
             os.replace(parts[1], sheet)
         os.replace(parts[0], path)
-    except BaseException:
+        _sync_folder(path.parent)
+    except BaseException as exc:
         for part in parts:
             part.unlink(missing_ok=True)
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            logger.error("export of study %s to %s stopped: %s", study.pk, path.parent, exc)
+            raise ServiceError(DISK_FULL_MESSAGE, status=507) from exc
         raise
     main = tallies.get("judgments") or tallies[table]
     return ExportSummary(path=path, datasheet=sheet, rows=main.rows, judgments=main.judgments)
+
+
+DISK_FULL_MESSAGE = (
+    "The disk is full: the server's export folder ran out of space while writing this "
+    "export, so it was stopped and its partial file deleted. Ask the administrator to free "
+    "space (old export files are deleted after a few days), then export again."
+)
+
+
+def _flush_to_disk(out: BinaryIO) -> None:
+    """Write the file's buffers to the disk: a disk that fills up (or fails) says so here,
+    before the file gets the name a download would offer."""
+    out.flush()
+    os.fsync(out.fileno())
+
+
+def _sync_folder(folder: Path) -> None:
+    """Make the renames in ``folder`` durable (POSIX: fsync of the directory)."""
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
 
 
 def _no_progress(*args: Any) -> None:
@@ -736,13 +775,13 @@ _SINKS = {"csv": _CsvSink, "jsonl": _JsonlSink, "parquet": _ParquetSink}
 
 
 def _write_dataset(
-    study: Study, path: Path, *, raw_ids: bool, images: bool, progress: Progress
+    study: Study, out: BinaryIO, *, raw_ids: bool, images: bool, progress: Progress
 ) -> tuple[dict[str, _Tally], dict[str, Any]]:
     """The dataset folder as a zip: Parquet tables, README card, datasheet, images."""
     files = {table: f"data/{table}.parquet" for table in EXPORT_TABLES}
     tallies: dict[str, _Tally] = {}
     # Parquet is compressed already; storing keeps the zip as fast as the files.
-    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as archive:
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_STORED) as archive:
         for table in EXPORT_TABLES:
             with archive.open(files[table], "w", force_zip64=True) as out:
                 tallies[table] = _write_table(
@@ -965,7 +1004,7 @@ _FORMAT_NOTES = {
 # Report keys that summarise agreement, per mode (never the whole stored report: HUMANr's
 # holds the completion code).
 _AGREEMENT_KEYS = {
-    "thumb": ("stage_agreement",),
+    "thumb": ("stage_agreement", "third_check", "developmental"),
     "vicr": ("agreement", "agreement_error", "included"),
     "humanr": ("humanr",),
 }

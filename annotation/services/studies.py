@@ -8,6 +8,7 @@ from django.utils import timezone
 from annotation.errors import ServiceError
 from annotation.models import Study, User
 from annotation.modes import get_mode
+from annotation.text import DESCRIPTION_MAX_CHARS, clean_text
 
 # Seeds are stored in a signed 64-bit column (SQLite INTEGER, PostgreSQL bigint).
 MAX_SEED = 2**63 - 1
@@ -51,6 +52,9 @@ def study_create(
         raise ServiceError("Only researchers create studies.", status=403)
     if not name.strip():
         raise ServiceError("A study needs a name.", field="name")
+    # The form and the API check these too (inline errors); commands reach only this one.
+    clean_text(name.strip(), field="name", max_length=Study._meta.get_field("name").max_length)
+    clean_text(description, field="description", max_length=DESCRIPTION_MAX_CHARS, multiline=True)
     if not 0 <= seed <= MAX_SEED:
         raise ServiceError(f"The seed must be between 0 and {MAX_SEED}.", field="seed")
     if settings_depth(settings) > MAX_SETTINGS_DEPTH:

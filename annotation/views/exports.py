@@ -14,7 +14,7 @@ from annotation.errors import ServiceError
 from annotation.models import Job
 from annotation.services.exports import export_request
 from annotation.views.access import researcher_required
-from annotation.views.errors import error_page
+from annotation.views.errors import job_not_started
 
 
 @require_POST
@@ -31,7 +31,7 @@ def study_export(request: HttpRequest, study_id: int) -> HttpResponse:
             images=request.POST.get("images") == "on",
         )
     except ServiceError as exc:
-        return error_page(request, exc, "Cannot export")
+        return job_not_started(request, exc, "Cannot export")
     if request.htmx:
         return render(request, "partials/job_status.html", {"job": job})
     return redirect("job_status", job_id=job.pk)

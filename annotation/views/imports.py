@@ -12,6 +12,7 @@ from annotation.forms import ImportForm
 from annotation.models import Study
 from annotation.services.imports import import_request
 from annotation.views.access import researcher_required
+from annotation.views.errors import job_not_started
 
 
 @require_http_methods(["GET", "POST"])
@@ -28,6 +29,8 @@ def study_import(request: HttpRequest, study_id: int) -> HttpResponse:
         try:
             job = import_request(study=study, user=request.user, **form.cleaned_data)
         except ServiceError as exc:
+            if exc.status == 503:  # not a problem of the form: the task queue is down
+                return job_not_started(request, exc, "Import not started")
             form.add_error(exc.field if exc.field in form.fields else None, exc.message)
         else:
             if request.htmx:

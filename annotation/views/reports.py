@@ -9,9 +9,11 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
 from annotation import selectors
+from annotation.errors import ServiceError
 from annotation.modes import get_mode
 from annotation.services.reports import report_request
 from annotation.views.access import researcher_required
+from annotation.views.errors import job_not_started
 
 FIGURE_TYPES = {"svg": "image/svg+xml", "png": "image/png"}
 
@@ -22,7 +24,10 @@ def study_report(request: HttpRequest, study_id: int) -> HttpResponse:
     study = selectors.study_for_researcher(request.user, study_id)
     mode = get_mode(study.mode)
     if request.method == "POST":
-        job = report_request(study=study, user=request.user)
+        try:
+            job = report_request(study=study, user=request.user)
+        except ServiceError as exc:
+            return job_not_started(request, exc, "Report not started")
         job.refresh_from_db()  # without a broker the job has already run
         if request.htmx:
             return render(request, "partials/job_status.html", {"job": job})
@@ -60,6 +65,16 @@ def report_figure(request: HttpRequest, study_id: int, name: str, fmt: str) -> H
         buffer = io.BytesIO()
         figure.savefig(buffer, format=fmt, dpi=150 if fmt == "png" else None, bbox_inches="tight")
     response = HttpResponse(buffer.getvalue(), content_type=FIGURE_TYPES[fmt])
+    if fmt == "svg":
+        # Opened on its own, an SVG is a document under the site's CSP, which would strip
+        # matplotlib's style attributes. This document may style itself and nothing else:
+        # no script, no fetch (django-csp's per-response override, as @csp_replace sets).
+        response._csp_replace = {
+            "default-src": ["'none'"],
+            "script-src": ["'none'"],
+            "style-src": ["'unsafe-inline'"],
+            "img-src": ["data:"],
+        }
     if request.GET.get("download"):
         response["Content-Disposition"] = f'attachment; filename="{study.pk}-{name}.{fmt}"'
     return response

@@ -12,6 +12,7 @@ from annotation.errors import ServiceError
 from annotation.forms import StudyForm
 from annotation.models import Job
 from annotation.services.assignments import assignment_release
+from annotation.services.jobs import job_sweep_stale
 from annotation.services.participants import crowd_link_token
 from annotation.services.studies import (
     study_close,
@@ -98,8 +99,14 @@ def study_release_lease(request: HttpRequest, study_id: int, assignment_id: int)
 @require_GET
 @login_required
 def job_status(request: HttpRequest, job_id: int) -> HttpResponse:
-    """The job's progress bar; htmx polls this fragment until the job finishes."""
+    """The job's progress bar; htmx polls this fragment until the job finishes.
+
+    A running job whose process vanished is failed here (the embedded default has no beat
+    to sweep it), so the page shows why and stops polling.
+    """
     job = selectors.job_for_user(request.user, job_id)
+    if job_sweep_stale(job_ids=[job.pk]):
+        job.refresh_from_db()
     template = "partials/job_status.html" if request.htmx else "jobs/detail.html"
     return render(request, template, {"job": job})
 

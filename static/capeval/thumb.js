@@ -33,13 +33,15 @@
     var flu = fluency(section);
     var summary = section.querySelector("[data-flu-summary]");
     summary.textContent = flu.count + " ticked" + (flu.count ? ", −" + flu.sum : "");
-    section.querySelectorAll("fieldset[data-stage1]").forEach(function (set) {
-      var was = set.dataset.stage1, mark = set.querySelector(".was");
+    section.querySelectorAll("fieldset[data-was]").forEach(function (set) {
+      var was = set.dataset.was, mark = set.querySelector(".was");
       if (!mark || was === "") return;
       var now = checked(set.id);
       var changed = now !== null && now !== parseFloat(was);
       mark.classList.toggle("changed", changed);
-      mark.textContent = "(stage 1: " + was + (changed ? "; changed" : "") + ")";
+      // "stage 1" on stage 2's page, "stage 2" on the check's (data-reviewed on the form).
+      var label = form.dataset.reviewed;
+      mark.textContent = "(" + label + ": " + was + (changed ? "; changed" : "") + ")";
     });
     var out = document.getElementById(key + "-total");
     if (!out) return;

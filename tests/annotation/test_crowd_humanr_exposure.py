@@ -15,16 +15,20 @@ submit form, as a browser would.
 
 from __future__ import annotations
 
+import html
+import re
 from collections import Counter
 
 import numpy as np
 import pytest
+from django.conf import settings as django_settings
 from django.test import Client
 from django.urls import reverse
 
-from annotation.models import Assignment, Caption, Item, ItemImage, Judgment, Participant
+from annotation.models import Assignment, Caption, Image, Item, ItemImage, Judgment, Participant
 from annotation.services.participants import crowd_link_token
-from tests.factories.core import require_postgres, run_together
+from annotation.views.participate import BROWSER_COOKIE
+from tests.factories.core import assert_counts_exact, require_postgres, run_together
 from tests.factories.humanr import humanr_study
 
 pytestmark = pytest.mark.django_db
@@ -40,21 +44,32 @@ OPEN_LIMITS = {
 class MemoryBot:
     """A crowd worker who answers junk but remembers every (caption, image) pair it was shown.
 
-    On a trial where a caption was seen before with another image, the caption is foreign:
-    the bot answers strongly against it (which passes an attention check). Everything else
-    gets a random answer.
+    It reads only what its browser gets (the trial page's HTML: the image's address, the
+    two caption texts, the form), so several bots can play at once in threads. On a trial
+    where a caption was seen before with another image, the caption is foreign: the bot
+    answers strongly against it (which passes an attention check). Everything else gets a
+    random answer. Two bots given the same ``client`` and ``memory`` are one browser and one
+    person with two crowd ids.
     """
 
-    def __init__(self, study, pid: str, *, address: str, seed: int):
+    def __init__(self, study, pid: str, *, address: str, seed: int, client=None, memory=None):
         self.study = study
         self.pid = pid
-        self.client = Client(REMOTE_ADDR=address)
+        self.client = client or Client(REMOTE_ADDR=address)
         self.rng = np.random.default_rng(seed)
-        self.memory: dict[int, int] = {}  # caption id -> image it was first shown with
+        self.memory: dict[int, int] = {} if memory is None else memory  # caption -> image
         self.trials: list[dict] = []  # what each page showed: lease, image, caption ids
-        self.recognised: list[tuple[int, int]] = []  # (lease, part) of each recognition
+        self.recognised: list[tuple[str, int]] = []  # (lease token, part) of each recognition
         self.groups_finished = 0
         self.finished_page = None
+        # What a page shows, mapped back to rows (the test's bookkeeping, not the bot's).
+        self.image_at = {
+            django_settings.MEDIA_URL + display: pk
+            for pk, display in Image.objects.filter(study=study).values_list("pk", "display")
+        }
+        self.caption_with = dict(
+            Caption.objects.filter(study=study).values_list("text", "pk").order_by()
+        )
 
     def enter(self) -> None:
         self.client.get(
@@ -67,33 +82,52 @@ class MemoryBot:
         url = reverse("participate_next", args=[self.study.public_id])
         for _ in range(max_trials):
             page = self.client.get(url)
-            assert page.status_code == 200
-            lease = page.context.get("assignment")
-            if lease is None:
+            assert page.status_code == 200, page.content[:300]
+            if read_trial(page) is None:
                 self.finished_page = page
                 return
-            self.answer(page, lease)
+            self.answer(page)
         raise AssertionError(f"{self.pid} was still being served after {max_trials} trials")
 
-    def answer(self, page, lease) -> None:
-        image = page.context["image"].pk
-        left, right = page.context["left_caption"].pk, page.context["right_caption"].pk
-        self.trials.append({"lease": lease.pk, "image": image, "captions": (left, right)})
+    def answer(self, page) -> None:
+        trial = read_trial(page)
+        image = self.image_at[trial["src"]]
+        left, right = (self.caption_with[trial[side]] for side in ("left_text", "right_text"))
+        assert trial["left"] == left, "the form names the caption shown on the left"
+        self.trials.append({"lease": trial["token"], "image": image, "captions": (left, right)})
         foreign = [c for c in (left, right) if self.memory.get(c, image) != image]
         if foreign:
-            self.recognised.append((lease.pk, page.context["part"]))
+            self.recognised.append((trial["token"], trial["part"]))
             raw = 9 if foreign[0] == left else 1  # "only the other caption matches"
         else:
             raw = int(self.rng.integers(1, 10))
         for caption in (left, right):
             self.memory.setdefault(caption, image)
         response = self.client.post(
-            reverse("participate_submit", args=[self.study.public_id, lease.token]),
-            {"part": page.context["part"], "raw": raw, "left": left},
+            trial["action"], {"part": trial["part"], "raw": raw, "left": left}
         )
         assert response.status_code in (200, 302), response.content[:300]
         if response.status_code == 200 and "Group complete" in response.content.decode():
             self.groups_finished += 1
+
+
+TRIAL_PAGE = re.compile(
+    r'<img src="(?P<src>[^"]+)".*?<p id="hr-left">(?P<left_text>.*?)</p>.*?'
+    r'<p id="hr-right">(?P<right_text>.*?)</p>.*?<form method="post" action="(?P<action>[^"]+)"'
+    r'.*?name="part" value="(?P<part>\d+)".*?name="left" value="(?P<left>\d+)"',
+    re.DOTALL,
+)
+
+
+def read_trial(page) -> dict | None:
+    """What a trial page shows, from its HTML (None for any other page)."""
+    match = TRIAL_PAGE.search(page.content.decode())
+    if match is None:
+        return None
+    trial = {key: html.unescape(value) for key, value in match.groupdict().items()}
+    trial["part"], trial["left"] = int(trial["part"]), int(trial["left"])
+    trial["token"] = trial["action"].rstrip("/").rsplit("/", 1)[-1]
+    return trial
 
 
 def touched_images(trials, caption_images) -> dict[int, set[int]]:
@@ -114,10 +148,10 @@ def test_a_memory_bot_cannot_recognise_a_foreign_caption_across_groups(researche
     bot.play()
 
     checks = {
-        (assignment, part): result["check_failed"]
-        for assignment, part, result in Judgment.objects.filter(
+        (token, part): result["check_failed"]
+        for token, part, result in Judgment.objects.filter(
             participant__external_id="memory-bot", result__kind="attention_check"
-        ).values_list("assignment_id", "part", "result")
+        ).values_list("assignment__token", "part", "result")
     }
     by_memory = sum(key in checks and not checks[key] for key in bot.recognised)
     assert bot.groups_finished >= 2, "the attack needs a worker who did several groups"
@@ -229,11 +263,10 @@ def test_a_worker_asking_from_several_tabs_at_once_still_meets_no_image_twice(re
             tab.cookies = bot.client.cookies
         pages, errors = run_together([lambda tab=tab: tab.get(url) for tab in tabs])
         assert not errors, errors
-        leases = {page.context["assignment"].pk for page in pages}
+        leases = {read_trial(page)["token"] for page in pages}
         assert len(leases) == 1, "every tab shows the worker's one open group"
         for _part in range(10):  # finish the group in one tab
-            page = bot.client.get(url)
-            bot.answer(page, page.context["assignment"])
+            bot.answer(bot.client.get(url))
 
     caption_images = dict(Caption.objects.filter(study=study).values_list("pk", "image_id"))
     groups = list(touched_images(bot.trials, caption_images).values())
@@ -250,8 +283,7 @@ def test_a_lapsed_group_comes_back_to_its_worker_and_resumes(researcher):
     bot.enter()
     url = reverse("participate_next", args=[study.public_id])
     for _part in range(4):
-        page = bot.client.get(url)
-        bot.answer(page, page.context["assignment"])
+        bot.answer(bot.client.get(url))
     first = Assignment.objects.get(participant__external_id="leaver")
     Assignment.objects.filter(pk=first.pk).update(expires_at=first.served_at)  # it lapses
 
@@ -261,3 +293,210 @@ def test_a_lapsed_group_comes_back_to_its_worker_and_resumes(researcher):
     assert page.context["part"] == 4, "it resumes at the first unanswered trial"
     first.refresh_from_db()
     assert first.status == Assignment.Status.OPEN
+
+
+def met_by(participant_ids) -> dict[int, list[set[int]]]:
+    """Per participant: the images of each group they were served (the ``ItemImage`` rows)."""
+    images: dict[int, set[int]] = {}
+    for item_id, image_id in ItemImage.objects.values_list("item_id", "image_id"):
+        images.setdefault(item_id, set()).add(image_id)
+    served: dict[int, list[set[int]]] = {pk: [] for pk in participant_ids}
+    for participant_id, item_id in Assignment.objects.filter(
+        participant_id__in=participant_ids
+    ).values_list("participant_id", "item_id"):
+        served[participant_id].append(images[item_id])
+    return served
+
+
+def assert_never_twice(groups: list[set[int]], who: str) -> None:
+    assert sum(len(g) for g in groups) == len(set().union(*groups)), f"{who} met an image twice"
+
+
+def test_two_crowd_ids_from_one_browser_are_one_worker_who_never_meets_an_image_twice(
+    researcher,
+):
+    """The attack: one person (a bot with a memory) does a group with one Prolific id, then
+    arrives with a second id in the same browser. The second id is admitted (and flagged
+    shared_browser), but a worker is a browser: it must not be served an image the first id
+    met, or the bot recognises distractors and passes checks with junk answers."""
+    study = humanr_study(researcher, images=60, systems=("GIT",), **OPEN_LIMITS)
+    first = MemoryBot(study, "first-id", address="10.0.5.1", seed=6)
+    first.enter()
+    for _trial in range(10):
+        first.answer(first.client.get(reverse("participate_next", args=[study.public_id])))
+    second = MemoryBot(
+        study, "second-id", address="10.0.5.1", seed=7, client=first.client, memory=first.memory
+    )
+    second.enter()
+    second.play()
+
+    people = Participant.objects.filter(external_id__in=["first-id", "second-id"])
+    assert len({p.browser_id for p in people}) == 1, "both ids arrived in one browser"
+    assert first.groups_finished == 1 and second.groups_finished >= 1, "both were served"
+    caption_images = dict(Caption.objects.filter(study=study).values_list("pk", "image_id"))
+    groups = list(touched_images(first.trials + second.trials, caption_images).values())
+    assert_never_twice(groups, "the browser")
+    assert not second.recognised, f"recognised {len(second.recognised)} foreign captions"
+    assert_never_twice([g for gs in met_by([p.pk for p in people]).values() for g in gs], "both")
+
+
+def test_a_registered_annotator_never_meets_an_image_twice(researcher, annotator):
+    """Exposure is a rule of the mode, so it holds for every kind of participant: a logged-in
+    annotator working through the pages is served groups that share no image."""
+    study = humanr_study(researcher, images=60, systems=("GIT",))
+    study.annotators.add(annotator)
+    bot = MemoryBot(study, "annotator", address="10.0.6.1", seed=8)
+    bot.client.force_login(annotator)
+    bot.play()
+
+    participant = Participant.objects.get(study=study, user=annotator)
+    assert participant.source == Participant.Source.ACCOUNT
+    assert bot.groups_finished >= 2, "the annotator did several groups"
+    assert bot.groups_finished < Item.objects.filter(study=study).count()
+    caption_images = dict(Caption.objects.filter(study=study).values_list("pk", "image_id"))
+    assert_never_twice(list(touched_images(bot.trials, caption_images).values()), "annotator")
+    assert_never_twice(met_by([participant.pk])[participant.pk], "annotator")
+    assert not bot.recognised
+
+
+def test_a_small_study_shows_no_image_twice_within_a_group(researcher):
+    """Five images and one model: ten comparisons. A group of all five comparison images
+    would have to take its check (or the distractor caption) from one of them; so groups
+    hold three comparisons, and the check and the distractor are the other two images."""
+    study = humanr_study(researcher, images=5, systems=("GIT",), **OPEN_LIMITS)
+    bot = MemoryBot(study, "small", address="10.0.7.1", seed=9)
+    bot.enter()
+    bot.play()
+
+    assert bot.groups_finished == 1, "one group meets all five images: nothing else is left"
+    images = Counter(trial["image"] for trial in bot.trials)
+    captions = Counter(c for trial in bot.trials for c in trial["captions"])
+    assert len(bot.trials) == 4, "three comparisons and the check"
+    assert max(images.values()) == 1, f"an image was shown twice in one group: {images}"
+    assert max(captions.values()) == 1
+    caption_images = dict(Caption.objects.filter(study=study).values_list("pk", "image_id"))
+    (met,) = touched_images(bot.trials, caption_images).values()
+    assert len(met) == 5, "the distractor caption is of the fifth image"
+    assert not bot.recognised
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_concurrent_crowd_never_meets_an_image_twice_and_judges_each_comparison_once(
+    researcher,
+):
+    """Crowds of memory bots play at the same time through the pages (PostgreSQL, real
+    transactions, a thread and a browser each), round after round until a whole round is
+    told that nothing is left for it. With the default settings every comparison is judged
+    exactly once, no bot meets an image twice, none recognises a caption, and every image's
+    groups went to different workers."""
+    require_postgres()
+    study = humanr_study(researcher, images=60, systems=("GIT", "ClipCap"), **OPEN_LIMITS)
+    groups = Item.objects.filter(study=study).count()
+    bots: list[MemoryBot] = []
+    for round_number in range(6):
+        crowd = [
+            MemoryBot(study, f"c{round_number}-{n}", address=f"10.1.{round_number}.{n}", seed=n)
+            for n in range(8)
+        ]
+        for bot in crowd:
+            bot.enter()
+        _, errors = run_together([bot.play for bot in crowd])
+        assert not errors, errors
+        bots += crowd
+        if not any(bot.groups_finished for bot in crowd):
+            break
+    assert not any(bot.groups_finished for bot in crowd), "six rounds did not fill the study"
+
+    assert_counts_exact(study)
+    for item in Item.objects.filter(study=study):
+        done = Assignment.objects.filter(item=item, status=Assignment.Status.SUBMITTED)
+        assert item.target == 1 and done.count() == 1, f"group {item.position}"
+        assert Judgment.objects.filter(item=item).count() == len(item.spec["trials"])
+    assert sum(bot.groups_finished for bot in bots) == groups
+    assert not [bot.pid for bot in bots if bot.recognised]
+    caption_images = dict(Caption.objects.filter(study=study).values_list("pk", "image_id"))
+    for bot in bots:
+        assert_never_twice(list(touched_images(bot.trials, caption_images).values()), bot.pid)
+    people = list(Participant.objects.filter(study=study).values_list("pk", flat=True))
+    workers_of_image: dict[int, list[int]] = {}
+    for participant_id, met in met_by(people).items():
+        assert_never_twice(met, f"participant {participant_id}")
+        for group in met:
+            for image in group:
+                workers_of_image.setdefault(image, []).append(participant_id)
+    for image, workers in workers_of_image.items():
+        assert len(workers) == len(set(workers)), f"image {image} went to a worker twice"
+    # Each image is compared three times (Human, GIT, ClipCap), each time to another worker.
+    assert min(len(workers) for workers in workers_of_image.values()) >= 3
+
+
+def finish_group(bot: MemoryBot, page) -> None:
+    """Answer the group a page shows, to its last trial, as one browser tab would."""
+    url = reverse("participate_next", args=[bot.study.public_id])
+    done = bot.groups_finished
+    while read_trial(page) is not None:
+        bot.answer(page)
+        if bot.groups_finished > done:
+            return
+        page = bot.client.get(url)
+    raise AssertionError(f"{bot.pid}'s group ended without its completion page")
+
+
+def twins_in_one_browser(study, name: str, address: str, seed: int) -> tuple[MemoryBot, MemoryBot]:
+    """Two Prolific ids of one person in one browser: the second session carries the first's
+    browser cookie (as a second tab whose session was cleared would), so it is admitted and
+    both are flagged shared_browser."""
+    first = MemoryBot(study, f"{name}-a", address=address, seed=seed)
+    first.enter()
+    same_browser = Client(REMOTE_ADDR=address)
+    same_browser.cookies[BROWSER_COOKIE] = first.client.cookies[BROWSER_COOKIE].value
+    second = MemoryBot(
+        study, f"{name}-b", address=address, seed=seed + 1, client=same_browser, memory=first.memory
+    )
+    second.enter()
+    session = django_settings.SESSION_COOKIE_NAME
+    assert second.client.cookies[session].value != first.client.cookies[session].value
+    people = Participant.objects.filter(external_id__in=[first.pid, second.pid])
+    assert len(people) == 2 and len({p.browser_id for p in people}) == 1, "one browser"
+    assert all("shared_browser" in {f["kind"] for f in p.flags} for p in people)
+    return first, second
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_crowd_ids_of_one_browser_asking_at_the_same_instant_never_share_an_image(
+    researcher,
+):
+    """The race (PostgreSQL, real transactions): one person holds two Prolific ids in one
+    browser and asks ``/next/`` with both at the same instant, then finishes what each was
+    served. Each request checks exposure against what the browser met, so unless the
+    browser's participants are served one at a time both read the same state and are handed
+    two groups that share an image.
+
+    Twelve images make the collision independent of how the groups were drawn: every group
+    touches at least 8 of them (comparisons, check, distractor), so any two groups share
+    one, and a browser may be served one group only. Each round is a new browser (what one
+    browser may do is then used up); many workers per group keep every group open."""
+    require_postgres()
+    study = humanr_study(
+        researcher, images=12, systems=("GIT",), workers_per_comparison=50, **OPEN_LIMITS
+    )
+    touched = Counter(ItemImage.objects.filter(item__study=study).values_list("item", flat=True))
+    assert 2 * min(touched.values()) > 12, "any two groups share an image"
+    url = reverse("participate_next", args=[study.public_id])
+    for round_number in range(10):
+        twins = twins_in_one_browser(
+            study, f"twin{round_number}", f"10.0.9.{round_number}", seed=2 * round_number
+        )
+        pages, errors = run_together([lambda bot=bot: bot.client.get(url) for bot in twins])
+        assert not errors, errors
+        assert all(page.status_code == 200 for page in pages)
+        playing = [(bot, page) for bot, page in zip(twins, pages, strict=True) if read_trial(page)]
+        assert playing, "the study has room for this browser"
+        _, errors = run_together([lambda pair=pair: finish_group(*pair) for pair in playing])
+        assert not errors, errors
+
+        people = [p.pk for p in Participant.objects.filter(external_id__in=[b.pid for b in twins])]
+        groups = [g for gs in met_by(people).values() for g in gs]
+        assert len(groups) == sum(bot.groups_finished for bot in twins)
+        assert_never_twice(groups, f"round {round_number}: the browser's two ids")
+        assert not any(bot.recognised for bot in twins)

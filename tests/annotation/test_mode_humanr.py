@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import re
 from collections import Counter
 from datetime import timedelta
@@ -59,7 +60,7 @@ def test_groups_hold_nine_comparisons_of_distinct_images_and_one_check(researche
         check = next(t for t in spec["trials"] if t["kind"] == "attention_check")
         assert check["distractor_image_id"] != check["image_id"]
         assert spec["seed"] == 7, "the seed is recorded on every group"
-    assert {i.target for i in Item.objects.filter(study=study)} == {3}
+    assert {i.target for i in Item.objects.filter(study=study)} == {1}, "each comparison once"
     assert {i.kind for i in Item.objects.filter(study=study)} == {"group"}
 
 
@@ -131,11 +132,24 @@ def test_a_study_that_cannot_run_is_refused_and_stays_a_draft(researcher, humans
     assert study.status == Study.Status.DRAFT and not study.items.exists()
 
 
+def test_a_two_image_study_is_refused_since_a_check_needs_a_third_image(researcher):
+    """Two images: a group's check would show one of them again, or its caption."""
+    study = study_create(owner=researcher, name="x", mode="humanr", settings={})
+    add_images(study, images=2, humans=3, systems=("GIT",))
+
+    with pytest.raises(ServiceError, match="at least three images"):
+        study_open(study=study)
+
+    study.refresh_from_db()
+    assert study.status == Study.Status.DRAFT and not study.items.exists()
+
+
 @pytest.mark.parametrize(
     "bad",
     [
         {"workers_per_comparison": 0},
-        {"n_images": 1},
+        {"n_images": 2},
+        {"report_permutations": 99},
         {"min_seconds_per_trial": -1},
         {"prolific_completion_url": "http://example.com"},
         {"max_failed_checks": 0},
@@ -279,18 +293,62 @@ def test_a_worker_never_gets_the_same_comparison_or_image_twice(researcher):
     assert lease is None
 
 
-def test_the_side_is_random_per_presentation_and_stored_as_shown(researcher, client):
+def fill_with_new_workers(study, answer=honest, limit=60):
+    """New crowd workers each do every group they may, until one is given nothing: a worker
+    who has seen nothing is barred from no group, so then every group is complete."""
+    workers = []
+    while True:
+        worker = crowd(study, f"w{len(workers)}")
+        workers.append(worker)
+        groups = 0
+        while assignment_next(participant=worker) is not None:
+            do_group(worker, answer)
+            groups += 1
+        if not groups:
+            return workers[:-1]
+        assert len(workers) < limit, f"{limit} workers did not fill the study"
+
+
+def test_by_default_each_comparison_is_judged_once_and_each_image_by_different_workers(
+    researcher,
+):
+    """The paper: "Images were shown up to 4 times total to different workers: Once with a
+    randomly selected pair of its human annotated captions, three additional times with a
+    random human annotation and a caption from each of our three models." With its three
+    models and the default settings: every comparison judged once, so each image compared
+    four times, by four different workers."""
+    study = humanr_study(researcher, images=30, systems=("GIT", "ClipCap", "ExpNet"))
+    assert MODE.settings(study).workers_per_comparison == 1
+    fill_with_new_workers(study)
+
+    comparisons = Counter()
+    workers_of_image: dict[int, set[int]] = {}
+    for participant_id, result in Judgment.objects.filter(study=study).values_list(
+        "participant_id", "result"
+    ):
+        if result["kind"] == "comparison":
+            comparisons[result["comparison"]] += 1
+            workers_of_image.setdefault(result["image_id"], set()).add(participant_id)
+    systems = ("Human", "GIT", "ClipCap", "ExpNet")
+    images = Image.objects.filter(study=study).values_list("pk", flat=True)
+    assert comparisons == Counter({f"{i}:{s}": 1 for i in images for s in systems})
+    assert {len(workers) for workers in workers_of_image.values()} == {4}
+
+
+def test_the_side_is_random_per_presentation_and_stored_as_shown(researcher):
     study = humanr_study(
         researcher,
         images=9,
         systems=("GIT",),
         workers_per_comparison=8,
-        # Eight workers from one test client: one address, one browser.
+        # Eight workers from one address, each in a browser of their own (two ids of one
+        # browser are one worker, who never meets an image twice).
         crowd_arrivals_per_address_per_hour=8,
         crowd_open_leases_per_address=8,
     )
     sides = Counter()
     for number in range(8):
+        client = Client()
         client.get(
             reverse("crowd_entry", args=[crowd_link_token(study)]), {"PROLIFIC_PID": f"w{number}"}
         )
@@ -497,6 +555,51 @@ def test_the_report_page_and_its_figures_render(researcher, client, capture):
         svg = client.get(reverse("report_figure", args=[study.pk, name, "svg"]))
         assert svg.status_code == 200 and svg["Content-Type"] == "image/svg+xml"
         assert b"<svg" in svg.content
+
+
+def judges_models_worse(trial, on_left):
+    """Passes every check, sees no difference in a Human-vs-Human pair or against ClipCap
+    (5: value 0), and always prefers the human caption to GIT's (s = 1: value -1)."""
+    if trial["kind"] == "attention_check" or trial["system"] == "GIT":
+        return 1 if on_left else 9
+    return 5
+
+
+def test_the_report_and_the_export_test_each_system_against_the_baseline(
+    researcher, client, capture
+):
+    """Worked by hand: on every image GIT's value is -1 and the baseline's 0, so d = -1 on
+    all 60 paired images; of the 2^60 sign flips only the two all-alike ones reach the
+    observed sum, so 10,000 random flips give p = 1 / 10,001, and the bootstrap interval of
+    the mean difference is [-1, -1]. ClipCap's d is 0 everywhere: p = 1, interval [0, 0]."""
+    study = humanr_study(researcher, images=60, systems=("GIT", "ClipCap"))
+    fill_with_new_workers(study, judges_models_worse)
+    report = run_report(study, researcher, capture)["humanr"]
+
+    git, clipcap = (report["systems"][name]["vs_baseline"] for name in ("GIT", "ClipCap"))
+    assert (git["n_images"], git["difference"], git["p_value"]) == (60, -1.0, 1 / 10_001)
+    assert git["difference_interval"] == [-1.0, -1.0] and git["interval_excludes_baseline"]
+    assert (clipcap["difference"], clipcap["p_value"]) == (0.0, 1.0)
+    assert clipcap["interval_excludes_baseline"] is False
+    assert report["baseline"]["humanr"] == 0.0
+
+    client.force_login(researcher)
+    html = client.get(reverse("study_report", args=[study.pk])).content.decode()
+    start = html.index('id="hr-baseline-tests"')
+    table = html[start : html.index("</table>", start)]
+    rows = dict(re.findall(r'<tr data-system="(\w+)">(.*?)</tr>', table, re.DOTALL))
+    assert "-1.000" in rows["GIT"] and "&lt; 0.0001" in rows["GIT"]
+    assert '<td class="hr-differs">yes</td>' in rows["GIT"]
+    assert "1.0000" in rows["ClipCap"] and "<td>no</td>" in rows["ClipCap"]
+    assert "capeval/humanr.css" in html, "the report page loads the class it uses"
+
+    with capture(execute=True):
+        job = export_request(study=study, user=researcher, export_format="csv")
+    job.refresh_from_db()
+    sheet = Path(django_settings.CAPEVAL_EXPORT_DIR) / job.result["datasheet"]
+    exported = json.loads(sheet.read_text())["agreement"]["humanr"]["systems"]
+    assert exported["GIT"]["vs_baseline"] == git
+    assert exported["ClipCap"]["vs_baseline"]["test"].startswith("paired sign-flip permutation")
 
 
 def simulated_rows(

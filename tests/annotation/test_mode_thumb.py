@@ -6,6 +6,7 @@ Captions are created directly (``thumb_study``), so these tests do not depend on
 import io
 import json
 import re
+from datetime import timedelta
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -14,17 +15,20 @@ from django.contrib.staticfiles import finders
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
+from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import escape
 
 from annotation.errors import ServiceError
 from annotation.models import Assignment, Caption, Image, Item, Judgment, Participant, Study
 from annotation.modes import get_mode
-from annotation.modes.thumb import FLUENCY, STAGE1, STAGE2
+from annotation.modes.thumb import CHECK, FLUENCY, STAGE1, STAGE2
 from annotation.services.assignments import assignment_next
 from annotation.services.exports import export_file
 from annotation.services.judgments import judgment_submit
+from annotation.services.participants import crowd_link_token
 from annotation.services.studies import study_open
 from rubrics import thumb as rubric
 from tests.factories.thumb import (
@@ -34,6 +38,7 @@ from tests.factories.thumb import (
     form_for,
     judge,
     member,
+    scores,
     thumb_study,
     tiny_study,
 )
@@ -66,7 +71,10 @@ def test_items_cover_images_with_a_human_and_another_caption_and_join_identical_
     assert built == 2, "one stage-1 and one stage-2 item for the only eligible image"
     stage1 = Item.objects.get(study=study, kind=STAGE1)
     assert stage1.image_id == cat.pk
-    assert Item.objects.get(study=study, kind=STAGE2).spec == stage1.spec
+    stage2 = Item.objects.get(study=study, kind=STAGE2)
+    assert stage2.spec == {**stage1.spec, "check_keys": ["c1", "c2"]}, (
+        "the same captions; with fewer than 100 caption texts the check samples them all"
+    )
     groups = stage1.spec["groups"]
     assert [g["text"] for g in groups] == [
         "A black cat sleeping on a red suitcase.",
@@ -96,6 +104,12 @@ def test_n_images_samples_reproducibly_with_the_study_seed(make_study):
         ({"confidence": 1.5}, "confidence"),
         ({"bootstrap_resamples": 10}, "bootstrap_resamples"),
         ({"weight_recall": -1}, "weight_recall"),
+        ({"third_check_captions": -1}, "third_check_captions"),
+        ({"third_check_captions": 100_001}, "third_check_captions"),
+        ({"third_check_captions": True}, "third_check_captions"),
+        ({"third_check_captions": 2.5}, "third_check_captions"),
+        ({"developmental_images": -1}, "developmental_images"),
+        ({"developmental_images": "50"}, "developmental_images"),
         ({"colour": "red"}, "settings"),
     ],
 )
@@ -187,7 +201,10 @@ def test_stage2_page_prefills_stage1_and_the_server_flags_modified_fields(
 def test_no_native_speaker_in_either_stage_sends_the_image_to_a_fluency_round(
     client, make_study, make_annotator
 ):
-    study = thumb_study(make_study, captions={"cat": CAPTIONS["cat"]})
+    # Without the third annotator's check, whose item any third annotator may take.
+    study = thumb_study(
+        make_study, captions={"cat": CAPTIONS["cat"]}, settings={"third_check_captions": 0}
+    )
     first = member(study, make_annotator("ann"))
     second = member(study, make_annotator("bob"))
     native = member(study, make_annotator("nia", native=True))
@@ -281,6 +298,140 @@ def test_after_submit_returns_the_fluency_round_unsaved_and_counts_its_own_annot
             lease.item.position,
             lease.item.spec,
         )
+
+
+# ---------------------------------------------------------------------- third annotator
+
+
+def crowd_browser(address):
+    """A fresh browser (empty cookie jar) at a client address."""
+    return Client(REMOTE_ADDR=address)
+
+
+def crowd_arrive(client, study, worker):
+    return client.get(
+        reverse("crowd_entry", args=[crowd_link_token(study)]),
+        {"PROLIFIC_PID": worker, "STUDY_ID": "st-1", "SESSION_ID": f"se-{worker}"},
+    )
+
+
+def next_lease(client, study):
+    """The lease the next page serves this browser's participant (None: nothing left)."""
+    page = client.get(reverse("participate_next", args=[study.public_id]))
+    assert page.status_code == 200
+    return page.context.get("assignment"), page
+
+
+def post_form(client, study, lease, body):
+    return client.post(reverse("participate_submit", args=[study.public_id, lease.token]), body)
+
+
+def sampled_keys(study):
+    return {
+        item.image.name: item.spec.get("check_keys", [])
+        for item in Item.objects.filter(study=study, kind=STAGE2).select_related("image")
+    }
+
+
+def test_the_check_sample_has_the_setting_size_and_follows_the_seed(make_study):
+    def sample(seed, **settings):
+        study = thumb_study(make_study, settings=settings, extra_images=20, seed=seed)
+        return sampled_keys(study)
+
+    first = sample(11, third_check_captions=7)
+    # Every image has 2 caption texts ("cat": 2 groups), 22 images: 44 texts to draw from.
+    assert sum(len(keys) for keys in first.values()) == 7
+    assert first == sample(11, third_check_captions=7), "the same seed, the same sample"
+    assert first != sample(12, third_check_captions=7), "another seed, another sample"
+    everything = sample(11, third_check_captions=100)
+    assert sum(len(keys) for keys in everything.values()) == 44, "100 > 44: all of them"
+    for keys in first.values():
+        assert set(keys) <= {"c1", "c2"}
+    assert not any(sample(11, third_check_captions=0).values())
+    study = thumb_study(make_study, settings={"stage2": False}, extra_images=2)
+    assert not Item.objects.filter(study=study, kind=STAGE2).exists()
+
+
+def test_the_check_goes_to_a_third_annotator_after_stage2_with_stage2_prefilled(
+    client, make_study, make_annotator
+):
+    study = thumb_study(make_study, captions={"cat": CAPTIONS["cat"]})
+    first = member(study, make_annotator("ann", native=True))
+    second = member(study, make_annotator("bob", native=True))
+    judge(first, lambda item: all_scores(item, precision=4, recall=3), STAGE1)
+    assert not Item.objects.filter(study=study, kind=CHECK).exists(), "waits for stage 2"
+    judge(second, lambda item: all_scores(item, precision=5, recall=3), STAGE2)
+
+    check = Item.objects.get(study=study, kind=CHECK)
+    assert [g["key"] for g in check.spec["groups"]] == ["c1", "c2"]
+    assert "check_keys" not in check.spec
+    for participant in (first, second):
+        assert assignment_next(participant=participant) is None, "neither stage's annotator"
+    third = make_annotator("cyd")
+    member(study, third)
+    client.force_login(third)
+    html = client.get(reverse("participate_next", args=[study.public_id])).content.decode()
+    assert "Quality check (third annotator)" in html
+    assert html.count("(stage 2: 5)") == 2, "each precision starts from stage 2's value"
+    assert 'class="was">(stage 1:' not in html
+    lease = Assignment.objects.get(participant__user=third)
+    body = form_for(lease.item, precision=5, recall=3)
+    body["c1-recall"] = "4"
+
+    response = post_form(client, study, lease, body)
+
+    assert response.status_code == 302
+    stored = Judgment.objects.get(item__kind=CHECK)
+    assert stored.result["modified"]["c1"]["recall"] is True
+    assert not any(stored.result["modified"]["c2"].values())
+    result = MODE.report.run(Study.objects.get(pk=study.pk), lambda *a: None)
+    assert result["per_system"]["Human"]["recall"]["mean"] == 3.0, "the scores stay stage 2's"
+    assert result["third_check"]["sampled"] == 2
+    assert result["third_check"]["agreement"]["changed"]["any"] == 1
+
+
+def test_a_second_crowd_id_in_the_stage1_browser_never_gets_the_check(make_study):
+    study = thumb_study(make_study, captions={"cat": CAPTIONS["cat"]})
+    shared, other, outsider = (
+        crowd_browser(a) for a in ("198.51.100.1", "198.51.100.2", "198.51.100.3")
+    )
+    for client, worker in ((shared, "first-id"), (other, "second-id")):
+        assert crowd_arrive(client, study, worker).status_code in (200, 302)
+        lease, _ = next_lease(client, study)
+        assert post_form(client, study, lease, form_for(lease.item)).status_code == 302
+    assert Item.objects.filter(study=study, kind=CHECK).count() == 1
+
+    assert crowd_arrive(shared, study, "third-id").status_code in (200, 302)
+    lease, _ = next_lease(shared, study)
+    assert lease is None, "the browser of the stage-1 annotator does not check its own image"
+    assert crowd_arrive(outsider, study, "fourth-id").status_code in (200, 302)
+    lease, _ = next_lease(outsider, study)
+    assert lease.item.kind == CHECK
+
+
+@pytest.mark.parametrize("stage", [STAGE1, STAGE2])
+def test_a_forged_check_lease_of_either_stage_annotator_is_refused(
+    client, make_study, make_annotator, stage
+):
+    study = thumb_study(make_study, captions={"cat": CAPTIONS["cat"]})
+    annotators = {STAGE1: make_annotator("ann", native=True), STAGE2: make_annotator("bob")}
+    judge(member(study, annotators[STAGE1]), all_scores, STAGE1)
+    judge(member(study, annotators[STAGE2]), all_scores, STAGE2)
+    check = Item.objects.get(study=study, kind=CHECK)
+    # A lease the service would never give: forged to check the mode's own refusal.
+    forged = Assignment.objects.create(
+        participant=Participant.objects.get(study=study, user=annotators[stage]),
+        item=check,
+        served_at=timezone.now(),
+        expires_at=timezone.now() + timedelta(hours=1),
+    )
+    client.force_login(annotators[stage])
+
+    response = post_form(client, study, forged, form_for(check))
+
+    assert response.status_code == 403
+    assert "third annotator" in response.content.decode()
+    assert not Judgment.objects.filter(item=check).exists()
 
 
 # ---------------------------------------------------------------------- validation
@@ -549,6 +700,134 @@ def test_a_report_without_judgments_fails_with_a_message(make_study):
         MODE.report.run(study, lambda *a: None)
 
 
+def three_image_study(make_study, make_annotator, **settings):
+    """Three images (Human and M1 each): stage 1 on all, stage 2 on "one" and "two" only,
+    the check (every caption sampled) on both. Hand-worked numbers in the tests below."""
+    captions = {
+        name: [("Human", f"A human caption of {name}."), ("M1", f"A machine caption {name}.")]
+        for name in ("one", "two", "three")
+    }
+    study = thumb_study(make_study, captions=captions, settings=settings)
+    scores_of = {  # kind -> image -> (Human P, R, M1 P, R)
+        STAGE1: {"one": (5, 5, 5, 2), "two": (5, 4, 3, 3), "three": (4, 4, 2, 2)},
+        STAGE2: {"one": (5, 5, 5, 3), "two": (5, 4, 4, 3)},
+        CHECK: {"one": (5, 5, 5, 3), "two": (5, 4, 4, 2)},
+    }
+
+    def payload(item):
+        hp, hr, mp, mr = scores_of[item.kind][item.image.name]
+        return {
+            "captions": {
+                g["key"]: scores(hp, hr)
+                if g["captions"][0]["system"] == "Human"
+                else scores(mp, mr)
+                for g in item.spec["groups"]
+            }
+        }
+
+    for kind, who in ((STAGE1, "ann"), (STAGE2, "bob"), (CHECK, "cyd")):
+        participant = member(study, make_annotator(who, native=True))
+        for _ in scores_of[kind]:
+            judge(participant, payload, kind)
+    return study
+
+
+def test_report_leaves_out_stage1_only_images_and_the_developmental_phase_by_hand(
+    make_study, make_annotator
+):
+    study = three_image_study(make_study, make_annotator, developmental_images=1)
+
+    result = MODE.report.run(study, lambda *a: None)
+
+    # Scores: stage 2 of "one" and "two"; "three" (stage 1 only) is not mixed in.
+    human, machine = result["per_system"]["Human"], result["per_system"]["M1"]
+    assert (human["n_images"], machine["n_images"]) == (2, 2)
+    assert human["precision"]["mean"] == 5.0  # (5 + 5) / 2; with "three" it was 14 / 3
+    assert human["recall"]["mean"] == 4.5
+    assert machine["precision"]["mean"] == 4.5  # stage 2: 5 and 4
+    assert machine["recall"]["mean"] == 3.0
+    workflow = result["workflow"]
+    assert workflow["scores_from"] == STAGE2
+    assert (workflow["stage1_only_images"], workflow["stage1_only_captions"]) == (1, 2)
+    # Agreement: "one" is the developmental phase (position 0), so image "two" alone:
+    # P stage 1 (5, 3) vs stage 2 (5, 4): po = 1/2, pe = 1/2 * 1/2 (only 5 is shared) = 1/4,
+    # kappa = (1/2 - 1/4) / (1 - 1/4) = 1/3. M1's P was changed: 1 of 2.
+    assert result["developmental"] == {"images": 1, "excluded_images": 1, "excluded_captions": 2}
+    agreement = result["stage_agreement"]
+    assert agreement["n_captions"] == 2
+    assert agreement["kappa"]["precision"] == pytest.approx(1 / 3)
+    assert agreement["modified_share"]["precision"] == 0.5
+    assert agreement["modified_share"]["recall"] == 0.0
+    # Check against stage 2 on "one" and "two": 4 caption texts, M1's recall on "two"
+    # changed 3 -> 2. R final (5, 3, 4, 3) vs check (5, 3, 4, 2): po = 3/4,
+    # pe = (1*1 + 1*1 + 2*1 + 0*1) / 16 = 1/4, kappa = (3/4 - 1/4) / (3/4) = 2/3.
+    check = result["third_check"]
+    assert (check["captions"], check["sampled"], check["checked"]) == (100, 6, 4)
+    assert check["agreement"]["unchanged"] == 3
+    assert check["agreement"]["changed"] == {
+        "precision": 0,
+        "recall": 1,
+        "fluency": 0,
+        "conciseness": 0,
+        "inclusive": 0,
+        "any": 1,
+    }
+    assert check["agreement"]["kappa"]["recall"] == pytest.approx(2 / 3)
+    assert check["agreement"]["kappa"]["precision"] == pytest.approx(1.0)
+
+
+def test_without_a_developmental_phase_every_reviewed_image_counts_for_agreement(
+    make_study, make_annotator
+):
+    study = three_image_study(make_study, make_annotator)
+
+    result = MODE.report.run(study, lambda *a: None)
+
+    assert result["developmental"]["excluded_images"] == 0
+    # P stage 1 (5, 5, 5, 3) vs stage 2 (5, 5, 5, 4) over both images: 1 of 4 changed.
+    assert result["stage_agreement"]["n_captions"] == 4
+    assert result["stage_agreement"]["modified_share"]["precision"] == 0.25
+
+
+def test_report_page_says_where_the_scores_come_from_and_what_was_left_out(
+    client, make_study, make_annotator, researcher, django_capture_on_commit_callbacks
+):
+    study = three_image_study(make_study, make_annotator, developmental_images=1)
+    client.force_login(researcher)
+    url = reverse("study_report", args=[study.pk])
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(url)
+
+    html = re.sub(r"\s+", " ", client.get(url).content.decode())
+
+    assert "Every score is stage 2's" in html
+    assert "2 captions on 1 image have stage 1 only</strong>: left out" in html
+    assert "first 1 image of the study" in html
+    assert "2 caption texts on 1 image reviewed in stage 2 are left out" in html
+    assert "confirmed every score of 3 of 4 captions</strong> and changed 1" in html
+    check_table = re.search(r'<table id="check">(.*?)</table>', html).group(1)
+    assert re.search(r"Recall</th><td class=\"num\">1</td><td class=\"num\">25%", check_table)
+
+
+def test_a_report_before_any_stage2_names_the_images_waiting_for_it(make_study, make_annotator):
+    study = thumb_study(make_study)
+    judge(member(study, make_annotator("ann", native=True)), all_scores, STAGE1)
+
+    with pytest.raises(ServiceError, match=r"No image has finished stage 2 yet \(1 image has"):
+        MODE.report.run(study, lambda *a: None)
+
+
+def test_a_study_without_stage2_reports_stage1_and_has_no_check(make_study, make_annotator):
+    study = thumb_study(make_study, settings={"stage2": False})
+    judge(member(study, make_annotator("ann", native=True)), all_scores, STAGE1)
+
+    result = MODE.report.run(study, lambda *a: None)
+
+    assert result["workflow"]["scores_from"] == STAGE1
+    assert result["workflow"]["stage1_only_images"] == 0
+    assert result["third_check"] == {"captions": 0, "sampled": 0, "checked": 0, "agreement": None}
+
+
 # ---------------------------------------------------------------------- export
 
 
@@ -655,3 +934,20 @@ def test_import_thumb_refuses_a_bad_file_and_writes_nothing(tmp_path, researcher
     assert "line 2" in str(failed.value) and "line 3" in str(failed.value)
     assert not Study.objects.exists()
     assert not Participant.objects.exists()
+
+
+def test_export_has_the_check_rows_with_what_the_check_changed_from_stage2(
+    make_study, make_annotator, tmp_path
+):
+    study = three_image_study(make_study, make_annotator)
+
+    rows = exported_rows(study, tmp_path)
+
+    checks = [r for r in rows if r["stage"] == CHECK]
+    assert len(checks) == 4, "2 checked images x 2 captions"
+    assert {(r["image"], r["system"], r["changed"]) for r in checks if r["changed"]} == {
+        ("two", "M1", "recall")
+    }
+    changed = next(r for r in checks if r["changed"])
+    assert changed["recall"] == 2
+    assert changed["stage1_recall"] is None, "check rows review stage 2, not stage 1"

@@ -6,6 +6,8 @@ The studies and players come from ``tests.factories.vicr``.
 from __future__ import annotations
 
 import io
+import random
+import re
 from datetime import timedelta
 
 import pyarrow.parquet as pq
@@ -690,6 +692,49 @@ def test_leaderboard_lists_the_top_players_and_the_own_rank(researcher):
     assert board["leaderboard"][0]["me"] and board["own_rank"] is None
 
 
+def _leaderboard_ranks(html):
+    """The rank column of the leaderboard on a page, top to bottom."""
+    board = html.split('id="leaderboard-heading"', 1)[1].split("</table>", 1)[0]
+    return [int(rank) for rank in re.findall(r'<tr[^>]*><td class="num">(\d+)</td>', board)]
+
+
+def test_tied_players_share_a_rank_on_the_feedback_and_finished_pages(client, researcher):
+    study = vicr_study(researcher, game=1)
+    for score in (12, 9, 12, 9):
+        participant = in_game(study)
+        participant.state["player"]["score"] = score
+        participant.save()
+    crowd_client(client, study)
+    worker = Participant.objects.get(external_id="W1")
+    worker.state = {"player": {"probation_attempts": 0, "score": 0, "game_ratings": 0}}
+    worker.status = "game"
+    worker.save()
+    client.get(reverse("participate_next", args=[study.public_id]))
+    lease = Assignment.objects.get(status="open")
+    Assignment.objects.filter(pk=lease.pk).update(served_at=timezone.now() - timedelta(seconds=5))
+    feedback = client.post(
+        reverse("participate_submit", args=[study.public_id, lease.token]), {"rating": "1"}
+    )
+    # the worker's 1 is 2.5 levels from the primes' 3.5 -> 4: 0 points or less, so last
+    assert _leaderboard_ranks(feedback.content.decode()) == [1, 1, 3, 3, 5]
+    finished = client.get(reverse("participate_next", args=[study.public_id]))
+    assert "rated 1 pair" in finished.content.decode()
+    assert _leaderboard_ranks(finished.content.decode()) == [1, 1, 3, 3, 5]
+
+
+def test_a_player_tied_just_off_the_board_gets_the_shared_rank(researcher):
+    study = vicr_study(researcher, leaderboard_size=2)
+    players = []
+    for score in (12, 9, 9):
+        participant = in_game(study)
+        participant.state["player"]["score"] = score
+        participant.save()
+        players.append(participant)
+    board = MODE.pages.leaderboard(players[2])
+    assert [(row["rank"], row["score"]) for row in board["leaderboard"]] == [(1, 12), (2, 9)]
+    assert board["own_rank"] == 2  # tied with the 9 on the board
+
+
 # ---------------------------------------------------------------------------- report
 
 
@@ -742,6 +787,7 @@ def test_report_on_a_hand_checkable_study(researcher):
     messages = []
     result = MODE.report.run(study, lambda pct, msg: messages.append(pct))
     assert messages == sorted(messages)
+    assert result["imported"] is False
     # final view: A, B, C only; pair means 1.33->1, 2.67->3, 4.67->5, 4.67->5, 3->3
     assert [row["pairs"] for row in result["distribution"]] == [1, 0, 2, 0, 2]
     assert result["included"] == {
@@ -764,11 +810,20 @@ def test_report_on_a_hand_checkable_study(researcher):
     }
     by_name = {row["pseudonym"]: row for row in result["players"]}
     a, d = by_name[players[0].pseudonym], by_name[players[3].pseudonym]
-    # A rated 1, 2, 4, 5, 3 against consensus 1, 3, 5, 5, 3: exact 3 times, one off twice
-    assert (a["ratings"], a["exact"], a["adjacent"]) == (5, 3 / 5, 2 / 5)
+    # A against the consensus of the OTHER raters of each pair (B and C): pair 1: 1, 2 ->
+    # 1.5 -> 2; pair 2: 3, 3 -> 3; pair 3: 5, 5 -> 5; pair 4: 5, 4 -> 4.5 -> 5; pair 5: A
+    # alone, not compared. A rated 1, 2, 4, 5: exact once, one off three times, on 4 pairs.
+    assert (a["ratings"], a["compared"], a["exact"], a["adjacent"]) == (5, 4, 1 / 4, 3 / 4)
     assert a["median_dwell_s"] == 7.0
-    # D (excluded) keeps its row; against 1, 3, 5: 5 is 4 off, 5 is 2 off, 1 is 4 off
-    assert (d["status"], d["ratings"], d["exact"], d["adjacent"]) == ("excluded", 3, 0, 0)
+    # D (excluded) is in no consensus, so it meets the whole final view: 1.33 -> 1,
+    # 2.67 -> 3, 4.67 -> 5; D's 5 is 4 off, 5 is 2 off, 1 is 4 off
+    assert (d["status"], d["ratings"], d["compared"], d["exact"], d["adjacent"]) == (
+        "excluded",
+        3,
+        3,
+        0,
+        0,
+    )
 
 
 def test_report_explains_when_agreement_cannot_be_computed(researcher):
@@ -788,6 +843,151 @@ def test_report_figure_is_a_bar_chart_of_the_distribution(researcher):
         MODE.report.figure("nope", result)
 
 
+def test_a_player_alone_on_a_pair_does_not_agree_with_themself(client, researcher):
+    # players A, B, C; A is alone on pairs 1 and 2, meets B on pair 3; C is alone on pair 4
+    table = [[3, None, None], [4, None, None], [2, 4, None], [None, None, 5]]
+    study, _, players = ratings_study(researcher, table)
+    result = MODE.report.run(study, lambda *args: None)
+    by_name = {row["pseudonym"]: row for row in result["players"]}
+    a, b, c = (by_name[p.pseudonym] for p in players)
+    # A is compared on pair 3 only, with B's 4: two levels off
+    assert (a["ratings"], a["compared"], a["exact"], a["adjacent"]) == (3, 1, 0, 0)
+    assert (b["compared"], b["exact"], b["adjacent"]) == (1, 0, 0)
+    # C met nobody: nothing to agree with, no 100%
+    assert (c["ratings"], c["compared"], c["exact"], c["adjacent"]) == (1, 0, None, None)
+    client.force_login(researcher)
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        report_request(study=study, user=researcher)
+    html = client.get(reverse("study_report", args=[study.pk])).content.decode()
+    row = re.search(rf"<tr><td>{players[2].pseudonym}</td>.*?</tr>", html).group(0)
+    assert "100%" not in row
+    assert re.search(r'<td class="num" data-column="compared">0</td>', row)
+
+
+def test_fleiss_kappa_merges_4_and_5_only_when_the_study_says_so(client, researcher):
+    table = [[1, 1, 2], [2, 3, 3], [4, 5, 5], [5, 5, 4], [5, 4, 4], [3, 3, 4]]
+    final = [list(row) for row in table]
+    merged = rules.virtual_raters(final, repetitions=100, seed=0, collapse_top=True)
+    separate = rules.virtual_raters(final, repetitions=100, seed=0, collapse_top=False)
+    assert merged["fleiss_kappa"]["mean"] != separate["fleiss_kappa"]["mean"]
+    assert MODE.clean_settings({})["collapse_top"] is False
+    client.force_login(researcher)
+    for settings, expected, note in (
+        ({}, separate, False),
+        ({"collapse_top": True}, merged, True),
+    ):
+        study, _, _ = ratings_study(researcher, table)
+        study.settings = MODE.clean_settings({**study.settings, **settings})
+        study.save()
+        result = MODE.report.run(study, lambda *args: None)
+        kappa = {row["key"]: row["mean"] for row in result["agreement"]}["fleiss_kappa"]
+        assert kappa == expected["fleiss_kappa"]["mean"]
+        with TestCase.captureOnCommitCallbacks(execute=True):
+            report_request(study=study, user=researcher)
+        html = client.get(reverse("study_report", args=[study.pk])).content.decode()
+        assert ("levels 4 and 5 merged" in html) is note
+
+
+def test_an_imported_vicr_dataset_merges_4_and_5_as_the_paper_did(researcher, tmp_path):
+    csv_file = tmp_path / "sample.csv"
+    csv_file.write_text(
+        "image,caption,ratings,rating_2,rating_3\n"
+        "http://x/a.jpg,a dog,4,5,5\nhttp://x/b.jpg,a cat,1,2,2\nhttp://x/c.jpg,a car,3,3,4\n",
+        encoding="utf-8",
+    )
+    call_command(
+        "import_ratings", str(csv_file), format="vicr-csv", owner=researcher.username, name="S"
+    )
+    study = Study.objects.get(name="S")
+    assert study.settings["collapse_top"] is True and study.settings["scale_levels"] == 5
+    result = MODE.report.run(study, lambda *args: None)
+    assert result["collapse_top"] is True
+    assert result["imported"] is True  # its "players" are rating positions
+
+
+def test_players_share_ranks_by_score_in_the_report(researcher):
+    study, _, players = ratings_study(researcher, [[3, 3, 4, 4], [2, 2, 2, 3]])
+    for participant, score in zip(players, (7, 9, 7, 2), strict=True):
+        participant.state["player"]["score"] = score
+        participant.save()
+    players[3].status = "probation"  # off the game: no rank
+    players[3].save()
+    result = MODE.report.run(study, lambda *args: None)
+    ranks = {row["pseudonym"]: row["rank"] for row in result["players"]}
+    assert [ranks[p.pseudonym] for p in players] == [2, 1, 2, None]
+    assert [row["rank"] for row in result["players"]] == [1, 2, 2, None]
+
+
+def game_table(seed, pairs=80, good=6):
+    """Ratings of a random responder (column 0) and ``good`` raters who agree up to noise.
+
+    Each pair has a true level and an ambiguity: a good rater is one level off with
+    that probability. The random responder picks any level.
+    """
+    rng = random.Random(seed)
+    table = []
+    for _ in range(pairs):
+        level, ambiguity = rng.randint(1, 5), rng.uniform(0.0, 0.8)
+        row = [rng.randint(1, 5)]
+        for _ in range(good):
+            off = rng.choice((-1, 1)) if rng.random() < ambiguity else 0
+            row.append(min(5, max(1, level + off)))
+        table.append(row)
+    return table
+
+
+def test_rater_competency_flags_a_planted_random_responder(client, researcher):
+    study, items, players = ratings_study(researcher, game_table(seed=4))
+    result = MODE.report.run(study, lambda *args: None)
+    rasch = result["rasch"]
+    assert rasch["error"] == "" and rasch["converged"]
+    rows = {row["pseudonym"]: row for row in rasch["players"]}
+    randomer = rows[players[0].pseudonym]
+    good = [rows[p.pseudonym] for p in players[1:]]
+    # the random responder agrees least and fits worst; the consistent raters fit
+    assert randomer["measure"] < min(row["measure"] for row in good)
+    assert randomer["infit"] > 1.5 and randomer["flag"] == "noisy"
+    assert randomer["infit"] > max(row["infit"] for row in good)
+    assert all(row["flag"] == "" for row in good)
+    assert all(row["responses"] == 80 for row in rasch["players"])
+    assert len(rasch["thresholds"]) == 2
+    assert rasch["pairs"]["measured"] + rasch["pairs"]["unmeasured"] == 80
+    # the Wright map holds every measured player and pair on one logit scale
+    figure = MODE.report.figure("wright-map", result)
+    players_axes, pairs_axes = figure.axes[:2]
+    assert sum(patch.get_width() for patch in players_axes.patches) == 7
+    assert players_axes.get_ylim() == pairs_axes.get_ylim()
+    client.force_login(researcher)
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        report_request(study=study, user=researcher)
+    html = client.get(reverse("study_report", args=[study.pk])).content.decode()
+    assert "Rater competency" in html and "Linacre" in html
+    row = re.search(
+        rf"<tr><td>{players[0].pseudonym}</td>.*?</tr>", html.split("Rater competency")[1]
+    )
+    assert "noisy" in row.group(0)
+    svg = client.get(reverse("report_figure", args=[study.pk, "wright-map", "svg"]))
+    assert svg.status_code == 200 and svg["Content-Type"] == "image/svg+xml"
+
+
+def test_a_report_stored_before_the_rasch_section_still_renders(client, researcher):
+    study, _, _ = ratings_study(researcher, [[1, 1, 2], [2, 3, 3], [4, 5, 5], [5, 5, 4]])
+    client.force_login(researcher)
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        report_request(study=study, user=researcher)
+    job = study.jobs.get(kind="report")
+    old = {key: value for key, value in job.result.items() if key != "rasch"}
+    for row in old["players"]:
+        for key in ("compared", "rank"):
+            row.pop(key, None)
+    job.result = old
+    job.save()
+    page = client.get(reverse("study_report", args=[study.pk]))
+    assert page.status_code == 200 and "Recompute" in page.content.decode()
+    svg = client.get(reverse("report_figure", args=[study.pk, "wright-map", "svg"]))
+    assert svg.status_code == 200
+
+
 def test_report_page_renders_the_tables(client, researcher):
     study, _, _ = ratings_study(researcher, [[1, 1, 2], [2, 3, 3], [4, 5, 5], [5, 5, 4]])
     client.force_login(researcher)
@@ -800,6 +1000,13 @@ def test_report_page_renders_the_tables(client, researcher):
     assert f"{expected['kendall_w']['mean']:.1f}" in html
     svg = client.get(reverse("report_figure", args=[study.pk, "rating-distribution", "svg"]))
     assert svg.status_code == 200 and svg["Content-Type"] == "image/svg+xml"
+    # Opened on its own the SVG is a document: matplotlib's style attributes must apply
+    # under its policy, and it may still run and fetch nothing.
+    assert b'style="' in svg.content
+    policy = dict((d.split()[0], d.split()[1:]) for d in svg["Content-Security-Policy"].split("; "))
+    assert policy["style-src"] == ["'unsafe-inline'"]
+    assert policy["script-src"] == ["'none'"] and policy["default-src"] == ["'none'"]
+    assert policy["connect-src"] == ["'self'"] and policy["frame-ancestors"] == ["'none'"]
 
 
 # ---------------------------------------------------------------------------- export

@@ -10,8 +10,10 @@ import pytest
 import scipy.stats
 
 from rubrics.humanr import (
+    BASELINE_TEST,
     Responses,
     attention_check_failed,
+    baseline_tests,
     build_groups,
     choose_reference,
     comparison_value,
@@ -117,10 +119,9 @@ def check_groups(groups, comparisons, captions, group_size=10):
         check = checks[0]
         assert check.position == g.check_position
         assert check.image_id not in images  # 10 distinct images per group
+        # No image met twice in a group: the distractor caption is of a third image.
         assert check.distractor_image_id != check.image_id
-        if len([img for img, caps in captions.items() if caps]) >= len(images) + 2:
-            # Room for 11 distinct images: the distractor caption is not of a group image.
-            assert check.distractor_image_id not in images
+        assert check.distractor_image_id not in images
         assert check.correct_caption_id in captions[check.image_id]
         assert check.distractor_caption_id in captions[check.distractor_image_id]
         assert isinstance(check.correct_on_left, bool)
@@ -142,9 +143,10 @@ def test_build_groups_full_and_leftover():
 
 def test_build_groups_skewed_images():
     # One image with 20 comparisons and 9 with one each: at most one full group is possible
-    # (g full groups need sum(min(c_i, g)) >= 9 g: g + 9 >= 9 g -> g <= 1).
+    # (g full groups need sum(min(c_i, g)) >= 9 g: g + 9 >= 9 g -> g <= 1). Two more images
+    # with human captions leave room for a full group's check and distractor.
     comparisons = [(f"big{k}", "big") for k in range(20)] + [(f"s{i}", f"s{i}") for i in range(9)]
-    captions = {"big": ["hb"], **{f"s{i}": [f"h{i}"] for i in range(9)}}
+    captions = {"big": ["hb"], **{f"s{i}": [f"h{i}"] for i in range(9)}, "x1": ["y1"], "x2": ["y2"]}
     groups = build_groups(comparisons, captions, seed=2)
     check_groups(groups, comparisons, captions)
     assert sum(not g.is_short for g in groups) == 1
@@ -186,20 +188,35 @@ def test_build_groups_distractor_is_never_an_image_of_the_group(seed):
         assert len(shown) == len(set(shown)), "an image (or its caption) appears twice"
 
 
-def test_build_groups_tiny_study_keeps_the_distractor_off_the_check_image():
-    # Two images: the group's own image must serve as distractor; never the check image.
-    comparisons = make_comparisons(2, 2)
-    captions = human_caps(2)
-    for seed in range(10):
+def test_build_groups_without_room_for_full_groups_shrink_them_so_no_image_repeats():
+    # Worked by hand. 10 images with human captions, 2 comparisons each (20): a full group
+    # of 9 comparison images would leave 1 image for both the check and its distractor, so
+    # groups hold at most 10 - 2 = 8 comparisons. Largest-first: the first two groups take
+    # 8 images each (every image keeps >= 1 comparison left), so the leftovers are 4.
+    comparisons = make_comparisons(10, 2)
+    captions = human_caps(10)
+    for seed in range(20):
         groups = build_groups(comparisons, captions, seed=seed)
-        checks = [t for g in groups for t in g.trials if t.kind == "attention_check"]
-        assert all(check.distractor_image_id != check.image_id for check in checks)
-        assert all(
-            check.distractor_caption_id in captions[check.distractor_image_id] for check in checks
-        )
-        assert sorted(c for g in groups for c in g.comparison_ids) == sorted(
-            c for c, _ in comparisons
-        )
+        check_groups(groups, comparisons, captions)
+        assert [len(g.comparison_ids) for g in groups] == [8, 8, 4]
+        assert all(g.is_short for g in groups), "fewer than 9 comparisons: short"
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_build_groups_three_images_is_the_smallest_study(seed):
+    # Worked by hand: 3 images, room for 3 - 2 = 1 comparison per group. Each of the three
+    # groups shows one comparison image, a check of a second image and a distractor caption
+    # of the third, so every group meets all three images exactly once.
+    comparisons = make_comparisons(3, 1)
+    captions = human_caps(3)
+    groups = build_groups(comparisons, captions, seed=seed)
+    check_groups(groups, comparisons, captions)
+    assert len(groups) == 3
+    for g in groups:
+        check = next(t for t in g.trials if t.kind == "attention_check")
+        (compared,) = [t.image_id for t in g.trials if t.kind == "comparison"]
+        met = [compared, check.image_id, check.distractor_image_id]
+        assert sorted(met) == ["img0", "img1", "img2"]
 
 
 def test_build_groups_refusals():
@@ -208,8 +225,10 @@ def test_build_groups_refusals():
         build_groups([], captions, seed=0)
     with pytest.raises(ValueError, match="twice"):
         build_groups([("c1", "img0"), ("c1", "img1")], captions, seed=0)
-    with pytest.raises(ValueError, match="at least two images"):
-        build_groups([("c1", "img0")], {"img0": ["h"], "img1": []}, seed=0)
+    with pytest.raises(ValueError, match="at least three images"):
+        build_groups([("c1", "img0")], {"img0": ["h"], "img1": [], "img2": ["h2"]}, seed=0)
+    with pytest.raises(ValueError, match="at least three images"):
+        build_groups([("c1", "img0"), ("c2", "img1")], human_caps(2), seed=0)
     with pytest.raises(ValueError, match="group_size"):
         build_groups([("c1", "img0")], captions, seed=0, group_size=1)
     with pytest.raises(ValueError, match="pairs"):
@@ -523,3 +542,199 @@ def test_bootstrap_is_clustered_by_image_and_matches_a_loop():
     reps = [sums[d].sum() / counts[d].sum() for d in resample_indices(30, 300, 11)]
     lo, hi = np.percentile(reps, [2.5, 97.5])
     assert rep["systems"]["A"]["bootstrap_interval"] == pytest.approx([lo, hi])
+
+
+# ---------------------------------------------------------------------------
+# Each system against the Human-vs-Human baseline
+# ---------------------------------------------------------------------------
+
+
+def scipy_paired_p(system, human, n_resamples, seed=None):
+    """scipy's paired permutation test of the mean difference (independent of ours)."""
+    return scipy.stats.permutation_test(
+        (system, human),
+        lambda x, y, axis: np.mean(x - y, axis=axis),
+        permutation_type="samples",
+        vectorized=True,
+        n_resamples=n_resamples,
+        alternative="two-sided",
+        random_state=seed,
+    ).pvalue
+
+
+def test_baseline_test_by_hand_every_sign_flip():
+    # Three images, d = 0.25, 0.5, 0.75 (system minus baseline), observed sum 1.5. The
+    # 8 flips give sums +-1.5 (all signs alike), +-1.0, +-0.5 and 0 twice: only the two
+    # all-alike flips reach |1.5|, so p = 2 / 8. A fourth image has no value of the system
+    # and a fifth no baseline value: both are left out of the pairs (and of the flips).
+    values = np.array(
+        [[0.25, 0.0], [0.25, -0.25], [1.0, 0.25], [np.nan, 0.5], [0.5, np.nan]]
+    )  # columns: A, Human
+    test = baseline_tests(values, ["A", "Human"])["A"]
+    assert test["p_value"] == 2 / 8
+    assert test["exact"] is True and test["n_permutations"] == 2**3
+    assert test["n_images"] == 3
+    assert test["difference"] == pytest.approx(0.5)
+    assert test["test"] == BASELINE_TEST
+
+
+def test_baseline_test_by_hand_with_ties_at_the_observed_sum():
+    # d = 0.5, -0.5, 0.25, 0.25: observed sum 0.5. The sum of the first two, flipped, is
+    # 1, 0, 0 or -1; of the last two 0.5, 0, 0 or -0.5. Of the 16 combinations only the four
+    # with both parts 0 have |sum| < 0.5, so 12 are at least as extreme: p = 12 / 16.
+    human = np.array([0.0, 0.5, -0.25, 0.0])
+    system = human + np.array([0.5, -0.5, 0.25, 0.25])
+    test = baseline_tests(np.column_stack([human, system]), ["Human", "B"])["B"]
+    assert test["p_value"] == 12 / 16
+    assert test["difference"] == pytest.approx(0.125)
+    # All differences 0: every flip ties with the observed 0, p = 1.
+    same = baseline_tests(np.column_stack([human, human]), ["Human", "B"])["B"]
+    assert same["p_value"] == 1.0 and same["difference"] == 0.0
+    assert same["interval_excludes_baseline"] is False and same["difference_interval"] == [0, 0]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_baseline_test_exact_p_values_match_scipy(seed):
+    # 12 images (4,096 flips, below the 10,000 permutations: exact in both), answers in
+    # quarters as the mode stores them, some images without a value of a system.
+    rng = np.random.default_rng(seed)
+    values = rng.integers(-4, 5, size=(12, 3)) / 4 + np.array([0.0, -0.25, 0.1])
+    values[rng.random((12, 3)) < 0.15] = np.nan
+    values[:, 0] = rng.integers(-4, 5, size=12) / 4  # every image has a baseline value
+    tests = baseline_tests(values, ["Human", "A", "B"], n_permutations=10_000, seed=seed)
+    for j, name in ((1, "A"), (2, "B")):
+        pairs = ~np.isnan(values[:, j])
+        assert tests[name]["exact"]
+        expected = scipy_paired_p(values[pairs, j], values[pairs, 0], n_resamples=10**6)
+        assert tests[name]["p_value"] == pytest.approx(expected, abs=1e-12)
+        assert tests[name]["n_images"] == pairs.sum()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_baseline_test_monte_carlo_p_values_agree_with_scipy(seed):
+    # 300 images: random flips in both, from different streams, so the p-values differ by
+    # Monte Carlo error only: with 9,999 flips each, the difference has a standard error of
+    # at most sqrt(2 * 0.25 / 10,000) = 0.007; 0.03 is more than 4 of them.
+    rng = np.random.default_rng(100 + seed)
+    human = rng.integers(-4, 5, size=300) / 4
+    system = np.clip(human + rng.integers(-4, 5, size=300) / 4 - 0.05 * seed, -1, 1)
+    test = baseline_tests(
+        np.column_stack([system, human]), ["A", "Human"], n_permutations=9_999, seed=seed
+    )["A"]
+    expected = scipy_paired_p(system, human, n_resamples=9_999, seed=seed)
+    assert not test["exact"] and test["n_permutations"] == 9_999
+    assert test["p_value"] == pytest.approx(expected, abs=0.03)
+
+
+def test_baseline_test_monte_carlo_p_value_is_never_zero():
+    # 40 images all 1 apart: only the two all-alike flips of 2^40 reach the observed sum,
+    # so 10,000 random flips almost surely miss them and p = (1 + 0) / (1 + 10,000).
+    values = np.column_stack([np.full(40, -0.5), np.full(40, 0.5)])
+    test = baseline_tests(values, ["A", "Human"], n_permutations=10_000)["A"]
+    assert test["p_value"] == 1 / 10_001
+    assert test["difference"] == -1.0 and test["interval_excludes_baseline"] is True
+    assert test["difference_interval"] == [-1.0, -1.0]
+
+
+def test_baseline_test_interval_is_the_paired_bootstrap_over_images():
+    # The bootstrap is the first use of the seed: resample r draws images
+    # resample_indices(n, n_bootstrap, seed)[r], the same for every system, and a
+    # system's replicate is the mean difference over the drawn images where it has one.
+    rng = np.random.default_rng(21)
+    values = rng.integers(-4, 5, size=(50, 3)) / 4
+    values[rng.random(50) < 0.2, 2] = np.nan
+    tests = baseline_tests(values, ["Human", "A", "B"], n_bootstrap=400, seed=13)
+    draws = resample_indices(50, 400, 13)
+    for j, name in ((1, "A"), (2, "B")):
+        d = values[:, j] - values[:, 0]
+        replicates = [np.nanmean(d[rows]) for rows in draws]
+        low, high = np.percentile(replicates, [2.5, 97.5])
+        assert tests[name]["difference_interval"] == pytest.approx([low, high])
+        assert tests[name]["interval_excludes_baseline"] is bool(low > 0 or high < 0)
+        assert tests[name]["difference"] == pytest.approx(np.nanmean(d))
+
+
+def test_baseline_test_rejects_at_its_level_under_the_null_and_finds_a_real_gap():
+    # 400 simulated studies of 60 images where the system is judged like the baseline
+    # (both columns drawn alike): a valid test rejects at 5% in about 5% of them (binomial
+    # standard error 1.1%). Where the system is 0.5 worse (about 4 standard errors of the
+    # mean difference, sd 0.9 / sqrt(60)), it rejects nearly always.
+    rng = np.random.default_rng(5)
+    null_p, gap_p = [], []
+    for _ in range(400):
+        baseline = rng.integers(-4, 5, size=60) / 4
+        alike = rng.integers(-4, 5, size=60) / 4
+        worse = np.clip(alike - 0.5, -1, 1)
+        tests = baseline_tests(
+            np.column_stack([baseline, alike, worse]),
+            ["Human", "alike", "worse"],
+            n_permutations=999,
+            n_bootstrap=100,
+            seed=rng,
+        )
+        null_p.append(tests["alike"]["p_value"])
+        gap_p.append(tests["worse"]["p_value"])
+    assert 0.02 <= np.mean(np.array(null_p) <= 0.05) <= 0.09
+    assert np.mean(np.array(gap_p) <= 0.05) >= 0.9
+
+
+def test_baseline_test_refusals_and_a_system_without_pairs():
+    with pytest.raises(ValueError, match="baseline"):
+        baseline_tests(np.zeros((3, 2)), ["A", "B"])
+    with pytest.raises(ValueError, match="shape"):
+        baseline_tests(np.zeros((3, 2)), ["A", "B", "Human"])
+    with pytest.raises(ValueError, match="twice"):
+        baseline_tests(np.zeros((3, 2)), ["Human", "Human"])
+    with pytest.raises(ValueError, match="infinite"):
+        baseline_tests(np.array([[np.inf, 0.0]]), ["A", "Human"])
+    with pytest.raises(ValueError, match="n_permutations"):
+        baseline_tests(np.zeros((3, 2)), ["A", "Human"], n_permutations=0)
+    lonely = baseline_tests(np.array([[np.nan, 0.5], [0.25, np.nan]]), ["A", "Human"])["A"]
+    assert lonely["n_images"] == 0 and lonely["p_value"] is None
+    assert lonely["difference"] is None and lonely["interval_excludes_baseline"] is None
+
+
+def test_report_tests_each_system_against_the_baseline_by_hand():
+    # TINY, kept: A on i1 -0.75, i2 -0.5, i3 -0.25, i4 -1, i5 -0.25; Human on i1 0.25,
+    # i2 0.5, i4 0.25, i5 0 (Human on i3 is in w2's dropped group). Paired images i1, i2,
+    # i4, i5: d = -1, -1, -1.25, -0.25, mean -0.875. Of the 2^4 flips only the two
+    # all-alike ones reach |-3.5| (flipping the smallest, 0.25, gives 3.0): p = 2 / 16.
+    rep = report(responses(TINY), n_bootstrap=200, n_splits=50)
+    test = rep["systems"]["A"]["vs_baseline"]
+    assert test["n_images"] == 4 and test["exact"]
+    assert test["difference"] == pytest.approx(-0.875)
+    assert test["p_value"] == 2 / 16
+    assert rep["baseline"]["vs_baseline"] is None
+    assert rep["settings"]["n_permutations"] == 10_000
+    json.dumps(rep, allow_nan=False)
+    # Without Human-vs-Human comparisons there is nothing to test against.
+    no_baseline = report(responses([r for r in TINY if r[3] != "Human"]), n_splits=5)
+    assert no_baseline["systems"]["A"]["vs_baseline"] is None
+
+
+def test_the_report_tests_as_baseline_tests_does_on_the_per_image_means():
+    # The report's bootstrap draws the images once for the systems and the differences, as
+    # the first use of its seed; baseline_tests' bootstrap is the first use of its seed too,
+    # over the same rows (the images with a kept comparison, in order): same intervals.
+    rep = report(responses(TINY), n_bootstrap=200, n_splits=50, seed=3)
+    nan = np.nan
+    means = np.array(
+        [[-0.75, 0.25], [-0.5, 0.5], [-0.25, nan], [-1.0, 0.25], [-0.25, 0.0]]
+    )  # rows i1-i5, columns A and Human (by hand from TINY, see above)
+    alone = baseline_tests(means, ["A", "Human"], n_bootstrap=200, seed=3)["A"]
+    from_report = rep["systems"]["A"]["vs_baseline"]
+    assert from_report["difference_interval"] == pytest.approx(alone["difference_interval"])
+    assert {**from_report, "difference_interval": None} == {**alone, "difference_interval": None}
+
+
+def test_the_baseline_tests_come_last_so_the_other_numbers_stay_as_they_were():
+    # The tests draw from the report's generator after everything else, so how they draw
+    # (here: 4 images, exact with 16 flips or Monte Carlo with 10) changes nothing else.
+    rep = report(responses(TINY), n_bootstrap=200, n_splits=50, seed=3)
+    again = report(responses(TINY), n_bootstrap=200, n_splits=50, seed=3, n_permutations=10)
+    assert rep["systems"]["A"]["vs_baseline"]["exact"]
+    assert not again["systems"]["A"]["vs_baseline"]["exact"]
+    for result in (rep, again):
+        result["systems"]["A"].pop("vs_baseline")
+        result["settings"].pop("n_permutations")
+    assert rep == again

@@ -16,6 +16,9 @@ from rubrics.thumb import (
     FLUENCY_ERRORS,
     CaptionJudgments,
     ScoreArrays,
+    check_agreement,
+    check_sample,
+    developmental_images,
     fluency_penalty,
     normalise,
     report,
@@ -572,3 +575,118 @@ def test_stage_agreement_refusals_and_undefined_kappa():
     out = stage_agreement(a, a)
     assert out["kappa"] == {"precision": None, "recall": None}  # one category only: undefined
     assert out["modified_share"]["any"] == 0.0
+
+
+# ---------------------------------------------------------------------------
+# check_agreement(), check_sample(), developmental_images()
+# ---------------------------------------------------------------------------
+
+
+def test_check_agreement_by_hand():
+    final = ScoreArrays(
+        precision=[5, 4, 3, 5, 2], recall=[4, 4, 2, 5, 1], inclusive=[0, 0, 0, 0.5, 0]
+    )
+    check = ScoreArrays(
+        precision=[5, 4, 4, 5, 2],  # caption 3 changed
+        recall=[4, 3, 2, 5, 1],  # caption 2 changed
+        inclusive=[0, 0, 0, 0, 0],  # caption 4 changed
+    )
+    out = check_agreement(final, check)
+    assert out["n_captions"] == 5
+    assert out["unchanged"] == 2  # captions 1 and 5
+    assert out["changed"] == {
+        "precision": 1,
+        "recall": 1,
+        "fluency": 0,
+        "conciseness": 0,
+        "inclusive": 1,
+        "any": 3,
+    }
+    assert out["changed_share"]["any"] == pytest.approx(3 / 5)
+    assert out["changed_share"]["precision"] == pytest.approx(1 / 5)
+    # P final (5, 4, 3, 5, 2) vs check (5, 4, 4, 5, 2): po = 4/5. Marginals over 2..5:
+    # final (1, 1, 1, 2)/5, check (1, 0, 2, 2)/5: pe = (1 + 0 + 2 + 4)/25 = 7/25;
+    # kappa = (20/25 - 7/25) / (18/25) = 13/18.
+    assert out["kappa"]["precision"] == pytest.approx(13 / 18)
+
+
+def test_check_agreement_of_the_paper_no_change_in_100_of_100():
+    rng = np.random.default_rng(3)
+    p, r = rng.integers(1, 6, 100), rng.integers(1, 6, 100)
+    scores = ScoreArrays(precision=p, recall=r)
+    out = check_agreement(scores, ScoreArrays(precision=p.copy(), recall=r.copy()))
+    assert out["unchanged"] == 100 and out["changed"]["any"] == 0
+    assert out["kappa"] == {"precision": pytest.approx(1.0), "recall": pytest.approx(1.0)}
+
+
+def test_check_agreement_kappa_matches_statsmodels_and_refuses_bad_input():
+    rng = np.random.default_rng(21)
+    n = 250
+    p1, r1 = rng.integers(1, 6, n), rng.integers(1, 6, n)
+    p2 = np.where(rng.random(n) < 0.9, p1, rng.integers(1, 6, n))
+    r2 = np.where(rng.random(n) < 0.6, r1, rng.integers(1, 6, n))
+    out = check_agreement(
+        ScoreArrays(precision=p1, recall=r1), ScoreArrays(precision=p2, recall=r2)
+    )
+    for field, a, b in (("precision", p1, p2), ("recall", r1, r2)):
+        table = np.zeros((5, 5))
+        np.add.at(table, (a - 1, b - 1), 1)
+        assert out["kappa"][field] == pytest.approx(sm_cohens_kappa(table).kappa, abs=1e-12)
+        assert out["changed"][field] == int(np.sum(a != b))
+    assert out["changed"]["any"] == int(np.sum((p1 != p2) | (r1 != r2)))
+    with pytest.raises(ValueError, match="check: has 1 rows"):
+        check_agreement(
+            ScoreArrays(precision=[5, 4], recall=[4, 4]), ScoreArrays(precision=[5], recall=[4])
+        )
+    with pytest.raises(ValueError, match="final: no rows"):
+        check_agreement(ScoreArrays(precision=[], recall=[]), ScoreArrays(precision=[], recall=[]))
+    with pytest.raises(ValueError, match="final: must be ScoreArrays"):
+        check_agreement({"precision": [5]}, ScoreArrays(precision=[5], recall=[4]))
+
+
+def test_check_sample_size_range_and_reproducibility():
+    assert check_sample(10, 10, seed=1) == list(range(10))
+    assert check_sample(4, 100, seed=1) == [0, 1, 2, 3]  # fewer captions than asked: all
+    assert check_sample(10, 0, seed=1) == []
+    assert check_sample(0, 100, seed=1) == []
+    drawn = check_sample(2500, 100, seed=42)
+    assert len(drawn) == len(set(drawn)) == 100
+    assert drawn == sorted(drawn) and drawn[0] >= 0 and drawn[-1] < 2500
+    assert drawn == check_sample(2500, 100, seed=42)
+    assert drawn != check_sample(2500, 100, seed=43)
+    assert check_sample(50, 5, seed=-7) == check_sample(50, 5, seed=-7)  # negative seeds too
+
+
+def test_check_sample_is_uniform_over_captions():
+    # Each of 20 captions is drawn with probability 5/20 per seed; over 4,000 seeds the
+    # counts follow a chi-square goodness of fit with 19 degrees of freedom.
+    counts = np.zeros(20)
+    for seed in range(4000):
+        counts[check_sample(20, 5, seed=seed)] += 1
+    assert counts.sum() == 4000 * 5
+    assert scipy.stats.chisquare(counts).pvalue > 0.001
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((-1, 5), "n_captions"),
+        ((10, -1), "n_checked"),
+        ((10, 2.0), "n_checked"),
+        ((10, True), "n_checked"),
+    ],
+)
+def test_check_sample_refusals(args, message):
+    with pytest.raises(ValueError, match=message):
+        check_sample(*args, seed=0)
+
+
+def test_developmental_images_are_the_first_n_in_study_order():
+    order = ["img-c", "img-a", "img-b", "img-d"]
+    assert developmental_images(order, 2) == {"img-c", "img-a"}
+    assert developmental_images(order, 0) == set()
+    assert developmental_images(order, 50) == set(order)  # the paper's 50 of a small study
+    with pytest.raises(ValueError, match="once"):
+        developmental_images(["a", "b", "a"], 1)
+    with pytest.raises(ValueError, match="n_developmental"):
+        developmental_images(order, -1)

@@ -91,7 +91,7 @@ def _slow_one_repetition(triples: np.ndarray, collapse_top: bool) -> list[float]
     return row
 
 
-def _slow_virtual_rater_values(draws: np.ndarray, collapse_top: bool = True) -> np.ndarray:
+def _slow_virtual_rater_values(draws: np.ndarray, collapse_top: bool = False) -> np.ndarray:
     """Per-repetition statistics from scipy.stats.kendalltau and statsmodels fleiss_kappa."""
     return np.array([_slow_one_repetition(draw, collapse_top) for draw in draws])
 
@@ -600,7 +600,8 @@ def test_virtual_raters_accepts_arrays_and_whole_floats() -> None:
         ([[1, 2, 3], [2, 3, 4]], {"collapse_top": 1}, "collapse_top"),
         ([[3, 3, 3], [3, 3, 3], [3, 3, 3]], {}, "undefined"),  # every statistic is 0/0
         ([[1, 2, 3], [1, 4, 5], [1, 2, 2]], {}, "tau_x_yz is undefined"),  # X always 1
-        ([[4, 4, 4], [5, 5, 5], [4, 5, 5]], {}, "fleiss_kappa is undefined"),  # one category
+        # 4 and 5 merged: one category left
+        ([[4, 4, 4], [5, 5, 5], [4, 5, 5]], {"collapse_top": True}, "fleiss_kappa is undefined"),
     ],
 )
 def test_virtual_raters_errors(ratings: list, kwargs: dict, message: str) -> None:
@@ -703,3 +704,65 @@ def test_block_draw_refuses_an_attempt_the_pool_cannot_fill() -> None:
         vicr.block_draw(40, pairs=20, attempt=2, study_seed=0, player=1, kind="probation")
     with pytest.raises(ValueError, match="pairs"):
         vicr.block_draw(40, pairs=0, attempt=0, study_seed=0, player=1, kind="tutorial")
+
+
+# --------------------------------------------------------------------------------------
+# Leave-one-out consensus, agreement scores, competition ranks
+# --------------------------------------------------------------------------------------
+
+
+def test_consensus_of_others_leaves_the_own_rating_out_by_hand() -> None:
+    # pair "a": ratings 1, 1, 2 counted, 5 not (a player out of the final view)
+    #   first 1: others 1, 2 -> 1.5 -> 2; second 1: the same; 2: others 1, 1 -> 1;
+    #   the uncounted 5: every counted rating, 1, 1, 2 -> 1.33 -> 1
+    # pair "b": a lone counted 3 has no other rater -> 0; pair "c": only uncounted -> 0
+    pairs = ["a", "a", "a", "a", "b", "c"]
+    ratings = [1, 1, 2, 5, 3, 4]
+    counted = np.array([True, True, True, False, True, False])
+    others = vicr.consensus_of_others(pairs, ratings, counted)
+    assert others.tolist() == [2, 2, 1, 1, 0, 0]
+
+
+def test_consensus_of_others_equals_a_loop_over_consensus() -> None:
+    rng = np.random.default_rng(13)
+    pairs = rng.integers(0, 40, 400)
+    ratings = rng.integers(1, 6, 400)
+    counted = rng.random(400) < 0.8
+    fast = vicr.consensus_of_others(pairs, ratings, counted)
+    for index in range(400):
+        pool = [
+            int(ratings[j])
+            for j in range(400)
+            if pairs[j] == pairs[index] and counted[j] and j != index
+        ]
+        assert fast[index] == (consensus(pool) if pool else 0)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (([1], [6], np.array([True])), "ratings must be from 1 to 5"),
+        (([1, 2], [3], np.array([True])), "differ in length"),
+        (([1], [3], [1]), "counted must be a 1-D array of booleans"),
+        (([None], [3], np.array([True])), "missing id"),
+    ],
+)
+def test_consensus_of_others_refuses_bad_input(args, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        vicr.consensus_of_others(*args)
+
+
+def test_agreement_scores_follow_the_papers_rubric() -> None:
+    # exact 2, one off 1, two or more off 0 (section 4: EA, AA, LA)
+    assert vicr.agreement_scores([3, 3, 3, 3, 1], [3, 4, 2, 5, 5]).tolist() == [2, 1, 1, 0, 0]
+    with pytest.raises(ValueError, match="differ in length"):
+        vicr.agreement_scores([3], [3, 4])
+
+
+def test_competition_ranks_share_a_rank_and_skip() -> None:
+    assert vicr.competition_ranks([12, 9, 9, 7]) == [1, 2, 2, 4]
+    assert vicr.competition_ranks([5, 5, 5]) == [1, 1, 1]
+    assert vicr.competition_ranks([0, 3, -2, 3]) == [3, 1, 4, 1]
+    assert vicr.competition_ranks([]) == []
+    with pytest.raises(ValueError, match="each score"):
+        vicr.competition_ranks([1, True])

@@ -3,6 +3,10 @@
 Every cell comes from the judgment's stored result (what the worker was shown and how it
 was scored) joined with the two captions' texts and the lease's status, so the table can
 be re-scored without the platform. Flagged trials and unfinished groups stay in the table.
+The datasheet's ``agreement.humanr`` (written by ``services.exports`` from the latest
+report) holds HUMANr per system with its intervals and its test against the
+Human-vs-Human baseline (``systems.<name>.vs_baseline``: p-value, difference and whether
+its interval excludes the baseline).
 """
 
 from __future__ import annotations

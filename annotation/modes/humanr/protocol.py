@@ -27,10 +27,13 @@ attention check; the other one is the model caption, the second human caption, o
 distractor (a human caption of another image).
 
 Exposure. Each group's ``ItemImage`` rows name every image it shows or shows a caption of
-(``group_image_ids``: the trials' images and the check's distractor image). A worker is only
-served groups sharing no image with any group they were ever served, so nobody meets an
-image twice and a check's foreign caption cannot be recognised from memory
-(``eligible_items``; docs/protocol-choices.md says what this means for capacity).
+(``group_image_ids``: the trials' images and the check's distractor image; within a group
+they all differ). A worker is only served groups sharing no image with any group they, or
+another participant of their browser, were ever served, so nobody meets an image twice and
+a check's foreign caption cannot be recognised from memory (``eligible_items``; any kind of
+participant; docs/protocol-choices.md says what this means for capacity). With the default
+``workers_per_comparison`` of 1 each comparison is judged once, and the groups of one image
+go to different workers, as in the paper.
 
 Serving. Part ``k`` of an assignment is trial ``k`` of the group. Which caption is shown
 left is random per presentation: a coin seeded by (study seed, assignment id, trial) decides
@@ -63,7 +66,13 @@ from django.db.models import Q, QuerySet
 from annotation.errors import ServiceError
 from annotation.models import Assignment, Caption, Item, ItemImage, Judgment, Participant, Study
 from annotation.modes.base import Mode, Outcome, parse_choice
-from annotation.modes.settings import CrowdSettings, number, whole
+from annotation.modes.settings import (
+    MAX_RESAMPLES,
+    MAX_SAMPLED_IMAGES,
+    CrowdSettings,
+    number,
+    whole,
+)
 from rubrics import humanr as rules
 
 GROUP = "group"
@@ -76,21 +85,34 @@ HUMAN = Caption.HUMAN
 class HumanrSettings(CrowdSettings):
     """A HUMANr study's settings: what is built, who judges it, what is refused, the report."""
 
-    # None: every image with at least two human captions; a number: a random subset.
-    n_images: int | None = whole(None, low=2, optional=True)
-    # Workers who judge each group (so each comparison).
-    workers_per_comparison: int = whole(3, low=1, high=1000)
+    # None: every image with at least two human captions; a number: a random subset (only
+    # imported images are drawn, so the bound refuses typing mistakes). At least 3: a
+    # group's check needs two images besides its comparisons' (rubrics.humanr.build_groups).
+    n_images: int | None = whole(None, low=3, high=MAX_SAMPLED_IMAGES, optional=True)
+    # Workers who judge each group, so each comparison. The paper judges each comparison
+    # once: "Images were shown up to 4 times total to different workers: Once with a
+    # randomly selected pair of its human annotated captions, three additional times with
+    # a random human annotation and a caption from each of our three models". More is for
+    # researchers who want several judgments per comparison; each is a judgment to
+    # collect, never computed ahead, so the bound only refuses typing mistakes.
+    workers_per_comparison: int = whole(1, low=1, high=1000)
     # Answers faster than this after the trial was shown are refused (1 s: nobody reads
     # an image and two captions faster; 0 turns the check off).
     min_seconds_per_trial: float = number(1, low=0, high=600)
     # Complete groups a crowd worker must finish to earn the completion code.
     completion_groups: int = whole(1, low=1, high=1000)
     # A worker who failed this many attention checks gets no further group (None: no
-    # limit; the paper drops the group's responses and sets no limit).
-    max_failed_checks: int | None = whole(None, low=1, optional=True)
-    # The report's bootstrap resamples (over images) and random half-splits of the workers.
-    report_bootstrap: int = whole(1000, low=100, high=100_000)
-    report_splits: int = whole(1000, low=10, high=100_000)
+    # limit; the paper drops the group's responses and sets no limit). One check per group:
+    # 1,000 failed checks are 1,000 groups of one worker, so a larger limit is none.
+    max_failed_checks: int | None = whole(None, low=1, high=1000, optional=True)
+    # The report's bootstrap resamples (over images) and random half-splits of the workers:
+    # each holds a row per image or worker, see MAX_RESAMPLES.
+    report_bootstrap: int = whole(1000, low=100, high=MAX_RESAMPLES)
+    report_splits: int = whole(1000, low=10, high=MAX_RESAMPLES)
+    # Random sign flips of the permutation test of each system against the Human-vs-Human
+    # baseline (exact, every flip, when a study has so few images that 2^images is fewer):
+    # 10,000 resolve a p-value to 0.0001 and hold a block of rows, not one per flip.
+    report_permutations: int = whole(10_000, low=100, high=MAX_RESAMPLES)
 
 
 def numpy_seed(study_seed: int) -> int:
@@ -175,8 +197,22 @@ class HumanrProtocol(Mode):
         # ever served (any lease, whatever its status: even an unanswered one showed its
         # first trial) is barred, except those groups themselves: a lapsed lease is reopened
         # by the assignment service, and groups already answered are excluded there.
+        # A worker is a browser (docs/protocol-choices.md, crowd workers): a second crowd id
+        # from the same browser is admitted but flagged, so what the browser's other
+        # participants were served counts too, their groups included.
         served = Assignment.objects.filter(participant_id=participant.pk).values("item_id")
-        seen_images = ItemImage.objects.filter(item_id__in=served).values("image_id")
+        met = served
+        if participant.browser_id:
+            # The OR stays on the participant rows (two indexed lookups), so the leases are
+            # still found through their participant index.
+            worker = Participant.objects.filter(
+                Q(pk=participant.pk)
+                | Q(study_id=participant.study_id, browser_id=participant.browser_id)
+            )
+            met = Assignment.objects.filter(participant_id__in=worker.values("pk")).values(
+                "item_id"
+            )
+        seen_images = ItemImage.objects.filter(item_id__in=met).values("image_id")
         sharing = ItemImage.objects.filter(image_id__in=seen_images).values("item_id")
         return items.exclude(Q(pk__in=sharing) & ~Q(pk__in=served))
 
@@ -261,8 +297,10 @@ def build_group_specs(
     rng = np.random.default_rng(numpy_seed(seed))
     if n_images is not None and n_images < len(images):
         images = sorted(int(i) for i in rng.choice(images, size=n_images, replace=False))
-    if len(images) < 2:
-        raise ServiceError("HUMANr needs at least two images with two human captions each.")
+    if len(images) < 3:
+        # A group's attention check shows a third image's caption: with two images, a
+        # worker would meet one of them twice in the group.
+        raise ServiceError("HUMANr needs at least three images with two human captions each.")
     if not any(machines.get(image) for image in images):
         raise ServiceError("HUMANr needs captions of at least one model system; none found.")
 

@@ -2,8 +2,10 @@
 
 Kept comparisons: judgments of finished groups (an expired lease's partial group has no
 attention check to vouch for it) that are not flagged excluded; ``rubrics.humanr.report``
-computes HUMANr, its intervals, the half-splits and the standard deviation by number of
-images from them. The figures redraw the paper's Fig. 1 and Fig. 4 from the stored result.
+computes HUMANr, its intervals, the half-splits, the standard deviation by number of images
+and each system's test against the Human-vs-Human baseline (``vs_baseline``, paired by
+image) from them. The figures redraw the paper's Fig. 1 and Fig. 4 from the stored result.
+The export's datasheet copies the stored ``systems`` entries, tests included.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ class HumanrReport(Report):
             seed=study.seed,
             n_bootstrap=config.report_bootstrap,
             n_splits=config.report_splits,
+            n_permutations=config.report_permutations,
         )
         result["n_groups_built"] = n_groups
         result["completion_code"] = config.completion_code_for(study)
@@ -85,6 +88,7 @@ def summarize(
     seed: int,
     n_bootstrap: int = 1000,
     n_splits: int = 1000,
+    n_permutations: int = 10_000,
     include_distributions: bool = True,
 ) -> dict[str, Any]:
     """The HUMANr report from judgment rows.
@@ -132,6 +136,7 @@ def summarize(
                 rules.Responses.from_records(records),
                 n_bootstrap=n_bootstrap,
                 n_splits=n_splits,
+                n_permutations=n_permutations,
                 include_distributions=include_distributions,
                 seed=numpy_seed(seed),
             )

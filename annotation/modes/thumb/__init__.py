@@ -6,7 +6,12 @@ Items, one set per image:
 * ``stage2``: a different annotator sees the stage-1 scores and confirms or modifies each
   field; served only once stage 1 is judged, never to the stage-1 annotator;
 * ``fluency``: created after the last stage when no annotator of the image is a native
-  English speaker (``User.native_english``); served to native speakers only.
+  English speaker (``User.native_english``); served to native speakers only;
+* ``check``: a third annotator's review of the final (stage-2) scores of the image's
+  captions in the study's random sample (``third_check_captions``, drawn when the study
+  opens), created when stage 2 is stored and served only to someone who did neither stage
+  of the image. It measures the two stages (the report's check agreement); the scores stay
+  stage 2's.
 
 A caption group is one normalised text: identical texts of several systems are shown once
 and the scores apply to each caption of the group. Only one caption per (image, system)
@@ -22,6 +27,7 @@ from annotation.modes.base import register
 from annotation.modes.thumb.export import ThumbExport
 from annotation.modes.thumb.pages import ThumbPages
 from annotation.modes.thumb.protocol import (
+    CHECK,
     FLUENCY,
     KINDS,
     SCORE_FIELDS,
@@ -41,6 +47,7 @@ class ThumbMode(ThumbProtocol):
 
 
 __all__ = [
+    "CHECK",
     "FLUENCY",
     "KINDS",
     "SCORE_FIELDS",

@@ -20,14 +20,17 @@ from annotation.modes.base import (
     judgment_export_columns,
     judgment_trailing_columns,
 )
-from annotation.modes.thumb.protocol import SCORE_FIELDS, STAGE1, STAGE2
+from annotation.modes.thumb.protocol import CHECK, SCORE_FIELDS, STAGE1, STAGE2
 
 
 class ThumbExport(Export):
     row_unit = "caption per stage (a judgment scores every caption of its image)"
     exclusion_rules = (
-        "Both stages are exported; the report uses stage 2 where present, else stage 1, and "
-        "a fluency-only round's fluency when neither stage annotator was a native speaker."
+        "Every stage is exported. The report's scores are stage 2's (stage 1's in a study "
+        "without stage 2): images with stage 1 only are counted and left out. A fluency-only "
+        "round's fluency replaces the stages' when neither stage annotator was a native "
+        "speaker. Check rows (a third annotator's review of a random sample of stage-2 "
+        "scores) measure agreement only; they never change the scores."
     )
 
     def columns(self) -> list[ExportColumn]:
@@ -36,7 +39,10 @@ class ThumbExport(Export):
         return [
             *judgment_export_columns(),
             ExportColumn(
-                "stage", "str", "stage1, stage2 (a second annotator's review) or fluency."
+                "stage",
+                "str",
+                "stage1, stage2 (a second annotator's review), fluency, or check (a third "
+                "annotator's review of stage 2, on a random sample of captions).",
             ),
             ExportColumn("image", "str", "Name of the image as cited by the import.", "images"),
             ExportColumn("caption_id", "int", "Id of the caption.", "captions"),
@@ -57,7 +63,8 @@ class ThumbExport(Export):
             ExportColumn(
                 "changed",
                 "str",
-                "Stage 2 rows: the fields stage 2 changed, ';'-separated (empty: confirmed).",
+                "Stage 2 and check rows: the fields this review changed from stage 1 (check: "
+                "from stage 2), ';'-separated (empty: confirmed).",
             ),
             *[
                 ExportColumn(f"stage1_{field}", "float", f"{before} {field}.")
@@ -128,7 +135,8 @@ class ThumbExport(Export):
             " GROUP BY i1.image_id) "
             f"SELECT {JUDGMENT_SELECT}, i.kind, im.name, c.id, c.system, c.text, c.raw_text, "
             f"{scores}, "
-            f"CASE WHEN i.kind = '{STAGE2}' THEN rtrim({changed_sql}, ';') END, {before}, "
+            f"CASE WHEN i.kind IN ('{STAGE2}', '{CHECK}') THEN rtrim({changed_sql}, ';') END, "
+            f"{before}, "
             f"{JUDGMENT_TRAILING} "
             f"FROM {JUDGMENT_FROM} JOIN annotation_item i ON i.id = j.item_id "
             "JOIN annotation_image im ON im.id = i.image_id "

@@ -1,5 +1,6 @@
 """THumB's participation pages: one image with its caption groups in a per-annotator order,
-stage 2 pre-filled with stage 1, and the form read back into caption groups."""
+stage 2 pre-filled with stage 1 and the check with stage 2, and the form read back into
+caption groups."""
 
 from __future__ import annotations
 
@@ -15,19 +16,24 @@ from django.db.models.functions import Cast
 from annotation.models import Assignment, Image, Item, Study
 from annotation.modes.base import Pages
 from annotation.modes.thumb.protocol import (
+    CHECK,
     FLUENCY,
     KINDS,
+    REVIEWS,
     SCORE_FIELDS,
     STAGE1,
     STAGE2,
     display_order,
     number_text,
-    stage1_payload,
+    reviewed_payload,
 )
 from rubrics import thumb as rubric
 
 _FORM_FIELD = re.compile(r"^(c\d+)-(precision|recall|conciseness|inclusive|fluency)$")
 _FORM_AMOUNT = re.compile(r"^(c\d+)-amount-([a-z_]+)$")
+
+#: How a review page names the stage it starts from ("stage 1: 4").
+_REVIEWED_LABEL = {STAGE1: "stage 1", STAGE2: "stage 2"}
 
 _OPTION_TEXT = {
     ("conciseness", 0.0): "0: none",
@@ -46,8 +52,7 @@ class ThumbPages(Pages):
         item = assignment.item
         study = Study.objects.only("seed", "settings").get(pk=item.study_id)
         image = Image.objects.only("display", "alt_text", "width", "height").get(pk=item.image_id)
-        stage1 = stage1_payload(item) if item.kind == STAGE2 else None
-        prefill = (stage1 or {}).get("captions", {})
+        prefill = (reviewed_payload(item) or {}).get("captions", {})
         groups = {group["key"]: group for group in item.spec["groups"]}
         order = display_order(
             list(groups), seed=study.seed, participant_id=assignment.participant_id, item_id=item.pk
@@ -62,7 +67,9 @@ class ThumbPages(Pages):
                 STAGE1: "Stage 1",
                 STAGE2: "Stage 2 (review)",
                 FLUENCY: "Fluency check",
+                CHECK: "Quality check (third annotator)",
             }[item.kind],
+            "reviewed_label": _REVIEWED_LABEL[REVIEWS[item.kind]] if item.kind in REVIEWS else "",
             "image_url": (django_settings.MEDIA_URL + image.display) if image.display else "",
             "image_alt": image.alt_text
             or "The photograph the captions below describe (no description was supplied).",
@@ -147,8 +154,10 @@ class ThumbPages(Pages):
                 for v in choices
             ]
 
+        review = bool(before) and kind in REVIEWS
+
         def was(field: str) -> str:
-            if not (before and kind == STAGE2):
+            if not review:
                 return ""
             return number_text(before[field])
 
@@ -184,15 +193,15 @@ class ThumbPages(Pages):
             ],
             "fluency": fluency,
             "fluency_count": len(ticked),
-            "stage1_fluency": (
+            "was_fluency": (
                 ", ".join(
                     rubric.FLUENCY_ERRORS[k].label for k in ticked if k in rubric.FLUENCY_ERRORS
                 )
                 or "none"
             )
-            if before and kind == STAGE2
+            if review
             else "",
-            "total": number_text(values["total"]) if before and kind == STAGE2 else "",
+            "total": number_text(values["total"]) if review else "",
         }
 
     @staticmethod
@@ -211,5 +220,6 @@ class ThumbPages(Pages):
             "left_stage1": totals[f"left_{STAGE1}"],
             "left_stage2": totals[f"left_{STAGE2}"],
             "left_fluency": totals[f"left_{FLUENCY}"],
+            "left_check": totals[f"left_{CHECK}"],
             "left": sum(totals[f"left_{kind}"] for kind in KINDS),
         }

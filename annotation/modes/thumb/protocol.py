@@ -19,32 +19,55 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from annotation.errors import ServiceError
 from annotation.models import Assignment, Caption, Image, Item, Judgment, Participant, Study
 from annotation.modes.base import Mode, Outcome
-from annotation.modes.settings import CrowdSettings, flag, number, whole
+from annotation.modes.settings import (
+    MAX_RESAMPLES,
+    MAX_SAMPLED_IMAGES,
+    CrowdSettings,
+    flag,
+    number,
+    whole,
+)
 from rubrics import thumb as rubric
 
 STAGE1 = "stage1"
 STAGE2 = "stage2"
 FLUENCY = "fluency"
-KINDS = (STAGE1, STAGE2, FLUENCY)
+CHECK = "check"
+KINDS = (STAGE1, STAGE2, FLUENCY, CHECK)
+#: The stage each review kind starts from and may change.
+REVIEWS = {STAGE2: STAGE1, CHECK: STAGE2}
 
 SCORE_FIELDS = ("precision", "recall", "fluency", "conciseness", "inclusive")
 
 
 @dataclass(frozen=True)
 class ThumbSettings(CrowdSettings):
-    # Images to sample (with the study's seed); None: every eligible image.
-    n_images: int | None = whole(None, low=1, optional=True)
+    # Images to sample (with the study's seed); None: every eligible image. Only imported
+    # images are sampled, so the bound refuses nonsense: no human study judges 100,000.
+    n_images: int | None = whole(None, low=1, high=MAX_SAMPLED_IMAGES, optional=True)
     # A second annotator reviews stage 1.
     stage2: bool = flag(True)
     # An image no native English speaker judged gets a fluency-only round.
     require_native_fluency: bool = flag(True)
-    bootstrap_resamples: int = whole(1000, low=100)
+    # Resamples of the report's paired bootstrap; see MAX_RESAMPLES for the bound.
+    bootstrap_resamples: int = whole(1000, low=100, high=MAX_RESAMPLES)
     confidence: float = number(0.90, low=0, high=1, open_ends=True)
     # Weights of P and R in Total; the report page can re-weight (see ThumbReport.context).
-    weight_precision: float = number(0.5, low=0, high=math.inf)
-    weight_recall: float = number(0.5, low=0, high=math.inf)
-    # Images (stage 1 or stage 2 items) a crowd worker judges to earn the completion code.
+    # The paper's Total is 0.5/0.5; a weight of 100 already drowns the other and the
+    # penalties, so larger ones are typing mistakes (and infinity made Total meaningless).
+    weight_precision: float = number(0.5, low=0, high=100)
+    weight_recall: float = number(0.5, low=0, high=100)
+    # Items (stage 1, stage 2, check or fluency) a crowd worker judges to earn the code.
     completion_images: int = whole(5, low=1, high=10_000)
+    # Caption texts a third annotator checks after stage 2 (paper section 2.1, footnote 3:
+    # "a third annotator did not change the scores for all 100 captions randomly sampled");
+    # 0: no check. Drawn with the seed when the study opens; nothing to check without stage
+    # 2. Checking more than 100,000 captions is a third stage, not a sample.
+    third_check_captions: int = whole(100, low=0, high=100_000)
+    # The first N images in study order are a developmental phase: their scores count, but
+    # the stage-1/stage-2 agreement leaves them out (paper section 2.1; docs/
+    # protocol-choices.md says why the default is 0, not the paper's 50).
+    developmental_images: int = whole(0, low=0, high=MAX_SAMPLED_IMAGES)
 
 
 def number_text(value: float) -> str:
@@ -59,13 +82,14 @@ def display_order(keys: list[str], *, seed: int, participant_id: int, item_id: i
     return order
 
 
-def stage1_payload(item: Item) -> dict[str, Any] | None:
-    """The payload stage 2 of ``item``'s image reviews: the image's first stage-1 judgment
-    not excluded (the export's ``first_stage1`` picks the same one)."""
+def stage_payload(item: Item, kind: str) -> dict[str, Any] | None:
+    """The first judgment of stage ``kind`` of ``item``'s image not excluded: the one the
+    report counts and the next stage reviews (the export's ``first_stage1`` picks the same
+    stage-1 judgment)."""
     return (
         Judgment.objects.filter(
             item__study_id=item.study_id,
-            item__kind=STAGE1,
+            item__kind=kind,
             item__image_id=item.image_id,
             excluded=False,
         )
@@ -73,6 +97,11 @@ def stage1_payload(item: Item) -> dict[str, Any] | None:
         .values_list("payload", flat=True)
         .first()
     )
+
+
+def reviewed_payload(item: Item) -> dict[str, Any] | None:
+    """What a review item starts from: stage 1 for stage 2, stage 2 for the check."""
+    return stage_payload(item, REVIEWS[item.kind]) if item.kind in REVIEWS else None
 
 
 class ThumbProtocol(Mode):
@@ -106,12 +135,13 @@ class ThumbProtocol(Mode):
         if config.n_images is not None and config.n_images < len(eligible):
             eligible = sorted(random.Random(study.seed).sample(eligible, config.n_images))
         names = dict(Image.objects.filter(pk__in=eligible).values_list("id", "name"))
+        specs = [
+            {"image_name": names[image_id], "groups": self._groups(by_image[image_id].values())}
+            for image_id in eligible
+        ]
+        checked = self._check_keys(specs, config, seed=study.seed)
         items = []
-        for position, image_id in enumerate(eligible):
-            spec = {
-                "image_name": names[image_id],
-                "groups": self._groups(by_image[image_id].values()),
-            }
+        for position, (image_id, spec) in enumerate(zip(eligible, specs, strict=True)):
             items.append(
                 Item(
                     study=study,
@@ -124,18 +154,45 @@ class ThumbProtocol(Mode):
             )
             if config.stage2:
                 # Same position as stage 1: the lease order then finishes images one by one.
+                # The stage-2 item carries the image's captions in the check sample, so the
+                # check item can be made when stage 2 is stored (see after_submit).
                 items.append(
                     Item(
                         study=study,
                         kind=STAGE2,
                         image_id=image_id,
                         position=position,
-                        spec=spec,
+                        spec={**spec, "check_keys": checked[position]}
+                        if checked.get(position)
+                        else spec,
                         target=1,
                     )
                 )
         Item.objects.bulk_create(items)
         return len(items)
+
+    @staticmethod
+    def _check_keys(
+        specs: list[dict[str, Any]], config: ThumbSettings, *, seed: int
+    ) -> dict[int, list[str]]:
+        """The third annotator's sample: position -> keys of that image's checked groups.
+
+        Drawn once, when the study opens, among every caption text that gets a stage 2 (a
+        group, as an annotator scores it), so which captions are checked depends on the
+        seed alone, never on which images happen to finish stage 2 first.
+        """
+        if not config.stage2 or not config.third_check_captions:
+            return {}
+        population = [
+            (position, group["key"])
+            for position, spec in enumerate(specs)
+            for group in spec["groups"]
+        ]
+        chosen: dict[int, list[str]] = defaultdict(list)
+        for index in rubric.check_sample(len(population), config.third_check_captions, seed=seed):
+            position, key = population[index]
+            chosen[position].append(key)
+        return chosen
 
     @staticmethod
     def _groups(captions) -> list[dict[str, Any]]:
@@ -154,18 +211,25 @@ class ThumbProtocol(Mode):
             image_id=OuterRef("image_id"),
             judgment_count__gte=1,
         )
-        # "Own" stage 1 includes every participant of the same browser: two crowd ids from
-        # one browser must not check each other's work.
-        same_person = Q(participant_id=participant.pk)
-        if participant.browser_id:
-            same_person |= Q(participant__browser_id=participant.browser_id)
+        same_person = _same_person(participant)
         own_stage1 = Judgment.objects.filter(
             same_person,
             item__study_id=participant.study_id,
             item__kind=STAGE1,
             item__image_id=OuterRef("image_id"),
         )
-        allowed = Q(kind=STAGE1) | Q(Exists(stage1_done), ~Exists(own_stage1), kind=STAGE2)
+        # The check goes to a third annotator: no one (nor their browser) of either stage.
+        own_stage = Judgment.objects.filter(
+            same_person,
+            item__study_id=participant.study_id,
+            item__kind__in=[STAGE1, STAGE2],
+            item__image_id=OuterRef("image_id"),
+        )
+        allowed = (
+            Q(kind=STAGE1)
+            | Q(Exists(stage1_done), ~Exists(own_stage1), kind=STAGE2)
+            | Q(~Exists(own_stage), kind=CHECK)
+        )
         if _is_native(participant):
             allowed |= Q(kind=FLUENCY)
         return study_items.filter(allowed)
@@ -175,10 +239,16 @@ class ThumbProtocol(Mode):
     def validate(self, assignment: Assignment, part: int, data: dict[str, Any]) -> dict[str, Any]:
         """All or nothing: every caption group of the item must be complete and valid."""
         item = assignment.item
-        if item.kind == STAGE2 and self._did_stage1(assignment.participant_id, item):
+        if item.kind == STAGE2 and self._did(assignment.participant, item, [STAGE1]):
             raise ServiceError(
                 "You scored this image in stage 1; stage 2 must be done by another annotator. "
                 "Nothing was saved.",
+                status=403,
+            )
+        if item.kind == CHECK and self._did(assignment.participant, item, [STAGE1, STAGE2]):
+            raise ServiceError(
+                "You scored this image in stage 1 or stage 2; its check must be done by a "
+                "third annotator. Nothing was saved.",
                 status=403,
             )
         submitted = data.get("captions") if isinstance(data, dict) else None
@@ -205,12 +275,14 @@ class ThumbProtocol(Mode):
         return {"captions": clean}
 
     @staticmethod
-    def _did_stage1(participant_id: int, item: Item) -> bool:
+    def _did(participant: Participant, item: Item, kinds: list[str]) -> bool:
+        """Whether the participant (or their browser, as in eligible_items) judged one of
+        ``kinds`` of the item's image."""
         return Judgment.objects.filter(
+            _same_person(participant),
             item__study_id=item.study_id,
-            item__kind=STAGE1,
+            item__kind__in=kinds,
             item__image_id=item.image_id,
-            participant_id=participant_id,
         ).exists()
 
     @staticmethod
@@ -249,13 +321,14 @@ class ThumbProtocol(Mode):
     def score(
         self, *, item: Item, assignment: Assignment, part: int, payload: dict[str, Any]
     ) -> dict[str, Any]:
-        """Stage 2: which fields differ from stage 1, per caption group (server-side)."""
-        if item.kind != STAGE2:
+        """Stage 2 and the check: which fields differ from the stage they review (stage 1,
+        resp. stage 2), per caption group (server-side)."""
+        if item.kind not in REVIEWS:
             return {}
-        stage1 = stage1_payload(item)
+        reviewed = reviewed_payload(item)
         modified = {}
         for key, scores in payload["captions"].items():
-            before = (stage1 or {}).get("captions", {}).get(key)
+            before = (reviewed or {}).get("captions", {}).get(key)
             modified[key] = {
                 field: before is None or not _same_scores(before, scores, field)
                 for field in SCORE_FIELDS
@@ -263,41 +336,70 @@ class ThumbProtocol(Mode):
         return {"modified": modified}
 
     def after_submit(self, participant: Participant, judgment: Judgment) -> Outcome:
-        """Route the image to a fluency round when no annotator of it is a native speaker.
+        """After the image's last stage: its fluency round when no annotator of it is a
+        native speaker, and after stage 2 its check when some of its captions are in the
+        third annotator's sample.
 
         Called before ``judgment`` is stored, so its own annotator (``participant``) is
         asked about directly; the other stage's annotator through the stored judgments.
         """
         item = judgment.item
         config = self.settings(participant.study)
-        if not config.require_native_fluency:
-            return Outcome()
         last_stage = STAGE2 if config.stage2 else STAGE1
         if item.kind != last_stage:
             return Outcome()
         image_items = Item.objects.filter(study_id=item.study_id, image_id=item.image_id)
-        native_judged = (
-            _is_native(participant)
-            or Judgment.objects.filter(
-                item__in=image_items.filter(kind__in=[STAGE1, STAGE2]),
-                participant__user__native_english=True,
-            ).exists()
-        )
-        if native_judged or image_items.filter(kind=FLUENCY).exists():
-            return Outcome()
-        fluency_round = Item(
-            study_id=item.study_id,
-            kind=FLUENCY,
-            image_id=item.image_id,
-            position=item.position,
-            spec=item.spec,
-            target=1,
-        )
-        return Outcome(new_items=(fluency_round,))
+        later = set(image_items.filter(kind__in=[FLUENCY, CHECK]).values_list("kind", flat=True))
+        shown = {key: value for key, value in item.spec.items() if key != "check_keys"}
+        new_items = []
+        if config.require_native_fluency and FLUENCY not in later:
+            native_judged = (
+                _is_native(participant)
+                or Judgment.objects.filter(
+                    item__in=image_items.filter(kind__in=[STAGE1, STAGE2]),
+                    participant__user__native_english=True,
+                ).exists()
+            )
+            if not native_judged:
+                new_items.append(
+                    Item(
+                        study_id=item.study_id,
+                        kind=FLUENCY,
+                        image_id=item.image_id,
+                        position=item.position,
+                        spec=shown,
+                        target=1,
+                    )
+                )
+        checked = set(item.spec.get("check_keys") or ())
+        if item.kind == STAGE2 and checked and CHECK not in later:
+            # Created after the fluency round: the final scores need that one, the check
+            # only measures them, so at equal position the fluency round is served first.
+            groups = [group for group in shown["groups"] if group["key"] in checked]
+            new_items.append(
+                Item(
+                    study_id=item.study_id,
+                    kind=CHECK,
+                    image_id=item.image_id,
+                    position=item.position,
+                    spec={**shown, "groups": groups},
+                    target=1,
+                )
+            )
+        return Outcome(new_items=tuple(new_items))
 
     def completion_earned(self, participant: Participant) -> bool:
         needed = self.settings(participant.study).completion_images
         return Judgment.objects.filter(participant_id=participant.pk).count() >= needed
+
+
+def _same_person(participant: Participant) -> Q:
+    """Judgments by this participant or by anyone of their browser: two crowd ids from one
+    browser must not check each other's work (issue 9)."""
+    same_person = Q(participant_id=participant.pk)
+    if participant.browser_id:
+        same_person |= Q(participant__browser_id=participant.browser_id)
+    return same_person
 
 
 def _is_native(participant: Participant) -> bool:

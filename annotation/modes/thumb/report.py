@@ -1,8 +1,9 @@
-"""THumB's report: final scores per caption (stage 2 where present, else stage 1; fluency
-from a fluency round when there is one), the paper's tables and the two figures.
+"""THumB's report: final scores per caption (stage 2's, or stage 1's in a study without
+stage 2; fluency from a fluency round when there is one), the paper's tables, the stage
+agreement, the third annotator's check and the two figures.
 
-The statistics are ``rubrics.thumb.report`` and ``rubrics.thumb.stage_agreement``; this
-module reads the judgments they need and shapes the page.
+The statistics are ``rubrics.thumb.report``, ``stage_agreement`` and ``check_agreement``;
+this module reads the judgments they need and shapes the page.
 """
 
 from __future__ import annotations
@@ -17,7 +18,15 @@ from matplotlib.figure import Figure
 from annotation.errors import ServiceError
 from annotation.models import Caption, Image, Item, Judgment, Study
 from annotation.modes.base import Progress, Report
-from annotation.modes.thumb.protocol import FLUENCY, SCORE_FIELDS, STAGE1, STAGE2, number_text
+from annotation.modes.thumb.protocol import (
+    CHECK,
+    FLUENCY,
+    REVIEWS,
+    SCORE_FIELDS,
+    STAGE1,
+    STAGE2,
+    number_text,
+)
 from rubrics import thumb as rubric
 
 HISTOGRAM_FIGURE = "precision-recall-histograms"
@@ -29,8 +38,14 @@ class ThumbReport(Report):
     figure_names = (HISTOGRAM_FIGURE, TOTALS_FIGURE)
 
     def run(self, study: Study, progress: Progress) -> dict[str, Any]:
-        """Final scores per caption (stage 2 if present, else stage 1; fluency from a fluency
-        round when there is one), then ``rubrics.thumb.report`` and ``stage_agreement``."""
+        """Final scores per caption, then ``rubrics.thumb.report``, the stage agreement
+        (``stage_agreement``, leaving out the developmental phase) and the third annotator's
+        check (``check_agreement``).
+
+        The final scores are stage 2's when the study has stage 2 (stage 1's otherwise);
+        images with stage 1 only are counted and left out, never mixed in (see
+        docs/protocol-choices.md). Fluency comes from a fluency round when there is one.
+        """
         progress(5, "Reading judgments")
         config = self.mode.settings(study)
         stages: dict[int, dict[str, dict[str, Any]]] = defaultdict(dict)
@@ -45,6 +60,21 @@ class ThumbReport(Report):
         stages = {image_id: s for image_id, s in stages.items() if STAGE1 in s}
         if not stages:
             raise ServiceError("No stage-1 judgments yet: nothing to report.")
+        final_stage = STAGE2 if config.stage2 else STAGE1
+        waiting = sorted(image_id for image_id, s in stages.items() if final_stage not in s)
+        waiting_captions = sum(
+            len(scores["caption_ids"])
+            for image_id in waiting
+            for scores in stages[image_id][STAGE1]["captions"].values()
+        )
+        stages = {image_id: s for image_id, s in stages.items() if final_stage in s}
+        if not stages:
+            raise ServiceError(
+                f"No image has finished stage 2 yet ({len(waiting)} image"
+                f"{'s have' if len(waiting) != 1 else ' has'} stage 1 only). The scores are "
+                "stage 2's, as in the paper, where a second annotator checks every image: "
+                "compute the report once stage 2 has begun."
+            )
         captions = {
             caption_id: (image_id, system, metrics)
             for caption_id, image_id, system, metrics in Caption.objects.filter(
@@ -52,21 +82,41 @@ class ThumbReport(Report):
             ).values_list("id", "image_id", "system", "metrics")
         }
         progress(20, "Combining stages")
+        developmental = (
+            rubric.developmental_images(
+                Item.objects.filter(study=study, kind=STAGE1)
+                .order_by("position", "id")
+                .values_list("image_id", flat=True),
+                config.developmental_images,
+            )
+            if config.developmental_images
+            else set()
+        )
         records: list[dict[str, Any]] = []
         metric_rows: list[dict[str, float]] = []
-        stage1_rows: list[dict[str, Any]] = []
-        stage2_rows: list[dict[str, Any]] = []
+        reviews: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
+            STAGE2: ([], []),
+            CHECK: ([], []),
+        }
+        developmental_left_out = {"images": 0, "captions": 0}
         fluency_rounds = 0
         for image_id in sorted(stages):
             by_kind = stages[image_id]
-            final = by_kind.get(STAGE2, by_kind[STAGE1])["captions"]
+            final = by_kind[final_stage]["captions"]
             fluency = by_kind.get(FLUENCY, {}).get("captions", {})
             fluency_rounds += FLUENCY in by_kind
-            if STAGE2 in by_kind:
-                for key, scores in by_kind[STAGE1]["captions"].items():
-                    if key in by_kind[STAGE2]["captions"]:
-                        stage1_rows.append(scores)
-                        stage2_rows.append(by_kind[STAGE2]["captions"][key])
+            for kind, reviewed in REVIEWS.items():
+                if kind not in by_kind or reviewed not in by_kind:
+                    continue
+                if kind == STAGE2 and image_id in developmental:
+                    developmental_left_out["images"] += 1
+                    developmental_left_out["captions"] += len(by_kind[kind]["captions"])
+                    continue
+                before, after = reviews[kind]
+                for key, scores in by_kind[kind]["captions"].items():
+                    if key in by_kind[reviewed]["captions"]:
+                        before.append(by_kind[reviewed]["captions"][key])
+                        after.append(scores)
             for key, scores in final.items():
                 flu = fluency[key]["fluency"] if key in fluency else scores["fluency"]
                 for caption_id in scores["caption_ids"]:
@@ -97,17 +147,46 @@ class ThumbReport(Report):
             confidence=config.confidence,
             seed=study.seed,
         )
-        progress(85, "Stage agreement")
+        progress(85, "Stage agreement and the third annotator's check")
+        stage1_rows, stage2_rows = reviews[STAGE2]
         result["stage_agreement"] = (
             rubric.stage_agreement(_score_arrays(stage1_rows), _score_arrays(stage2_rows))
             if stage1_rows
             else None
         )
+        result["developmental"] = {
+            "images": config.developmental_images,
+            "excluded_images": developmental_left_out["images"],
+            "excluded_captions": developmental_left_out["captions"],
+        }
+        final_rows, check_rows = reviews[CHECK]
+        sampled = Item.objects.filter(study=study, kind=STAGE2).values_list(
+            "spec__check_keys", flat=True
+        )
+        result["third_check"] = {
+            "captions": config.third_check_captions if config.stage2 else 0,
+            "sampled": sum(len(keys or ()) for keys in sampled),
+            "checked": len(check_rows),
+            "agreement": (
+                rubric.check_agreement(_score_arrays(final_rows), _score_arrays(check_rows))
+                if check_rows
+                else None
+            ),
+        }
         stage1_images = Item.objects.filter(study=study, kind=STAGE1).values("image_id")
+        fluency_items = set(
+            Item.objects.filter(study=study, kind=FLUENCY).values_list("image_id", flat=True)
+        )
         result["workflow"] = {
+            "scores_from": final_stage,
             "images_judged": len(stages),
             "images_with_stage2": sum(STAGE2 in s for s in stages.values()),
+            "stage1_only_images": len(waiting),
+            "stage1_only_captions": waiting_captions,
             "fluency_rounds": fluency_rounds,
+            "fluency_pending": sum(
+                image_id in fluency_items and FLUENCY not in s for image_id, s in stages.items()
+            ),
             "images_skipped": Image.objects.filter(study=study)
             .exclude(pk__in=stage1_images)
             .count(),
@@ -158,6 +237,8 @@ class ThumbReport(Report):
             ),
             "correlation_rows": correlations,
             "agreement": result.get("stage_agreement"),
+            "developmental": result.get("developmental"),
+            "check": result.get("third_check"),
             "workflow": result.get("workflow", {}),
             "ci_percent": round(result["bootstrap"]["confidence"] * 100),
         }

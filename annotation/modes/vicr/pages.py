@@ -104,7 +104,11 @@ class VicrPages(Pages):
         return context
 
     def leaderboard(self, participant: Participant) -> dict[str, Any]:
-        """Top players in the game by running score (two queries, whatever the study size)."""
+        """Top players in the game by running score (two queries, whatever the study size).
+
+        Tied players share a rank (standard competition ranking: 12, 9, 9, 7 rank 1, 2, 2, 4);
+        among tied players the earlier participant is listed first.
+        """
         size = self.mode.settings(participant.study).leaderboard_size
         if not size:
             return {}
@@ -116,13 +120,17 @@ class VicrPages(Pages):
                 :size
             ]
         )
+        # Standard competition ranks (1, 1, 3): within the top, which is sorted by score,
+        # every higher score is above, so a rank counts the higher scores shown.
+        ranks = rules.competition_ranks([score or 0 for _, _, score in top])
         rows = [
             {"rank": rank, "pseudonym": pseudonym, "score": score, "me": pk == participant.pk}
-            for rank, (pk, pseudonym, score) in enumerate(top, start=1)
+            for rank, (pk, pseudonym, score) in zip(ranks, top, strict=True)
         ]
         own_rank = None
         if participant.status == GAME:
             # Asked even when the player is on the board, so every page costs the same queries.
+            # 1 + the players above: a tie shares the rank, as on the board.
             own_score = player_state(participant).score
             own_rank = players.filter(game_score__gt=own_score).count() + 1
             if any(row["me"] for row in rows):

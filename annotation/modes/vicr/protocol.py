@@ -48,7 +48,7 @@ from django.db.models import QuerySet
 from annotation.errors import ServiceError
 from annotation.models import Assignment, Caption, Item, Judgment, Participant, Study
 from annotation.modes.base import Mode, Outcome, parse_choice
-from annotation.modes.settings import CrowdSettings, flag, number, whole
+from annotation.modes.settings import MAX_RESAMPLES, CrowdSettings, flag, number, whole
 from rubrics import vicr as rules
 
 TUTORIAL, PROBATION, GAME, EXCLUDED = "tutorial", "probation", "game", "excluded"
@@ -61,7 +61,12 @@ UNLIMITED = 2**31 - 1
 
 @dataclass(frozen=True)
 class VicrSettings(CrowdSettings):
-    """A VICR study's settings; the defaults are the paper's (PROTOCOLS.md section 2)."""
+    """A VICR study's settings; the defaults are the paper's (PROTOCOLS.md section 2).
+
+    Counts of ratings and pairs are judgments to collect, never computed ahead: their
+    bounds (1,000, 100 probation attempts) are far above any game and refuse typing
+    mistakes; pass marks are bounded by the points their pairs can give (``check``).
+    """
 
     min_ratings: int = whole(3, low=1, high=1000)
     max_ratings: int = whole(7, low=1, high=1000)
@@ -80,10 +85,14 @@ class VicrSettings(CrowdSettings):
     # check looks at, so the code follows the check, not a half-finished stay).
     completion_game_ratings: int = whole(20, low=1, high=100_000)
     scale_levels: int = whole(5, low=4, high=5)
-    # Fleiss' kappa merges levels 4 and 5 (the paper's VICR column); no-op on 4 levels.
-    collapse_top: bool = flag(True)
+    # Fleiss' kappa with levels 4 and 5 merged. Off: the paper merged them only to compare
+    # with a 4-level dataset ("because Fleiss' kappa is sensitive to the number of
+    # categories, and there are fewer categories in Flickr8k-Expert", section 6); imported
+    # published datasets set it where the paper did (services/datasets.py). No-op on 4 levels.
+    collapse_top: bool = flag(False)
     leaderboard_size: int = whole(10, low=0, high=100)
-    report_repetitions: int = whole(100, low=1, high=10_000)
+    # Virtual-rater repetitions of the report (the paper's 100); see MAX_RESAMPLES.
+    report_repetitions: int = whole(100, low=1, high=MAX_RESAMPLES)
 
     def check(self) -> None:
         """Refuse settings no player could ever meet."""

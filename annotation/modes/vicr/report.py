@@ -4,6 +4,14 @@ The final view holds the game ratings of players in good standing (status ``game
 not flagged as excluded. Agreement is computed by ``rubrics.vicr.virtual_raters`` over the
 final view's pairs; every player keeps a row, excluded ones included, so a researcher sees
 who was left out and why.
+
+Per player, agreement is measured against the consensus of the *other* raters of each pair
+(``rubrics.vicr.consensus_of_others`` over the final view; machine predictions are left out,
+as in the rest of the report: they only prime the game's scoring of a pair's first ratings).
+A pair the player rated alone is not compared, and the table says on how many pairs each
+number rests. The same comparisons, scored as in VICR section 4 (2 exact, 1 adjacent, 0
+otherwise), feed the rater-competency model (``rubrics.rasch``): players and pairs on one
+logit scale, drawn as a Wright map, with infit and outfit per player.
 """
 
 from __future__ import annotations
@@ -12,11 +20,13 @@ import statistics
 from collections import Counter, defaultdict
 from typing import Any
 
+import numpy as np
 from matplotlib.figure import Figure
 
-from annotation.models import Item, Judgment, Participant, Study
+from annotation.models import Caption, Item, Judgment, Participant, Study
 from annotation.modes.base import Progress, Report
 from annotation.modes.vicr.protocol import GAME
+from rubrics import rasch
 from rubrics import vicr as rules
 
 AGREEMENT_LABELS = {
@@ -28,9 +38,21 @@ AGREEMENT_LABELS = {
 }
 
 
+#: The Rasch fit stops here even if not converged (the report says so). A VICR-size study
+#: (68,000 ratings) converges in about 20 iterations of about 10 ms each.
+RASCH_MAX_ITERATIONS = 200
+#: Pairs listed as the hardest to agree on.
+HARDEST_PAIRS = 10
+#: The Wright map's bins: 0.25 logits, widened so that there are at most 60.
+MAP_BIN_LOGITS = 0.25
+MAP_MAX_BINS = 60
+#: What each agreement score means (VICR section 4's rubric), thresholds 1 and 2.
+THRESHOLD_LABELS = ("adjacent or exact (AA)", "exact (EA)")
+
+
 class VicrReport(Report):
     template = "modes/vicr/report.html"
-    figure_names = ("rating-distribution",)
+    figure_names = ("rating-distribution", "wright-map")
 
     def run(self, study: Study, progress: Progress) -> dict[str, Any]:
         config = self.mode.settings(study)
@@ -87,20 +109,33 @@ class VicrReport(Report):
             ]
         except ValueError as exc:
             agreement_error = str(exc)
-        progress(75, "Players")
-        consensus = {item_id: rules.consensus(r) for item_id, r in final.items() if r}
+        progress(60, "Players")
+        kept = [row for row in rows if not row[4]]
+        item_ids = np.array([row[0] for row in kept], dtype=np.int64)
+        player_ids = np.array([row[1] for row in kept], dtype=np.int64)
+        ratings = np.array([int(row[2]) for row in kept], dtype=np.int64)
+        counted = np.isin(player_ids, np.fromiter(good, dtype=np.int64, count=len(good)))
+        # Each rating against the consensus of the pair's other final-view ratings (0: none).
+        others = rules.consensus_of_others(item_ids, ratings, counted, levels=levels)
+        compared = others > 0
         per_player: dict[int, dict[str, list]] = defaultdict(
             lambda: {"x": [], "r": [], "dwell": []}
         )
         counts: Counter[int] = Counter()
-        for item_id, participant_id, rating, dwell, excluded in rows:
-            if excluded:
-                continue
+        for (_, participant_id, _, dwell, _), x, r in zip(kept, ratings, others, strict=True):
             counts[participant_id] += 1
             per_player[participant_id]["dwell"].append(dwell)
-            if item_id in consensus:
-                per_player[participant_id]["x"].append(int(rating))
-                per_player[participant_id]["r"].append(consensus[item_id])
+            if r:
+                per_player[participant_id]["x"].append(int(x))
+                per_player[participant_id]["r"].append(int(r))
+        in_game = [pk for pk, person in people.items() if person["status"] == GAME]
+        ranks = dict(
+            zip(
+                in_game,
+                rules.competition_ranks([_score(people[pk]["state"]) for pk in in_game]),
+                strict=True,
+            )
+        )
         players = []
         for pk, person in people.items():
             state = person["state"]
@@ -112,7 +147,8 @@ class VicrReport(Report):
                 {
                     "pseudonym": person["pseudonym"],
                     "status": person["status"],
-                    "score": int((state.get("player") or {}).get("score", 0)),
+                    "rank": ranks.get(pk),
+                    "score": _score(state),
                     "game_points": state.get("game_points", 0),
                     "tutorial_score": state.get("tutorial_score"),
                     "probation_attempts": int(
@@ -120,12 +156,24 @@ class VicrReport(Report):
                     ),
                     "probation_scores": state.get("probation_scores", []),
                     "ratings": counts.get(pk, 0),
+                    "compared": len(mine["x"]) if mine else 0,
                     "exact": agreement_row["exact"] if agreement_row else None,
                     "adjacent": agreement_row["adjacent"] if agreement_row else None,
                     "median_dwell_s": (statistics.median(mine["dwell"]) / 1000) if mine else None,
                 }
             )
-        players.sort(key=lambda p: (-p["ratings"], p["pseudonym"]))
+        # The leaderboard's order (rank), then players off the game by ratings.
+        players.sort(
+            key=lambda p: (p["rank"] is None, p["rank"] or 0, -p["ratings"], p["pseudonym"])
+        )
+        progress(80, "Rater competency (Rasch model)")
+        competency = _competency(
+            player_ids[compared],
+            item_ids[compared],
+            rules.agreement_scores(ratings[compared], others[compared]),
+            people=people,
+            game_pairs=len(game_items),
+        )
         coverage = Counter(min(stored.get(item_id, 0), 3) for item_id in game_items)
         final_coverage = Counter(min(len(final.get(item_id, [])), 3) for item_id in game_items)
         progress(95, "Done")
@@ -152,21 +200,199 @@ class VicrReport(Report):
             ],
             "game_pairs": len(game_items),
             "players": players,
+            # Imported datasets (services/datasets.py) stand one participant per rating
+            # position (a pair's first, second, ... rating): per-player rows describe
+            # positions, not people.
+            "imported": any(person["state"].get("imported") for person in people.values()),
+            "rasch": competency,
         }
 
     def figure(self, name: str, result: dict[str, Any]) -> Figure:
-        if name != "rating-distribution":
-            raise KeyError(name)
-        figure = Figure(figsize=(5, 3.2))
-        axes = figure.subplots()
-        levels = [row["level"] for row in result["distribution"]]
-        pairs = [row["pairs"] for row in result["distribution"]]
-        axes.bar(levels, pairs, color="#0b57d0", width=0.7)
-        axes.set_xticks(levels)
-        axes.set_xlabel("Rounded mean rating of the pair")
-        axes.set_ylabel("Pairs")
-        axes.set_title("Rating distribution")
+        if name == "rating-distribution":
+            return _distribution_figure(result)
+        if name == "wright-map":
+            return _wright_map(result.get("rasch"))
+        raise KeyError(name)
+
+
+def _score(state: dict[str, Any]) -> int:
+    return int((state.get("player") or {}).get("score", 0))
+
+
+def _distribution_figure(result: dict[str, Any]) -> Figure:
+    figure = Figure(figsize=(5, 3.2))
+    axes = figure.subplots()
+    levels = [row["level"] for row in result["distribution"]]
+    pairs = [row["pairs"] for row in result["distribution"]]
+    axes.bar(levels, pairs, color="#0b57d0", width=0.7)
+    axes.set_xticks(levels)
+    axes.set_xlabel("Rounded mean rating of the pair")
+    axes.set_ylabel("Pairs")
+    axes.set_title("Rating distribution")
+    for spine in ("top", "right"):
+        axes.spines[spine].set_visible(False)
+    figure.tight_layout()
+    return figure
+
+
+def _masked(values: np.ma.MaskedArray, index: int) -> float | None:
+    return None if np.ma.is_masked(values[index]) else float(values[index])
+
+
+def _flag(infit: float | None, outfit: float | None) -> str:
+    """Linacre's conventional ranges (``rubrics.rasch.MISFIT_HIGH`` and ``MISFIT_LOW``)."""
+    fits = [value for value in (infit, outfit) if value is not None]
+    if any(value > rasch.MISFIT_HIGH for value in fits):
+        return "noisy"
+    if any(value < rasch.MISFIT_LOW for value in fits):
+        return "too predictable"
+    return ""
+
+
+def _competency(
+    players: np.ndarray,
+    pairs: np.ndarray,
+    scores: np.ndarray,
+    *,
+    people: dict[int, dict[str, Any]],
+    game_pairs: int,
+) -> dict[str, Any]:
+    """The Rasch model of agreement scores: players, pairs, thresholds and the Wright map."""
+    try:
+        model = rasch.fit(players, pairs, scores, max_score=2, max_iterations=RASCH_MAX_ITERATIONS)
+    except ValueError as exc:
+        if players.size == 0:
+            reason = "no game rating has another rater on its pair yet"
+        else:
+            reason = str(exc)
+        return {"error": reason}
+    offsets = rasch.thurstonian_thresholds(model.thresholds)
+    extreme_words = {1: "all exact", -1: "none close", 0: ""}
+    player_rows = []
+    facet = model.persons
+    for index, pk in enumerate(facet.ids.tolist()):
+        infit, outfit = _masked(facet.infit, index), _masked(facet.outfit, index)
+        player_rows.append(
+            {
+                "pseudonym": people[pk]["pseudonym"],
+                "status": people[pk]["status"],
+                "measure": _masked(facet.measure, index),
+                "se": _masked(facet.se, index),
+                "infit": infit,
+                "outfit": outfit,
+                "responses": int(facet.responses[index]),
+                "extreme": extreme_words[int(facet.extreme[index])],
+                "flag": _flag(infit, outfit),
+            }
+        )
+    player_rows.sort(
+        key=lambda row: (row["measure"] is None, -(row["measure"] or 0.0), row["pseudonym"])
+    )
+    items = model.items
+    measured = ~np.ma.getmaskarray(items.measure)
+    measures = np.ma.getdata(items.measure)[measured]
+    order = np.argsort(-measures, kind="stable")[:HARDEST_PAIRS]
+    hardest_ids = items.ids[measured][order].tolist()
+    found = {
+        pk: (position, spec["caption_id"])
+        for pk, position, spec in Item.objects.filter(pk__in=hardest_ids).values_list(
+            "pk", "position", "spec"
+        )
+    }
+    captions = dict(
+        Caption.objects.filter(pk__in=[caption for _, caption in found.values()]).values_list(
+            "pk", "text"
+        )
+    )
+    where = {pk: index for index, pk in enumerate(items.ids.tolist())}
+    hardest = [
+        {
+            "position": found[pk][0] + 1,
+            "caption": captions.get(found[pk][1], ""),
+            "measure": float(np.ma.getdata(items.measure)[where[pk]]),
+            "se": _masked(items.se, where[pk]),
+            "responses": int(items.responses[where[pk]]),
+            "extreme": extreme_words[int(items.extreme[where[pk]])],
+        }
+        for pk in hardest_ids
+    ]
+    player_measures = np.array([r["measure"] for r in player_rows if r["measure"] is not None])
+    aa, ea = measures + offsets[0], measures + offsets[1]
+    low = float(min(player_measures.min(initial=np.inf), aa.min(initial=np.inf)))
+    high = float(max(player_measures.max(initial=-np.inf), ea.max(initial=-np.inf)))
+    width = max(MAP_BIN_LOGITS, (high - low) / MAP_MAX_BINS)
+    start = np.floor(low / width) * width
+    edges = start + width * np.arange(int(np.ceil((high - start) / width)) + 2)
+    return {
+        "error": "",
+        "converged": model.converged,
+        "iterations": model.iterations,
+        "max_iterations": RASCH_MAX_ITERATIONS,
+        "subsets": model.subsets,
+        "responses": int(scores.size),
+        "thresholds": [
+            {"label": label, "andrich": float(tau), "se": float(se), "offset": float(offset)}
+            for label, tau, se, offset in zip(
+                THRESHOLD_LABELS, model.thresholds, model.threshold_se, offsets, strict=True
+            )
+        ],
+        "players": player_rows,
+        "misfits": sum(1 for row in player_rows if row["flag"]),
+        "pairs": {
+            "measured": int(measured.sum()),
+            "unmeasured": game_pairs - int(measured.sum()),
+            "all_exact": int(np.count_nonzero(items.extreme == 1)),
+            "none_close": int(np.count_nonzero(items.extreme == -1)),
+            "hardest": hardest,
+        },
+        "map": {
+            "edges": edges.tolist(),
+            "players": np.histogram(player_measures, edges)[0].tolist(),
+            "aa": np.histogram(aa, edges)[0].tolist(),
+            "ea": np.histogram(ea, edges)[0].tolist(),
+        },
+    }
+
+
+def _wright_map(competency: dict[str, Any] | None) -> Figure:
+    """Players (left) and pairs' two difficulty thresholds (right) on one logit scale."""
+    figure = Figure(figsize=(7, 4.8))
+    players_axes, pairs_axes = figure.subplots(
+        1, 2, sharey=True, gridspec_kw={"width_ratios": [1, 2]}
+    )
+    if not competency or competency.get("error") or "map" not in competency:
+        reason = (competency or {}).get("error") or "recompute the report to draw this map"
+        figure.text(0.5, 0.5, f"Not computed: {reason}", ha="center", va="center", wrap=True)
+        players_axes.set_axis_off()
+        pairs_axes.set_axis_off()
+        return figure
+    bins = competency["map"]
+    edges = np.asarray(bins["edges"])
+    centres, height = (edges[:-1] + edges[1:]) / 2, edges[1] - edges[0]
+    players_axes.barh(centres, bins["players"], height=height * 0.9, color="#0b57d0")
+    players_axes.invert_xaxis()
+    players_axes.set_xlabel("Players")
+    players_axes.set_ylabel("Logits (players: competency; pairs: difficulty)")
+    pairs_axes.barh(
+        centres - height / 4,
+        bins["aa"],
+        height=height / 2,
+        color="#e8710a",
+        label="50% chance of adjacent or exact agreement",
+    )
+    pairs_axes.barh(
+        centres + height / 4,
+        bins["ea"],
+        height=height / 2,
+        color="#c5221f",
+        label="50% chance of exact agreement",
+    )
+    pairs_axes.set_xlabel("Pairs (thresholds)")
+    pairs_axes.legend(loc="upper right", fontsize="small", frameon=False)
+    players_axes.set_ylim(edges[0], edges[-1])
+    figure.suptitle("Wright map")
+    for axes in (players_axes, pairs_axes):
         for spine in ("top", "right"):
             axes.spines[spine].set_visible(False)
-        figure.tight_layout()
-        return figure
+    figure.tight_layout()
+    return figure

@@ -31,13 +31,18 @@ from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 
 from annotation.models import Caption, Image, Job, Study, User
-from annotation.services.imports.captions import CaptionRow, read_text, resolve_rows
+from annotation.services.imports.captions import SYSTEM_MAX, CaptionRow, read_text, resolve_rows
 from annotation.services.imports.coco_captions import read_coco
 from annotation.services.imports.csv_captions import read_csv
 from annotation.services.imports.images import check_against_study, stage_images
-from annotation.services.imports.sources import remove_upload_staging, save_upload
+from annotation.services.imports.sources import (
+    ImportTooLarge,
+    remove_upload_staging,
+    save_upload,
+)
 from annotation.services.imports.store import ImportSummary, import_refused, store
 from annotation.services.jobs import job_create
+from annotation.text import text_problem
 
 __all__ = [
     "COCO_FORMAT",
@@ -101,7 +106,9 @@ def study_import(
     """Import images and captions into a draft study, entirely or not at all.
 
     Raise ``ServiceError`` listing every bad image and row (with line numbers) in
-    ``details["errors"]`` when anything is wrong; nothing is stored in that case.
+    ``details["errors"]`` when anything is wrong; nothing is stored in that case. An import
+    over ``CAPEVAL_MAX_IMPORT_PIXELS`` or ``CAPEVAL_MAX_IMPORT_ROWS`` stops where it passes
+    the limit, and the message names it.
     """
     report = _Reporter(progress)
     errors: list[str] = []
@@ -114,17 +121,28 @@ def study_import(
     if not image_sources and captions is None:
         raise import_refused(["give images, a captions file, or both"])
 
+    system = system.strip()
+    system_problem = text_problem(system, max_length=SYSTEM_MAX)
+    if system_problem is not None:
+        # Every row would carry it: one error for the file, and its rows are not read.
+        errors.append(
+            f"system {system_problem} (the system name given, or for COCO the captions "
+            "file's name without extension)"
+        )
     staging = Path(settings.MEDIA_ROOT) / ".staging" / uuid.uuid4().hex
     staging.mkdir(parents=True)
     try:
         report(0, "Checking images")
-        staged = stage_images(image_sources, staging, errors, report)
         rows: list[CaptionRow] = []
-        if captions is not None:
-            report(60, "Checking captions")
-            rows = _read_captions(
-                captions, caption_format, system.strip(), purpose, coco_images, errors
-            )
+        try:
+            staged = stage_images(image_sources, staging, errors, report)
+            if captions is not None and system_problem is None:
+                report(60, "Checking captions")
+                rows = _read_captions(
+                    captions, caption_format, system, purpose, coco_images, errors
+                )
+        except ImportTooLarge as exc:
+            raise import_refused([*errors, str(exc)], headline=str(exc)) from None
         existing = {image.name: image for image in Image.objects.filter(study=study)}
         check_against_study(staged, existing, errors)
         resolved = resolve_rows(rows, set(staged) | set(existing), purpose, study, errors, report)

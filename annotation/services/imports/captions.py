@@ -8,11 +8,15 @@ A model has one caption per image in a study, so a second caption by the same sy
 same image is a duplicate; people and curated sets may have several captions of an image,
 and only the same text twice is a duplicate. Duplicates are looked for within the file and
 against the captions of the same purpose the study already has.
+
+Every text field of a row is checked by ``annotation.text`` (``field_problem``): captions,
+explanations, alt text and sources may span lines; image names, system names and metric
+names are one line; each is at most its column's length. A problem is reported as
+``line <n>: <field> <problem>``, ``<field>`` being the CSV column or the COCO key.
 """
 
 from __future__ import annotations
 
-import unicodedata
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,7 +24,16 @@ from pathlib import Path, PurePosixPath
 
 from django.conf import settings
 
-from annotation.models import Caption, Study
+from annotation.models import Caption, Image, Study
+from annotation.text import shown, text_problem
+
+# The columns' limits, so a value never reaches the database longer than its column.
+IMAGE_NAME_MAX = Image._meta.get_field("name").max_length
+SYSTEM_MAX = Caption._meta.get_field("system").max_length
+ALT_TEXT_MAX = Image._meta.get_field("alt_text").max_length
+SOURCE_MAX = Image._meta.get_field("source").max_length
+EXPLANATION_MAX = 5000  # a TextField: a tutorial's explanation is a few sentences
+METRIC_NAME_MAX = 100  # a key of Caption.metrics, shown as a report column
 
 
 @dataclass
@@ -43,7 +56,7 @@ def read_text(path: Path, errors: list[str]) -> str | None:
     """The file's text (UTF-8, a BOM is accepted), or None with the problem in ``errors``."""
     limit = settings.CAPEVAL_MAX_CAPTION_FILE_BYTES
     if path.stat().st_size > limit:
-        errors.append(f"{path.name}: larger than {limit // 1048576} MB")
+        errors.append(f"{shown(path.name)}: larger than {limit // 1048576} MB")
         return None
     data = path.read_bytes()
     try:
@@ -51,7 +64,7 @@ def read_text(path: Path, errors: list[str]) -> str | None:
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         errors.append(
-            f"line {line}: {path.name} is not UTF-8 (byte 0x{data[exc.start]:02x} at "
+            f"line {line}: {shown(path.name)} is not UTF-8 (byte 0x{data[exc.start]:02x} at "
             f"position {exc.start}); save it as UTF-8"
         )
         return None
@@ -67,13 +80,15 @@ def check_text(raw: str, what: str) -> str | None:
     """The problem with a caption's text, or None."""
     if not raw.strip():
         return f"empty {what}"
-    limit = settings.CAPEVAL_MAX_CAPTION_CHARS
-    if len(raw) > limit:
-        return f"{what} has {len(raw)} characters; the limit is {limit}"
-    bad = next((c for c in raw if unicodedata.category(c) == "Cc" and c not in "\t\n\r"), None)
-    if bad is not None:
-        return f"{what} contains the control character U+{ord(bad):04X}"
-    return None
+    return field_problem(raw, what, max_length=settings.CAPEVAL_MAX_CAPTION_CHARS, multiline=True)
+
+
+def field_problem(
+    value: str, field: str, *, max_length: int, multiline: bool = False
+) -> str | None:
+    """``"<field> <problem>"`` for a text field of a row, or None (see ``annotation.text``)."""
+    problem = text_problem(value, max_length=max_length, multiline=multiline)
+    return None if problem is None else f"{field} {problem}"
 
 
 def resolve_rows(
@@ -105,11 +120,11 @@ def resolve_rows(
                 name = matches[0]
             elif matches:
                 errors.append(
-                    f"line {row.line}: image '{row.image_ref}' is ambiguous "
+                    f"line {row.line}: image '{shown(row.image_ref)}' is ambiguous "
                     f"({', '.join(matches)}); cite the full file name"
                 )
             else:
-                errors.append(f"line {row.line}: unknown image '{row.image_ref}'")
+                errors.append(f"line {row.line}: unknown image '{shown(row.image_ref)}'")
         resolved.append(name or "")
         if name is None:
             continue
@@ -120,13 +135,13 @@ def resolve_rows(
         where = f"on line {seen[key]}" if seen[key] else "in the study already"
         if len(key) == 2:
             errors.append(
-                f"line {row.line}: duplicate: {row.system} has another caption of '{name}' "
-                f"{where} (one caption per system and image)"
+                f"line {row.line}: duplicate: {shown(row.system)} has another caption of "
+                f"'{name}' {where} (one caption per system and image)"
             )
         else:
             errors.append(
-                f"line {row.line}: duplicate: the same caption of '{name}' by {row.system} "
-                f"is {where}"
+                f"line {row.line}: duplicate: the same caption of '{name}' by "
+                f"{shown(row.system)} is {where}"
             )
     return resolved
 

@@ -9,6 +9,10 @@ string ``image_id`` without a mapping is taken as the image name.
 
 COCO files are for study captions only: tutorial and probation sets need a truth and an
 explanation per caption, which COCO has no place for.
+
+Problems are reported with the line each entry starts on; those of an ``images`` entry also
+with its JSON path (``images[3].file_name``), since one line may hold the whole list. A
+file with more than ``CAPEVAL_MAX_IMPORT_ROWS`` entries is refused before they are read.
 """
 
 from __future__ import annotations
@@ -17,7 +21,21 @@ import json
 from pathlib import PurePosixPath
 from typing import Any
 
-from annotation.services.imports.captions import CaptionRow, check_text, clean_system
+from django.conf import settings
+
+from annotation.services.imports.captions import (
+    IMAGE_NAME_MAX,
+    CaptionRow,
+    check_text,
+    clean_system,
+    field_problem,
+)
+from annotation.services.imports.sources import ImportTooLarge
+from annotation.text import shown
+
+CAPTIONS_FILE = "the captions file"
+# Python's json parses recursively: thousands of nested brackets exhaust the stack.
+TOO_DEEP = "nested too deeply to be COCO JSON (a list of flat objects)"
 
 
 def read_coco(text: str, mapping_text: str, system: str, errors: list[str]) -> list[CaptionRow]:
@@ -36,10 +54,13 @@ def read_coco(text: str, mapping_text: str, system: str, errors: list[str]) -> l
     except json.JSONDecodeError as exc:
         errors.append(_json_error(exc, "the captions file"))
         return []
+    except RecursionError:
+        errors.append(f"{CAPTIONS_FILE}: {TOO_DEEP}")
+        return []
     id_to_name: dict[Any, str] | None = None
     if isinstance(document, dict):
         if "images" in document:
-            id_to_name = _coco_id_map(document["images"], "the captions file", errors)
+            id_to_name = _coco_id_map(document["images"], CAPTIONS_FILE, "images", errors)
         entries = document.get("annotations", document.get("results"))
         if not isinstance(entries, list):
             errors.append(
@@ -52,14 +73,27 @@ def read_coco(text: str, mapping_text: str, system: str, errors: list[str]) -> l
     else:
         errors.append('line 1: COCO results must be a list of {"image_id", "caption"} entries')
         return []
+    limit = settings.CAPEVAL_MAX_IMPORT_ROWS
+    if len(entries) > limit:
+        raise ImportTooLarge(
+            f"the captions file has {len(entries)} entries; the limit per import is {limit} "
+            "(CAPEVAL_MAX_IMPORT_ROWS). Import it in several parts."
+        )
     if mapping_text:
         try:
-            mapping_doc = json.loads(mapping_text)
+            mapping_doc = _scan_json(mapping_text)
         except json.JSONDecodeError as exc:
             errors.append(_json_error(exc, "the COCO images file"))
             return []
-        images_list = mapping_doc.get("images") if isinstance(mapping_doc, dict) else mapping_doc
-        id_to_name = _coco_id_map(images_list, "the COCO images file", errors)
+        except RecursionError:
+            errors.append(f"the COCO images file: {TOO_DEEP}")
+            return []
+        if isinstance(mapping_doc, dict):
+            id_to_name = _coco_id_map(
+                mapping_doc.get("images"), "the COCO images file", "images", errors
+            )
+        else:
+            id_to_name = _coco_id_map(mapping_doc, "the COCO images file", "", errors)
     rows: list[CaptionRow] = []
     for located in entries:
         entry, line = located.value, located.line
@@ -76,17 +110,20 @@ def read_coco(text: str, mapping_text: str, system: str, errors: list[str]) -> l
                 problems.append(text_problem)
         image_ref = ""
         if isinstance(image_id, bool) or not isinstance(image_id, int | str):
-            problems.append(f"image_id {image_id!r} is neither a number nor a name")
+            problems.append(f"image_id {shown(repr(image_id))} is neither a number nor a name")
         elif id_to_name is not None and image_id in id_to_name:
             image_ref = id_to_name[image_id]
         elif isinstance(image_id, str) and id_to_name is None:
             image_ref = image_id.strip()
+            problem = field_problem(image_ref, "image_id", max_length=IMAGE_NAME_MAX)
+            if problem:
+                problems.append(problem)
         elif id_to_name is None:
             problems.append(
                 f"image_id {image_id} needs a COCO images list to map ids to file names"
             )
         else:
-            problems.append(f"image_id {image_id!r} is not in the COCO images list")
+            problems.append(f"image_id {shown(repr(image_id))} is not in the COCO images list")
         if problems:
             errors.append(f"line {line}: " + "; ".join(problems))
             continue
@@ -149,7 +186,7 @@ def _scan_json(text: str) -> Any:
         while pos < len(text) and text[pos] != "}":
             key, pos = decoder.raw_decode(text, pos)
             pos = skip(skip(pos) + 1)  # past ':'
-            if key in ("annotations", "results") and text[pos] == "[":
+            if key in ("annotations", "results", "images") and text[pos] == "[":
                 result[key], pos = array(pos)
             else:
                 result[key], pos = decoder.raw_decode(text, pos)
@@ -160,18 +197,35 @@ def _scan_json(text: str) -> Any:
     return whole
 
 
-def _coco_id_map(document: Any, label: str, errors: list[str]) -> dict[Any, str] | None:
+def _coco_id_map(document: Any, label: str, root: str, errors: list[str]) -> dict[Any, str] | None:
+    """Image id -> file name (without folders) from a located ``images`` list.
+
+    ``root`` is the list's JSON path ("images", or "" for a top-level list); problems name
+    the entry's line and path, e.g. ``line 7: images[1].file_name has 300 characters``.
+    """
     if not isinstance(document, list):
         errors.append(f'{label}: \'images\' must be a list of {{"id", "file_name"}} objects')
         return None
     mapping: dict[Any, str] = {}
-    for position, entry in enumerate(document, start=1):
+    for index, located in enumerate(document):
+        entry = located.value
+        # Lines of the captions file sort with its rows; another file's are named as such.
+        where = f"line {located.line}: "
+        if label != CAPTIONS_FILE:
+            where = f"{label}, {where}"
+        path = f"{root}[{index}]"
+        entry_id = entry.get("id") if isinstance(entry, dict) else None
         if (
-            not isinstance(entry, dict)
-            or "id" not in entry
+            isinstance(entry_id, bool)
+            or not isinstance(entry_id, int | str)
             or not isinstance(entry.get("file_name"), str)
         ):
-            errors.append(f"{label}: images entry {position} needs an id and a file_name")
+            errors.append(f"{where}{path} needs an id (a number or a name) and a file_name")
             continue
-        mapping[entry["id"]] = PurePosixPath(entry["file_name"]).name
+        name = PurePosixPath(entry["file_name"]).name
+        problem = field_problem(name, f"{path}.file_name", max_length=IMAGE_NAME_MAX)
+        if problem:
+            errors.append(where + problem)
+            continue
+        mapping[entry_id] = name
     return mapping

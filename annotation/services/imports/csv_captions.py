@@ -9,7 +9,9 @@ name given by the caller replaces the ``system`` column, which the file must the
 
 A header problem stops the reading (no row can be trusted); a malformed record stops it
 too, since the CSV reader cannot find where the next one starts. Any other bad row is
-reported and the reading goes on, so one run lists every problem of the file.
+reported and the reading goes on, so one run lists every problem of the file. A file with
+more than ``CAPEVAL_MAX_IMPORT_ROWS`` rows is refused at the first row over the limit
+(``ImportTooLarge``).
 """
 
 from __future__ import annotations
@@ -18,8 +20,23 @@ import csv
 import io
 import math
 
+from django.conf import settings
+
 from annotation.models import Caption
-from annotation.services.imports.captions import CaptionRow, check_text, clean_system
+from annotation.services.imports.captions import (
+    ALT_TEXT_MAX,
+    EXPLANATION_MAX,
+    IMAGE_NAME_MAX,
+    METRIC_NAME_MAX,
+    SOURCE_MAX,
+    SYSTEM_MAX,
+    CaptionRow,
+    check_text,
+    clean_system,
+    field_problem,
+)
+from annotation.services.imports.sources import ImportTooLarge
+from annotation.text import shown
 
 TUTORIAL_DEFAULT_SYSTEM = "Curated"
 
@@ -44,12 +61,20 @@ def read_csv(text: str, system: str, purpose: str, errors: list[str]) -> list[Ca
     unknown = [c for c in columns if c not in required | optional and not c.startswith("metric:")]
     if unknown:
         allowed = ", ".join(sorted(required | optional) + ["metric:<name>"])
-        problems.append(f"unknown column(s) {', '.join(unknown)} (allowed: {allowed})")
+        named = ", ".join(shown(c) for c in unknown)
+        problems.append(f"unknown column(s) {named} (allowed: {allowed})")
     if "metric:" in columns:
         problems.append("a metric column needs a name, like metric:clipscore")
+    for column in columns:
+        # Metric names become keys of Caption.metrics and report columns.
+        if column.startswith("metric:"):
+            name = column.removeprefix("metric:")
+            problem = field_problem(name, "its metric name", max_length=METRIC_NAME_MAX)
+            if problem:
+                problems.append(f"column {shown(column)}: {problem}")
     duplicated = sorted({c for c in columns if columns.count(c) > 1})
     if duplicated:
-        problems.append(f"repeated column(s) {', '.join(duplicated)}")
+        problems.append(f"repeated column(s) {', '.join(shown(c) for c in duplicated)}")
     if system and "system" in columns:
         problems.append("the file has a system column and a system name was given; use one")
     if problems:
@@ -57,6 +82,8 @@ def read_csv(text: str, system: str, purpose: str, errors: list[str]) -> list[Ca
         return []
 
     rows: list[CaptionRow] = []
+    limit = settings.CAPEVAL_MAX_IMPORT_ROWS
+    count = 0
     last_line = reader.line_num
     while True:
         start = last_line + 1
@@ -70,6 +97,12 @@ def read_csv(text: str, system: str, purpose: str, errors: list[str]) -> list[Ca
         last_line = reader.line_num
         if not record or all(not cell.strip() for cell in record):
             continue
+        count += 1
+        if count > limit:
+            raise ImportTooLarge(
+                f"line {start}: more than {limit} caption rows; the limit per import is "
+                f"{limit} (CAPEVAL_MAX_IMPORT_ROWS). Import the file in several parts."
+            )
         if len(record) != len(columns):
             errors.append(f"line {start}: {len(record)} fields; the header has {len(columns)}")
             continue
@@ -93,47 +126,54 @@ def _csv_columns(purpose: str, system_given: bool) -> tuple[set[str], set[str]]:
 def _csv_row(
     line: int, cells: dict[str, str], system: str, purpose: str, errors: list[str]
 ) -> CaptionRow | None:
-    problems: list[str] = []
+    problems: list[str | None] = []  # None: that check passed
     image_ref = cells["image"].strip()
     if not image_ref:
         problems.append("empty image name")
+    else:
+        problems.append(field_problem(image_ref, "image", max_length=IMAGE_NAME_MAX))
+    # A system given by the caller is checked once, for the whole file (study_import).
     system_name = clean_system(cells.get("system", "") or system)
     if not system_name:
         system_name = "" if purpose == Caption.Purpose.STUDY else TUTORIAL_DEFAULT_SYSTEM
     if not system_name:
         problems.append("empty system name")
-    elif len(system_name) > 100:
-        problems.append("system name longer than 100 characters")
+    elif "system" in cells:
+        problems.append(field_problem(system_name, "system", max_length=SYSTEM_MAX))
     raw = cells["caption"]
-    text_problem = check_text(raw, "caption")
-    if text_problem:
-        problems.append(text_problem)
+    problems.append(check_text(raw, "caption"))
     row = CaptionRow(line=line, image_ref=image_ref, system=system_name, raw_text=raw)
     row.prime_ratings = _parse_primes(cells.get("prime_ratings", ""), problems)
     for column, value in cells.items():
         if column.startswith("metric:") and value.strip():
             number = _parse_number(value)
             if number is None:
-                problems.append(f"{column} is not a number: {value.strip()!r}")
+                problems.append(f"{shown(column)} is not a number: '{shown(value.strip())}'")
             else:
                 row.metrics[column.removeprefix("metric:")] = number
+    # Alt text and sources may span lines (a quoted CSV cell can).
     row.description = cells.get("description", "").strip()
     row.source = cells.get("source", "").strip()
-    if len(row.description) > 500:
-        problems.append("description longer than 500 characters")
-    if len(row.source) > 500:
-        problems.append("source longer than 500 characters")
+    problems.append(
+        field_problem(row.description, "description", max_length=ALT_TEXT_MAX, multiline=True)
+    )
+    problems.append(field_problem(row.source, "source", max_length=SOURCE_MAX, multiline=True))
     if purpose != Caption.Purpose.STUDY:
         truth = cells.get("truth", "").strip()
         if truth not in {"1", "2", "3", "4", "5"}:
-            problems.append(f"truth must be a whole number from 1 to 5, not {truth!r}")
+            problems.append(f"truth must be a whole number from 1 to 5, not '{shown(truth)}'")
         else:
             row.truth = int(truth)
         row.explanation = cells.get("explanation", "").strip()
         if purpose == Caption.Purpose.TUTORIAL and not row.explanation:
             problems.append("empty explanation (the tutorial shows it to every player)")
-        elif len(row.explanation) > 5000:
-            problems.append("explanation longer than 5000 characters")
+        else:
+            problems.append(
+                field_problem(
+                    row.explanation, "explanation", max_length=EXPLANATION_MAX, multiline=True
+                )
+            )
+    problems = [problem for problem in problems if problem]
     if problems:
         errors.append(f"line {line}: " + "; ".join(problems))
         return None
@@ -148,14 +188,14 @@ def _parse_number(value: str) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def _parse_primes(value: str, problems: list[str]) -> list[float | int]:
+def _parse_primes(value: str, problems: list[str | None]) -> list[float | int]:
     primes: list[float | int] = []
     for part in value.replace(",", ";").split(";"):
         if not part.strip():
             continue
         number = _parse_number(part)
         if number is None or not 1 <= number <= 5:
-            problems.append(f"prime rating {part.strip()!r} is not a number from 1 to 5")
+            problems.append(f"prime rating '{shown(part.strip())}' is not a number from 1 to 5")
             continue
         primes.append(int(number) if number.is_integer() else number)
     return primes

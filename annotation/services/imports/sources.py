@@ -15,6 +15,9 @@ a declared total size over ``CAPEVAL_MAX_ZIP_BYTES``, absolute or escaping paths
 links and encrypted entries are errors, and an archive with any of them is not read at
 all. Declared sizes can lie, so each entry is read up to
 the per-image and the remaining archive budget only.
+
+Names and labels are quoted in messages through ``annotation.text.shown``: a member named
+with a NUL or a right-to-left override must not make the error list unstorable or misread.
 """
 
 from __future__ import annotations
@@ -30,12 +33,18 @@ from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 
 from annotation.errors import ServiceError
+from annotation.text import shown
 
 IMAGE_EXTENSIONS = {".jpg", ".jpeg", ".png", ".webp"}
 
 
 class BadImage(Exception):
     """This member cannot be taken as an image; reported against its label, not raised on."""
+
+
+class ImportTooLarge(Exception):
+    """The import asks for more work than one import may do (``CAPEVAL_MAX_IMPORT_PIXELS``,
+    ``CAPEVAL_MAX_IMPORT_ROWS``): reading stops at once; the message names the limit."""
 
 
 @dataclass
@@ -89,13 +98,13 @@ def members(source: Path, errors: list[str]) -> Iterator[Member]:
     elif source.is_file() and zipfile.is_zipfile(source):
         yield from _zip_members(source, errors)
     elif source.is_file() and source.suffix.lower() == ".zip":
-        errors.append(f"{source.name}: not a readable zip archive")
+        errors.append(f"{shown(source.name)}: not a readable zip archive")
     elif source.is_file():
         name = source.name
-        if _candidate(name, name, errors):
-            yield Member(label=name, name=name, read=lambda: _read_file(source))
+        if _candidate(shown(name), name, errors):
+            yield Member(label=shown(name), name=name, read=lambda: _read_file(source))
     else:
-        errors.append(f"{source.name}: no such file or folder")
+        errors.append(f"{shown(source.name)}: no such file or folder")
 
 
 def _skipped(parts: Sequence[str]) -> bool:
@@ -127,7 +136,7 @@ def _folder_members(folder: Path, errors: list[str]) -> Iterator[Member]:
         relative = path.relative_to(folder)
         if _skipped(relative.parts) or path.is_dir():
             continue
-        label = relative.as_posix()
+        label = shown(relative.as_posix(), limit=300)
         if not path.is_file():
             errors.append(f"{label}: not a regular file")
             continue
@@ -146,27 +155,29 @@ def _zip_members(archive: Path, errors: list[str]) -> Iterator[Member]:
     Names are never used as paths on disk (files are stored by content hash), but an archive
     with escaping paths or links is refused outright: it was built to attack someone.
     """
+    archive_label = shown(archive.name)
     try:
         zf = zipfile.ZipFile(archive)
         infos = zf.infolist()
-    except (zipfile.BadZipFile, OSError) as exc:
-        errors.append(f"{archive.name}: not a readable zip archive ({exc})")
+    except (zipfile.BadZipFile, OSError, UnicodeDecodeError) as exc:
+        # UnicodeDecodeError: a member name flagged UTF-8 that is not.
+        errors.append(f"{archive_label}: not a readable zip archive ({exc})")
         return
     problems: list[str] = []
     max_members = settings.CAPEVAL_MAX_ZIP_MEMBERS
     max_bytes = settings.CAPEVAL_MAX_ZIP_BYTES
     if len(infos) > max_members:
-        problems.append(f"{archive.name}: {len(infos)} entries; the limit is {max_members}")
+        problems.append(f"{archive_label}: {len(infos)} entries; the limit is {max_members}")
     declared = sum(info.file_size for info in infos)
     if declared > max_bytes:
         problems.append(
-            f"{archive.name}: uncompresses to {declared / 1048576:.0f} MB; "
+            f"{archive_label}: uncompresses to {declared / 1048576:.0f} MB; "
             f"the limit is {max_bytes / 1048576:.0f} MB"
         )
     candidates: list[zipfile.ZipInfo] = []
     for info in infos:
         raw = info.filename
-        label = f"{archive.name}: {raw}"
+        label = f"{archive_label}: {shown(raw, limit=300)}"
         path = PurePosixPath(raw.replace("\\", "/"))
         if raw.startswith(("/", "\\")) or (len(raw) > 1 and raw[1] == ":"):
             problems.append(f"{label}: absolute path in the archive")
@@ -210,4 +221,5 @@ def _zip_members(archive: Path, errors: list[str]) -> Iterator[Member]:
 
     for info in candidates:
         name = PurePosixPath(info.filename.replace("\\", "/")).name
-        yield Member(label=f"{archive.name}: {info.filename}", name=name, read=reader(info))
+        label = f"{archive_label}: {shown(info.filename, limit=300)}"
+        yield Member(label=label, name=name, read=reader(info))

@@ -31,21 +31,20 @@ from rubrics.thumb import normalise
 MAX_REPORTED_ERRORS = 1000
 
 
-def import_refused(errors: Sequence[str]) -> ServiceError:
+def import_refused(errors: Sequence[str], *, headline: str = "") -> ServiceError:
     """The error saying the import stored nothing; ``details["errors"]`` lists the problems.
 
     File-level problems come first, then row problems in line order, wherever they were
-    found; past ``MAX_REPORTED_ERRORS`` the rest are counted, not listed.
+    found; past ``MAX_REPORTED_ERRORS`` the rest are counted, not listed. ``headline``: the
+    one problem the message itself names (a limit of the whole import), else the count.
     """
     ordered = sorted(errors, key=_line_of)
     shown = ordered[:MAX_REPORTED_ERRORS]
     if len(ordered) > len(shown):
         shown.append(f"... and {len(ordered) - len(shown)} more errors")
     count = len(ordered)
-    return ServiceError(
-        f"Nothing was imported: {count} problem{'s' if count != 1 else ''} found.",
-        details={"errors": shown},
-    )
+    summary = headline or f"{count} problem{'s' if count != 1 else ''} found."
+    return ServiceError(f"Nothing was imported: {summary}", details={"errors": shown})
 
 
 def _line_of(error: str) -> int:

@@ -10,12 +10,23 @@ Environment variables:
 - ``CAPEVAL_MEDIA_ROOT``, ``CAPEVAL_VAR_DIR``: where uploads, exports and the SQLite file live.
 - ``CAPEVAL_MAX_UPLOAD_MB``: largest request body accepted (default 100).
 - ``CAPEVAL_MAX_IMAGE_PIXELS``: largest image accepted, in pixels (default 40 million).
+- ``CAPEVAL_MAX_IMPORT_PIXELS``: pixels one import may decode in all (default 2 billion).
+- ``CAPEVAL_MAX_IMPORT_ROWS``: caption rows (CSV) or entries (COCO) per import (default
+  200,000).
 - ``CAPEVAL_LINK_MAX_AGE_DAYS``: how long a signed crowd link stays valid (default 90).
 - ``CAPEVAL_TRUSTED_PROXIES``: how many reverse proxies in front of the app append to
-  X-Forwarded-For (default 0: the header is ignored, since any client can write it).
+  X-Forwarded-For (default 0: the header is ignored, since any client can write it); in
+  production, above 0 also makes X-Forwarded-Proto believed (``production.py``).
 - ``CAPEVAL_LOGIN_FAILURE_LIMIT``: failed logins (form or API Basic auth) of one account from
   one address before that pair is locked out (default 5).
 - ``CAPEVAL_LOGIN_COOLOFF_MINUTES``: how long such a lockout lasts (default 15).
+- ``CAPEVAL_IMPORT_TIME_LIMIT_MINUTES``, ``CAPEVAL_EXPORT_TIME_LIMIT_MINUTES``,
+  ``CAPEVAL_REPORT_TIME_LIMIT_MINUTES``: a job of that kind is stopped and failed after this
+  long on a worker (defaults 30, 60, 10; the hard limit is 5 minutes later).
+- ``CAPEVAL_JOB_MAX_ATTEMPTS``: runs of a job whose worker died before it is failed (default 3).
+- ``CAPEVAL_JOB_HEARTBEAT_SECONDS``, ``CAPEVAL_JOB_STALE_SECONDS``: a running job shows a sign
+  of life this often (default 30) and is failed when silent for longer (default 300).
+- ``CAPEVAL_JOB_QUEUED_HOURS``: a job no worker started within this long is failed (default 24).
 """
 
 import os
@@ -23,6 +34,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parents[3]
@@ -68,6 +80,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    # Swagger UI's files for /api/docs/, served from our static files instead of a CDN.
+    "drf_spectacular_sidecar",
     "django_htmx",
     "axes",
     "annotation",
@@ -75,6 +89,15 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Security headers on every response, the answers of the middleware below included
+    # (413, 503, lockouts): see "Security headers" further down.
+    "csp.middleware.CSPMiddleware",
+    "django_permissions_policy.PermissionsPolicyMiddleware",
+    # Before CommonMiddleware, which refuses the container-local probe's Host (127.0.0.1).
+    "annotation.middleware.HealthCheckMiddleware",
+    # A view failing on an unreachable database answers 503 + Retry-After, not 500 (its
+    # process_exception sees views; middleware errors reach handler500, same answer).
+    "annotation.middleware.DatabaseUnavailableMiddleware",
     "annotation.middleware.RequestSizeLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -116,6 +139,9 @@ DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'capeval.sqlite3'}",
         conn_max_age=env_int("CAPEVAL_DB_CONN_MAX_AGE", 0),
+        # A persistent connection cut by a PostgreSQL restart is replaced at the start of
+        # the next request instead of failing it (a no-op on SQLite).
+        conn_health_checks=True,
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -182,6 +208,12 @@ CAPEVAL_MAX_CAPTION_FILE_BYTES = env_int("CAPEVAL_MAX_CAPTION_FILE_MB", 100) * 1
 # Zip bombs: refuse archives whose members or declared uncompressed size exceed these.
 CAPEVAL_MAX_ZIP_MEMBERS = env_int("CAPEVAL_MAX_ZIP_MEMBERS", 20_000)
 CAPEVAL_MAX_ZIP_BYTES = env_int("CAPEVAL_MAX_ZIP_MB", 4096) * 1024 * 1024
+# Work per import: decoding costs about 8 ns of CPU per pixel and 1-bit PNGs compress 40 Mpx
+# into 5 kB, so the upload size does not bound it; 2 gigapixels (about a minute of a
+# worker) hold 6,000 COCO-sized images or 150 12-Mpx photos. Larger sets are imported in
+# parts (imports add to a study). Rows: 200,000 captions are far more than a study judges.
+CAPEVAL_MAX_IMPORT_PIXELS = env_int("CAPEVAL_MAX_IMPORT_PIXELS", 2_000_000_000)
+CAPEVAL_MAX_IMPORT_ROWS = env_int("CAPEVAL_MAX_IMPORT_ROWS", 200_000)
 CAPEVAL_EXPORT_DIR = VAR_DIR / "exports"
 CAPEVAL_LINK_MAX_AGE = env_int("CAPEVAL_LINK_MAX_AGE_DAYS", 90) * 24 * 3600
 CAPEVAL_LEASE_SECONDS = env_int("CAPEVAL_LEASE_SECONDS", 30 * 60)
@@ -189,17 +221,64 @@ CAPEVAL_TRUSTED_PROXIES = env_int("CAPEVAL_TRUSTED_PROXIES", 0)
 FILE_UPLOAD_TEMP_DIR = None
 DATA_UPLOAD_MAX_NUMBER_FIELDS = 5000
 
+# Jobs (docs/architecture.md, "Long work"). Soft and hard time limits per kind, in seconds:
+# at the soft limit the job fails with its reason (an import stores nothing); the hard limit
+# kills the process if it does not stop by then. Eager runs (no REDIS_URL) have no limits;
+# the web server's request timeout bounds them.
+CAPEVAL_JOB_HARD_LIMIT_GRACE_SECONDS = 5 * 60
+CAPEVAL_JOB_TIME_LIMITS = {
+    kind: (minutes * 60, minutes * 60 + CAPEVAL_JOB_HARD_LIMIT_GRACE_SECONDS)
+    for kind, minutes in {
+        "import": env_int("CAPEVAL_IMPORT_TIME_LIMIT_MINUTES", 30),
+        "export": env_int("CAPEVAL_EXPORT_TIME_LIMIT_MINUTES", 60),
+        "report": env_int("CAPEVAL_REPORT_TIME_LIMIT_MINUTES", 10),
+    }.items()
+}
+# A job whose worker died (SIGKILL, out of memory) is delivered again; after this many
+# started runs it is failed instead of being run again.
+CAPEVAL_JOB_MAX_ATTEMPTS = env_int("CAPEVAL_JOB_MAX_ATTEMPTS", 3)
+# A running job stamps a heartbeat this often (from a thread, so a long silent step still
+# beats); the sweep fails a running job silent for longer than the stale limit. On SQLite
+# a beat waits for another write transaction (an import storing its rows), hence the margin.
+CAPEVAL_JOB_HEARTBEAT_SECONDS = env_int("CAPEVAL_JOB_HEARTBEAT_SECONDS", 30)
+CAPEVAL_JOB_STALE_SECONDS = env_int("CAPEVAL_JOB_STALE_SECONDS", 300)
+# A queued job no worker started within this long is failed (its message was lost, e.g. a
+# Redis restart without persistence); it is never enqueued twice, which could run it twice.
+CAPEVAL_JOB_QUEUED_HOURS = env_int("CAPEVAL_JOB_QUEUED_HOURS", 24)
+
 REDIS_URL = os.environ.get("REDIS_URL", "")
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
+# A job stopped by its hard time limit is acknowledged, not delivered again.
+CELERY_TASK_ACKS_ON_FAILURE_OR_TIMEOUT = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+# Publishing a job from a web request must not hang when Redis is down or unresponsive:
+# give up after a few seconds (the request answers 503, see services/jobs.py) instead of
+# the default of retrying and, on a silent socket, waiting forever.
+CELERY_BROKER_CONNECTION_TIMEOUT = 3
+CELERY_TASK_PUBLISH_RETRY_POLICY = {
+    "max_retries": 2,
+    "interval_start": 0,
+    "interval_step": 0.2,
+    "interval_max": 0.5,
+}
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    # Redis hands an unacknowledged message to another worker after this long. It must
+    # exceed the longest hard limit, or a job still running would be started a second time.
+    "visibility_timeout": max(hard for _soft, hard in CAPEVAL_JOB_TIME_LIMITS.values()) + 600,
+    "socket_connect_timeout": 3,
+    "socket_timeout": 3,
+}
 CELERY_BEAT_SCHEDULE = {
+    "sweep-stale-jobs": {
+        "task": "annotation.tasks.sweep_stale_jobs",
+        "schedule": 60.0,
+    },
     "release-expired-leases": {
         "task": "annotation.tasks.release_expired_leases",
         "schedule": 60.0,
@@ -233,6 +312,63 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Studies, imports, jobs and exports of the CapEval human-evaluation platform.",
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Swagger UI from drf-spectacular-sidecar's static files, never a CDN; the docs view
+    # (SpectacularSwaggerSplitView) loads its start-up script as a file too.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+# Security headers (docs/architecture.md). Content-Security-Policy (django-csp): scripts,
+# styles, images, fonts and requests from this site only, and no inline script or style
+# at all, so markup that slipped past escaping can neither run nor restyle a page. Pages
+# hold no <style>, style= or on*= (tests/annotation/test_csp.py scans the templates); CSS
+# and JavaScript are files under static/. Forms post here, or to MTurk's externalSubmit
+# (the crowd completion form; Prolific's is a link). Framing: none (as X-Frame-Options
+# DENY), except a MTurk worker's pages, which MTurk shows in its own frame: those views
+# replace frame-ancestors with CAPEVAL_MTURK_ORIGINS and drop X-Frame-Options.
+CAPEVAL_MTURK_ORIGINS = ["https://www.mturk.com", "https://workersandbox.mturk.com"]
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "img-src": [SELF],
+        "connect-src": [SELF],
+        "font-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [NONE],
+        "form-action": [SELF, *CAPEVAL_MTURK_ORIGINS],
+        "frame-ancestors": [NONE],
+    },
+}
+# Permissions-Policy (django-permissions-policy): no page needs a camera, a microphone, the
+# location, payments or devices, so no page (nor anything framed in it) may ask for them.
+PERMISSIONS_POLICY = {
+    feature: []
+    for feature in (
+        "accelerometer",
+        "autoplay",
+        "browsing-topics",
+        "camera",
+        "display-capture",
+        "encrypted-media",
+        "fullscreen",
+        "geolocation",
+        "gyroscope",
+        "hid",
+        "idle-detection",
+        "magnetometer",
+        "microphone",
+        "midi",
+        "payment",
+        "picture-in-picture",
+        "publickey-credentials-get",
+        "screen-wake-lock",
+        "serial",
+        "usb",
+        "xr-spatial-tracking",
+    )
 }
 
 LOGGING = {

@@ -1,9 +1,17 @@
-"""Production settings: refuse to start without a secret key; secure cookies and HSTS."""
+"""Production settings: refuse to start without a secret key; secure cookies and HSTS.
+
+Behind a TLS-terminating reverse proxy set ``CAPEVAL_TRUSTED_PROXIES`` to the number of
+proxies (see ``base.py``): only then is the proxy's ``X-Forwarded-Proto: https`` believed
+(``SECURE_PROXY_SSL_HEADER``), as its X-Forwarded-For is. Without a proxy any client could
+send that header and pass for HTTPS (secure-cookie and redirect decisions), so it is ignored.
+gunicorn itself trusts the header from no address (``--forwarded-allow-ips=`` in
+docker-compose.yml and the Dockerfile): this setting is the one place that decides.
+"""
 
 from django.core.exceptions import ImproperlyConfigured
 
 from capeval.settings.base import *  # noqa: F403
-from capeval.settings.base import SECRET_KEY, env_bool, env_int
+from capeval.settings.base import CAPEVAL_TRUSTED_PROXIES, SECRET_KEY, env_bool, env_int
 
 if not SECRET_KEY or len(SECRET_KEY) < 50:
     raise ImproperlyConfigured(
@@ -20,8 +28,11 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
 }
-SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+if CAPEVAL_TRUSTED_PROXIES > 0:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
+# The container-local healthcheck speaks plain HTTP to gunicorn (annotation/views/health.py).
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
 SESSION_COOKIE_SECURE = True
 CSRF_COOKIE_SECURE = True
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000)

@@ -1,0 +1,114 @@
+"""The one check of text a person types or uploads, before it is stored or shown.
+
+Every text field goes through ``text_problem`` (the study form and API, the settings'
+``text`` fields, every field of an import row): a value is refused when it is longer than
+its column, or when it holds a character that no name, caption or description needs and
+that breaks storage or misleads a reader:
+
+- control characters (C0, DEL, C1): PostgreSQL refuses NUL in text and in ``jsonb``, and
+  the rest are invisible or drive terminals; a multi-line field keeps tab, LF and CR;
+- bidirectional embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069): they
+  reorder what follows them, so "gnp.exe" can show as "exe.png" ("Trojan Source",
+  CVE-2021-42574). The left-to-right and right-to-left marks (U+200E, U+200F, U+061C)
+  stay allowed: they only set the direction of neighbouring punctuation, cannot reorder a
+  run of text, and right-to-left writing needs them;
+- unpaired surrogates (U+D800-U+DFFF), which JSON can escape but no UTF-8 database stores;
+- in a single-line field, the line and paragraph separators U+2028 and U+2029.
+
+Other format characters (zero-width joiners of emoji and Indic scripts, soft hyphens) are
+ordinary text. Values are never changed here; callers strip them where they always did.
+"""
+
+from __future__ import annotations
+
+import re
+
+from django.core.exceptions import ValidationError
+from django.utils.deconstruct import deconstructible
+
+from annotation.errors import ServiceError
+
+# The forbidden characters as one class, so a 1,000-character caption is checked in C.
+_ALWAYS = "\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff"
+_MULTI_LINE = re.compile(f"[{_ALWAYS}]")
+_SINGLE_LINE = re.compile(f"[{_ALWAYS}\t\n\r\u2028\u2029]")
+
+_BIDI = {
+    0x202A: "LEFT-TO-RIGHT EMBEDDING",
+    0x202B: "RIGHT-TO-LEFT EMBEDDING",
+    0x202C: "POP DIRECTIONAL FORMATTING",
+    0x202D: "LEFT-TO-RIGHT OVERRIDE",
+    0x202E: "RIGHT-TO-LEFT OVERRIDE",
+    0x2066: "LEFT-TO-RIGHT ISOLATE",
+    0x2067: "RIGHT-TO-LEFT ISOLATE",
+    0x2068: "FIRST STRONG ISOLATE",
+    0x2069: "POP DIRECTIONAL ISOLATE",
+}
+
+#: Study descriptions: a TextField, so no column limit; a page of text is plenty.
+DESCRIPTION_MAX_CHARS = 10_000
+
+
+def text_problem(value: str, *, max_length: int | None, multiline: bool = False) -> str | None:
+    """What is wrong with ``value`` as a stored text, to follow the field's name, or None.
+
+    E.g. ``"contains the control character U+0000"``; the caller writes
+    ``f"{field} {problem}"`` with the field's name and, for an import row, its line.
+    ``max_length`` None: the length is checked elsewhere (a form field's own max_length).
+    """
+    if not isinstance(value, str):
+        return "is not text"
+    if max_length is not None and len(value) > max_length:
+        return f"has {len(value)} characters; the limit is {max_length}"
+    found = (_MULTI_LINE if multiline else _SINGLE_LINE).search(value)
+    if found is None:
+        return None
+    code = ord(found.group())
+    if code in _BIDI:
+        return (
+            f"contains the bidirectional control U+{code:04X} ({_BIDI[code]}), which "
+            "reorders the text around it"
+        )
+    if 0xD800 <= code <= 0xDFFF:
+        return f"contains U+{code:04X}, half of a surrogate pair (not valid Unicode)"
+    if code in (0x2028, 0x2029, 0x0A, 0x0D):
+        return f"contains a line break (U+{code:04X}); it must be one line"
+    return f"contains the control character U+{code:04X}"
+
+
+def clean_text(value: str, *, field: str, max_length: int, multiline: bool = False) -> str:
+    """``value`` if it may be stored in ``field``; else ServiceError naming the field."""
+    problem = text_problem(value, max_length=max_length, multiline=multiline)
+    if problem is not None:
+        raise ServiceError(f"{field} {problem}", field=field)
+    return value
+
+
+def shown(value: str, limit: int = 80) -> str:
+    """``value`` as safe to quote in a message: what ``text_problem`` refuses is escaped
+    (``\\x00``, ``\\u202e``) and a long value shortened, so the message itself can be stored
+    (PostgreSQL refuses NUL) and read in the order it was written."""
+    value = value if len(value) <= limit else value[: limit - 1] + "…"
+    return _SINGLE_LINE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), value)
+
+
+@deconstructible
+class TextValidator:
+    """``text_problem`` as a validator of Django form fields and DRF serializer fields."""
+
+    def __init__(self, label: str, *, max_length: int | None = None, multiline: bool = False):
+        self.label = label
+        self.max_length = max_length
+        self.multiline = multiline
+
+    def __call__(self, value: str) -> None:
+        problem = text_problem(value, max_length=self.max_length, multiline=self.multiline)
+        if problem is not None:
+            raise ValidationError(f"The {self.label} {problem}.", code="bad_text")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TextValidator) and (
+            self.label,
+            self.max_length,
+            self.multiline,
+        ) == (other.label, other.max_length, other.multiline)
