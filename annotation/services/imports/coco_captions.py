@@ -49,13 +49,8 @@ def read_coco(text: str, mapping_text: str, system: str, errors: list[str]) -> l
             "COCO results need a system name (the command and page default to the "
             "file name without extension)"
         )
-    try:
-        document = _scan_json(text)
-    except json.JSONDecodeError as exc:
-        errors.append(_json_error(exc, "the captions file"))
-        return []
-    except RecursionError:
-        errors.append(f"{CAPTIONS_FILE}: {TOO_DEEP}")
+    document = _read_json(text, CAPTIONS_FILE, errors)
+    if document is _UNREADABLE:
         return []
     id_to_name: dict[Any, str] | None = None
     if isinstance(document, dict):
@@ -80,13 +75,8 @@ def read_coco(text: str, mapping_text: str, system: str, errors: list[str]) -> l
             "(CAPEVAL_MAX_IMPORT_ROWS). Import it in several parts."
         )
     if mapping_text:
-        try:
-            mapping_doc = _scan_json(mapping_text)
-        except json.JSONDecodeError as exc:
-            errors.append(_json_error(exc, "the COCO images file"))
-            return []
-        except RecursionError:
-            errors.append(f"the COCO images file: {TOO_DEEP}")
+        mapping_doc = _read_json(mapping_text, "the COCO images file", errors)
+        if mapping_doc is _UNREADABLE:
             return []
         if isinstance(mapping_doc, dict):
             id_to_name = _coco_id_map(
@@ -141,6 +131,22 @@ class _Located:
 
 def _json_error(exc: json.JSONDecodeError, label: str) -> str:
     return f"line {exc.lineno}: {label} is not valid JSON ({exc.msg} at column {exc.colno})"
+
+
+#: What ``_read_json`` returns for a file it could not read (``null`` is a JSON document).
+_UNREADABLE = object()
+
+
+def _read_json(text: str, label: str, errors: list[str]) -> Any:
+    """The JSON document of ``text``, or ``_UNREADABLE`` with the reason added to ``errors``
+    (a syntax error with its line, or nesting too deep), ``label`` naming the file."""
+    try:
+        return _scan_json(text)
+    except json.JSONDecodeError as exc:
+        errors.append(_json_error(exc, label))
+    except RecursionError:
+        errors.append(f"{label}: {TOO_DEEP}")
+    return _UNREADABLE
 
 
 def _scan_json(text: str) -> Any:
