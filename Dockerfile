@@ -4,6 +4,11 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 \
     DJANGO_SETTINGS_MODULE=capeval.settings.production \
     CAPEVAL_VAR_DIR=/var/capeval \
     PYTHONPATH=/app/platform:/app
+# Java for METEOR and pycocoevalcap's PTB tokenizer (the metric lab). Slim images lack the
+# man folder the JRE's post-install step writes into.
+RUN mkdir -p /usr/share/man/man1 \
+ && apt-get update && apt-get install -y --no-install-recommends default-jre-headless \
+ && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY platform ./platform

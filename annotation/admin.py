@@ -10,7 +10,9 @@ from annotation.models import (
     Item,
     Job,
     Judgment,
+    PairJudgment,
     Participant,
+    Reference,
     Study,
     User,
 )
@@ -155,3 +157,31 @@ class JudgmentAdmin(admin.ModelAdmin):
 class JobAdmin(admin.ModelAdmin):
     list_display = ("id", "kind", "study", "status", "progress", "created_at")
     list_filter = ("kind", "status")
+
+
+@admin.register(PairJudgment)
+class PairJudgmentAdmin(admin.ModelAdmin):
+    """Imported pairwise judgments (Pascal-50S), to read: evidence like judgments."""
+
+    list_display = ("id", "study", "category", "choice", "source", "line")
+    list_filter = ("study", "category")
+    raw_id_fields = ("image", "caption_a", "caption_b")
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(Reference)
+class ReferenceAdmin(admin.ModelAdmin):
+    """Reference captions of the metric lab; imported with ``import_references``."""
+
+    list_display = ("id", "study", "image", "text", "source", "line")
+    list_filter = ("study",)
+    raw_id_fields = ("image", "pair")
+    search_fields = ("text",)

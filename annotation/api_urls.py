@@ -7,9 +7,14 @@ urlpatterns = [
     path("studies/<int:study_id>/", apis.StudyDetailApi.as_view(), name="api_study"),
     path("studies/<int:study_id>/open/", apis.StudyOpenApi.as_view(), name="api_study_open"),
     path("studies/<int:study_id>/close/", apis.StudyCloseApi.as_view(), name="api_study_close"),
+    path("studies/<int:study_id>/reopen/", apis.StudyReopenApi.as_view(), name="api_study_reopen"),
+    path("modes/", apis.ModeListApi.as_view(), name="api_modes"),
     path("studies/<int:study_id>/jobs/", apis.StudyJobsApi.as_view(), name="api_study_jobs"),
     path(
         "studies/<int:study_id>/exports/", apis.StudyExportsApi.as_view(), name="api_study_exports"
+    ),
+    path(
+        "studies/<int:study_id>/metrics/", apis.StudyMetricsApi.as_view(), name="api_study_metrics"
     ),
     path("jobs/<int:job_id>/", apis.JobDetailApi.as_view(), name="api_job"),
 ]

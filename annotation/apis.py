@@ -12,10 +12,24 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from annotation import selectors
 from annotation.errors import ServiceError
+from annotation.forms import setting_specs
 from annotation.models import Job, Study
 from annotation.services.exports import EXPORT_FORMATS, EXPORT_TABLES, export_request
 from annotation.services.jobs import job_sweep_stale
-from annotation.services.studies import MAX_SEED, study_close, study_create, study_open
+from annotation.services.metrics import (
+    RESAMPLES,
+    metrics_ensemble,
+    metrics_latest,
+    metrics_pending,
+    metrics_request,
+)
+from annotation.services.studies import (
+    MAX_SEED,
+    study_close,
+    study_create,
+    study_open,
+    study_reopen,
+)
 from annotation.text import DESCRIPTION_MAX_CHARS, TextValidator
 
 
@@ -135,6 +149,46 @@ class StudyCloseApi(APIView):
         return Response(StudyOutput(study).data)
 
 
+class StudyReopenApi(APIView):
+    @extend_schema(request=None, responses={200: StudyOutput})
+    def post(self, request, study_id: int):
+        """Serve a closed study again (live; draft when it was closed before any item)."""
+        study = selectors.study_for_researcher(request.user, study_id)
+        study_reopen(study=study)
+        return Response(StudyOutput(study).data)
+
+
+class ModeSettingOutput(serializers.Serializer):
+    name = serializers.CharField(help_text="The key in a study's settings object.")
+    kind = serializers.ChoiceField(choices=["whole", "number", "flag", "text", "url"])
+    label = serializers.CharField()
+    doc = serializers.CharField()
+    default = serializers.JSONField(allow_null=True)
+    low = serializers.FloatField(allow_null=True, help_text="Lowest value (whole, number).")
+    high = serializers.FloatField(allow_null=True, help_text="Highest value (whole, number).")
+    optional = serializers.BooleanField(help_text="Whether null is allowed (whole).")
+    open_ends = serializers.BooleanField(help_text="Whether low and high are excluded.")
+    max_length = serializers.IntegerField(allow_null=True, help_text="Longest text (text, url).")
+
+
+class ModeOutput(serializers.Serializer):
+    name = serializers.CharField(help_text="The value of a study's mode.")
+    label = serializers.CharField()
+    settings = ModeSettingOutput(many=True)
+
+
+class ModeListApi(APIView):
+    @extend_schema(responses=ModeOutput(many=True))
+    def get(self, request):
+        """Every mode with its settings: the keys ``settings`` takes, their bounds, defaults
+        and meaning (the same declaration that checks them)."""
+        modes = [
+            {"name": value, "label": label, "settings": setting_specs(value)}
+            for value, label in Study.Mode.choices
+        ]
+        return Response(ModeOutput(modes, many=True).data)
+
+
 class StudyJobsApi(APIView):
     @extend_schema(
         parameters=[
@@ -202,6 +256,95 @@ class StudyExportsApi(APIView):
             table=options["table"],
             raw_ids=options["raw_ids"],
             images=options["images"],
+        )
+        job.refresh_from_db()
+        return Response(
+            JobOutput(job, context={"request": request}).data, status=status.HTTP_202_ACCEPTED
+        )
+
+
+class MetricsReportOutput(serializers.Serializer):
+    job = JobOutput(allow_null=True, help_text="The finished metrics job the report is from.")
+    pending = JobOutput(allow_null=True, help_text="A metrics job queued or running now.")
+    report = serializers.JSONField(
+        allow_null=True,
+        help_text="System-level table, caption-level correlations with bootstrap intervals "
+        "(with and without Human), pairwise accuracy, robustness curves; null until computed.",
+    )
+    ensemble = serializers.JSONField(
+        allow_null=True,
+        help_text="With evaluate_on: the linear ensemble fitted on this study, its "
+        "coefficients and its correlation on the other study.",
+    )
+
+
+class StudyMetricsApi(APIView):
+    """The metric lab: compute caption metrics (a job) and read the meta-evaluation report."""
+
+    class InputSerializer(serializers.Serializer):
+        metrics = serializers.ListField(
+            child=serializers.CharField(max_length=100),
+            required=False,
+            help_text='Metric names, e.g. "CIDEr (pycocoevalcap)" (default: all this '
+            "server can compute).",
+        )
+        resamples = serializers.IntegerField(
+            min_value=0,
+            max_value=RESAMPLES,
+            default=RESAMPLES,
+            help_text="Bootstrap resamples of each correlation interval.",
+        )
+
+        class Meta:
+            ref_name = "MetricsRequest"
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "evaluate_on",
+                int,
+                required=False,
+                description="Another study's id: fit the ensemble here, evaluate it there.",
+            ),
+        ],
+        responses=MetricsReportOutput,
+    )
+    def get(self, request, study_id: int):
+        """The study's latest meta-evaluation report (and a pending job, if any)."""
+        study = selectors.study_for_researcher(request.user, study_id)
+        latest, pending = metrics_latest(study), metrics_pending(study)
+        ensemble = None
+        other_id = request.query_params.get("evaluate_on")
+        if other_id:
+            if not (other_id.isascii() and other_id.isdigit()):
+                return Response(
+                    {"evaluate_on": ["A study id."]}, status=status.HTTP_400_BAD_REQUEST
+                )
+            other = selectors.study_for_researcher(request.user, int(other_id))
+            if latest is None:
+                raise ServiceError("Compute this study's metrics first.", field="evaluate_on")
+            ensemble = metrics_ensemble(train=study, test=other)
+        context = {"request": request}
+        return Response(
+            {
+                "job": JobOutput(latest, context=context).data if latest else None,
+                "pending": JobOutput(pending, context=context).data if pending else None,
+                "report": latest.result if latest else None,
+                "ensemble": ensemble,
+            }
+        )
+
+    @extend_schema(request=InputSerializer, responses={202: JobOutput})
+    def post(self, request, study_id: int):
+        """Queue a metrics job for the study; poll the job until it is done."""
+        study = selectors.study_for_researcher(request.user, study_id)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        job = metrics_request(
+            study=study,
+            user=request.user,
+            names=data.validated_data.get("metrics"),
+            resamples=data.validated_data["resamples"],
         )
         job.refresh_from_db()
         return Response(

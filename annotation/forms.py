@@ -1,10 +1,16 @@
 """Forms of the researcher pages."""
 
+import dataclasses
 import json
+from typing import Any
 
 from django import forms
+from django.forms.utils import ErrorDict
 
+from annotation.errors import ServiceError
 from annotation.models import Caption, Study
+from annotation.modes import get_mode
+from annotation.modes.settings import CrowdSettings
 from annotation.services.imports import COCO_FORMAT, CSV_FORMAT
 from annotation.services.studies import MAX_SEED, SETTINGS_TOO_DEEP
 from annotation.text import DESCRIPTION_MAX_CHARS, TextValidator
@@ -24,10 +30,14 @@ class StudyForm(forms.Form):
         initial=0, min_value=0, max_value=MAX_SEED, help_text="Seed of every random choice."
     )
     settings = forms.CharField(
-        widget=forms.Textarea(attrs={"rows": 4}),
+        label="Advanced: settings as JSON",
+        widget=forms.Textarea(attrs={"rows": 2}),
         required=False,
         initial="{}",
-        help_text="Mode settings as JSON; leave {} for the protocol defaults.",
+        help_text=(
+            "Optional; keys given here replace the fields above (the same keys and bounds, "
+            "as the API takes them). Leave {} to use the fields."
+        ),
     )
 
     def clean_settings(self) -> dict:
@@ -42,6 +52,153 @@ class StudyForm(forms.Form):
         if not isinstance(value, dict):
             raise forms.ValidationError("Settings must be a JSON object, like {}.")
         return value
+
+
+def setting_specs(mode: str) -> list[dict[str, Any]]:
+    """Every setting of ``mode`` as a plain description: name, kind, label, doc, default and
+    bounds, read from the typed declaration (``annotation.modes.settings``).
+
+    The settings form and the API's list of modes are both built from this, so neither can
+    list a setting, bound or default the validator does not have.
+    """
+    # The mode's own settings first, then those of crowd arrivals every mode shares.
+    crowd = {spec.name for spec in dataclasses.fields(CrowdSettings)}
+    ordered = sorted(
+        dataclasses.fields(get_mode(mode).settings_class), key=lambda spec: spec.name in crowd
+    )
+    specs = []
+    for spec in ordered:
+        meta = dict(spec.metadata)
+        specs.append(
+            {
+                "name": spec.name,
+                "kind": meta["kind"],
+                "label": meta.get("label") or spec.name.replace("_", " ").capitalize(),
+                "doc": meta.get("doc", ""),
+                "default": spec.default,
+                "low": meta.get("low"),
+                "high": meta.get("high"),
+                "optional": meta.get("optional", False),
+                "open_ends": meta.get("open", False),
+                "max_length": meta.get("max"),
+                "crowd": spec.name in crowd,
+            }
+        )
+    return specs
+
+
+def _bounds_text(spec: dict[str, Any]) -> str:
+    """The bounds a person reads under a field: "From 100 to 10000; empty: every image."."""
+    kind = spec["kind"]
+    if kind == "whole":
+        text = f"A whole number from {spec['low']} to {spec['high']}"
+        return text + (" (or empty)." if spec["optional"] else ".")
+    if kind == "number":
+        word = "between" if spec["open_ends"] else "from"
+        joiner = "and" if spec["open_ends"] else "to"
+        return f"A number {word} {spec['low']:g} {joiner} {spec['high']:g}."
+    if kind == "url":
+        return "Empty, or an https:// address."
+    if kind == "text":
+        return f"At most {spec['max_length']} characters."
+    return ""
+
+
+def _form_field(spec: dict[str, Any]) -> forms.Field:
+    """The Django field of one setting.
+
+    The field only reads the typed value (a whole number, a number, a box, a line); the
+    bounds are checked by ``settings.clean`` like the API's, so both give the same message.
+    The bounds still go into the widget (min, max) and the help text, for the person.
+    """
+    help_text = " ".join(part for part in (spec["doc"], _bounds_text(spec)) if part)
+    common = {"label": spec["label"], "help_text": help_text, "initial": spec["default"]}
+    kind = spec["kind"]
+    if kind == "whole":
+        attrs = {"min": spec["low"], "max": spec["high"], "step": 1}
+        return forms.IntegerField(
+            required=not spec["optional"], widget=forms.NumberInput(attrs=attrs), **common
+        )
+    if kind == "number":
+        attrs = {"min": spec["low"], "max": spec["high"], "step": "any"}
+        return forms.FloatField(widget=forms.NumberInput(attrs=attrs), **common)
+    if kind == "flag":
+        return forms.BooleanField(required=False, **common)
+    widget = forms.URLInput() if kind == "url" else forms.TextInput()
+    return forms.CharField(required=False, strip=False, widget=widget, **common)
+
+
+class SettingsForm(forms.Form):
+    """One mode's settings as form fields, generated from its typed declaration.
+
+    The fields are prefixed with the mode (``thumb-bootstrap_resamples``) so a page can hold
+    one fieldset per mode. ``shown`` is a hidden marker: a POST without it never showed this
+    fieldset (an older client, a script posting only the JSON box), so its settings are the
+    defaults rather than "every box unticked".
+    """
+
+    shown = forms.BooleanField(required=False, initial=True, widget=forms.HiddenInput())
+
+    def __init__(self, mode: str, *args, **kwargs):
+        kwargs.setdefault("prefix", mode)
+        super().__init__(*args, **kwargs)
+        self.mode = mode
+        self.specs = setting_specs(mode)
+        for spec in self.specs:
+            self.fields[spec["name"]] = _form_field(spec)
+            # Read by the template: crowd settings get a heading of their own.
+            self.fields[spec["name"]].crowd = spec["crowd"]
+
+    def full_clean(self) -> None:
+        """A fieldset that was not shown has nothing to check: its values are the defaults."""
+        if self.is_bound and not self.submitted:
+            self._errors = ErrorDict()
+            self.cleaned_data = {}
+            return
+        super().full_clean()
+
+    @property
+    def mode_label(self) -> str:
+        return get_mode(self.mode).label
+
+    def changed_from_defaults(self) -> bool:
+        """Whether a POST showed this fieldset with a value other than the defaults (a
+        setting typed for a mode the researcher then switched away from)."""
+        if not self.submitted:
+            return False
+        defaults = {spec["name"]: spec["default"] for spec in self.specs}
+        return not self.is_valid() or self.values() != defaults
+
+    @property
+    def submitted(self) -> bool:
+        """Whether the POST came from a page that showed this fieldset."""
+        return self.is_bound and self.add_prefix("shown") in self.data
+
+    def settings_fields(self):
+        """The bound fields of the settings (not the hidden marker)."""
+        return [self[spec["name"]] for spec in self.specs]
+
+    def values(self) -> dict[str, Any]:
+        """The typed values (call after ``is_valid``); {} when the fieldset was not shown."""
+        if not self.submitted:
+            return {}
+        return {spec["name"]: self.cleaned_data[spec["name"]] for spec in self.specs}
+
+    def show_error(
+        self, exc: ServiceError, *, fallback: forms.Form, json_keys: frozenset[str] = frozenset()
+    ) -> None:
+        """Put a refusal of ``settings.clean`` under the setting it names; a setting typed
+        in the JSON box (``json_keys``), or none, gets it under ``fallback``'s settings."""
+        setting = (exc.details or {}).get("setting", "")
+        if (
+            self.submitted
+            and setting in self.fields
+            and setting != "shown"
+            and setting not in json_keys
+        ):
+            self.add_error(setting, exc.message)
+        else:
+            fallback.add_error("settings" if "settings" in fallback.fields else None, exc.message)
 
 
 class MultipleFileInput(forms.ClearableFileInput):

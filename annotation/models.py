@@ -390,6 +390,7 @@ class Job(models.Model):
         IMPORT = "import", "Import"
         EXPORT = "export", "Export"
         REPORT = "report", "Report"
+        METRICS = "metrics", "Metrics"
 
     class Status(models.TextChoices):
         QUEUED = "queued", "Queued"
@@ -430,3 +431,58 @@ class Job(models.Model):
     @property
     def is_finished(self) -> bool:
         return self.status in {self.Status.DONE, self.Status.FAILED}
+
+
+class PairJudgment(models.Model):
+    """A published pairwise human judgment (Pascal-50S style): which of two captions of an
+    image people preferred, for the metric lab's pairwise accuracy. Imported, never edited."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="pair_judgments")
+    image = models.ForeignKey(Image, on_delete=models.CASCADE, related_name="pair_judgments")
+    caption_a = models.ForeignKey(Caption, on_delete=models.CASCADE, related_name="+")
+    caption_b = models.ForeignKey(Caption, on_delete=models.CASCADE, related_name="+")
+    choice = models.PositiveSmallIntegerField(
+        help_text="The caption people preferred: 0 for caption_a, 1 for caption_b."
+    )
+    category = models.CharField(
+        max_length=16,
+        blank=True,
+        help_text="The dataset's kind of pair (Pascal-50S: HC, HI, HM, MM).",
+    )
+    source = models.CharField(max_length=200, blank=True, help_text="File it was imported from.")
+    line = models.PositiveIntegerField(default=0, help_text="Position in the import file.")
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(choice__in=[0, 1]), name="pair_choice_0_or_1")
+        ]
+
+    def __str__(self) -> str:
+        return f"pair {self.pk} ({self.category})"
+
+
+class Reference(models.Model):
+    """A reference caption of an image, for the metrics computed in the metric lab.
+
+    Imported (``import_references``, Pascal-50S). A reference with a ``pair`` serves the two
+    captions of that pair only (Pascal-50S gives each pair its own five). A study without
+    imported references uses each image's other human captions instead (docs/protocol-choices.md).
+    """
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="references")
+    image = models.ForeignKey(Image, on_delete=models.CASCADE, related_name="references")
+    pair = models.ForeignKey(
+        PairJudgment, on_delete=models.CASCADE, null=True, blank=True, related_name="references"
+    )
+    text = models.TextField()
+    source = models.CharField(max_length=200, blank=True, help_text="File it was imported from.")
+    line = models.PositiveIntegerField(default=0, help_text="Line of the import file.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["study", "image"], name="reference_study_image")]
+
+    def __str__(self) -> str:
+        return self.text[:60]

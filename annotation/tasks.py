@@ -33,7 +33,7 @@ class JobTask(Task):
 
 @shared_task(base=JobTask, acks_late=True, reject_on_worker_lost=True)
 def run_job(job_id: int) -> None:
-    """Run a queued job (import, export, report); a finished job is left alone.
+    """Run a queued job (import, export, report, metrics); a finished job is left alone.
 
     A delivery after a lost worker runs the job again from the start, up to
     CAPEVAL_JOB_MAX_ATTEMPTS runs (``services/jobs.py:job_start``).

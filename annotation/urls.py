@@ -1,6 +1,15 @@
 from django.urls import path
 
-from annotation.views import exports, health, imports, participate, reports, studies
+from annotation.views import (
+    dashboard,
+    exports,
+    health,
+    imports,
+    metrics,
+    participate,
+    reports,
+    studies,
+)
 
 urlpatterns = [
     path("", studies.home, name="home"),
@@ -9,7 +18,10 @@ urlpatterns = [
     path("studies/new/", studies.study_new, name="study_new"),
     path("studies/<int:study_id>/", studies.study_detail, name="study_detail"),
     path("studies/<int:study_id>/status/", studies.study_change_status, name="study_status"),
+    path("studies/<int:study_id>/dashboard/", dashboard.study_dashboard, name="study_dashboard"),
     path("studies/<int:study_id>/people/", studies.study_people, name="study_people"),
+    path("studies/<int:study_id>/settings/", studies.study_settings, name="study_settings"),
+    path("studies/<int:study_id>/close/", studies.study_close_confirm, name="study_close_confirm"),
     path(
         "studies/<int:study_id>/leases/<int:assignment_id>/release/",
         studies.study_release_lease,
@@ -22,6 +34,12 @@ urlpatterns = [
         "studies/<int:study_id>/report/figures/<slug:name>.<str:fmt>",
         reports.report_figure,
         name="report_figure",
+    ),
+    path("studies/<int:study_id>/metrics/", metrics.study_metrics, name="study_metrics"),
+    path(
+        "studies/<int:study_id>/metrics/jobs/<int:job_id>/",
+        metrics.metrics_job,
+        name="study_metrics_job",
     ),
     path("jobs/<int:job_id>/", studies.job_status, name="job_status"),
     path("jobs/<int:job_id>/download/", studies.job_download, name="job_download"),

@@ -36,6 +36,7 @@ from numpy.typing import ArrayLike
 from scipy import stats
 
 from rubrics import checks, resampling
+from rubrics.robustness import unpaired_reversal
 
 __all__ = [
     "BASELINE_TEST",
@@ -716,6 +717,11 @@ def report(
     values, ``n_permutations`` sign flips, ``n_bootstrap`` resamples), None
     when there is no Human-vs-Human comparison.
 
+    ``robustness``: for each pair of machine systems adjacent in HUMANr order,
+    the fewest kept comparisons (of either system) whose removal puts the lower
+    system's HUMANr strictly above the upper's, exact
+    (``rubrics.robustness.unpaired_reversal``).
+
     Also: attention-check counts per worker and in total, and position bias:
     the mean raw answer over all kept comparisons (5 = no side preference)
     with its t-interval. ``include_distributions`` adds the per-split half
@@ -907,6 +913,14 @@ def report(
         return (h is None, 0.0 if h is None else -h, name)
 
     order = sorted(entries, key=rank)
+    # Ranking robustness (issue 15): adjacent machine systems; each comparison belongs to
+    # one system, so removals are counted per system (unpaired, exact).
+    robustness = []
+    ranked = [name for name in order if entries[name]["humanr"] is not None]
+    index = {str(name): j for j, name in enumerate(sys_names)}
+    for upper, lower in zip(ranked, ranked[1:], strict=False):
+        reversal = unpaired_reversal(v[s_k == index[upper]], v[s_k == index[lower]])
+        robustness.append({"upper": upper, "lower": lower, **reversal.as_dict()})
     return {
         "human_system": human_system,
         "confidence": conf,
@@ -917,6 +931,7 @@ def report(
         "n_workers": int(n_workers_all),
         "systems": {s: entries[s] for s in order},
         "baseline": baseline,
+        "robustness": robustness,
         "half_splits": split_report,
         "std_by_image_count": by_images,
         "attention_checks": {

@@ -41,6 +41,7 @@ from numpy.typing import ArrayLike
 from rubrics import checks
 from rubrics.agreement import cohen_kappa, pearson
 from rubrics.resampling import as_generator, paired_cluster_bootstrap_means, percentile_levels
+from rubrics.robustness import paired_reversal
 
 __all__ = [
     "CONCISENESS_VALUES",
@@ -775,7 +776,12 @@ def report(
     * P and R histograms (counts of 1..5) for human vs machine captions and per
       system;
     * with ``metrics``: instance-level Pearson r of each metric with P, R and
-      Total over captions, with and without the human captions (Table 4).
+      Total over captions, with and without the human captions (Table 4);
+    * ``robustness``: for each pair of systems adjacent by mean Total (highest
+      first, Human included), the fewest images whose removal puts the lower
+      system's mean Total strictly above the upper's, exact
+      (``rubrics.robustness.paired_reversal``), over the images where both have
+      a caption.
 
     Missing captions: when an image lacks a system's caption, that system's
     means are over the images where it has one (nan-aware), and in a bootstrap
@@ -917,10 +923,28 @@ def report(
                     out[label][t] = _or_none(pearson, m[mask], tv[mask])
             correlations[str(name)] = out
 
+    # Ranking robustness (issue 15): adjacent systems by mean Total, on the images where
+    # both have a caption; removing an image removes both captions (paired).
+    total_matrix = np.full((n_img, n_sys), np.nan)
+    total_matrix[img, sys_idx] = judgments.totals
+    leaderboard = sorted(order, key=lambda j: (-float(point[fields.index("total"), j]), j))
+    robustness = []
+    for upper, lower in zip(leaderboard, leaderboard[1:], strict=False):
+        both = has[:, upper] & has[:, lower]
+        entry = {"upper": str(sys_names[upper]), "lower": str(sys_names[lower])}
+        if both.any():
+            entry.update(
+                paired_reversal(total_matrix[both, upper], total_matrix[both, lower]).as_dict()
+            )
+        else:
+            entry.update({"removed": None, "total": 0, "share": None})
+        robustness.append(entry)
+
     return {
         "n_images": int(n_img),
         "n_captions": int(n),
         "human_system": human_system,
+        "robustness": robustness,
         "systems": [str(sys_names[j]) for j in order],
         "per_system": per_system,
         "histograms": histograms,

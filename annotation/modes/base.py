@@ -150,7 +150,10 @@ class Outcome:
     ``result`` merged into its result and, when ``exclusion`` is set, flagged with that
     reason together with every earlier judgment of the same lease; it writes the
     participant's ``state`` and ``status`` (``None``: unchanged) in one UPDATE, and creates
-    ``new_items`` (unsaved ``Item`` rows of the same study).
+    ``new_items`` (unsaved ``Item`` rows of the same study). ``flags`` are integrity events
+    (``{"kind", "detail"}``) appended to ``Participant.flags`` with the time; when
+    ``exclude_participant`` is set, every judgment of the participant in the study, this one
+    included, is flagged excluded with that reason (nothing is deleted).
     """
 
     state: dict[str, Any] | None = None
@@ -158,6 +161,8 @@ class Outcome:
     result: dict[str, Any] = field(default_factory=dict)
     exclusion: str = ""
     new_items: tuple[Item, ...] = ()
+    flags: tuple[dict[str, str], ...] = ()
+    exclude_participant: str = ""
 
 
 class Pages:
@@ -170,6 +175,9 @@ class Pages:
     item_template: ClassVar[str] = ""
     feedback_template: ClassVar[str] = ""  # empty: straight on to the next item
     finished_template: ClassVar[str] = ""  # included in participate/finished.html if set
+    #: True: ``item_context`` accepts ``answers=`` (``parse_form`` of a refused submission),
+    #: so a refused page shows what was sent instead of empty fields.
+    keeps_answers: ClassVar[bool] = False
 
     def __init__(self, mode: Mode):
         self.mode = mode

@@ -166,18 +166,34 @@ class CrowdSettings:
     """How crowd workers arrive, how long they may hold a lease, and how they are sent back."""
 
     # Empty: the study's random secret (Study.completion_code), else the cc= of the URL below.
-    completion_code: str = text("")
+    completion_code: str = text(
+        "", doc="The code crowd workers report; empty: Prolific's cc=, else the study's secret."
+    )
     # e.g. https://app.prolific.com/submissions/complete?cc=XXXX
-    prolific_completion_url: str = https_url("")
+    prolific_completion_url: str = https_url(
+        "", doc="Prolific's completion URL; a finished Prolific worker is sent back there."
+    )
     # Prolific's STUDY_ID; when set, an arrival naming another study is refused.
-    prolific_study_id: str = text("")
+    prolific_study_id: str = text(
+        "", doc="Prolific's STUDY_ID; an arrival naming another study is refused."
+    )
     # None: the mode's own default (Mode.crowd_lease_seconds). A lease holds an item back
     # from everyone else; a day is longer than any item takes.
-    crowd_lease_seconds: int | None = whole(None, low=30, high=24 * 3600, optional=True)
+    crowd_lease_seconds: int | None = whole(
+        None,
+        low=30,
+        high=24 * 3600,
+        optional=True,
+        doc="Seconds a crowd worker holds an item; empty: the mode's own default.",
+    )
     # From one client address: new crowd participants per hour, and open leases at once.
     # Limits, not work: 100,000 is "no limit" for any lab or campus behind one address.
-    crowd_arrivals_per_address_per_hour: int = whole(3, low=1, high=100_000)
-    crowd_open_leases_per_address: int = whole(3, low=1, high=100_000)
+    crowd_arrivals_per_address_per_hour: int = whole(
+        3, low=1, high=100_000, doc="New crowd participants per hour from one address."
+    )
+    crowd_open_leases_per_address: int = whole(
+        3, low=1, high=100_000, doc="Items held at once by the crowd behind one address."
+    )
 
     def completion_code_for(self, study) -> str:
         """The code a crowd worker reports: the setting, else Prolific's cc=, else the secret.

@@ -22,7 +22,7 @@ to that run (same ``attempts``): a run that was given up on never overwrites a n
 
 ``job_create`` holds the code base's one function-level import (of ``annotation.tasks``):
 the task runs the job through ``services/runner.py``, which imports the services that
-create jobs (imports, exports, reports), and they import this module. Importing the task
+create jobs (imports, exports, reports, metrics), and they import this module. Importing the task
 where it is enqueued, not at module level, is what keeps that loop from being an import
 cycle. ``tests/annotation/test_structure.py`` checks that no other exists.
 """

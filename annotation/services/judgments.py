@@ -145,6 +145,14 @@ def _store(judgment: Judgment, outcome: Outcome, *, last_part: bool, now: dateti
             excluded=True, exclusion_reason=outcome.exclusion
         )
     judgment.save(force_insert=True)
+    if outcome.exclude_participant:
+        # A participant-level rule (e.g. failed catch trials): flag all their judgments,
+        # keep every row. Judgments excluded earlier keep their first reason.
+        if not judgment.excluded:
+            judgment.excluded, judgment.exclusion_reason = True, outcome.exclude_participant
+        Judgment.objects.filter(participant_id=judgment.participant_id, excluded=False).update(
+            excluded=True, exclusion_reason=outcome.exclude_participant
+        )
     if outcome.new_items:
         Item.objects.bulk_create(outcome.new_items)
     if last_part:
@@ -167,6 +175,13 @@ def _update_participant(
         participant.state = changes["state"] = outcome.state
     if outcome.status is not None:
         participant.status = changes["status"] = outcome.status
+    if outcome.flags:
+        # The row is locked by judgment_submit, so this read-append-write loses no flag.
+        stored = Participant.objects.filter(pk=participant.pk).values_list("flags", flat=True)
+        participant.flags = changes["flags"] = [
+            *(stored[0] or []),
+            *({**flag, "at": now.isoformat()} for flag in outcome.flags),
+        ]
     if (
         participant.completed_at is None
         and participant.source != Participant.Source.ACCOUNT

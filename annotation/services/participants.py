@@ -37,23 +37,62 @@ class Arrival:
     created: bool
 
 
+#: Salt of the stable crowd links (a signature of the public id alone). Its own salt, so a
+#: stable token can never pass for a timestamped one or the other way round.
+STABLE_LINK_SALT = "capeval.crowd-link.stable"
+
+
 def crowd_link_token(study: Study) -> str:
-    """The signed part of a study's crowd link (it names the study and cannot be forged)."""
-    return signing.TimestampSigner(salt=LINK_SALT).sign(str(study.public_id))
+    """The signed part of a study's crowd link: it names the study and cannot be forged.
+
+    Stable: the same on every page load and across closing and reopening, because a
+    researcher pastes it into Prolific or MTurk once. It therefore carries no time; how long
+    it is accepted is decided when it is used (``crowd_link_expires_at``).
+    """
+    return signing.Signer(salt=STABLE_LINK_SALT).sign(str(study.public_id))
 
 
-def study_from_crowd_token(token: str) -> Study:
+def crowd_link_expires_at(study: Study) -> datetime:
+    """When the study's crowd link stops being accepted.
+
+    ``CAPEVAL_LINK_MAX_AGE_DAYS`` after the study last changed (``updated_at``: opening,
+    reopening, closing), so reopening a study renews its link without changing it. The
+    study model keeps no separate opening time; a study must be live as well.
+    """
+    return study.updated_at + timedelta(seconds=settings.CAPEVAL_LINK_MAX_AGE)
+
+
+def study_from_crowd_token(token: str, *, now: datetime | None = None) -> Study:
+    """The live study a crowd link names; ServiceError if forged, expired or not open.
+
+    Accepts the stable links (``crowd_link_token``) and, until they expire, the older
+    timestamped ones (signed at each page load, valid ``CAPEVAL_LINK_MAX_AGE`` from then),
+    so links already pasted into a platform keep working.
+    """
+    now = now or timezone.now()
     try:
-        public_id = signing.TimestampSigner(salt=LINK_SALT).unsign(
-            token, max_age=settings.CAPEVAL_LINK_MAX_AGE
-        )
-    except signing.SignatureExpired as exc:
-        raise ServiceError("This study link has expired.", field="link") from exc
-    except signing.BadSignature as exc:
-        raise ServiceError("This study link is not valid.", field="link") from exc
+        public_id = signing.Signer(salt=STABLE_LINK_SALT).unsign(token)
+        stable = True
+    except signing.BadSignature:
+        stable = False
+        try:
+            public_id = signing.TimestampSigner(salt=LINK_SALT).unsign(
+                token, max_age=settings.CAPEVAL_LINK_MAX_AGE
+            )
+        except signing.SignatureExpired as exc:
+            raise ServiceError("This study link has expired.", field="link") from exc
+        except signing.BadSignature as exc:
+            raise ServiceError("This study link is not valid.", field="link") from exc
     study = Study.objects.filter(public_id=public_id, status=Study.Status.LIVE).first()
     if study is None:
-        raise ServiceError("This study is not open.", field="link")
+        # 410 Gone: the link was real, but the study takes no answers (closed or not open yet).
+        raise ServiceError(
+            "This study is not open: it has closed, or has not started yet.",
+            field="link",
+            status=410,
+        )
+    if stable and crowd_link_expires_at(study) <= now:
+        raise ServiceError("This study link has expired.", field="link")
     return study
 
 

@@ -12,7 +12,7 @@ from django.db import DatabaseError, connection
 
 from annotation.errors import ServiceError
 from annotation.models import Job
-from annotation.services import exports, imports, reports
+from annotation.services import exports, imports, metrics, reports
 from annotation.services.jobs import (
     job_fail,
     job_finish,
@@ -30,6 +30,7 @@ RUNNERS: dict[str, Callable[..., dict[str, Any]]] = {
     Job.Kind.IMPORT: imports.import_run,
     Job.Kind.EXPORT: exports.export_run,
     Job.Kind.REPORT: reports.report_run,
+    Job.Kind.METRICS: metrics.metrics_run,
 }
 
 

@@ -1,5 +1,6 @@
-"""Studies: create, open (build the mode's items), close."""
+"""Studies: create, change a draft's settings, open (build the mode's items), close, reopen."""
 
+import dataclasses
 from typing import Any
 
 from django.db import transaction
@@ -8,6 +9,8 @@ from django.utils import timezone
 from annotation.errors import ServiceError
 from annotation.models import Study, User
 from annotation.modes import get_mode
+from annotation.modes import settings as study_settings
+from annotation.modes.settings import CrowdSettings
 from annotation.text import DESCRIPTION_MAX_CHARS, clean_text
 
 # Seeds are stored in a signed 64-bit column (SQLite INTEGER, PostgreSQL bigint).
@@ -87,7 +90,9 @@ def study_open(*, study: Study) -> int:
     with transaction.atomic():
         locked = Study.objects.select_for_update().get(pk=study.pk)
         if locked.status == Study.Status.CLOSED:
-            raise ServiceError("A closed study cannot be reopened.", status=409)
+            raise ServiceError(
+                "A closed study cannot be reopened by opening it; use Reopen.", status=409
+            )
         built = 0
         if not locked.items.exists():
             built = get_mode(locked.mode).build_items(locked)
@@ -107,6 +112,66 @@ def study_close(*, study: Study) -> None:
     study.status = Study.Status.CLOSED
 
 
+def study_reopen(*, study: Study) -> None:
+    """Serve a closed study again, with the items, judgments and crowd link it had.
+
+    A study closed before it was ever opened has no items, so it goes back to draft (to
+    import and open); one with items goes live. ServiceError for a study that is not closed.
+    """
+    with transaction.atomic():
+        locked = Study.objects.select_for_update().get(pk=study.pk)
+        if locked.status != Study.Status.CLOSED:
+            raise ServiceError(
+                f"Only a closed study can be reopened; this one is {locked.get_status_display()}.",
+                status=409,
+            )
+        has_items = locked.items.exists()
+        locked.status = Study.Status.LIVE if has_items else Study.Status.DRAFT
+        locked.save(update_fields=["status", "updated_at"])
+    study.status = locked.status
+
+
+def study_update_settings(*, study: Study, settings: dict[str, Any]) -> Study:
+    """Replace a study's settings, checked as at creation (``Mode.clean_settings``).
+
+    A draft may change any setting. Once opened, only the crowd settings (``CrowdSettings``:
+    completion code and URL, Prolific study id, leases, arrival limits) change: Prolific
+    gives its completion URL after the study exists, while the mode's own settings were
+    built into the items and describe the judgments. ServiceError (``details["setting"]``
+    names the setting) for a bad value or a frozen one; nothing is written then.
+    """
+    if settings_depth(settings) > MAX_SETTINGS_DEPTH:
+        raise ServiceError(f"Settings are {SETTINGS_TOO_DEEP}", field="settings")
+    try:
+        clean = get_mode(study.mode).clean_settings(settings)
+    except ServiceError as exc:
+        raise ServiceError(exc.message, field="settings", details={"setting": exc.field}) from exc
+    with transaction.atomic():
+        locked = Study.objects.select_for_update().get(pk=study.pk)
+        if locked.status != Study.Status.DRAFT:
+            mode = get_mode(locked.mode)
+            before = study_settings.load(mode.settings_class, locked.settings)
+            after = study_settings.load(mode.settings_class, clean)
+            crowd = {f.name for f in dataclasses.fields(CrowdSettings)}
+            frozen = [
+                f.name
+                for f in dataclasses.fields(mode.settings_class)
+                if f.name not in crowd and getattr(before, f.name) != getattr(after, f.name)
+            ]
+            if frozen:
+                raise ServiceError(
+                    f"{', '.join(frozen)} change only while the study is a draft: its items "
+                    "were built with them. The crowd settings can change at any time.",
+                    field="settings",
+                    status=409,
+                    details={"setting": frozen[0]},
+                )
+        locked.settings = clean
+        locked.save(update_fields=["settings", "updated_at"])
+    study.settings = clean
+    return study
+
+
 def study_set_people(
     *, study: Study, changed_by: User, annotators: list[str], members: list[str] | None = None
 ) -> None:
@@ -118,13 +183,17 @@ def study_set_people(
     the form must not tell a researcher which accounts exist or what they are. Only the
     owner or staff change the members.
     """
-    annotator_users = _users_named(annotators, User.objects.all(), "Not annotators here")
+    annotator_users = _users_named(
+        annotators, User.objects.all(), "Not annotators here", field="annotators"
+    )
     member_users = None
     if members is not None:
         if not (changed_by.is_staff or changed_by.pk == study.owner_id):
-            raise ServiceError("Only the study's owner changes who shares it.", status=403)
+            raise ServiceError(
+                "Only the study's owner changes who shares it.", field="members", status=403
+            )
         member_users = _users_named(
-            members, User.objects.filter(is_researcher=True), "Not researchers"
+            members, User.objects.filter(is_researcher=True), "Not researchers", field="members"
         )
     with transaction.atomic():
         study.annotators.set(annotator_users)
@@ -132,11 +201,12 @@ def study_set_people(
             study.members.set(member_users)
 
 
-def _users_named(names: list[str], eligible, refusal: str) -> list[User]:
-    """The active ``eligible`` users with these names; any other name refuses them all."""
+def _users_named(names: list[str], eligible, refusal: str, *, field: str) -> list[User]:
+    """The active ``eligible`` users with these names; any other name refuses them all
+    (ServiceError naming the form ``field``)."""
     wanted = {name.strip() for name in names if name.strip()}
     users = list(eligible.filter(username__in=wanted, is_active=True))
     others = sorted(wanted - {u.username for u in users})
     if others:
-        raise ServiceError(f"{refusal}: {', '.join(others)}.")
+        raise ServiceError(f"{refusal}: {', '.join(others)}.", field=field)
     return users

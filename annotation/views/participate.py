@@ -6,10 +6,11 @@ and the browser they first arrived with is named by a signed, HttpOnly cookie.
 """
 
 import secrets
+from functools import wraps
 
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
@@ -83,14 +84,111 @@ def current_participant(request: HttpRequest, study: Study) -> Participant | Non
     return None
 
 
-def _study_and_participant(request: HttpRequest, public_id) -> tuple[Study, Participant]:
-    study = Study.objects.filter(public_id=public_id, status=Study.Status.LIVE).first()
+class Unavailable(Exception):
+    """The participation page cannot be shown; ``response`` is the friendly page instead."""
+
+    def __init__(self, response: HttpResponse):
+        super().__init__(response.status_code)
+        self.response = response
+
+
+def unavailable_page(
+    request: HttpRequest,
+    *,
+    title: str,
+    message: str,
+    status: int,
+    study: Study | None = None,
+    participant: Participant | None = None,
+    source: str = "",
+    next_url: str = "",
+) -> HttpResponse:
+    """The site's page for participation that cannot go on, saying what to do next.
+
+    What to do depends on who is asking: a crowd worker (``source``: the participant's, or
+    the platform the link came from) returns the submission there, a registered annotator
+    goes back to their studies. Never Django's own error pages: with DEBUG they show
+    internals, and a crowd worker needs a way out. A worker who earned the completion code
+    still sees it and the way back (``completion``).
+    """
+    if participant is not None:
+        source = participant.source
+    context = {
+        "title": title,
+        "message": message,
+        "study": study,
+        "participant": participant,
+        "source": source,
+        "next_url": next_url,
+        "completion": crowd_completion(participant) if participant is not None else {},
+    }
+    response = render(request, "participate/unavailable.html", context, status=status)
+    if source == Participant.Source.MTURK:
+        return _framed_by_mturk(response)
+    return response
+
+
+def _not_a_participant(request: HttpRequest) -> HttpResponse:
+    # 404 and no study name: a study's address must not tell strangers what it is.
+    return unavailable_page(
+        request,
+        title="Not found",
+        message="There is no study for you at this address.",
+        status=404,
+    )
+
+
+def _open_study(request: HttpRequest, public_id) -> Study:
+    """The live study of ``public_id``; Unavailable with the friendly page otherwise.
+
+    A closed study answers 410 Gone to its own participants only; anyone else gets the
+    same 404 as for an address that names no study.
+    """
+    study = Study.objects.filter(public_id=public_id).first()
     if study is None:
-        raise Http404("This study is not open.")
+        raise Unavailable(_not_a_participant(request))
+    if study.status != Study.Status.LIVE:
+        participant = current_participant(request, study)
+        if participant is None:
+            raise Unavailable(_not_a_participant(request))
+        closed = study.status == Study.Status.CLOSED
+        raise Unavailable(
+            unavailable_page(
+                request,
+                title="This study is closed" if closed else "This study has not started",
+                message=(
+                    "The researcher has closed this study, so it takes no more answers. "
+                    "Everything you submitted before is kept."
+                    if closed
+                    else "The researcher has not opened this study yet."
+                ),
+                status=410 if closed else 404,
+                study=study,
+                participant=participant,
+            )
+        )
+    return study
+
+
+def _study_and_participant(request: HttpRequest, public_id) -> tuple[Study, Participant]:
+    study = _open_study(request, public_id)
     participant = current_participant(request, study)
     if participant is None:
-        raise Http404("You are not a participant of this study.")
+        raise Unavailable(_not_a_participant(request))
     return study, participant
+
+
+def friendly(view):
+    """Answer a view's ``Unavailable`` with its page (one place, every participation view)."""
+
+    @wraps(view)
+    def wrapper(request, *args, **kwargs):
+        try:
+            return view(request, *args, **kwargs)
+        except Unavailable as refused:
+            return refused.response
+
+    return wrapper
 
 
 def _framed_by_mturk(response: HttpResponse) -> HttpResponse:
@@ -117,6 +215,13 @@ def crowd_entry(request: HttpRequest, token: str) -> HttpResponse:
     """
     params = request.GET.dict()
     from_mturk = "assignmentId" in params or "workerId" in params
+    # Who is refused, so the page can say where to go back to (no participant exists yet).
+    if from_mturk:
+        source = Participant.Source.MTURK
+    elif "PROLIFIC_PID" in params:
+        source = Participant.Source.PROLIFIC
+    else:
+        source = ""
     try:
         study = study_from_crowd_token(token)
         if is_mturk_preview(params):
@@ -128,7 +233,9 @@ def crowd_entry(request: HttpRequest, token: str) -> HttpResponse:
             return _framed_by_mturk(response)
         source, external_id, meta = crowd_identity(params)
     except ServiceError as exc:
-        response = error_page(request, exc, "Link problem")
+        response = unavailable_page(
+            request, title="Link problem", message=exc.message, status=exc.status, source=source
+        )
         return _framed_by_mturk(response) if from_mturk else response
     browser_id = _browser_id(request)
     try:
@@ -141,7 +248,13 @@ def crowd_entry(request: HttpRequest, token: str) -> HttpResponse:
             address=client_address(request),
         )
     except ServiceError as exc:
-        response = error_page(request, exc, "You cannot join this study now")
+        response = unavailable_page(
+            request,
+            title="You cannot join this study now",
+            message=exc.message,
+            status=exc.status,
+            source=source,
+        )
         return _framed_by_mturk(response) if from_mturk else response
     participant = arrival.participant
     request.session[_session_key(study)] = participant.pk
@@ -151,34 +264,51 @@ def crowd_entry(request: HttpRequest, token: str) -> HttpResponse:
 
 
 @require_GET
+@friendly
 def participate_intro(request: HttpRequest, public_id) -> HttpResponse:
-    study = Study.objects.filter(public_id=public_id, status=Study.Status.LIVE).first()
-    if study is None:
-        raise Http404("This study is not open.")
+    study = _open_study(request, public_id)
     participant = current_participant(request, study)
     if participant is None:
         if not request.user.is_authenticated:
             return redirect_to_login(request.get_full_path())
-        raise Http404("You are not a participant of this study.")
+        return _not_a_participant(request)
     mode = get_mode(study.mode)
     context = {"study": study, "participant": participant, "config": mode.settings(study)}
     response = render(request, mode.pages.intro_template, context)
     return _allow_mturk_frame(response, participant)
 
 
-def _render_item(request, study, participant, assignment: Assignment, error=None, status=200):
+def _field_errors(error: ServiceError | None) -> list[dict[str, str]]:
+    """Each field a refusal names with its message: a mode may refuse several at once
+    (``details["fields"]``, e.g. every missing THumB score), else the one ``field``."""
+    if error is None:
+        return []
+    listed = (error.details or {}).get("fields")
+    if listed:
+        return list(listed)
+    return [{"field": error.field, "message": error.message}] if error.field else []
+
+
+def _render_item(
+    request, study, participant, assignment: Assignment, error=None, status=200, answers=None
+):
     mode = get_mode(study.mode)
     # An open lease of a one-part item has no judgment yet: its only part closes it.
     part = assignment.judgments.count() if mode.parts(assignment.item) > 1 else 0
+    # A mode whose pages can show a refused submission's answers gets them back.
+    keep = {"answers": answers} if answers and mode.pages.keeps_answers else {}
+    field_errors = _field_errors(error)
     context = {
         "study": study,
         "participant": participant,
         "assignment": assignment,
         "part": part,
         "error": error,
+        "field_errors": field_errors,
+        "error_fields": [problem["field"] for problem in field_errors],
         "submit_url": reverse("participate_submit", args=[study.public_id, assignment.token]),
         "completion": crowd_completion(participant),
-        **mode.pages.item_context(assignment, part),
+        **mode.pages.item_context(assignment, part, **keep),
     }
     return _allow_mturk_frame(
         render(request, mode.pages.item_template, context, status=status), participant
@@ -186,6 +316,7 @@ def _render_item(request, study, participant, assignment: Assignment, error=None
 
 
 @require_GET
+@friendly
 def participate_next(request: HttpRequest, public_id) -> HttpResponse:
     """Show the participant's current item; a reload shows the same one, clock unchanged."""
     study, participant = _study_and_participant(request, public_id)
@@ -209,6 +340,7 @@ def participate_next(request: HttpRequest, public_id) -> HttpResponse:
 
 
 @require_POST
+@friendly
 def participate_submit(request: HttpRequest, public_id, token: str) -> HttpResponse:
     """Store a submission; show the mode's feedback or go on to the next item."""
     study, participant = _study_and_participant(request, public_id)
@@ -216,13 +348,9 @@ def participate_submit(request: HttpRequest, public_id, token: str) -> HttpRespo
     raw_part = request.POST.get("part", "0").strip()
     # Only ASCII digits: int() would also read "３" or "٣" as 3.
     part = int(raw_part) if raw_part.isascii() and raw_part.isdigit() else -1
+    data = mode.pages.parse_form(request.POST, part)
     try:
-        outcome = judgment_submit(
-            participant=participant,
-            token=token,
-            data=mode.pages.parse_form(request.POST, part),
-            part=part,
-        )
+        outcome = judgment_submit(participant=participant, token=token, data=data, part=part)
     except ServiceError as exc:
         assignment = (
             Assignment.objects.select_related("item")
@@ -230,9 +358,19 @@ def participate_submit(request: HttpRequest, public_id, token: str) -> HttpRespo
             .first()
         )
         if assignment is None or assignment.status != Assignment.Status.OPEN:
-            return _allow_mturk_frame(error_page(request, exc, "Not saved"), participant)
+            return unavailable_page(
+                request,
+                title="Not saved",
+                message=exc.message,
+                status=exc.status,
+                study=study,
+                participant=participant,
+                next_url=reverse("participate_next", args=[study.public_id]),
+            )
         assignment.participant = participant
-        return _render_item(request, study, participant, assignment, error=exc, status=exc.status)
+        return _render_item(
+            request, study, participant, assignment, error=exc, status=exc.status, answers=data
+        )
     # judgment_submit left the participant's state and status as stored: no reload.
     feedback = mode.pages.feedback_context(outcome.judgment)
     if feedback:

@@ -7,6 +7,7 @@ import matplotlib
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
+from django_htmx.http import HttpResponseClientRefresh
 
 from annotation import selectors
 from annotation.errors import ServiceError
@@ -29,8 +30,13 @@ def study_report(request: HttpRequest, study_id: int) -> HttpResponse:
         except ServiceError as exc:
             return job_not_started(request, exc, "Report not started")
         job.refresh_from_db()  # without a broker the job has already run
-        if request.htmx:
+        if request.htmx and not job.is_finished:
+            # The progress bar polls; when the job ends, job_status reloads this page.
             return render(request, "partials/job_status.html", {"job": job})
+        if request.htmx:
+            # Already done (no broker): reload the page so the new report replaces the old
+            # content (swapping only the status showed "done" above "no report yet").
+            return HttpResponseClientRefresh()
         return redirect("study_report", study_id=study.pk)
     latest = selectors.report_latest(study)
     pending = selectors.report_pending(study)

@@ -9,6 +9,8 @@
   var shown = document.getElementById("hr-choice-value");
   var status = document.getElementById("hr-status");
   var submit = document.getElementById("hr-submit");
+  var missing = document.getElementById("hr-missing");
+  var scale = form.querySelector(".hr-scale");
   var readyAt = Date.now() + (parseFloat(form.getAttribute("data-remaining")) || 0) * 1000 + 100;
   var sending = false;
 
@@ -28,14 +30,23 @@
   function update() {
     var radio = chosen();
     shown.textContent = radio ? describe(radio) : "none yet";
+    if (radio && missing.textContent) {
+      missing.textContent = "";
+      radios.forEach(function (r) { r.removeAttribute("aria-invalid"); });
+      if (scale.getAttribute("aria-describedby") === missing.id) scale.removeAttribute("aria-describedby");
+    }
   }
   form.addEventListener("change", update);
 
   form.addEventListener("submit", function (event) {
     if (sending) { event.preventDefault(); return; }
     if (!chosen()) {
+      // The form has novalidate: the browser's own "select one of these options" bubble
+      // would fire first and hide this message, which says what the scale is.
       event.preventDefault();
-      status.textContent = "Choose a value from 1 to 9 first.";
+      missing.textContent = "Choose a value from 1 to 9 first.";
+      scale.setAttribute("aria-describedby", missing.id);
+      radios.forEach(function (radio) { radio.setAttribute("aria-invalid", "true"); });
       radios[0].focus();
       return;
     }

@@ -108,7 +108,16 @@
   });
 
   function openRubric() {
-    if (dialog && dialog.showModal && !dialog.open) dialog.showModal();
+    if (!(dialog && dialog.showModal) || dialog.open) return;
+    dialog.showModal();
+    // showModal focuses the first control, the Close button at the very end, and scrolls
+    // the dialog there: start at the top, on the heading, instead.
+    var title = document.getElementById("rubric-title");
+    if (title) {
+      title.setAttribute("tabindex", "-1");
+      title.focus({ preventScroll: true });
+    }
+    dialog.scrollTop = 0;
   }
   if (opener && dialog && dialog.showModal) {
     opener.setAttribute("role", "button");
@@ -125,21 +134,29 @@
       openRubric();
       return;
     }
-    if (/^[1-5]$/.test(event.key) && target.type === "radio") {
-      var set = target.closest("fieldset.scale");
+    if (/^[1-5]$/.test(event.key) && !typing && !(dialog && dialog.open)) {
+      // The field the focus is in, else the first precision or recall still empty: no
+      // need to Tab into a field first (the shortcuts are listed on the page).
+      var scales = Array.prototype.slice.call(form.querySelectorAll("fieldset.scale"));
+      var set = target.closest ? target.closest("fieldset.scale") : null;
+      if (!set) {
+        set = scales.filter(function (s) { return !s.querySelector("input:checked"); })[0];
+      }
       if (!set) return;
       var radio = set.querySelector('input[value="' + event.key + '"]');
       if (!radio) return;
       event.preventDefault();
       radio.checked = true;
-      radio.focus();
       radio.dispatchEvent(new Event("change", { bubbles: true }));
+      // On to the next score, so "4 3 4 3 ..." scores the captions in order.
+      var next = scales[scales.indexOf(set) + 1];
+      var focus = next
+        ? next.querySelector("input:checked") || next.querySelector("input")
+        : form.querySelector("button[type=submit]");
+      focus.focus();
     }
   });
 
   var error = document.getElementById("form-error");
-  if (error) {
-    error.setAttribute("tabindex", "-1");
-    error.focus();
-  }
+  if (error) error.focus();
 })();

@@ -55,6 +55,13 @@ def html_requests(study, job):
         ("get", reverse("report_figure", args=[sid, "ratings", "svg"]), None),
         ("get", reverse("job_status", args=[job.pk]), None),
         ("get", reverse("job_download", args=[job.pk]), None),
+        ("get", reverse("study_dashboard", args=[sid]), None),
+        ("get", reverse("study_settings", args=[sid]), None),
+        ("post", reverse("study_settings", args=[sid]), {}),
+        ("get", reverse("study_close_confirm", args=[sid]), None),
+        ("post", reverse("study_people", args=[sid]), {"annotators": ""}),
+        ("get", reverse("study_metrics", args=[sid]), None),
+        ("post", reverse("study_metrics", args=[sid]), None),
     ]
 
 
@@ -67,6 +74,9 @@ def api_requests(study, job):
         ("get", reverse("api_study_jobs", args=[sid]), None),
         ("post", reverse("api_study_exports", args=[sid]), {"format": "csv"}),
         ("get", reverse("api_job", args=[job.pk]), None),
+        ("post", reverse("api_study_reopen", args=[sid]), None),
+        ("get", reverse("api_study_metrics", args=[sid]), None),
+        ("post", reverse("api_study_metrics", args=[sid]), None),
     ]
 
 

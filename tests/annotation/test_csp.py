@@ -198,6 +198,10 @@ def test_researcher_and_admin_pages_carry_the_strict_policy(client, researcher, 
         reverse("study_new"),
         reverse("study_detail", args=[study.pk]),
         reverse("study_report", args=[study.pk]),
+        reverse("study_dashboard", args=[study.pk]),
+        reverse("study_settings", args=[study.pk]),
+        reverse("study_close_confirm", args=[study.pk]),
+        reverse("study_metrics", args=[study.pk]),
         reverse("api_studies"),  # DRF's browsable API, as a browser asks for it
     ]
     responses = [client.get(url, HTTP_ACCEPT="text/html") for url in urls]

@@ -9,8 +9,14 @@ from django.contrib.auth import authenticate
 from django.core.management import call_command
 from PIL import Image as PILImage
 
-from annotation.management.commands.load_demo import DEMO_DIR, DEMO_STUDIES
-from annotation.models import Caption, Image, Item, Study, User
+from annotation.management.commands.load_demo import (
+    DEMO_DIR,
+    DEMO_FINISHED,
+    DEMO_STUDIES,
+    PUBLISHED,
+    SHARED_DATASETS,
+)
+from annotation.models import Caption, Image, Item, Job, Judgment, Participant, Study, User
 from annotation.modes import get_mode
 
 DEMO_IMAGES = sorted(p.name for p in (DEMO_DIR / "images").iterdir() if p.is_file())
@@ -42,16 +48,29 @@ def read_csv(name: str) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
-def test_load_demo_twice_changes_nothing(db, settings):
-    call_command("load_demo", stdout=io.StringIO())
+def test_load_demo_twice_changes_nothing(db, settings, django_capture_on_commit_callbacks):
+    # The test's transaction never commits: run the report jobs' on-commit enqueues here.
+    with django_capture_on_commit_callbacks(execute=True):
+        call_command("load_demo", stdout=io.StringIO())
     first = snapshot(settings)
     out = io.StringIO()
-    call_command("load_demo", stdout=out)
+    with django_capture_on_commit_callbacks(execute=True):
+        call_command("load_demo", stdout=out)
     assert snapshot(settings) == first
     assert "researcher / researcher" in out.getvalue()
 
     loaded = [(mode, name) for mode, name in DEMO_STUDIES if registered(mode)]
-    assert sorted(s[0] for s in first["studies"]) == sorted(name for _, name in loaded)
+    finished = [(mode, name) for mode, name, _, _ in DEMO_FINISHED if registered(mode)]
+    published = [name for path, name, _ in PUBLISHED if (SHARED_DATASETS / path).is_file()]
+    assert sorted(s[0] for s in first["studies"]) == sorted(
+        [name for _, name in loaded + finished] + published
+    )
+    # Every mode's finished study was answered through the services and has its report,
+    # and so has every published release.
+    for _, name in finished:
+        assert_answered_with_a_report(Study.objects.get(name=name))
+    for name in published:
+        assert_answered_with_a_report(Study.objects.get(name=name))
     captions_csv = read_csv("captions.csv")
     for mode, name in loaded:
         study = Study.objects.get(name=name)
@@ -71,8 +90,20 @@ def test_load_demo_twice_changes_nothing(db, settings):
         assert len(first["files"]) == 2 * len(DEMO_IMAGES)
 
 
+def assert_answered_with_a_report(study: Study) -> None:
+    assert study.status == Study.Status.CLOSED, study.name
+    assert Judgment.objects.filter(study=study).count() >= 20, study.name
+    report = study.jobs.filter(kind=Job.Kind.REPORT, status=Job.Status.DONE).get()
+    assert report.result, f"{study.name}: the report stored no result"
+    if study.participants.filter(source=Participant.Source.PROLIFIC).exists():
+        # The simulated crowd: several workers, each with answers of their own.
+        answered = Judgment.objects.filter(study=study).order_by().values("participant")
+        answered = answered.distinct()
+        assert answered.count() >= 5, study.name
+
+
 def test_demo_accounts(db):
-    call_command("load_demo", stdout=io.StringIO())
+    call_command("load_demo", no_finished=True, no_published=True, stdout=io.StringIO())
     for name, flags in [
         ("admin", "is_superuser"),
         ("researcher", "is_researcher"),

@@ -19,6 +19,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from annotation import selectors
 from annotation.errors import ServiceError
 from annotation.models import Assignment, Caption, Image, Item, Judgment, Participant, Study
 from annotation.modes import get_mode
@@ -551,6 +552,10 @@ def test_the_report_page_and_its_figures_render(researcher, client, capture):
     assert page.status_code == 200
     assert "Human–GIT" in html and "Human–Human (baseline)" in html
     assert "dropped groups: 3" in html
+    pairs = selectors.report_latest(study).result["humanr"]["robustness"]
+    assert len(pairs) == 1 and f'data-upper="{pairs[0]["upper"]}"' in html
+    removed = pairs[0]["removed"]
+    assert ("none can" if removed is None else f"{removed} of {pairs[0]['total']}") in html
     for name in MODE.report.figure_names:
         svg = client.get(reverse("report_figure", args=[study.pk, name, "svg"]))
         assert svg.status_code == 200 and svg["Content-Type"] == "image/svg+xml"
@@ -709,7 +714,8 @@ def test_a_group_through_the_pages_ends_with_the_completion_code(researcher, cli
     html = response.content.decode()
     assert response.status_code == 200
     assert "Group complete" in html and "C1AB2" in html and f'href="{url}"' in html
-    assert reverse("participate_next", args=[study.public_id]) in html, "offers another group"
+    # 12 images hold one group per worker: the page says so instead of a link to nothing.
+    assert "There is no further group for you" in html
     assert Judgment.objects.filter(assignment=lease).count() == 10
 
 

@@ -21,6 +21,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
 
+from annotation import selectors
 from annotation.errors import ServiceError
 from annotation.models import Assignment, Caption, Image, Item, Judgment, Participant, Study
 from annotation.modes import get_mode
@@ -680,6 +681,12 @@ def test_report_page_shows_the_tables_and_draws_the_figures(
     assert "paper Table 2" in html and "paper Table 3" in html and "paper Table 4" in html
     assert re.search(r'data-field="recall">3\.00', html), "M1's final recall mean"
     assert "4.75" in html, "Human's Total with weights (1, 0)"
+    # Ranking robustness beside Table 2: the stored pair, rendered (rubrics tests check the
+    # number against brute force).
+    (pair,) = selectors.report_latest(study).result["robustness"]
+    assert (pair["upper"], pair["lower"]) == ("Human", "M1")
+    cell = "none can" if pair["removed"] is None else f"{pair['removed']} of {pair['total']}"
+    assert re.search(rf'data-upper="Human" data-lower="M1">.*?data-field="removed">{cell}<', html)
     for name in MODE.report.figure_names:
         figure = client.get(reverse("report_figure", args=[study.pk, name, "svg"]))
         assert figure.status_code == 200 and b"<svg" in figure.content

@@ -1,16 +1,15 @@
 """Participants: crowd links (Prolific, MTurk), registered annotators, sessions, framing, and
 the generic participant pages driven by the tests-only rating mode."""
 
-import time
 from datetime import timedelta
-from unittest import mock
 
 import pytest
 from django.core import signing
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
-from annotation.models import Assignment, Judgment, Participant
+from annotation.models import Assignment, Judgment, Participant, Study
 from annotation.services.assignments import assignment_next, assignment_release_expired
 from annotation.services.participants import crowd_link_token
 from annotation.services.studies import study_close
@@ -121,9 +120,10 @@ def test_a_link_naming_another_study_id_cannot_be_made_without_the_key(client, r
 
 def test_an_expired_link_is_refused(client, researcher, settings):
     study = rating_study(researcher)
-    signed_long_ago = time.time() - settings.CAPEVAL_LINK_MAX_AGE - 60
-    with mock.patch("django.core.signing.time.time", return_value=signed_long_ago):
-        old_token = crowd_link_token(study)
+    # The stable link expires CAPEVAL_LINK_MAX_AGE after the study last changed status.
+    long_ago = timezone.now() - timedelta(seconds=settings.CAPEVAL_LINK_MAX_AGE + 60)
+    Study.objects.filter(pk=study.pk).update(updated_at=long_ago)
+    old_token = crowd_link_token(study)
 
     response = client.get(reverse("crowd_entry", args=[old_token]), PROLIFIC)
 
@@ -139,7 +139,7 @@ def test_a_link_to_a_draft_or_closed_study_is_refused(client, researcher):
 
     for study in (draft, closed):
         response = client.get(crowd_url(study), PROLIFIC)
-        assert response.status_code == 400
+        assert response.status_code == 410
         assert "not open" in response.content.decode()
         assert client.get(reverse("participate_intro", args=[study.public_id])).status_code in (
             302,

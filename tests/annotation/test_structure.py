@@ -26,7 +26,13 @@ PACKAGES = {
     ROOT / "tests" / "ratingmode": "tests.ratingmode",
 }
 #: (file, function) of the one function-level import, documented where it is.
-ALLOWED_LAZY_IMPORTS = {("annotation/services/jobs.py", "job_create")}
+ALLOWED_LAZY_IMPORTS = {
+    # The job cycle (services/jobs.py's docstring).
+    ("annotation/services/jobs.py", "job_create"),
+    # crowd-kit costs about a second to import (pandas extras, nltk through its embeddings
+    # package): every web and worker process would pay it, while only a report job fits it.
+    ("rubrics/reliability.py", "dawid_skene"),
+}
 #: Settings modules other than the one the tests run with (production refuses to load
 #: without its secrets, by design).
 NOT_IMPORTED = {"capeval.settings.production"}

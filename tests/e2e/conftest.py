@@ -44,6 +44,9 @@ CHROMIUM_ARGS = [
     "--disable-extensions",
 ]
 LOCAL_SCHEMES = {"data", "blob", "about"}
+#: Where a failed browser test leaves a full-page screenshot of every page it had open
+#: (gitignored with var/; docs/testing.md, "Debugging a browser test").
+ARTIFACTS_DIR = E2E_DIR.parents[1] / "var" / "test-artifacts"
 
 
 def pytest_collection_modifyitems(items):
@@ -51,6 +54,38 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if E2E_DIR in Path(item.path).resolve().parents:
             item.add_marker(pytest.mark.e2e)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """When a browser test fails, screenshot every page still open in its browser.
+
+    Taken at the failure, before the fixtures close their contexts; one PNG per page,
+    ``var/test-artifacts/<test>-<n>.png``, named in the failure's report. Pages that the
+    test already closed (e.g. in a ``finally``) are gone and cannot be shown.
+    """
+    outcome = yield
+    report = outcome.get_result()
+    if report.when != "call" or not report.failed:
+        return
+    chromium = item.funcargs.get("browser")
+    if chromium is None and item.funcargs.get("page") is not None:
+        chromium = item.funcargs["page"].context.browser
+    if chromium is None:
+        return
+    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in item.nodeid.split("::", 1)[-1])
+    saved = []
+    try:
+        ARTIFACTS_DIR.mkdir(parents=True, exist_ok=True)
+        open_pages = [p for context in chromium.contexts for p in context.pages]
+        for number, open_page in enumerate(open_pages, start=1):
+            path = ARTIFACTS_DIR / f"{name[:150]}-{number}.png"
+            open_page.screenshot(path=str(path), full_page=True)
+            saved.append(f"{path} ({open_page.url})")
+    except Exception as exc:  # a screenshot must never hide the test's own failure
+        saved.append(f"screenshot failed: {exc}")
+    if saved:
+        report.sections.append(("screenshots", "\n".join(saved)))
 
 
 def chromium_executable() -> str | None:

@@ -65,12 +65,15 @@ def member(study, user):
 
 
 def scores(precision=4, recall=3, **extra):
+    """One caption's answers; ``confirmed`` is the review's "I checked this caption" box
+    (required in stage 2 and the check, ignored in stage 1)."""
     return {
         "precision": precision,
         "recall": recall,
         "fluency_errors": {},
         "conciseness": 0,
         "inclusive": 0,
+        "confirmed": True,
         **extra,
     }
 
@@ -98,6 +101,8 @@ def form_for(item, **per_field):
         for field in ("precision", "recall", "conciseness", "inclusive"):
             if values.get(field) is not None:
                 body[f"{group['key']}-{field}"] = str(values[field])
+        if values.get("confirmed"):
+            body[f"{group['key']}-confirm"] = "yes"
     return body
 
 

@@ -2,6 +2,10 @@
 
     manage.py import_ratings --format flickr8k-expert flickr8k_expert.json [--owner rita]
     manage.py import_ratings --format vicr-csv VICR_Sample250.csv --name "VICR sample"
+    manage.py import_ratings --format pascal-50s pascal_50s.json
+
+Pascal-50S (pairwise judgments with their references) becomes a closed study of pairs for
+the metric lab (``annotation.services.metrics.dataset_import_pascal50s``).
 
 The formats and what the study holds are described in ``annotation.services.datasets``.
 """
@@ -15,6 +19,10 @@ from django.core.management.base import BaseCommand, CommandError
 from annotation.errors import ServiceError
 from annotation.models import User
 from annotation.services.datasets import RATING_FORMATS, dataset_import_ratings
+from annotation.services.metrics import dataset_import_pascal50s
+
+#: Pairwise judgments for the metric lab (a closed study of pairs, not of ratings).
+PASCAL_50S = "pascal-50s"
 
 
 class Command(BaseCommand):
@@ -22,7 +30,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("file", type=Path)
-        parser.add_argument("--format", required=True, choices=sorted(RATING_FORMATS))
+        parser.add_argument(
+            "--format", required=True, choices=sorted([*RATING_FORMATS, PASCAL_50S])
+        )
         parser.add_argument(
             "--owner", help="Researcher who owns the study (default: the first superuser)."
         )
@@ -38,9 +48,20 @@ class Command(BaseCommand):
             if user is None:
                 raise CommandError("no superuser exists; name the owner with --owner")
         try:
-            study = dataset_import_ratings(owner=user, path=file, fmt=format, name=name)
+            if format == PASCAL_50S:
+                study = dataset_import_pascal50s(owner=user, path=file, name=name)
+            else:
+                study = dataset_import_ratings(owner=user, path=file, fmt=format, name=name)
         except ServiceError as exc:
             raise CommandError(exc.report()) from exc
+        if format == PASCAL_50S:
+            pairs = study.pair_judgments.count()
+            self.stdout.write(
+                f"Study {study.pk} ({study.name}): {pairs} pairs, "
+                f"{study.captions.count()} captions, {study.references.count()} references, "
+                "closed. Compute its metrics on the Metrics page or with compute_metrics."
+            )
+            return
         captions = study.captions.count()
         ratings = study.judgments.count()
         self.stdout.write(

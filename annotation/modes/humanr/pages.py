@@ -11,23 +11,26 @@ import math
 from typing import Any
 
 from django.conf import settings as django_settings
+from django.db.models import F
 from django.utils import timezone
 
 from annotation.models import Assignment, Caption, Judgment, Participant
 from annotation.modes.base import Pages
 from annotation.modes.humanr.protocol import sides_shown
 
-#: Accessible name of each answer; the page shows the digits and the three anchors.
+#: Accessible name of each answer; the page shows the digits and the three anchors. The
+#: captions are "A" and "B", not "left" and "right": on a phone they stack, A above B, and
+#: the words must fit both layouts (A is always the left one of the stored ``left`` side).
 SCALE_TEXT = {
-    1: "only left matches",
-    2: "left matches much better",
-    3: "left matches better",
-    4: "left matches slightly better",
+    1: "only caption A matches",
+    2: "caption A matches much better",
+    3: "caption A matches better",
+    4: "caption A matches slightly better",
     5: "both match equally",
-    6: "right matches slightly better",
-    7: "right matches better",
-    8: "right matches much better",
-    9: "only right matches",
+    6: "caption B matches slightly better",
+    7: "caption B matches better",
+    8: "caption B matches much better",
+    9: "only caption B matches",
 }
 QUESTION = "Which caption goes best with the image?"
 
@@ -77,7 +80,21 @@ class HumanrPages(Pages):
             return {}
         # The submission service leaves the participant it updated on the judgment.
         participant = judgment.participant
-        return {"group_number": (participant.state or {}).get("groups_done", 1)}
+        return {
+            "group_number": (participant.state or {}).get("groups_done", 1),
+            "another_group": self._another_group(participant),
+        }
+
+    def _another_group(self, participant: Participant) -> bool:
+        """Whether "Do another group" would find one: an eligible group not served to this
+        worker with room for one more worker (the assignment service's capacity rule)."""
+        served = Assignment.objects.filter(participant_id=participant.pk).values("item_id")
+        return (
+            self.mode.eligible_items(participant)
+            .exclude(pk__in=served)
+            .filter(target__gt=F("judgment_count") + F("open_lease_count"))
+            .exists()
+        )
 
     def finished_context(self, participant: Participant) -> dict[str, Any]:
         return {"groups_done": (participant.state or {}).get("groups_done", 0)}

@@ -88,31 +88,61 @@ class HumanrSettings(CrowdSettings):
     # None: every image with at least two human captions; a number: a random subset (only
     # imported images are drawn, so the bound refuses typing mistakes). At least 3: a
     # group's check needs two images besides its comparisons' (rubrics.humanr.build_groups).
-    n_images: int | None = whole(None, low=3, high=MAX_SAMPLED_IMAGES, optional=True)
+    n_images: int | None = whole(
+        None,
+        low=3,
+        high=MAX_SAMPLED_IMAGES,
+        optional=True,
+        doc="Images to draw with the study's seed; empty: every image with two human captions.",
+    )
     # Workers who judge each group, so each comparison. The paper judges each comparison
     # once: "Images were shown up to 4 times total to different workers: Once with a
     # randomly selected pair of its human annotated captions, three additional times with
     # a random human annotation and a caption from each of our three models". More is for
     # researchers who want several judgments per comparison; each is a judgment to
     # collect, never computed ahead, so the bound only refuses typing mistakes.
-    workers_per_comparison: int = whole(1, low=1, high=1000)
+    workers_per_comparison: int = whole(
+        1, low=1, high=1000, doc="Workers who judge each group, so each comparison (the paper's 1)."
+    )
     # Answers faster than this after the trial was shown are refused (1 s: nobody reads
     # an image and two captions faster; 0 turns the check off).
-    min_seconds_per_trial: float = number(1, low=0, high=600)
+    min_seconds_per_trial: float = number(
+        1, low=0, high=600, doc="Answers faster than this are refused; 0 turns the check off."
+    )
     # Complete groups a crowd worker must finish to earn the completion code.
-    completion_groups: int = whole(1, low=1, high=1000)
+    completion_groups: int = whole(
+        1,
+        low=1,
+        high=1000,
+        doc="Complete groups a crowd worker finishes to earn the completion code.",
+    )
     # A worker who failed this many attention checks gets no further group (None: no
     # limit; the paper drops the group's responses and sets no limit). One check per group:
     # 1,000 failed checks are 1,000 groups of one worker, so a larger limit is none.
-    max_failed_checks: int | None = whole(None, low=1, high=1000, optional=True)
+    max_failed_checks: int | None = whole(
+        None,
+        low=1,
+        high=1000,
+        optional=True,
+        doc="Failed attention checks after which a worker gets no further group; empty: no limit.",
+    )
     # The report's bootstrap resamples (over images) and random half-splits of the workers:
     # each holds a row per image or worker, see MAX_RESAMPLES.
-    report_bootstrap: int = whole(1000, low=100, high=MAX_RESAMPLES)
-    report_splits: int = whole(1000, low=10, high=MAX_RESAMPLES)
+    report_bootstrap: int = whole(
+        1000, low=100, high=MAX_RESAMPLES, doc="Bootstrap resamples over images in the report."
+    )
+    report_splits: int = whole(
+        1000, low=10, high=MAX_RESAMPLES, doc="Random half-splits of the workers in the report."
+    )
     # Random sign flips of the permutation test of each system against the Human-vs-Human
     # baseline (exact, every flip, when a study has so few images that 2^images is fewer):
     # 10,000 resolve a p-value to 0.0001 and hold a block of rows, not one per flip.
-    report_permutations: int = whole(10_000, low=100, high=MAX_RESAMPLES)
+    report_permutations: int = whole(
+        10_000,
+        low=100,
+        high=MAX_RESAMPLES,
+        doc="Random sign flips of the permutation test against the Human baseline.",
+    )
 
 
 def numpy_seed(study_seed: int) -> int:

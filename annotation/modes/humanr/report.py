@@ -21,6 +21,7 @@ from matplotlib.figure import Figure
 from annotation.models import Assignment, Item, Judgment, Participant, Study
 from annotation.modes.base import Progress, Report
 from annotation.modes.humanr.protocol import CHECK, GROUP, HUMAN, numpy_seed
+from annotation.modes.reliability import reliability_section
 from rubrics import humanr as rules
 
 
@@ -63,8 +64,31 @@ class HumanrReport(Report):
         result["n_groups_built"] = n_groups
         result["completion_code"] = config.completion_code_for(study)
         result["study_seed"] = study.seed
+        progress(90, "Annotator reliability (Dawid-Skene)")
+        result["reliability"] = reliability(
+            rows, people=people, workers_per_comparison=config.workers_per_comparison
+        )
         progress(95, "Done")
         return result
+
+    def context(self, result: dict[str, Any], query: dict[str, str]) -> dict[str, Any]:
+        """The figures the stored report has data for; the others named with what they need
+        (on little data an empty chart looked like a broken page)."""
+        report = result.get("humanr") or {}
+        needs = {
+            "humanr-by-system": (
+                any(row.get("humanr") is not None for row in report.get("rows", [])),
+                "no comparison is kept yet",
+            ),
+            "half-splits": (bool(report.get("half_splits")), "needs two workers or more"),
+            "std-vs-images": (bool(report.get("std_table")), "needs more than 10 images"),
+        }
+        return {
+            "figure_names": [name for name in self.figure_names if needs[name][0]],
+            "figures_missing": [
+                (name, needs[name][1]) for name in self.figure_names if not needs[name][0]
+            ],
+        }
 
     def figure(self, name: str, result: dict[str, Any]) -> Figure:
         if name not in self.figure_names:
@@ -192,6 +216,51 @@ def summarize(
         ]
     out["humanr"] = humanr
     return out
+
+
+def preference(oriented: int) -> str:
+    """An oriented 1-9 answer as the three-way preference the reliability model reads."""
+    if oriented < rules.NEUTRAL:
+        return "reference preferred"
+    return "equally good" if oriented == rules.NEUTRAL else "other preferred"
+
+
+def reliability(
+    rows: Sequence[tuple[Any, ...]],
+    *,
+    people: dict[int, tuple[str, str]],
+    workers_per_comparison: int,
+) -> dict[str, Any]:
+    """Dawid-Skene over the answers of comparisons and attention checks that two or more
+    workers answered (every stored answer, dropped groups included: the model judges
+    workers, not systems).
+
+    The 1-9 answer, oriented so that low prefers the reference caption, is read as a
+    three-way preference: nine levels would leave a 9 x 9 confusion matrix per worker to
+    estimate from the 10 answers of a group. A comparison is its ``<image id>:<system>``;
+    an attention check belongs to its group (every worker of the group sees the same one).
+    With ``workers_per_comparison`` = 1 nothing is answered twice and the section says the
+    model is not estimable (docs/protocol-choices.md).
+    """
+    answers: dict[tuple[int, str], str] = {}
+    for participant_id, item_id, _status, _payload, result, _excluded, _dwell in rows:
+        task = (
+            f"check:{item_id}" if result["kind"] == CHECK else f"comparison:{result['comparison']}"
+        )
+        answers.setdefault((participant_id, task), preference(int(result["oriented"])))
+    note = (
+        "Each worker's competence (the chance their answer, read as reference preferred, "
+        "equally good or other preferred, equals the true preference) and confusion matrix, "
+        "estimated from the comparisons and attention checks that two or more workers "
+        f"answered (workers_per_comparison = {workers_per_comparison}"
+        + (", so each is answered once, as in the paper" if workers_per_comparison == 1 else "")
+        + ")"
+    )
+    return reliability_section(
+        ((participant_id, task, label) for (participant_id, task), label in answers.items()),
+        pseudonyms={pk: pseudonym for pk, (pseudonym, _source) in people.items()},
+        note=note,
+    )
 
 
 def _figure_by_system(report: dict[str, Any]) -> Figure:

@@ -30,7 +30,9 @@ class ThumbExport(Export):
         "without stage 2): images with stage 1 only are counted and left out. A fluency-only "
         "round's fluency replaces the stages' when neither stage annotator was a native "
         "speaker. Check rows (a third annotator's review of a random sample of stage-2 "
-        "scores) measure agreement only; they never change the scores."
+        "scores) measure agreement only; they never change the scores. Catch rows (stage "
+        "catch, an automatic catch trial with one altered caption) are never scored; an "
+        "annotator who fails the catch-trial rule has every judgment flagged."
     )
 
     def columns(self) -> list[ExportColumn]:
@@ -41,13 +43,19 @@ class ThumbExport(Export):
             ExportColumn(
                 "stage",
                 "str",
-                "stage1, stage2 (a second annotator's review), fluency, or check (a third "
-                "annotator's review of stage 2, on a random sample of captions).",
+                "stage1, stage2 (a second annotator's review), fluency, check (a third "
+                "annotator's review of stage 2, on a random sample of captions), or catch (a "
+                "catch trial: never in the scores).",
             ),
             ExportColumn("image", "str", "Name of the image as cited by the import.", "images"),
             ExportColumn("caption_id", "int", "Id of the caption.", "captions"),
             ExportColumn("system", "str", "System that wrote the caption (Human for people)."),
-            ExportColumn("caption", "str", "Caption as shown (THumB-normalised text)."),
+            ExportColumn(
+                "caption",
+                "str",
+                "Caption as shown (THumB-normalised text; a catch trial's altered caption "
+                "shows its altered text).",
+            ),
             ExportColumn("raw_caption", "str", "Caption as imported."),
             ExportColumn("precision", "float", f"{score}: precision P, 1-5."),
             ExportColumn("recall", "float", f"{score}: recall R, 1-5."),
@@ -127,13 +135,16 @@ class ThumbExport(Export):
             stage1(field)
             for field in ("precision", "recall", "fluency", "conciseness", "inclusive")
         )
+        # A catch trial's altered group (annotation/modes/catch.py) shows its altered text.
+        altered = f"g.key = {sql.text('i.spec', 'catch', 'key')}"
+        shown = f"CASE WHEN {altered} THEN {sql.text('i.spec', 'catch', 'text')} ELSE c.text END"
         query = (
             "WITH first_stage1 AS ("
             " SELECT i1.image_id AS image_id, MIN(j1.id) AS judgment_id"
             " FROM annotation_judgment j1 JOIN annotation_item i1 ON i1.id = j1.item_id"
             f" WHERE j1.study_id = %s AND i1.kind = '{STAGE1}' AND NOT j1.excluded"
             " GROUP BY i1.image_id) "
-            f"SELECT {JUDGMENT_SELECT}, i.kind, im.name, c.id, c.system, c.text, c.raw_text, "
+            f"SELECT {JUDGMENT_SELECT}, i.kind, im.name, c.id, c.system, {shown}, c.raw_text, "
             f"{scores}, "
             f"CASE WHEN i.kind IN ('{STAGE2}', '{CHECK}') THEN rtrim({changed_sql}, ';') END, "
             f"{before}, "

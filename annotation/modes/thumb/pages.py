@@ -15,6 +15,7 @@ from django.db.models.functions import Cast
 
 from annotation.models import Assignment, Image, Item, Study
 from annotation.modes.base import Pages
+from annotation.modes.catch import CATCH
 from annotation.modes.thumb.protocol import (
     CHECK,
     FLUENCY,
@@ -29,7 +30,7 @@ from annotation.modes.thumb.protocol import (
 )
 from rubrics import thumb as rubric
 
-_FORM_FIELD = re.compile(r"^(c\d+)-(precision|recall|conciseness|inclusive|fluency)$")
+_FORM_FIELD = re.compile(r"^(c\d+)-(precision|recall|conciseness|inclusive|fluency|confirm)$")
 _FORM_AMOUNT = re.compile(r"^(c\d+)-amount-([a-z_]+)$")
 
 #: How a review page names the stage it starts from ("stage 1: 4").
@@ -47,9 +48,18 @@ _OPTION_TEXT = {
 class ThumbPages(Pages):
     intro_template = "modes/thumb/intro.html"
     item_template = "modes/thumb/item.html"
+    #: A refused submission's page shows the answers as sent (``answers`` of item_context),
+    #: so a person without JavaScript (no draft) loses nothing either.
+    keeps_answers = True
 
-    def item_context(self, assignment: Assignment, part: int) -> dict[str, Any]:
+    def item_context(
+        self, assignment: Assignment, part: int, *, answers: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """The page of one image; ``answers`` (``parse_form`` of a refused submission)
+        replaces the starting values, while a review's "was" labels stay the reviewed ones."""
         item = assignment.item
+        # A catch trial is a stage-1 caption set to the annotator (annotation/modes/catch.py).
+        kind = STAGE1 if item.kind == CATCH else item.kind
         study = Study.objects.only("seed", "settings").get(pk=item.study_id)
         image = Image.objects.only("display", "alt_text", "width", "height").get(pk=item.image_id)
         prefill = (reviewed_payload(item) or {}).get("captions", {})
@@ -57,19 +67,22 @@ class ThumbPages(Pages):
         order = display_order(
             list(groups), seed=study.seed, participant_id=assignment.participant_id, item_id=item.pk
         )
+        sent = (answers or {}).get("captions") or {}
         shown = [
-            self._group_context(number, groups[key], prefill.get(key), kind=item.kind)
+            self._group_context(
+                number, groups[key], prefill.get(key), kind=kind, answers=sent.get(key)
+            )
             for number, key in enumerate(order, start=1)
         ]
         return {
-            "kind": item.kind,
+            "kind": kind,
             "stage_label": {
                 STAGE1: "Stage 1",
                 STAGE2: "Stage 2 (review)",
                 FLUENCY: "Fluency check",
                 CHECK: "Quality check (third annotator)",
-            }[item.kind],
-            "reviewed_label": _REVIEWED_LABEL[REVIEWS[item.kind]] if item.kind in REVIEWS else "",
+            }[kind],
+            "reviewed_label": _REVIEWED_LABEL[REVIEWS[kind]] if kind in REVIEWS else "",
             "image_url": (django_settings.MEDIA_URL + image.display) if image.display else "",
             "image_alt": image.alt_text
             or "The photograph the captions below describe (no description was supplied).",
@@ -95,6 +108,9 @@ class ThumbPages(Pages):
                 if field == "fluency":
                     for error in post.getlist(name):
                         captions[key]["fluency_errors"][error] = None
+                elif field == "confirm":
+                    # A review's "I checked this caption" box (see ThumbProtocol.validate).
+                    captions[key]["confirmed"] = post.get(name) == "yes"
                 else:
                     captions[key][field] = post.get(name)
             elif match := _FORM_AMOUNT.match(name):
@@ -122,12 +138,21 @@ class ThumbPages(Pages):
 
     @classmethod
     def _group_context(
-        cls, number: int, group: dict[str, Any], before: dict[str, Any] | None, *, kind: str
+        cls,
+        number: int,
+        group: dict[str, Any],
+        before: dict[str, Any] | None,
+        *,
+        kind: str,
+        answers: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """What the template needs for one caption group; stage 2 starts from stage 1."""
+        """What the template needs for one caption group; stage 2 starts from stage 1, a
+        refused page from what was sent (``answers``)."""
         key = group["key"]
-        values = before or {}
+        values = answers if answers is not None else (before or {})
         ticked = values.get("fluency_errors") or {}
+        if not isinstance(ticked, dict):
+            ticked = {}
         fluency = []
         for row in cls._fluency_table():
             error = rubric.FLUENCY_ERRORS[row["key"]]
@@ -137,19 +162,19 @@ class ThumbPages(Pages):
                     **row,
                     "field": f"{key}-amount-{row['key']}",
                     "checked": row["key"] in ticked,
-                    "amount": number_text(amount)
+                    "amount": _shown_number(amount)
                     if amount is not None and not error.is_fixed
                     else row["low"],
                 }
             )
 
         def options(field: str, choices, default=None) -> list[dict[str, Any]]:
-            chosen = values.get(field, default)
+            chosen = _as_float(values.get(field, default))
             return [
                 {
                     "value": number_text(v),
                     "text": _OPTION_TEXT.get((field, v), number_text(v)),
-                    "checked": chosen is not None and math.isclose(float(chosen), float(v)),
+                    "checked": chosen is not None and math.isclose(chosen, float(v)),
                 }
                 for v in choices
             ]
@@ -201,7 +226,8 @@ class ThumbPages(Pages):
             )
             if review
             else "",
-            "total": number_text(values["total"]) if review else "",
+            "total": number_text(values["total"]) if review and answers is None else "",
+            "confirmed": bool(answers and answers.get("confirmed") is True),
         }
 
     @staticmethod
@@ -223,3 +249,16 @@ class ThumbPages(Pages):
             "left_check": totals[f"left_{CHECK}"],
             "left": sum(totals[f"left_{kind}"] for kind in KINDS),
         }
+
+
+def _as_float(value: Any) -> float | None:
+    """A sent or stored value as a number to compare with the options; None if it is none."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _shown_number(value: Any) -> str:
+    """A fluency amount as the form shows it: stored numbers formatted, sent text as sent."""
+    return number_text(value) if isinstance(value, int | float) else str(value)

@@ -18,15 +18,16 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from annotation.errors import ServiceError
 from annotation.models import Assignment, Caption, Image, Item, Judgment, Participant, Study
+from annotation.modes import catch
 from annotation.modes.base import Mode, Outcome
 from annotation.modes.settings import (
     MAX_RESAMPLES,
     MAX_SAMPLED_IMAGES,
-    CrowdSettings,
     flag,
     number,
     whole,
 )
+from rubrics import catch as catch_rules
 from rubrics import thumb as rubric
 
 STAGE1 = "stage1"
@@ -41,33 +42,69 @@ SCORE_FIELDS = ("precision", "recall", "fluency", "conciseness", "inclusive")
 
 
 @dataclass(frozen=True)
-class ThumbSettings(CrowdSettings):
+class ThumbSettings(catch.CatchSettings):
+    # The catch-trial settings come from CatchSettings (docs/protocol-choices.md).
     # Images to sample (with the study's seed); None: every eligible image. Only imported
     # images are sampled, so the bound refuses nonsense: no human study judges 100,000.
-    n_images: int | None = whole(None, low=1, high=MAX_SAMPLED_IMAGES, optional=True)
-    # A second annotator reviews stage 1.
-    stage2: bool = flag(True)
-    # An image no native English speaker judged gets a fluency-only round.
-    require_native_fluency: bool = flag(True)
+    n_images: int | None = whole(
+        None,
+        low=1,
+        high=MAX_SAMPLED_IMAGES,
+        optional=True,
+        doc="Images to sample with the study's seed; empty: every image with a human caption.",
+    )
+    stage2: bool = flag(
+        True, doc="A second annotator reviews, and may correct, each stage-1 judgment."
+    )
+    require_native_fluency: bool = flag(
+        True, doc="An image no native English speaker judged gets a fluency-only round."
+    )
     # Resamples of the report's paired bootstrap; see MAX_RESAMPLES for the bound.
-    bootstrap_resamples: int = whole(1000, low=100, high=MAX_RESAMPLES)
-    confidence: float = number(0.90, low=0, high=1, open_ends=True)
+    bootstrap_resamples: int = whole(
+        1000,
+        low=100,
+        high=MAX_RESAMPLES,
+        doc="Resamples of the report's paired bootstrap (its confidence intervals).",
+    )
+    confidence: float = number(
+        0.90,
+        low=0,
+        high=1,
+        open_ends=True,
+        doc="Confidence level of the report's intervals, e.g. 0.90.",
+    )
     # Weights of P and R in Total; the report page can re-weight (see ThumbReport.context).
     # The paper's Total is 0.5/0.5; a weight of 100 already drowns the other and the
     # penalties, so larger ones are typing mistakes (and infinity made Total meaningless).
-    weight_precision: float = number(0.5, low=0, high=100)
-    weight_recall: float = number(0.5, low=0, high=100)
+    weight_precision: float = number(
+        0.5, low=0, high=100, doc="Weight of precision in Total (the paper's 0.5)."
+    )
+    weight_recall: float = number(
+        0.5, low=0, high=100, doc="Weight of recall in Total (the paper's 0.5)."
+    )
     # Items (stage 1, stage 2, check or fluency) a crowd worker judges to earn the code.
-    completion_images: int = whole(5, low=1, high=10_000)
+    completion_images: int = whole(
+        5, low=1, high=10_000, doc="Items a crowd worker judges to earn the completion code."
+    )
     # Caption texts a third annotator checks after stage 2 (paper section 2.1, footnote 3:
     # "a third annotator did not change the scores for all 100 captions randomly sampled");
     # 0: no check. Drawn with the seed when the study opens; nothing to check without stage
     # 2. Checking more than 100,000 captions is a third stage, not a sample.
-    third_check_captions: int = whole(100, low=0, high=100_000)
+    third_check_captions: int = whole(
+        100,
+        low=0,
+        high=100_000,
+        doc="Captions a third annotator checks after stage 2; 0: no check.",
+    )
     # The first N images in study order are a developmental phase: their scores count, but
     # the stage-1/stage-2 agreement leaves them out (paper section 2.1; docs/
     # protocol-choices.md says why the default is 0, not the paper's 50).
-    developmental_images: int = whole(0, low=0, high=MAX_SAMPLED_IMAGES)
+    developmental_images: int = whole(
+        0,
+        low=0,
+        high=MAX_SAMPLED_IMAGES,
+        doc="First images in study order left out of the stage-1/stage-2 agreement (a trial run).",
+    )
 
 
 def number_text(value: float) -> str:
@@ -232,7 +269,14 @@ class ThumbProtocol(Mode):
         )
         if _is_native(participant):
             allowed |= Q(kind=FLUENCY)
-        return study_items.filter(allowed)
+        if not self.settings(participant.study).catch_rate:
+            return study_items.filter(allowed)
+        # A catch trial reserved for the annotator comes first; no item of an image they
+        # met in a catch trial is served to them afterwards.
+        reserved = catch.pending(participant)
+        if reserved.exists():
+            return reserved
+        return study_items.filter(allowed).exclude(image_id__in=catch.used_images(participant))
 
     # ------------------------------------------------------------------ submissions
 
@@ -265,13 +309,28 @@ class ThumbProtocol(Mode):
             list(groups), seed=study_seed, participant_id=assignment.participant_id, item_id=item.pk
         )
         clean: dict[str, Any] = {}
+        # Every caption is checked before refusing, so one round trip lists every problem
+        # (an empty form has two scores per caption missing, not just the first).
+        problems: list[ServiceError] = []
         for position, key in enumerate(order, start=1):
             values = submitted.get(key) or {}
             if not isinstance(values, dict):
                 values = {}
             who = f'Caption {position} ("{_excerpt(groups[key]["text"])}")'
-            scores = self._validate_group(key, who, values, fluency_only=item.kind == FLUENCY)
+            try:
+                scores = self._validate_group(
+                    key,
+                    who,
+                    values,
+                    fluency_only=item.kind == FLUENCY,
+                    review=item.kind in REVIEWS,
+                )
+            except ServiceError as exc:
+                problems.extend(_problems_of(exc))
+                continue
             clean[key] = {"caption_ids": [c["id"] for c in groups[key]["captions"]], **scores}
+        if problems:
+            raise _refusal(problems)
         return {"captions": clean}
 
     @staticmethod
@@ -287,7 +346,7 @@ class ThumbProtocol(Mode):
 
     @staticmethod
     def _validate_group(
-        key: str, who: str, values: dict[str, Any], *, fluency_only: bool
+        key: str, who: str, values: dict[str, Any], *, fluency_only: bool, review: bool = False
     ) -> dict[str, Any]:
         errors = values.get("fluency_errors") or {}
         if not isinstance(errors, dict):
@@ -301,11 +360,24 @@ class ThumbProtocol(Mode):
                     f"{who}: {_friendly(exc)}", field=_error_field(key, exc)
                 ) from exc
             return {"fluency_errors": resolved.fluency_errors, "fluency": resolved.fluency}
-        for field in ("precision", "recall"):
-            if values.get(field) in (None, ""):
-                raise ServiceError(
-                    f"{who}: choose a {field} score from 1 to 5.", field=f"{key}-{field}"
+        missing = [
+            ServiceError(f"{who}: choose a {field} score from 1 to 5.", field=f"{key}-{field}")
+            for field in ("precision", "recall")
+            if values.get(field) in (None, "")
+        ]
+        # The paper's second annotator "checks and modifies the scores when necessary"
+        # (section 2.1): a review counts only with each caption confirmed as checked, so a
+        # reviewer cannot pass the pre-filled scores on without looking (protocol-choices.md).
+        if review and values.get("confirmed") is not True:
+            missing.append(
+                ServiceError(
+                    f"{who}: tick “I checked this caption” once you have compared "
+                    "its scores with the image.",
+                    field=f"{key}-confirm",
                 )
+            )
+        if missing:
+            raise _refusal(missing)
         try:
             scores = rubric.validate_caption_scores(
                 _as_number(values["precision"]),
@@ -322,7 +394,15 @@ class ThumbProtocol(Mode):
         self, *, item: Item, assignment: Assignment, part: int, payload: dict[str, Any]
     ) -> dict[str, Any]:
         """Stage 2 and the check: which fields differ from the stage they review (stage 1,
-        resp. stage 2), per caption group (server-side)."""
+        resp. stage 2), per caption group (server-side). A catch trial: whether it was caught
+        (precision <= 2 for its altered caption, or a fluency error for T_WP)."""
+        if item.kind == catch.CATCH:
+            made = item.spec["catch"]
+            scores = payload["captions"][made["key"]]
+            caught = catch_rules.thumb_caught(
+                made["kind"], scores["precision"], scores.get("fluency_errors") or {}
+            )
+            return {"catch": {"kind": made["kind"], "gamma": made["gamma"], "caught": caught}}
         if item.kind not in REVIEWS:
             return {}
         reviewed = reviewed_payload(item)
@@ -345,9 +425,10 @@ class ThumbProtocol(Mode):
         """
         item = judgment.item
         config = self.settings(participant.study)
+        fields = self._catch_outcome(participant, judgment, config)
         last_stage = STAGE2 if config.stage2 else STAGE1
         if item.kind != last_stage:
-            return Outcome()
+            return Outcome(**fields)
         image_items = Item.objects.filter(study_id=item.study_id, image_id=item.image_id)
         later = set(image_items.filter(kind__in=[FLUENCY, CHECK]).values_list("kind", flat=True))
         shown = {key: value for key, value in item.spec.items() if key != "check_keys"}
@@ -386,7 +467,34 @@ class ThumbProtocol(Mode):
                     target=1,
                 )
             )
-        return Outcome(new_items=tuple(new_items))
+        return Outcome(**{**fields, "new_items": (*new_items, *fields.get("new_items", ()))})
+
+    @staticmethod
+    def _catch_outcome(
+        participant: Participant, judgment: Judgment, config: ThumbSettings
+    ) -> dict[str, Any]:
+        """The catch-trial parts of the outcome (see ``annotation.modes.catch``): the rule
+        after a catch trial, and maybe the next catch trial after any other item."""
+        if judgment.item.kind == catch.CATCH:
+            return catch.rule_outcome(
+                participant,
+                caught=judgment.result["catch"]["caught"],
+                min_seen=config.catch_min_seen,
+                max_missed_share=config.catch_max_missed_share,
+            )
+        fields: dict[str, Any] = (
+            {"exclusion": catch.LATER_REASON} if catch.is_flagged(participant) else {}
+        )
+        if config.catch_rate:
+            made = catch.new_thumb_catch_item(
+                participant,
+                rate=config.catch_rate,
+                gammas=catch_rules.parse_gammas(config.catch_gammas),
+                draw=Judgment.objects.filter(participant_id=participant.pk).count(),
+            )
+            if made is not None:
+                fields["new_items"] = (made,)
+        return fields
 
     def completion_earned(self, participant: Participant) -> bool:
         needed = self.settings(participant.study).completion_images
@@ -405,6 +513,31 @@ def _same_person(participant: Participant) -> Q:
 def _is_native(participant: Participant) -> bool:
     """Whether the participant is a registered annotator who is a native English speaker."""
     return participant.user_id is not None and participant.user.native_english
+
+
+def _problems_of(exc: ServiceError) -> list[ServiceError]:
+    """The single problems a refusal of ``_refusal`` carries (itself when it is one)."""
+    return [
+        ServiceError(problem["message"], field=problem["field"])
+        for problem in (exc.details or {}).get("fields", [])
+    ] or [exc]
+
+
+def _refusal(problems: list[ServiceError]) -> ServiceError:
+    """One ServiceError for every problem of a submission.
+
+    One problem is refused as it is. Several: the message counts them, ``field`` names the
+    first (the page's "go to" link) and ``details["fields"]`` lists each field with its
+    message, which the page shows beside the field.
+    """
+    if len(problems) == 1:
+        return problems[0]
+    return ServiceError(
+        f"{len(problems)} answers are missing or invalid; nothing was saved. "
+        f"First: {problems[0].message}",
+        field=problems[0].field,
+        details={"fields": [{"field": p.field, "message": p.message} for p in problems]},
+    )
 
 
 def _excerpt(text: str, length: int = 40) -> str:

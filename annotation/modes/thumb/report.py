@@ -16,8 +16,10 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from annotation.errors import ServiceError
-from annotation.models import Caption, Image, Item, Judgment, Study
+from annotation.models import Caption, Image, Item, Judgment, Participant, Study
+from annotation.modes import catch
 from annotation.modes.base import Progress, Report
+from annotation.modes.reliability import reliability_section
 from annotation.modes.thumb.protocol import (
     CHECK,
     FLUENCY,
@@ -191,6 +193,13 @@ class ThumbReport(Report):
             .exclude(pk__in=stage1_images)
             .count(),
         }
+        # Catch trials (annotation.modes.catch): share caught per transformation and gamma.
+        people = Participant.objects.filter(study=study).values_list("pk", "pseudonym")
+        result["catch"] = catch.report_section(
+            study.pk, people={pk: {"pseudonym": pseudonym} for pk, pseudonym in people}
+        )
+        progress(95, "Annotator reliability (Dawid-Skene)")
+        result["reliability"] = _reliability(study)
         progress(100, "Done")
         return result
 
@@ -293,6 +302,35 @@ class ThumbReport(Report):
             ax.set_xlabel(f"mean Total with {percent}% bootstrap interval")
             return figure
         raise KeyError(name)
+
+
+def _reliability(study: Study) -> dict[str, Any]:
+    """Dawid-Skene over the precision and recall scores of every caption text scored by more
+    than one annotator (stage 1, its stage-2 review, the third annotator's check), excluded
+    judgments included: the model judges annotators, not captions. A task is one score of
+    one caption text; an annotator's repeat of the same task keeps the first answer."""
+    answers: dict[tuple[int, str], int] = {}
+    rows = (
+        Judgment.objects.filter(study=study, item__kind__in=(STAGE1, STAGE2, CHECK))
+        .order_by("id")
+        .values_list("participant_id", "item__image_id", "payload")
+    )
+    for participant_id, image_id, payload in rows:
+        for key, scores in (payload.get("captions") or {}).items():
+            for field in ("precision", "recall"):
+                if scores.get(field) is not None:
+                    task = f"{image_id}:{key}:{field}"
+                    answers.setdefault((participant_id, task), int(scores[field]))
+    return reliability_section(
+        ((participant_id, task, label) for (participant_id, task), label in answers.items()),
+        pseudonyms=dict(Participant.objects.filter(study=study).values_list("pk", "pseudonym")),
+        note=(
+            "Each annotator's competence (the chance their 1-5 precision or recall score "
+            "equals the caption's true score) and confusion matrix, estimated from the scores "
+            "of captions that two or more annotators scored (stage 1, stage 2, the third "
+            "check), excluded judgments included"
+        ),
+    )
 
 
 def _metric_value(value: Any) -> float:

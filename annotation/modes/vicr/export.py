@@ -25,19 +25,22 @@ from annotation.modes.vicr.protocol import GAME
 class VicrExport(Export):
     row_unit = "rating (tutorial, probation and game)"
     exclusion_rules = (
-        "Tutorial and probation ratings never enter the dataset (phase column); the final "
-        "view holds game ratings of players whose status is game and that are not flagged."
+        "Tutorial, probation and catch-trial ratings never enter the dataset (phase column); "
+        "the final view holds game ratings of players whose status is game and that are not "
+        "flagged (a player who fails the catch-trial rule has every rating flagged)."
     )
 
     def columns(self) -> list[ExportColumn]:
         return [
             *judgment_export_columns(),
-            ExportColumn("phase", "str", "tutorial, probation or game (only game is data)."),
+            ExportColumn("phase", "str", "tutorial, probation, game or catch (only game is data)."),
             ExportColumn("attempt", "int", "Probation attempt (1, 2, ...); 0 outside probation."),
             ExportColumn("caption_id", "int", "Id of the caption rated (the pair).", "captions"),
             ExportColumn("image", "str", "Name of the image as cited by the import.", "images"),
             ExportColumn("system", "str", "System that wrote the caption (Human for people)."),
-            ExportColumn("caption", "str", "Caption as shown."),
+            ExportColumn(
+                "caption", "str", "Caption as shown (a catch trial: the transformed text)."
+            ),
             ExportColumn("rating", "int", "Rating, 1 (worst) to scale_levels (best)."),
             ExportColumn("points", "int", "Points the rating earned (Algorithm 1 or the truth)."),
             ExportColumn("truth", "int", "Tutorial and probation: the expert rating."),
@@ -75,7 +78,7 @@ class VicrExport(Export):
             # have it as the lease's round (a retry used to be a new round).
             f"SELECT {JUDGMENT_SELECT}, i.kind, "
             f"COALESCE({sql.int('j.result', 'attempt')}, a.round), "
-            "c.id, im.name, c.system, c.text, "
+            f"c.id, im.name, c.system, COALESCE({sql.text('i.spec', 'catch', 'text')}, c.text), "
             f"{sql.int('j.payload', 'rating')}, {', '.join(result)}, p.status, "
             f"(i.kind = '{GAME}' AND NOT j.excluded AND p.status = '{GAME}'), "
             f"{JUDGMENT_TRAILING} "

@@ -14,11 +14,70 @@ from django.db.models import IntegerField
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
 from annotation.models import Assignment, Caption, Judgment, Participant
 from annotation.modes.base import Pages
-from annotation.modes.vicr.protocol import BLOCK_KINDS, GAME, player_state
+from annotation.modes.vicr.protocol import BLOCK_KINDS, CATCH, GAME, player_state
 from rubrics import vicr as rules
+
+#: The minus sign (U+2212): a hyphen is not a minus to a reader or to a screen reader.
+MINUS = "\u2212"
+
+
+def signed(value: int) -> SafeString:
+    """A whole number as the pages show it (``−1``, with a true minus sign); a negative one
+    carries ``minus 1`` for screen readers, which may skip or misread the sign."""
+    if value < 0:
+        return format_html(
+            '<span aria-hidden="true">{}</span><span class="visually-hidden">minus {}</span>',
+            f"{MINUS}{-value}",
+            -value,
+        )
+    return format_html("{}", value)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def consensus_basis(result: dict[str, Any], *, catch: bool = False) -> str:
+    """What a game rating's consensus rested on, in words (never "0 player ratings").
+
+    The pool holds earlier game ratings of people and the pair's starting ratings: the
+    machine predictions a fresh pair is primed with, or a catch trial's fixed ratings
+    (``catch``), called reference ratings since no machine predicted them. The feedback
+    comes after the answer, so the word tells the player nothing before a trial.
+    """
+    humans = result.get("pool_human") or 0
+    reference = result.get("pool_primed") or 0
+    if not humans and not reference:
+        return "No one has rated this pair before you, so there is no consensus yet."
+    word = "reference rating" if catch else "machine prediction"
+    starting = _plural(reference, word)
+    if not humans:
+        return (
+            f"No other player has rated this pair yet: the consensus rests only on {starting} "
+            "made before any player rated it."
+        )
+    people = _plural(humans, "earlier player rating")
+    if not reference:
+        return f"The consensus rests on {people}."
+    return f"The consensus rests on {people} and {starting}."
+
+
+def reason_text(result: dict[str, Any]) -> str:
+    """Algorithm 1's reason, naming the ratings it compares as what they are: with no
+    player before, "the raters so far all agreed" would speak of people who do not exist."""
+    reason = str(result.get("reason") or "")
+    if result.get("pool_human"):
+        return reason.replace("the raters so far", "the ratings so far").replace(
+            "raters disagreed", "the ratings disagreed"
+        )
+    return reason.replace("the raters so far all agreed", "the starting ratings all agree").replace(
+        "raters disagreed", "the starting ratings disagree"
+    )
 
 
 class VicrPages(Pages):
@@ -38,7 +97,9 @@ class VicrPages(Pages):
         caption = Caption.objects.select_related("image").get(pk=assignment.item.spec["caption_id"])
         state = participant.state or {}
         player = player_state(participant)
-        kind = assignment.item.kind
+        # A catch trial is a game pair to the player: same page, its own text (modes/catch.py).
+        catch = assignment.item.spec.get("catch")
+        kind = GAME if catch else assignment.item.kind
         progress: dict[str, Any] = {
             "kind": kind,
             "score": player.score,
@@ -49,13 +110,20 @@ class VicrPages(Pages):
             progress["of"] = config.block_pairs(kind)
             progress["attempt"] = player.probation_attempts + 1
             progress["max_attempts"] = config.max_probation_attempts
+        else:
+            # The game: this pair's number, and for a crowd worker how many ratings earn
+            # the completion code (a catch trial is a game pair to the player).
+            progress["number"] = progress["game_total"] + 1
+            if participant.source != Participant.Source.ACCOUNT:
+                progress["of"] = config.completion_game_ratings
+        progress["score_text"] = signed(player.score)
         waited = (timezone.now() - assignment.served_at).total_seconds()
         remaining = max(0.0, float(config.seconds_before_submit) - waited)
         levels = config.scale_levels
         return {
             # The text only: the caption row carries the truth, and a pair's truth is shown
             # only after it is answered (on the feedback page).
-            "caption": {"text": caption.text},
+            "caption": {"text": catch["text"] if catch else caption.text},
             "image": caption.image,
             "image_url": (settings.MEDIA_URL + caption.image.display)
             if caption.image.display
@@ -72,19 +140,33 @@ class VicrPages(Pages):
     def feedback_context(self, judgment: Judgment) -> dict[str, Any]:
         result = judgment.result
         participant = judgment.participant
-        phase = judgment.item.kind
+        # A catch trial is a game pair to the player: its feedback must not tell it apart.
+        phase = GAME if judgment.item.kind == CATCH else judgment.item.kind
+        # The pair is shown again beside the outcome: the rating is judged against it.
+        spec = judgment.item.spec
+        caption = Caption.objects.select_related("image").get(pk=spec["caption_id"])
+        # What the pair page showed: a catch trial's altered text, on the item's image.
+        shown_text = (spec.get("catch") or {}).get("text") or caption.text
+        image = judgment.item.image if judgment.item.image_id else caption.image
         context: dict[str, Any] = {
             "result": result,
             "rating": judgment.payload["rating"],
             "phase": phase,
             "transition": result.get("transition"),
             "score_after": result.get("score_after", 0),
+            "score_text": signed(result.get("score_after", 0)),
+            "points_text": signed(result.get("points", 0)),
+            "points_word": "point" if abs(result.get("points", 0)) == 1 else "points",
             "scale": rules.SCALE,
+            "caption": {"text": shown_text},
+            "image": image,
+            "image_url": (settings.MEDIA_URL + image.display) if image.display else "",
+            "alt_text": image.alt_text or "The image you rated",
         }
+        if phase == GAME:
+            context["basis"] = consensus_basis(result, catch=judgment.item.kind == CATCH)
+            context["reason"] = reason_text(result)
         if phase in BLOCK_KINDS:
-            caption = Caption.objects.only("truth", "explanation").get(
-                pk=judgment.item.spec["caption_id"]
-            )
             context["explanation"] = caption.explanation
             context["truth_text"] = rules.SCALE[result["truth"]].label
         elif result.get("consensus"):
@@ -98,6 +180,7 @@ class VicrPages(Pages):
         context = {
             "phase": player.phase,
             "score": player.score,
+            "score_text": signed(player.score),
             "game_total": state.get("game_total", 0),
         }
         context.update(self.leaderboard(participant))
@@ -124,7 +207,13 @@ class VicrPages(Pages):
         # every higher score is above, so a rank counts the higher scores shown.
         ranks = rules.competition_ranks([score or 0 for _, _, score in top])
         rows = [
-            {"rank": rank, "pseudonym": pseudonym, "score": score, "me": pk == participant.pk}
+            {
+                "rank": rank,
+                "pseudonym": pseudonym,
+                "score": score,
+                "score_text": signed(score or 0),
+                "me": pk == participant.pk,
+            }
             for rank, (pk, pseudonym, score) in zip(ranks, top, strict=True)
         ]
         own_rank = None
@@ -139,4 +228,5 @@ class VicrPages(Pages):
             "leaderboard": rows,
             "own_rank": own_rank,
             "own_score": player_state(participant).score,
+            "own_score_text": signed(player_state(participant).score),
         }

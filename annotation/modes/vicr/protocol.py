@@ -47,11 +47,17 @@ from django.db.models import QuerySet
 
 from annotation.errors import ServiceError
 from annotation.models import Assignment, Caption, Item, Judgment, Participant, Study
+from annotation.modes import catch
 from annotation.modes.base import Mode, Outcome, parse_choice
-from annotation.modes.settings import MAX_RESAMPLES, CrowdSettings, flag, number, whole
+from annotation.modes.settings import MAX_RESAMPLES, flag, number, whole
+from rubrics import catch as catch_rules
 from rubrics import vicr as rules
 
 TUTORIAL, PROBATION, GAME, EXCLUDED = "tutorial", "probation", "game", "excluded"
+CATCH = catch.CATCH
+#: A catch trial is scored as a game pair primed with two ratings of 1 ("Wrong"), the
+#: priming rule's pool size: 1 earns 2 points, 2 earns 0, 3 loses 1, 4 and 5 lose 2.
+CATCH_POOL = (1, 1)
 BLOCK_KINDS = (TUTORIAL, PROBATION)
 PHASES = frozenset(str(phase) for phase in rules.Phase)
 #: Target of tutorial and probation items: every player rates them, so capacity never binds
@@ -60,7 +66,8 @@ UNLIMITED = 2**31 - 1
 
 
 @dataclass(frozen=True)
-class VicrSettings(CrowdSettings):
+class VicrSettings(catch.CatchSettings):
+    # The catch-trial settings come from CatchSettings (docs/protocol-choices.md).
     """A VICR study's settings; the defaults are the paper's (PROTOCOLS.md section 2).
 
     Counts of ratings and pairs are judgments to collect, never computed ahead: their
@@ -68,34 +75,61 @@ class VicrSettings(CrowdSettings):
     mistakes; pass marks are bounded by the points their pairs can give (``check``).
     """
 
-    min_ratings: int = whole(3, low=1, high=1000)
-    max_ratings: int = whole(7, low=1, high=1000)
-    seconds_before_submit: float = number(3, low=0, high=600)
-    tutorial_pass: int = whole(10, low=-1000, high=1000)
-    probation_pass: int = whole(25, low=-1000, high=1000)
-    first_game_ratings: int = whole(20, low=1, high=1000)
-    first_game_pass: int = whole(25, low=-2000, high=2000)
-    max_probation_attempts: int = whole(2, low=1, high=100)
+    min_ratings: int = whole(3, low=1, high=1000, doc="Fewest player ratings a caption collects.")
+    max_ratings: int = whole(7, low=1, high=1000, doc="Most player ratings a caption collects.")
+    seconds_before_submit: float = number(
+        3, low=0, high=600, doc="Seconds a player looks at a pair before the rating can be sent."
+    )
+    tutorial_pass: int = whole(10, low=-1000, high=1000, doc="Points that pass the tutorial.")
+    probation_pass: int = whole(
+        25, low=-1000, high=1000, doc="Points that pass a probation attempt."
+    )
+    first_game_ratings: int = whole(
+        20, low=1, high=1000, doc="Game ratings the first-game check looks at."
+    )
+    first_game_pass: int = whole(
+        25, low=-2000, high=2000, doc="Points in the first game that let a player keep playing."
+    )
+    max_probation_attempts: int = whole(2, low=1, high=100, doc="Probation attempts a player gets.")
     # Pairs per tutorial and per probation attempt (the paper's 10 and 20), drawn per player
     # from the imported pools, which must hold at least tutorial_pairs and
     # probation_pairs x max_probation_attempts pairs.
-    tutorial_pairs: int = whole(10, low=1, high=1000)
-    probation_pairs: int = whole(20, low=1, high=1000)
+    tutorial_pairs: int = whole(
+        10, low=1, high=1000, doc="Tutorial pairs per player, drawn from the imported tutorial set."
+    )
+    probation_pairs: int = whole(
+        20,
+        low=1,
+        high=1000,
+        doc="Pairs per probation attempt, drawn from the imported probation set.",
+    )
     # Game ratings that earn a crowd worker the completion code (as many as the first-game
     # check looks at, so the code follows the check, not a half-finished stay).
-    completion_game_ratings: int = whole(20, low=1, high=100_000)
-    scale_levels: int = whole(5, low=4, high=5)
+    completion_game_ratings: int = whole(
+        20, low=1, high=100_000, doc="Game ratings that earn a crowd worker the completion code."
+    )
+    scale_levels: int = whole(5, low=4, high=5, doc="Levels of the rating scale.")
     # Fleiss' kappa with levels 4 and 5 merged. Off: the paper merged them only to compare
     # with a 4-level dataset ("because Fleiss' kappa is sensitive to the number of
     # categories, and there are fewer categories in Flickr8k-Expert", section 6); imported
     # published datasets set it where the paper did (services/datasets.py). No-op on 4 levels.
-    collapse_top: bool = flag(False)
-    leaderboard_size: int = whole(10, low=0, high=100)
+    collapse_top: bool = flag(
+        False, doc="Merge levels 4 and 5 in Fleiss' kappa (to compare with a 4-level dataset)."
+    )
+    leaderboard_size: int = whole(
+        10, low=0, high=100, doc="Players shown on the leaderboard; 0: no leaderboard."
+    )
     # Virtual-rater repetitions of the report (the paper's 100); see MAX_RESAMPLES.
-    report_repetitions: int = whole(100, low=1, high=MAX_RESAMPLES)
+    report_repetitions: int = whole(
+        100,
+        low=1,
+        high=MAX_RESAMPLES,
+        doc="Virtual-rater repetitions of the report (the paper's 100).",
+    )
 
     def check(self) -> None:
         """Refuse settings no player could ever meet."""
+        super().check()
         if self.min_ratings > self.max_ratings:
             raise ServiceError("min_ratings must not exceed max_ratings", field="min_ratings")
         limit = 2 * self.first_game_ratings
@@ -262,7 +296,16 @@ class VicrProtocol(Mode):
             # Only the next pair of the player's draw, so they get the draw's order.
             pair = self._next_block_pair(participant)
             return items.filter(pk=pair) if pair is not None else items.none()
-        return items.filter(kind=GAME)
+        if not self.settings(participant.study).catch_rate:
+            return items.filter(kind=GAME)
+        # A catch trial reserved for the player comes first; the pairs its caption came
+        # from are never served to them afterwards.
+        reserved = catch.pending(participant)
+        if reserved.exists():
+            return reserved
+        game = items.filter(kind=GAME)
+        used = catch.used_sources(participant)
+        return game.exclude(spec__caption_id__in=used) if used else game
 
     def _block_draw(self, participant: Participant) -> list[int]:
         """Item ids of the tutorial or probation attempt the player is in, in serving order.
@@ -316,6 +359,8 @@ class VicrProtocol(Mode):
             raise ServiceError(
                 "You can no longer rate pairs in this study; nothing was saved.", status=409
             )
+        if kind == CATCH:
+            kind = GAME  # a catch trial is a game pair to the player
         if kind != str(phase):
             raise ServiceError(
                 f"This is a {kind} pair, but you are in the {phase} now, so it cannot count "
@@ -335,6 +380,15 @@ class VicrProtocol(Mode):
         self, *, item: Item, assignment: Assignment, part: int, payload: dict[str, Any]
     ) -> dict[str, Any]:
         rating = payload["rating"]
+        if item.kind == CATCH:
+            made = item.spec["catch"]
+            result = _game_result(rules.score_rating(rating, CATCH_POOL), len(CATCH_POOL), 0)
+            result["catch"] = {
+                "kind": made["kind"],
+                "gamma": made["gamma"],
+                "caught": catch_rules.vicr_caught(rating),
+            }
+            return result
         caption = Caption.objects.only("truth", "prime_ratings").get(pk=item.spec["caption_id"])
         if item.kind in BLOCK_KINDS:
             points = rules.tutorial_points(rating, caption.truth)
@@ -352,19 +406,7 @@ class VicrProtocol(Mode):
         )
         primed = _primed(caption.prime_ratings or [])
         pool = rules.consensus_pool(humans, primed)
-        scored = rules.score_rating(rating, pool)
-        return {
-            "points": scored.points,
-            "consensus": scored.consensus,
-            "pool_size": len(pool),
-            "pool_human": min(len(humans), len(pool)),
-            "pool_primed": len(pool) - min(len(humans), len(pool)),
-            "n": scored.n,
-            "var": scored.var,
-            "v": scored.v,
-            "d": scored.d,
-            "reason": scored.reason,
-        }
+        return _game_result(rules.score_rating(rating, pool), len(pool), len(humans))
 
     def after_submit(self, participant: Participant, judgment: Judgment) -> Outcome:
         # The submission service holds the participant's row lock and gave ``participant``
@@ -404,7 +446,41 @@ class VicrProtocol(Mode):
                 "phase_after": str(after.phase),
                 **({"transition": transition} if transition else {}),
             },
+            **self._catch_outcome(participant, judgment, config, after),
         )
+
+    def _catch_outcome(
+        self,
+        participant: Participant,
+        judgment: Judgment,
+        config: VicrSettings,
+        after: rules.PlayerState,
+    ) -> dict[str, Any]:
+        """The catch-trial parts of the outcome: the exclusion rule after a catch trial, and
+        maybe the next catch trial after a game rating (see ``annotation.modes.catch``)."""
+        kind = judgment.item.kind
+        fields: dict[str, Any] = {}
+        if kind == CATCH:
+            fields = catch.rule_outcome(
+                participant,
+                caught=judgment.result["catch"]["caught"],
+                min_seen=config.catch_min_seen,
+                max_missed_share=config.catch_max_missed_share,
+            )
+        elif catch.is_flagged(participant):
+            fields = {"exclusion": catch.LATER_REASON}
+        if kind == GAME and config.catch_rate and after.phase == rules.Phase.GAME:
+            draw = participant.state.get("game_total", 0) if participant.state else 0
+            made = catch.new_catch_item(
+                participant,
+                rate=config.catch_rate,
+                gammas=catch_rules.parse_gammas(config.catch_gammas),
+                caption_ids_of=lambda spec: [spec["caption_id"]] if "caption_id" in spec else [],
+                draw=draw,
+            )
+            if made is not None:
+                fields["new_items"] = (made,)
+        return fields
 
     def completion_earned(self, participant: Participant) -> bool:
         # Earned by game ratings in good standing: the phase must be the game when the count
@@ -414,6 +490,23 @@ class VicrProtocol(Mode):
             return False
         needed = self.settings(participant.study).completion_game_ratings
         return (participant.state or {}).get("game_total", 0) >= needed
+
+
+def _game_result(scored: rules.Score, pool_size: int, humans: int) -> dict[str, Any]:
+    """A game rating's result: Algorithm 1's values and where the consensus pool came from."""
+    human = min(humans, pool_size)
+    return {
+        "points": scored.points,
+        "consensus": scored.consensus,
+        "pool_size": pool_size,
+        "pool_human": human,
+        "pool_primed": pool_size - human,
+        "n": scored.n,
+        "var": scored.var,
+        "v": scored.v,
+        "d": scored.d,
+        "reason": scored.reason,
+    }
 
 
 def _block_transition(

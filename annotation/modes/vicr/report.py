@@ -24,7 +24,9 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from annotation.models import Caption, Item, Judgment, Participant, Study
+from annotation.modes import catch
 from annotation.modes.base import Progress, Report
+from annotation.modes.reliability import reliability_section
 from annotation.modes.vicr.protocol import GAME
 from rubrics import rasch
 from rubrics import vicr as rules
@@ -176,6 +178,8 @@ class VicrReport(Report):
         )
         coverage = Counter(min(stored.get(item_id, 0), 3) for item_id in game_items)
         final_coverage = Counter(min(len(final.get(item_id, [])), 3) for item_id in game_items)
+        progress(90, "Annotator reliability (Dawid-Skene)")
+        reliability = _reliability(rows, people, levels=levels)
         progress(95, "Done")
         return {
             "levels": levels,
@@ -205,6 +209,10 @@ class VicrReport(Report):
             # positions, not people.
             "imported": any(person["state"].get("imported") for person in people.values()),
             "rasch": competency,
+            "reliability": reliability,
+            # Catch trials (annotation.modes.catch): share caught per transformation and
+            # gamma, and the players the exclusion rule flagged; empty when there are none.
+            "catch": catch.report_section(study.pk, people=people),
         }
 
     def figure(self, name: str, result: dict[str, Any]) -> Figure:
@@ -213,6 +221,24 @@ class VicrReport(Report):
         if name == "wright-map":
             return _wright_map(result.get("rasch"))
         raise KeyError(name)
+
+
+def _reliability(
+    rows: list[tuple[int, int, Any, int, bool]], people: dict[int, dict[str, Any]], *, levels: int
+) -> dict[str, Any]:
+    """Dawid-Skene over every stored game rating (excluded ones too: the model judges
+    workers, not pairs); pairs rated by one player only carry no evidence and drop out."""
+    imported = any(person["state"].get("imported") for person in people.values())
+    return reliability_section(
+        ((participant_id, item_id, int(rating)) for item_id, participant_id, rating, _, _ in rows),
+        pseudonyms={pk: person["pseudonym"] for pk, person in people.items()},
+        note=(
+            f"Each player's competence (the chance their 1-{levels} rating equals a pair's "
+            "true level) and confusion matrix, estimated from every stored game rating of "
+            "pairs that two or more players rated, excluded ratings included"
+            + (" (imported dataset: each player is a rating position)" if imported else "")
+        ),
+    )
 
 
 def _score(state: dict[str, Any]) -> int:

@@ -21,8 +21,9 @@ Environment variables:
   one address before that pair is locked out (default 5).
 - ``CAPEVAL_LOGIN_COOLOFF_MINUTES``: how long such a lockout lasts (default 15).
 - ``CAPEVAL_IMPORT_TIME_LIMIT_MINUTES``, ``CAPEVAL_EXPORT_TIME_LIMIT_MINUTES``,
-  ``CAPEVAL_REPORT_TIME_LIMIT_MINUTES``: a job of that kind is stopped and failed after this
-  long on a worker (defaults 30, 60, 10; the hard limit is 5 minutes later).
+  ``CAPEVAL_REPORT_TIME_LIMIT_MINUTES``, ``CAPEVAL_METRICS_TIME_LIMIT_MINUTES``: a job of that
+  kind is stopped and failed after this long on a worker (defaults 30, 60, 10, 30; the hard
+  limit is 5 minutes later).
 - ``CAPEVAL_JOB_MAX_ATTEMPTS``: runs of a job whose worker died before it is failed (default 3).
 - ``CAPEVAL_JOB_HEARTBEAT_SECONDS``, ``CAPEVAL_JOB_STALE_SECONDS``: a running job shows a sign
   of life this often (default 30) and is failed when silent for longer (default 300).
@@ -232,6 +233,8 @@ CAPEVAL_JOB_TIME_LIMITS = {
         "import": env_int("CAPEVAL_IMPORT_TIME_LIMIT_MINUTES", 30),
         "export": env_int("CAPEVAL_EXPORT_TIME_LIMIT_MINUTES", 60),
         "report": env_int("CAPEVAL_REPORT_TIME_LIMIT_MINUTES", 10),
+        # METEOR scores about 100 captions a second: a 100,000-caption study takes ~17 min.
+        "metrics": env_int("CAPEVAL_METRICS_TIME_LIMIT_MINUTES", 30),
     }.items()
 }
 # A job whose worker died (SIGKILL, out of memory) is delivered again; after this many

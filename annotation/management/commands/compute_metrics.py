@@ -1,0 +1,73 @@
+"""Compute the metric lab's caption metrics and meta-evaluation report of a study.
+
+    manage.py compute_metrics 12
+    manage.py compute_metrics 12 --metrics "CIDEr (pycocoevalcap)" "BLEU-4 (sacrebleu)"
+
+The work is a metrics job like the one the Metrics page starts: it runs here when Celery is
+eager (no REDIS_URL), on a worker otherwise; the command follows its progress until it ends.
+"""
+
+import time
+
+from django.core.management.base import BaseCommand, CommandError
+
+from annotation.errors import ServiceError
+from annotation.models import Job, Study
+from annotation.services.metrics import RESAMPLES, metrics_request
+from rubrics.metrics import METRICS
+
+
+class Command(BaseCommand):
+    help = "Compute BLEU, ROUGE-L, METEOR, CIDEr ... for a study's captions, and the report."
+
+    def add_arguments(self, parser):
+        parser.add_argument("study_id", type=int)
+        parser.add_argument(
+            "--metrics",
+            nargs="+",
+            choices=list(METRICS),
+            metavar="NAME",
+            help=f"Metric names (default: all this machine can compute): {', '.join(METRICS)}.",
+        )
+        parser.add_argument(
+            "--resamples",
+            type=int,
+            default=RESAMPLES,
+            help=f"Bootstrap resamples per correlation (0 to {RESAMPLES}).",
+        )
+        parser.add_argument(
+            "--no-wait", action="store_true", help="Queue the job and return at once."
+        )
+
+    def handle(self, *args, study_id: int, metrics, resamples: int, no_wait: bool, **options):
+        study = Study.objects.filter(pk=study_id).first()
+        if study is None:
+            raise CommandError(f"No study {study_id}.")
+        try:
+            job = metrics_request(study=study, user=None, names=metrics, resamples=resamples)
+        except ServiceError as exc:
+            raise CommandError(exc.report()) from exc
+        job.refresh_from_db()
+        shown = ""
+        while not no_wait and not job.is_finished:
+            line = f"{job.progress}% {job.message}"
+            if line != shown:
+                self.stdout.write(line)
+                shown = line
+            time.sleep(1)
+            job.refresh_from_db()
+        if job.status == Job.Status.FAILED:
+            raise CommandError(
+                "\n".join([f"Job {job.pk} failed: {job.error}", *job.result.get("errors", [])])
+            )
+        if not job.is_finished:
+            self.stdout.write(f"Job {job.pk} queued; follow it at /jobs/{job.pk}/.")
+            return
+        result = job.result
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"Job {job.pk}: scored {result['captions_scored']} captions of study {study.pk} "
+                f"with {len(result['computed'])} metrics (references: {result['references']}); "
+                f"{result['captions_without_references']} captions had no reference."
+            )
+        )

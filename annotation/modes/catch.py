@@ -1,0 +1,400 @@
+"""Catch trials on the data model, for VICR and THumB (docs/protocol-choices.md, "Catch trials").
+
+The rules are in ``rubrics.catch`` and the transformations in ``rubrics.transformations``;
+this module maps them onto items, judgments and participants. Like the modes, it never
+writes: it returns unsaved items and the parts of an ``Outcome``.
+
+A catch trial is an ``Item`` of kind ``catch``, reserved for one participant. In VICR it is
+a pair; in THumB an image's caption set (a copy of its stage-1 item) whose human caption
+group is replaced by the altered text (``key`` names that group)::
+
+    spec = {"caption_id": <VICR: caption whose image is shown>,
+            "groups": [...], "image_name": ...,  # THumB: the stage-1 spec, one group altered
+            "catch": {"kind": "T_WP", "gamma": 0.5, "text": <shown text>,
+                      "source_caption_id": <caption the text was made from>,
+                      "participant_id": <the participant it is for>,
+                      "key": <THumB: the altered group>}}
+
+Its own kind keeps it out of every query of a study's data items (scores, agreement,
+exports' data views), and the mode's pages show it with the ordinary item template.
+The judgment of a catch trial carries ``result["catch"] = {"kind", "gamma", "caught"}``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from django.db.models import Q, QuerySet
+
+from annotation.errors import ServiceError
+from annotation.models import Assignment, Caption, Item, Judgment, Participant
+from annotation.modes.settings import CrowdSettings, number, text, whole
+from rubrics import catch as rules
+from rubrics import transformations as tf
+
+CATCH = "catch"
+FLAG_KIND = "catch_failed"
+#: The exclusion reason of judgments made after the participant was flagged.
+LATER_REASON = "failed catch trials (flagged before this judgment)"
+
+
+@dataclass(frozen=True)
+class CatchSettings(CrowdSettings):
+    """The settings of a mode that serves catch trials (THumB and VICR extend this)."""
+
+    # 0: none, the published protocol. At most 0.5: the insertion probability after an
+    # item is rate / (1 - rate) (rubrics.catch), which reaches 1 there.
+    catch_rate: float = number(
+        0,
+        low=0,
+        high=0.5,
+        doc="Share of served items that are catch trials (0: none, the published "
+        "protocol; at most 0.5).",
+    )
+    catch_gammas: str = text(
+        "0.5,1", doc="Shares of words permuted or replaced in a catch trial, e.g. 0.5,1."
+    )
+    catch_min_seen: int = whole(
+        3,
+        low=1,
+        high=1000,
+        doc="Catch trials a participant answers before the exclusion rule applies.",
+    )
+    catch_max_missed_share: float = number(
+        0.5,
+        low=0,
+        high=1,
+        doc="Missing more than this share of catch trials flags the participant and "
+        "excludes their judgments.",
+    )
+
+    def check(self) -> None:
+        """The gammas must parse; a mode's own ``check`` calls this first."""
+        try:
+            rules.parse_gammas(self.catch_gammas)
+        except ValueError as exc:
+            raise ServiceError(f"catch_{exc}", field="catch_gammas") from exc
+
+
+def exclusion_reason(seen: int, missed: int) -> str:
+    return f"failed catch trials: missed {missed} of {seen}"
+
+
+def pending(participant: Participant) -> QuerySet[Item]:
+    """The participant's catch trials not answered yet (served before anything else)."""
+    return Item.objects.filter(
+        study_id=participant.study_id,
+        kind=CATCH,
+        spec__catch__participant_id=participant.pk,
+        judgment_count=0,
+    )
+
+
+def used_sources(participant: Participant) -> set[int]:
+    """Captions this participant's catch trials were made from or show the image of.
+
+    Their ordinary items are not served to the participant afterwards: the real caption
+    after its mangled copy would be a second look, not a first judgment.
+    """
+    ids: set[int] = set()
+    for spec in Item.objects.filter(
+        study_id=participant.study_id, kind=CATCH, spec__catch__participant_id=participant.pk
+    ).values_list("spec", flat=True):
+        ids.update({int(spec["caption_id"]), int(spec["catch"]["source_caption_id"])})
+    return ids
+
+
+def _same_person(participant: Participant) -> Q:
+    """Leases of this participant or of anyone from their browser in the study."""
+    same_person = Q(participant_id=participant.pk)
+    if participant.browser_id:
+        same_person |= Q(
+            participant__study_id=participant.study_id,
+            participant__browser_id=participant.browser_id,
+        )
+    return same_person
+
+
+def used_images(participant: Participant) -> set[int]:
+    """THumB: images this participant met in a catch trial (shown, or its text's source).
+
+    None of their items is served to the participant afterwards.
+    """
+    ids: set[int] = set()
+    for image_id, spec in Item.objects.filter(
+        study_id=participant.study_id, kind=CATCH, spec__catch__participant_id=participant.pk
+    ).values_list("image_id", "spec"):
+        ids.add(image_id)
+        if spec["catch"].get("source_image_id"):
+            ids.add(int(spec["catch"]["source_image_id"]))
+    return ids
+
+
+def seen_images(participant: Participant) -> set[int]:
+    """THumB: images of every item the participant (or their browser) was ever shown, and the
+    images their catch trials' texts came from."""
+    seen: set[int] = set()
+    for image_id, spec in Assignment.objects.filter(_same_person(participant)).values_list(
+        "item__image_id", "item__spec"
+    ):
+        seen.add(image_id)
+        source = ((spec or {}).get("catch") or {}).get("source_image_id")
+        if source:
+            seen.add(int(source))
+    return seen
+
+
+def seen_captions(participant: Participant, caption_ids_of: Any) -> set[int]:
+    """Ids of captions the participant (or their browser) was ever shown.
+
+    ``caption_ids_of(spec)`` lists the captions an item spec shows (the mode knows its spec).
+    Every lease counts, released ones too: a lapsed lease still showed its item.
+    """
+    seen: set[int] = set()
+    for spec in Assignment.objects.filter(_same_person(participant)).values_list(
+        "item__spec", flat=True
+    ):
+        seen.update(caption_ids_of(spec or {}))
+        catch = (spec or {}).get("catch")
+        if catch:
+            seen.add(int(catch["source_caption_id"]))
+    return seen
+
+
+def new_catch_item(
+    participant: Participant,
+    *,
+    rate: float,
+    gammas: tuple[float, ...],
+    caption_ids_of: Any,
+    draw: int,
+) -> Item | None:
+    """Maybe a new catch trial for the participant (unsaved), drawn at ``rate``.
+
+    ``draw`` numbers the participant's submissions, so one study seed, participant and
+    count give one decision and one catch (reproducible, and a reload changes nothing).
+    The source is a study caption the participant has never been shown; T_RC shows that
+    caption's image with a human caption of another image, also never shown to them
+    (any caption of another image when the study has no human captions).
+    """
+    study = participant.study
+    rng = np.random.default_rng([study.seed, participant.pk, draw, 0xCA7C])
+    if rng.random() >= rules.insert_probability(rate):
+        return None
+    if pending(participant).exists():
+        return None
+    captions = list(
+        Caption.objects.filter(study_id=study.pk, purpose=Caption.Purpose.STUDY)
+        .order_by("id")
+        .values_list("id", "image_id", "system", "text")
+    )
+    seen = seen_captions(participant, caption_ids_of)
+    unseen = [row for row in captions if row[0] not in seen]
+    if not unseen:
+        return None
+    source = unseen[int(rng.integers(len(unseen)))]
+    others = [row for row in unseen if row[1] != source[1] and row[2] == Caption.HUMAN]
+    if not others:
+        others = [row for row in unseen if row[1] != source[1]]
+    # T_RC's text is one of ``others``; its index is drawn here so the id is known.
+    other = others[int(rng.integers(len(others)))] if others else None
+    try:
+        made = rules.make_catch(
+            source=source[3],
+            others=[other[3]] if other else [],
+            vocabulary=tf.vocabulary([row[3] for row in captions]),
+            gammas=gammas,
+            rng=rng,
+        )
+    except ValueError:
+        return None
+    origin = other if made.kind == "T_RC" and other else source
+    return Item(
+        study_id=study.pk,
+        kind=CATCH,
+        image_id=source[1],
+        position=0,
+        target=1,
+        spec={
+            "caption_id": source[0],
+            "catch": {
+                "kind": made.kind,
+                "gamma": made.gamma,
+                "text": made.text,
+                "source_caption_id": origin[0],
+                "participant_id": participant.pk,
+            },
+        },
+    )
+
+
+def new_thumb_catch_item(
+    participant: Participant, *, rate: float, gammas: tuple[float, ...], draw: int
+) -> Item | None:
+    """Maybe a new THumB catch trial for the participant (unsaved), drawn at ``rate``.
+
+    An image the participant has never been shown is drawn among the stage-1 items; the
+    catch trial is a copy of its stage-1 item (same caption groups, so it looks like any
+    image's caption set) whose human caption group is altered: T_WP and T_RW transform
+    that caption, T_RC replaces it by the human caption of another image the participant
+    has never been shown. ``draw`` numbers the participant's judgments (see
+    ``new_catch_item``).
+    """
+    study = participant.study
+    rng = np.random.default_rng([study.seed, participant.pk, draw, 0xCA7C])
+    if rng.random() >= rules.insert_probability(rate):
+        return None
+    if pending(participant).exists():
+        return None
+    stage1 = list(
+        Item.objects.filter(study_id=study.pk, kind="stage1")
+        .order_by("position", "id")
+        .values_list("image_id", "spec")
+    )
+    seen = seen_images(participant)
+
+    def human_group(spec: dict[str, Any]) -> dict[str, Any] | None:
+        return next(
+            (
+                group
+                for group in spec.get("groups", [])
+                if any(c.get("system") == Caption.HUMAN for c in group.get("captions", []))
+            ),
+            None,
+        )
+
+    unseen = [(image_id, spec) for image_id, spec in stage1 if image_id not in seen]
+    unseen = [(image_id, spec) for image_id, spec in unseen if human_group(spec)]
+    if not unseen:
+        return None
+    image_id, spec = unseen[int(rng.integers(len(unseen)))]
+    target = human_group(spec)
+    assert target is not None
+    others = [(other_id, human_group(s)) for other_id, s in unseen if other_id != image_id]
+    other = others[int(rng.integers(len(others)))] if others else None
+    try:
+        made = rules.make_catch(
+            source=target["text"],
+            others=[other[1]["text"]] if other else [],
+            vocabulary=tf.vocabulary(
+                [group["text"] for _, s in stage1 for group in s.get("groups", [])]
+            ),
+            gammas=gammas,
+            rng=rng,
+        )
+    except ValueError:
+        return None
+    if made.kind == "T_RC" and other:
+        source_image, source_group = other
+    else:
+        source_image, source_group = image_id, target
+    human = next(c for c in source_group["captions"] if c.get("system") == Caption.HUMAN)
+    groups = [
+        {**group, "text": made.text} if group["key"] == target["key"] else group
+        for group in spec["groups"]
+    ]
+    return Item(
+        study_id=study.pk,
+        kind=CATCH,
+        image_id=image_id,
+        position=0,
+        target=1,
+        spec={
+            **{key: value for key, value in spec.items() if key != "check_keys"},
+            "groups": groups,
+            "catch": {
+                "kind": made.kind,
+                "gamma": made.gamma,
+                "text": made.text,
+                "key": target["key"],
+                "source_caption_id": human["id"],
+                "source_image_id": source_image,
+                "participant_id": participant.pk,
+            },
+        },
+    )
+
+
+def is_flagged(participant: Participant) -> bool:
+    return any(
+        isinstance(flag, dict) and flag.get("kind") == FLAG_KIND for flag in participant.flags or []
+    )
+
+
+def rule_outcome(
+    participant: Participant, *, caught: bool, min_seen: int, max_missed_share: float
+) -> dict[str, Any]:
+    """``Outcome`` fields for the exclusion rule after one more answered catch trial.
+
+    Counts the participant's earlier catch judgments plus this one (not stored yet); the
+    first time the rule breaks, a ``catch_failed`` flag and the exclusion of every judgment
+    of theirs. A participant flagged before gets each new judgment excluded too.
+    """
+    results = list(
+        Judgment.objects.filter(participant_id=participant.pk, item__kind=CATCH).values_list(
+            "result__catch__caught", flat=True
+        )
+    )
+    seen = len(results) + 1
+    missed = sum(1 for value in results if not value) + (not caught)
+    if is_flagged(participant):
+        return {"exclusion": exclusion_reason(seen, missed)}
+    if rules.breaks_rule(seen, missed, min_seen=min_seen, max_missed_share=max_missed_share):
+        reason = exclusion_reason(seen, missed)
+        return {
+            "flags": ({"kind": FLAG_KIND, "detail": reason},),
+            "exclude_participant": reason,
+        }
+    return {}
+
+
+def report_section(study_id: int, *, people: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """The report's catch-trial section; empty when the study has no catch trial answered.
+
+    ``table``: share caught per transformation and gamma with counts; ``players``: per
+    player with catch trials, how many were answered and missed and whether the rule flagged
+    them; ``flagged``: how many participants carry a ``catch_failed`` flag. ``people`` maps
+    participant ids to rows with a ``pseudonym`` (the report's own read).
+    """
+    answered = [
+        (participant_id, catch)
+        for participant_id, catch in Judgment.objects.filter(
+            study_id=study_id, item__kind=CATCH
+        ).values_list("participant_id", "result__catch")
+        if isinstance(catch, dict)
+    ]
+    flagged = {
+        pk
+        for pk, flags in Participant.objects.filter(study_id=study_id)
+        .exclude(flags=[])
+        .values_list("pk", "flags")
+        if is_flagged(Participant(flags=flags))
+    }
+    if not answered and not flagged:
+        return {}
+    per_player: dict[int, list[int]] = {}
+    for participant_id, catch in answered:
+        cell = per_player.setdefault(participant_id, [0, 0])
+        cell[0] += 1
+        cell[1] += not catch.get("caught")
+    table = rules.caught_table(
+        (catch.get("kind", ""), catch.get("gamma"), bool(catch.get("caught")))
+        for _, catch in answered
+    )
+    return {
+        "table": table,
+        "answered": len(answered),
+        "caught": sum(bool(catch.get("caught")) for _, catch in answered),
+        "flagged": len(flagged),
+        "players": [
+            {
+                "pseudonym": people.get(pk, {}).get("pseudonym", str(pk)),
+                "seen": seen,
+                "missed": missed,
+                "flagged": pk in flagged,
+            }
+            for pk, (seen, missed) in sorted(per_player.items(), key=lambda kv: (-kv[1][1], kv[0]))
+        ],
+    }

@@ -1,0 +1,160 @@
+"""Read a reference-caption file for the metric lab into rows, listing every bad row.
+
+Three formats, told apart by their content (``reference_format``):
+
+- ``csv``: a header ``image,reference`` then one reference per row; ``image`` is the
+  study's image name (the file name the captions cite).
+- ``coco``: COCO captions JSON, ``{"images": [{"id", "file_name"}], "annotations":
+  [{"image_id", "caption"}]}``; the image is found by its file name.
+- ``thumb``: THumB 1.0's ``mscoco_references.json``, JSON Lines ``{"seg_id", "refs":
+  [...]}``; the image is the one ``import_thumb`` stored with that ``seg_id`` as its source.
+
+The reader only reads: ``services/metrics.py:references_import`` matches the rows to the
+study's images and writes them, all or nothing, like the caption importers.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Any
+
+from django.conf import settings
+
+from annotation.services.imports.coco_captions import _UNREADABLE, _coco_id_map, _read_json
+from annotation.services.imports.sources import ImportTooLarge
+
+#: Longest reference kept (characters); a caption is a sentence, not a document.
+REFERENCE_MAX = 2000
+FORMATS = ("csv", "coco", "thumb")
+#: How a row names its image: the image's ``name`` or its ``source`` (THumB's seg_id).
+BY_NAME, BY_SOURCE = "name", "source"
+
+REFERENCES_FILE = "the references file"
+
+
+@dataclass(frozen=True)
+class ReferenceRow:
+    """One reference of the file: its line, how it names the image, and the text."""
+
+    line: int
+    image_ref: str
+    text: str
+    by: str = BY_NAME
+
+
+def reference_format(filename: str, text: str) -> str:
+    """The file's format: ``csv`` by its extension, else ``thumb`` for JSON Lines whose first
+    object has ``refs``, else ``coco``."""
+    if filename.lower().endswith(".csv"):
+        return "csv"
+    first = text.lstrip().split("\n", 1)[0]
+    try:
+        head = json.loads(first)
+    except ValueError:
+        return "coco"
+    return "thumb" if isinstance(head, dict) and "refs" in head else "coco"
+
+
+def _too_many(count: int) -> None:
+    limit = settings.CAPEVAL_MAX_IMPORT_ROWS
+    if count > limit:
+        raise ImportTooLarge(
+            f"the references file has {count} references; the limit per import is {limit} "
+            "(CAPEVAL_MAX_IMPORT_ROWS). Import it in several parts."
+        )
+
+
+def read_references(text: str, fmt: str, errors: list[str]) -> list[ReferenceRow]:
+    """The good rows of ``text`` in format ``fmt``; every problem is added to ``errors``."""
+    if fmt == "csv":
+        return _read_csv(text, errors)
+    if fmt == "coco":
+        return _read_coco(text, errors)
+    if fmt == "thumb":
+        return _read_thumb(text, errors)
+    errors.append(f"unknown references format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    return []
+
+
+def _read_csv(text: str, errors: list[str]) -> list[ReferenceRow]:
+    reader = csv.DictReader(io.StringIO(text))
+    header = [name.strip() for name in reader.fieldnames or []]
+    missing = {"image", "reference"} - set(header)
+    if missing:
+        errors.append(
+            "line 1: the header must name image and reference "
+            f"(missing: {', '.join(sorted(missing))})"
+        )
+        return []
+    reader.fieldnames = header
+    rows: list[ReferenceRow] = []
+    for record in reader:
+        _too_many(len(rows) + 1)
+        # The line where the record ends; a quoted reference may span lines.
+        line = reader.line_num
+        rows.append(
+            ReferenceRow(line, (record.get("image") or "").strip(), record.get("reference") or "")
+        )
+    return rows
+
+
+def _read_coco(text: str, errors: list[str]) -> list[ReferenceRow]:
+    document = _read_json(text, REFERENCES_FILE, errors)
+    if document is _UNREADABLE:
+        return []
+    if not isinstance(document, dict) or not isinstance(document.get("annotations"), list):
+        errors.append(
+            'line 1: COCO captions JSON is an object with "images" and "annotations" '
+            '([{"image_id", "caption"}])'
+        )
+        return []
+    id_to_name = _coco_id_map(document.get("images"), REFERENCES_FILE, "images", errors)
+    if id_to_name is None:
+        return []
+    _too_many(len(document["annotations"]))
+    rows: list[ReferenceRow] = []
+    for index, located in enumerate(document["annotations"]):
+        entry: Any = located.value
+        where = f"line {located.line}: annotations[{index}]"
+        if not isinstance(entry, dict) or "image_id" not in entry or "caption" not in entry:
+            errors.append(f"{where} needs an image_id and a caption")
+            continue
+        name = id_to_name.get(entry["image_id"])
+        if name is None:
+            errors.append(f"{where}: image_id {entry['image_id']!r} is not in the images list")
+            continue
+        rows.append(ReferenceRow(located.line, name, entry["caption"]))
+    return rows
+
+
+def _read_thumb(text: str, errors: list[str]) -> list[ReferenceRow]:
+    rows: list[ReferenceRow] = []
+    for line_number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError as exc:
+            errors.append(f"line {line_number}: not a JSON object ({exc})")
+            continue
+        except RecursionError:
+            errors.append(f"line {line_number}: nested too deeply to be a references line")
+            continue
+        refs = entry.get("refs") if isinstance(entry, dict) else None
+        if not isinstance(refs, list) or "seg_id" not in entry:
+            errors.append(f'line {line_number}: needs "seg_id" and a "refs" list')
+            continue
+        _too_many(len(rows) + len(refs))
+        rows.extend(ReferenceRow(line_number, str(entry["seg_id"]), ref, BY_SOURCE) for ref in refs)
+    return rows
+
+
+def image_label(row: ReferenceRow) -> str:
+    """How an error names the row's image."""
+    if row.by == BY_SOURCE:
+        return f"seg_id {row.image_ref!r}"
+    return f"image {PurePosixPath(row.image_ref).name!r}"

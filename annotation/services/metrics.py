@@ -1,0 +1,825 @@
+"""The metric lab: reference captions, metrics computed as a job, and the meta-evaluation.
+
+- ``references_import`` stores a file of reference captions (``services/imports/references.py``
+  reads it), all or nothing.
+- ``metrics_request`` queues a metrics job; the job runner calls ``metrics_compute``, which
+  scores every study caption that has references with ``rubrics.metrics.compute``, stores
+  the scores in ``Caption.metrics`` under the metric's implementation name (beside imported
+  columns such as CLIP-S), measures each metric's robustness (Cui et al.) and stores the
+  meta-evaluation report on the job.
+- ``metaeval_report`` is that report: the system-level table, caption-level correlations
+  with every human score of the study, pairwise accuracy, robustness. ``metrics_ensemble``
+  fits an ENSEMBEVAL-style linear ensemble on one study and evaluates it on another.
+
+Which references a caption gets (docs/protocol-choices.md, "Metric lab"): the study's
+imported references of its image (a Pascal-50S pair's own five for the captions of that
+pair) when the study has imported references; otherwise the other human captions of its
+image. The result names which.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from django.db import transaction
+
+from annotation.errors import ServiceError
+from annotation.models import Caption, Image, Job, Judgment, PairJudgment, Reference, Study, User
+from annotation.modes import get_mode
+from annotation.modes.humanr.protocol import CHECK as HUMANR_CHECK
+from annotation.modes.humanr.protocol import GROUP as HUMANR_GROUP
+from annotation.modes.thumb.protocol import FLUENCY, STAGE1, STAGE2
+from annotation.services.datasets import fileless_image
+from annotation.services.imports.references import (
+    BY_SOURCE,
+    REFERENCE_MAX,
+    image_label,
+    read_references,
+    reference_format,
+)
+from annotation.services.imports.sources import ImportTooLarge
+from annotation.services.jobs import job_create
+from annotation.services.studies import study_create
+from annotation.text import text_problem
+from rubrics import metaeval, transformations
+from rubrics import metrics as metric_rules
+from rubrics import thumb as thumb_rules
+
+Progress = Callable[..., None]
+
+#: Bootstrap resamples of each correlation interval (a job may ask for fewer).
+RESAMPLES = 1000
+#: Random tie-breaking repeats of pairwise accuracy (survey Table 5: five).
+TIE_REPEATS = 5
+#: Robustness: the strengths of each transformation, and at most this many human captions.
+GAMMAS = (0.0, 0.25, 0.5, 0.75, 1.0)
+ROBUSTNESS_CAPTIONS = 500
+WITH_HUMAN, WITHOUT_HUMAN = "with Human", "without Human"
+IMPORTED, OTHER_HUMANS = "imported references", "the other human captions of the image"
+
+
+# ---------------------------------------------------------------------- references
+
+
+def references_import(*, study: Study, path: Path | str, fmt: str = "") -> dict[str, int]:
+    """Store the reference captions of ``path`` for the study's images, all or nothing.
+
+    ``fmt`` is ``csv``, ``coco`` or ``thumb`` (see ``services/imports/references.py``);
+    empty: told from the file. Every bad row (unknown image, empty or overlong text,
+    control characters) is listed with its line in ``ServiceError.details["errors"]``, and
+    then nothing is written. A reference the image already has is not stored twice.
+    Returns ``{"imported": n, "already_there": m}``.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ServiceError(
+            f"{path.name}: not a readable UTF-8 file ({exc})", field="file"
+        ) from None
+    errors: list[str] = []
+    try:
+        rows = read_references(text, fmt or reference_format(path.name, text), errors)
+    except ImportTooLarge as exc:
+        raise ServiceError(str(exc), field="file") from None
+    by_name = dict(Image.objects.filter(study=study).values_list("name", "id"))
+    by_source = dict(Image.objects.filter(study=study).values_list("source", "id"))
+    existing = set(Reference.objects.filter(study=study).values_list("image_id", "text"))
+    new: list[Reference] = []
+    already = 0
+    for row in rows:
+        image_id = (by_source if row.by == BY_SOURCE else by_name).get(row.image_ref)
+        value = row.text.strip() if isinstance(row.text, str) else row.text
+        problem = text_problem(value, max_length=REFERENCE_MAX)
+        if image_id is None:
+            errors.append(f"line {row.line}: {image_label(row)} is not an image of this study")
+        elif problem or not value:
+            errors.append(f"line {row.line}: the reference {problem or 'is empty'}")
+        elif (image_id, value) in existing:
+            already += 1
+        else:
+            existing.add((image_id, value))
+            new.append(
+                Reference(
+                    study=study, image_id=image_id, text=value, source=path.name, line=row.line
+                )
+            )
+    if errors:
+        raise ServiceError(
+            f"{len(errors)} bad row(s) in {path.name}; nothing imported.",
+            field="file",
+            details={"errors": errors[:200]},
+        )
+    if not new and not already:
+        raise ServiceError(f"{path.name} holds no references; nothing imported.", field="file")
+    with transaction.atomic():
+        Reference.objects.bulk_create(new, batch_size=2000)
+    return {"imported": len(new), "already_there": already}
+
+
+def caption_references(study: Study) -> tuple[list[dict[str, Any]], list[list[str]], str]:
+    """The study captions that have references, their references, and where those came from.
+
+    Each caption is ``{"id", "image_id", "system", "text"}`` (``text`` is the raw caption:
+    the metrics tokenize it themselves). Captions without a reference are left out.
+    """
+    captions = list(
+        Caption.objects.filter(study=study, purpose=Caption.Purpose.STUDY)
+        .order_by("id")
+        .values("id", "image_id", "system", "raw_text")
+    )
+    by_image: dict[int, list[str]] = defaultdict(list)
+    by_pair: dict[int, list[str]] = defaultdict(list)
+    for image_id, pair_id, text in Reference.objects.filter(study=study).values_list(
+        "image_id", "pair_id", "text"
+    ):
+        (by_pair[pair_id] if pair_id else by_image[image_id]).append(text)
+    kept, refs = [], []
+    if by_image or by_pair:
+        source = IMPORTED
+        pair_of: dict[int, int] = {}
+        for pair_id, a, b in PairJudgment.objects.filter(study=study).values_list(
+            "id", "caption_a_id", "caption_b_id"
+        ):
+            pair_of[a] = pair_of[b] = pair_id
+        for caption in captions:
+            found = by_pair.get(pair_of.get(caption["id"], 0)) or by_image.get(caption["image_id"])
+            if found:
+                kept.append(caption)
+                refs.append(list(found))
+    else:
+        source = OTHER_HUMANS
+        humans: dict[int, list[tuple[int, str]]] = defaultdict(list)
+        for caption in captions:
+            if caption["system"] == Caption.HUMAN:
+                humans[caption["image_id"]].append((caption["id"], caption["raw_text"]))
+        for caption in captions:
+            found = [t for cid, t in humans.get(caption["image_id"], []) if cid != caption["id"]]
+            if found:
+                kept.append(caption)
+                refs.append(found)
+    for caption in kept:
+        caption["text"] = caption.pop("raw_text")
+    return kept, refs, source
+
+
+# ---------------------------------------------------------------------- the job
+
+
+def metrics_latest(study: Study) -> Job | None:
+    """The newest finished metrics job of the study (its result is the report), if any."""
+    return study.jobs.filter(kind=Job.Kind.METRICS, status=Job.Status.DONE).first()
+
+
+def metrics_pending(study: Study) -> Job | None:
+    """A metrics job of the study that is queued or running, if any."""
+    return study.jobs.filter(
+        kind=Job.Kind.METRICS, status__in=[Job.Status.QUEUED, Job.Status.RUNNING]
+    ).first()
+
+
+def metric_names_available() -> list[str]:
+    """The metrics this machine can compute (the Java ones only with a Java runtime)."""
+    java = metric_rules.java_available()
+    return [name for name, spec in metric_rules.METRICS.items() if java or not spec.needs_java]
+
+
+def metrics_request(
+    *,
+    study: Study,
+    user: User | None,
+    names: Sequence[str] | None = None,
+    resamples: int = RESAMPLES,
+) -> Job:
+    """Queue a metrics job for the study; refuse at once what could not run.
+
+    ``names``: metric names of ``rubrics.metrics.METRICS`` (None: all this machine can
+    compute). Refused: an unknown name, a Java metric without Java (the message says how to
+    install Java), a study none of whose captions has references.
+    """
+    if names is None:
+        names = metric_names_available()
+    names = list(dict.fromkeys(names))
+    if not names:
+        raise ServiceError("Choose at least one metric.", field="metrics")
+    unknown = [n for n in names if n not in metric_rules.METRICS]
+    if unknown:
+        raise ServiceError(
+            f"Unknown metric(s): {', '.join(unknown)}. "
+            f"Choose from: {', '.join(metric_rules.METRICS)}.",
+            field="metrics",
+        )
+    java = [n for n in names if metric_rules.METRICS[n].needs_java]
+    if java and not metric_rules.java_available():
+        raise ServiceError(
+            f"{', '.join(java)} need Java, which this server lacks. "
+            f"{metric_rules.JAVA_INSTALL_HINT}.",
+            field="metrics",
+        )
+    if not 0 <= int(resamples) <= RESAMPLES:
+        raise ServiceError(f"resamples must be 0 to {RESAMPLES}.", field="resamples")
+    _require_references(study)
+    return job_create(
+        kind=Job.Kind.METRICS,
+        study=study,
+        created_by=user,
+        params={"metrics": names, "resamples": int(resamples)},
+    )
+
+
+def _require_references(study: Study) -> None:
+    if not caption_references(study)[0]:
+        raise ServiceError(
+            "No caption of this study has references, so no metric can be computed. Import "
+            "references (manage.py import_references STUDY_ID FILE), or import human captions "
+            "(system Human) of the same images: each serves as a reference for the others.",
+            field="references",
+        )
+
+
+def metrics_run(*, job: Job, progress: Progress) -> dict[str, Any]:
+    """The job runner's entry (``services/runner.py``)."""
+    return metrics_compute(job=job, progress=progress)
+
+
+def metrics_compute(*, job: Job, progress: Progress) -> dict[str, Any]:
+    """Score the study's captions, store the scores, and compute the meta-evaluation report.
+
+    The scores are written to ``Caption.metrics`` in one transaction (a failure stores
+    none); the report goes on the job (``result``). ``ServiceError`` for a study without
+    references or a metric that cannot run.
+    """
+    study = job.study
+    names = list(job.params.get("metrics") or metric_names_available())
+    resamples = int(job.params.get("resamples", RESAMPLES))
+    progress(2, "Reading captions and references")
+    captions, refs, source = caption_references(study)
+    if not captions:
+        _require_references(study)
+
+    def scoring(fraction: float, message: str) -> None:
+        progress(5 + int(50 * fraction), f"Scoring {len(captions)} captions: {message}")
+
+    try:
+        scores = metric_rules.compute([c["text"] for c in captions], refs, names, progress=scoring)
+    except ValueError as exc:
+        raise ServiceError(f"The metrics could not be computed: {exc}") from None
+    progress(56, "Storing the scores")
+    with transaction.atomic():
+        rows = list(
+            Caption.objects.filter(pk__in=[c["id"] for c in captions]).only("id", "metrics")
+        )
+        index = {c["id"]: i for i, c in enumerate(captions)}
+        for row in rows:
+            stored = dict(row.metrics or {})
+            for name in names:
+                stored[name] = float(scores[name][index[row.pk]])
+            row.metrics = stored
+        Caption.objects.bulk_update(rows, ["metrics"], batch_size=1000)
+    progress(60, "Robustness to pathological transformations")
+    robustness = metrics_robustness(
+        captions=captions,
+        refs=refs,
+        names=names,
+        seed=study.seed,
+        progress=lambda f, m="": progress(60 + int(20 * f), f"Robustness: {m}"),
+    )
+    progress(80, "Meta-evaluation")
+    report = metaeval_report(study, computed=names, resamples=resamples)
+    report.update(
+        {
+            "computed": names,
+            "references": source,
+            "captions_scored": len(captions),
+            "captions_without_references": Caption.objects.filter(
+                study=study, purpose=Caption.Purpose.STUDY
+            ).count()
+            - len(captions),
+            "robustness": robustness,
+            "metric_info": {
+                name: {
+                    "implementation": spec.implementation,
+                    "tokenizer": spec.tokenizer,
+                    "percent": spec.percent,
+                }
+                for name, spec in metric_rules.METRICS.items()
+                if name in names
+            },
+        }
+    )
+    progress(100, "Done")
+    return {"result": report, "message": f"Scored {len(captions)} captions"}
+
+
+# ---------------------------------------------------------------------- robustness
+
+
+def metrics_robustness(
+    *,
+    captions: list[dict[str, Any]],
+    refs: list[list[str]],
+    names: Sequence[str],
+    seed: int,
+    progress: Progress,
+) -> dict[str, Any] | None:
+    """Cui et al.'s robustness of each metric on the study's human captions (None without any).
+
+    For each transformation (T_RC, T_WP, T_RW) and gamma in ``GAMMAS``, the human captions
+    (at most ``ROBUSTNESS_CAPTIONS``, drawn with the study's seed) are transformed and
+    scored against their own references by ``rubrics.metaeval.robustness``: the mean score,
+    normalised to the unmodified captions' mean, is the curve, and its area (trapezoids over
+    gamma) the robustness (lower is more robust). T_RC has no strength of its own here: at
+    gamma a share gamma of the captions is replaced by a human caption of another image
+    (docs/protocol-choices.md).
+    """
+    humans = [i for i, c in enumerate(captions) if c["system"] == Caption.HUMAN]
+    images = {captions[i]["image_id"] for i in humans}
+    if len(humans) < 2 or len(images) < 2:
+        return None
+    rng = np.random.default_rng(seed)
+    if len(humans) > ROBUSTNESS_CAPTIONS:
+        humans = sorted(rng.choice(humans, size=ROBUSTNESS_CAPTIONS, replace=False).tolist())
+    texts = [captions[i]["text"] for i in humans]
+    curves: dict[str, dict[str, Any]] = {}
+    for done, kind in enumerate(transformations.TRANSFORMATIONS):
+        progress(done / len(transformations.TRANSFORMATIONS), f"{kind}")
+        by_metric = metaeval.robustness(
+            texts,
+            [refs[i] for i in humans],
+            transformation=kind,
+            gammas=GAMMAS[1:],
+            names=names,
+            images=[captions[i]["image_id"] for i in humans],
+            seed=rng,
+        )
+        curves[kind] = {
+            name: None
+            if found is None
+            else {"normalised": [found["curve"][g] for g in GAMMAS], "area": found["area"]}
+            for name, found in by_metric.items()
+        }
+    progress(1.0, "Robustness done")
+    return {"gammas": list(GAMMAS), "captions": len(texts), "curves": curves}
+
+
+# ---------------------------------------------------------------------- human scores
+
+
+def human_scores(study: Study) -> tuple[dict[str, list[tuple[int, float]]], str]:
+    """The study's caption-level human scores and the coefficient the field uses for them.
+
+    ``{score name: [(caption id, value), ...]}``: THumB one row per caption for P, R and
+    Total (Pearson, as THumB Table 4); VICR one row per rating (Kendall tau-c over the
+    flattened ratings, as the survey's Table 4 for Flickr8k-Expert; tau-b when the ratings
+    take two values only). HUMANr has no caption score: its judgments are pairwise.
+    """
+    if study.mode == "thumb":
+        return _thumb_scores(study), "pearson"
+    if study.mode == "vicr":
+        rows = [
+            (spec.get("caption_id"), payload.get("rating"))
+            for spec, payload in Judgment.objects.filter(
+                study=study, excluded=False, item__kind="game"
+            ).values_list("item__spec", "payload")
+        ]
+        rows = [(int(c), float(r)) for c, r in rows if c is not None and r is not None]
+        binary = len({r for _, r in rows}) == 2
+        return {"rating": rows}, "kendall_tau_b" if binary else "kendall_tau_c"
+    return {}, ""
+
+
+def _thumb_scores(study: Study) -> dict[str, list[tuple[int, float]]]:
+    """Final THumB scores per caption: stage 2's (stage 1's in a study without stage 2),
+    fluency from a fluency round when there is one; as the mode's report reads them."""
+    config = get_mode("thumb").settings(study)
+    final_stage = STAGE2 if config.stage2 else STAGE1
+    stages: dict[int, dict[str, dict[str, Any]]] = defaultdict(dict)
+    for image_id, kind, payload in (
+        Judgment.objects.filter(study=study, excluded=False)
+        .order_by("id")
+        .values_list("item__image_id", "item__kind", "payload")
+    ):
+        stages[image_id].setdefault(kind, payload)
+    out: dict[str, list[tuple[int, float]]] = {"P": [], "R": [], "Total": []}
+    for by_kind in stages.values():
+        if final_stage not in by_kind:
+            continue
+        fluency = by_kind.get(FLUENCY, {}).get("captions", {})
+        for key, scores in by_kind[final_stage]["captions"].items():
+            flu = fluency[key]["fluency"] if key in fluency else scores["fluency"]
+            total = thumb_rules.total(
+                scores["precision"],
+                scores["recall"],
+                flu,
+                scores["conciseness"],
+                scores["inclusive"],
+            )
+            for caption_id in scores["caption_ids"]:
+                out["P"].append((caption_id, float(scores["precision"])))
+                out["R"].append((caption_id, float(scores["recall"])))
+                out["Total"].append((caption_id, float(total)))
+    return out if out["P"] else {}
+
+
+def _pairs(study: Study) -> dict[str, list[tuple[int, int, int]]]:
+    """Pairwise human judgments by group: ``[(caption a, caption b, choice 0|1)]``.
+
+    Imported pairs (Pascal-50S) by their category; HUMANr comparisons (not attention
+    checks, not excluded, not neutral) as one group, the human caption as ``a``.
+    """
+    groups: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
+    for category, a, b, choice in PairJudgment.objects.filter(study=study).values_list(
+        "category", "caption_a_id", "caption_b_id", "choice"
+    ):
+        groups[category or "pairs"].append((a, b, choice))
+    if study.mode == "humanr":
+        for result in Judgment.objects.filter(
+            study=study, excluded=False, item__kind=HUMANR_GROUP
+        ).values_list("result", flat=True):
+            if result.get("kind") == HUMANR_CHECK or not result.get("value"):
+                continue
+            groups["HUMANr comparisons"].append(
+                (
+                    result["reference_caption_id"],
+                    result["other_caption_id"],
+                    0 if result["value"] < 0 else 1,
+                )
+            )
+    return dict(groups)
+
+
+# ---------------------------------------------------------------------- the report
+
+
+def caption_metrics(study: Study) -> tuple[dict[int, dict[str, float]], dict[int, str]]:
+    """Every caption's metric scores (computed and imported) and its system."""
+    scores: dict[int, dict[str, float]] = {}
+    systems: dict[int, str] = {}
+    for pk, system, values in Caption.objects.filter(
+        study=study, purpose=Caption.Purpose.STUDY
+    ).values_list("id", "system", "metrics"):
+        systems[pk] = system
+        scores[pk] = {
+            name: float(value)
+            for name, value in (values or {}).items()
+            if isinstance(value, int | float) and not isinstance(value, bool) and np.isfinite(value)
+        }
+    return scores, systems
+
+
+def metaeval_report(
+    study: Study, *, computed: Sequence[str] = (), resamples: int = RESAMPLES
+) -> dict[str, Any]:
+    """The meta-evaluation of every metric the study's captions carry against its humans.
+
+    - ``systems``: per system, the number of captions and each metric's mean;
+    - ``correlations``: per human score, per metric, ``{with Human, without Human}`` each
+      ``{value, low, high, n}`` (bootstrap percentile interval, ``resamples`` resamples,
+      the study's seed) with the coefficient ``coefficient``;
+    - ``pairwise``: per group of pairwise judgments, per metric, accuracy mean and standard
+      deviation over ``TIE_REPEATS`` random tie-breakings.
+    """
+    scores, systems = caption_metrics(study)
+    names = sorted({name for values in scores.values() for name in values})
+    ordered = list(computed) + [n for n in names if n not in computed]
+    ordered = [n for n in ordered if n in names]
+    table = []
+    for system in sorted(set(systems.values()), key=lambda s: (s != Caption.HUMAN, s)):
+        ids = [pk for pk, s in systems.items() if s == system]
+        table.append(
+            {
+                "system": system,
+                "captions": len(ids),
+                "means": {
+                    name: _mean([scores[pk][name] for pk in ids if name in scores[pk]])
+                    for name in ordered
+                },
+            }
+        )
+    human, coefficient = human_scores(study)
+    correlations: dict[str, dict[str, dict[str, Any]]] = {}
+    has_human = any(s == Caption.HUMAN for s in systems.values())
+    has_machines = any(s != Caption.HUMAN for s in systems.values())
+    for score, rows in human.items():
+        correlations[score] = {}
+        for name in ordered:
+            cells = {}
+            for label, keep_human in ((WITHOUT_HUMAN, False), (WITH_HUMAN, True)):
+                if not keep_human and not (has_human and has_machines):
+                    continue
+                kept = [
+                    (cid, value)
+                    for cid, value in rows
+                    if cid in scores
+                    and name in scores[cid]
+                    and (keep_human or systems[cid] != Caption.HUMAN)
+                ]
+                cells[label] = _correlation(
+                    [(scores[cid][name], value) for cid, value in kept],
+                    coefficient,
+                    resamples,
+                    study.seed,
+                    clusters=[cid for cid, _ in kept],
+                )
+            correlations[score][name] = cells
+    pairwise: dict[str, dict[str, Any]] = {}
+    for group, pairs in _pairs(study).items():
+        pairwise[group] = {"pairs": len(pairs), "metrics": {}}
+        for name in ordered:
+            usable = [
+                p for p in pairs if name in scores.get(p[0], {}) and name in scores.get(p[1], {})
+            ]
+            if not usable:
+                continue
+            mean, std = metaeval.pairwise_accuracy(
+                np.array([scores[a][name] for a, _, _ in usable]),
+                np.array([scores[b][name] for _, b, _ in usable]),
+                np.array([c for _, _, c in usable]),
+                repeats=TIE_REPEATS,
+                seed=study.seed,
+            )
+            pairwise[group]["metrics"][name] = {
+                "mean": float(mean),
+                "std": float(std),
+                "n": len(usable),
+            }
+    return {
+        "metrics": ordered,
+        "systems": table,
+        "coefficient": coefficient,
+        "correlations": correlations,
+        "pairwise": pairwise,
+    }
+
+
+def _mean(values: list[float]) -> float | None:
+    return float(np.mean(values)) if values else None
+
+
+def _correlation(
+    pairs: Sequence[tuple[float, float]],
+    kind: str,
+    resamples: int,
+    seed: int,
+    clusters: Sequence[int] | None = None,
+) -> dict[str, Any] | None:
+    """``metaeval.correlation`` of (metric, human) rows; the bootstrap draws whole captions
+    when ``clusters`` (the caption of each row) is given, i.e. all ratings of a caption."""
+    if len(pairs) < 3:
+        return None
+    metric = np.array([m for m, _ in pairs])
+    human = np.array([h for _, h in pairs])
+    if clusters is not None and len(set(clusters)) == len(clusters):
+        clusters = None  # one row per caption: the plain bootstrap is the same thing
+    try:
+        found = metaeval.correlation(
+            metric, human, kind=kind, resamples=resamples, seed=seed, clusters=clusters
+        )
+    except ValueError as exc:  # a constant metric or score has no correlation
+        return {"value": None, "low": None, "high": None, "n": len(pairs), "note": str(exc)}
+    return {
+        key: (float(v) if isinstance(v, float | np.floating) else v) for key, v in found.items()
+    }
+
+
+# ---------------------------------------------------------------------- ensemble
+
+
+def _primary(study: Study) -> tuple[str, dict[int, float], list[tuple[int, float]], str]:
+    """The human score an ensemble learns and is judged by: THumB Total, VICR ratings."""
+    human, coefficient = human_scores(study)
+    if not human:
+        raise ServiceError(
+            f"{study.name} has no caption-level human scores (THumB or VICR judgments).",
+            field="evaluate_on",
+        )
+    score = "Total" if "Total" in human else next(iter(human))
+    rows = human[score]
+    sums: dict[int, list[float]] = defaultdict(list)
+    for cid, value in rows:
+        sums[cid].append(value)
+    return score, {cid: float(np.mean(v)) for cid, v in sums.items()}, rows, coefficient
+
+
+def metrics_ensemble(*, train: Study, test: Study, resamples: int = 200) -> dict[str, Any]:
+    """Fit a linear ensemble of the metrics both studies carry on ``train``'s captions
+    (target: its primary human score, a caption's mean when it has several) and report its
+    correlation with ``test``'s human score, beside each single metric's on ``test``.
+
+    ServiceError when a study has no human scores or the two share no metric.
+    """
+    train_scores, _ = caption_metrics(train)
+    test_scores, _ = caption_metrics(test)
+    train_score, train_target, _, _ = _primary(train)
+    test_score, _, test_rows, coefficient = _primary(test)
+    common = sorted(
+        {n for v in train_scores.values() for n in v} & {n for v in test_scores.values() for n in v}
+    )
+    if not common:
+        raise ServiceError(
+            f"{train.name} and {test.name} share no metric; compute the same metrics on both.",
+            field="evaluate_on",
+        )
+    train_ids = [cid for cid in train_target if all(n in train_scores.get(cid, {}) for n in common)]
+    test_rows = [
+        (cid, v) for cid, v in test_rows if all(n in test_scores.get(cid, {}) for n in common)
+    ]
+    if len(train_ids) < len(common) + 2 or len(test_rows) < 3:
+        raise ServiceError(
+            "Too few scored captions to fit or evaluate an ensemble.", field="evaluate_on"
+        )
+    x_train = np.array([[train_scores[cid][n] for n in common] for cid in train_ids])
+    y_train = np.array([train_target[cid] for cid in train_ids])
+    try:
+        model = metaeval.fit_ensemble(x_train, y_train)
+    except ValueError as exc:
+        raise ServiceError(f"The ensemble cannot be fitted on {train.name}: {exc}.") from None
+    x_test = np.array([[test_scores[cid][n] for n in common] for cid, _ in test_rows])
+    predicted = metaeval.apply_ensemble(model, x_test)
+    human = [v for _, v in test_rows]
+    clusters = [cid for cid, _ in test_rows]
+    single = {
+        name: _correlation(
+            list(zip(x_test[:, j], human, strict=True)), coefficient, resamples, test.seed, clusters
+        )
+        for j, name in enumerate(common)
+    }
+    return {
+        "train": {
+            "id": train.pk,
+            "name": train.name,
+            "score": train_score,
+            "captions": len(train_ids),
+        },
+        "test": {"id": test.pk, "name": test.name, "score": test_score, "rows": len(test_rows)},
+        "metrics": common,
+        "coefficients": _coefficients(model, common),
+        "coefficient": coefficient,
+        "ensemble": _correlation(
+            list(zip(predicted, human, strict=True)), coefficient, resamples, test.seed, clusters
+        ),
+        "single": single,
+    }
+
+
+def _coefficients(model: metaeval.Ensemble, names: list[str]) -> dict[str, float]:
+    """The fitted weights by metric name (each metric rescaled to [0, 1] on the training
+    study, so the weights compare), and the intercept."""
+    out = {name: float(w) for name, w in zip(names, model.weights, strict=True)}
+    out["intercept"] = float(model.intercept)
+    return out
+
+
+# ---------------------------------------------------------------------- Pascal-50S
+
+PASCAL_CATEGORIES = ("HC", "HI", "HM", "MM")
+
+
+def _read_pascal50s(path: Path) -> list[dict[str, Any]]:
+    """The pairs of a Pascal-50S file, ``{HC|HI|HM|MM: [{image, captions: [c0, c1], label,
+    references: [...]}]}``; ServiceError listing every bad pair (category and position)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise ServiceError(f"{path.name}: not a readable JSON file ({exc})", field="file") from None
+    if not isinstance(data, dict) or not data:
+        raise ServiceError(
+            f"{path.name}: expected an object of pair lists by category "
+            f"({', '.join(PASCAL_CATEGORIES)})",
+            field="file",
+        )
+    pairs, errors = [], []
+    for category, entries in data.items():
+        if category not in PASCAL_CATEGORIES or not isinstance(entries, list):
+            errors.append(f"{category!r}: not a list of pairs of a Pascal-50S category")
+            continue
+        for index, entry in enumerate(entries):
+            where = f"{category}[{index}]"
+            problem = _pascal_problem(entry)
+            if problem:
+                errors.append(f"{where}: {problem}")
+                continue
+            pairs.append(
+                {
+                    "category": category,
+                    "position": index,
+                    "image": entry["image"].strip(),
+                    "captions": [c.strip() for c in entry["captions"]],
+                    "label": entry["label"],
+                    "references": [r.strip() for r in entry["references"]],
+                }
+            )
+    if errors:
+        raise ServiceError(
+            f"{len(errors)} bad pair(s) in {path.name}; nothing imported.",
+            field="file",
+            details={"errors": errors[:200]},
+        )
+    if not pairs:
+        raise ServiceError(f"{path.name} holds no pairs; nothing imported.", field="file")
+    return pairs
+
+
+def _pascal_problem(entry: Any) -> str | None:
+    if not isinstance(entry, dict):
+        return "not an object"
+    image, captions, refs = entry.get("image"), entry.get("captions"), entry.get("references")
+    if not isinstance(image, str) or not image.strip() or text_problem(image, max_length=255):
+        return "image must be a file path of at most 255 characters"
+    if not isinstance(captions, list) or len(captions) != 2:
+        return "captions must be a list of two captions"
+    if entry.get("label") not in (0, 1) or isinstance(entry.get("label"), bool):
+        return "label must be 0 or 1 (the index of the caption people preferred)"
+    if not isinstance(refs, list) or not refs:
+        return "references must be a non-empty list"
+    for what, text in [*(("caption", c) for c in captions), *(("reference", r) for r in refs)]:
+        if not isinstance(text, str) or not text.strip():
+            return f"a {what} is empty or not text"
+        problem = text_problem(text.strip(), max_length=REFERENCE_MAX)
+        if problem:
+            return f"a {what} {problem}"
+    return None
+
+
+def dataset_import_pascal50s(*, owner: User, path: Path | str, name: str = "") -> Study:
+    """Load Pascal-50S pairwise judgments as a new CLOSED study for the metric lab.
+
+    Each pair becomes two captions (system = the pair's category, HC/HI/HM/MM), a
+    ``PairJudgment`` with the humans' choice (the file's majority ``label``) and the pair's
+    own references. The study is a HUMANr study (the pairwise mode) without items: its
+    judgments are the imported pairs. Images are cited, not stored. All or nothing.
+    """
+    path = Path(path)
+    if not (owner.is_researcher or owner.is_staff):
+        raise ServiceError(f"{owner.username} is not a researcher", status=403)
+    pairs = _read_pascal50s(path)
+    from_file = path.name[:200]
+    with transaction.atomic():
+        study = study_create(
+            owner=owner,
+            name=name or f"Pascal-50S ({path.name})",
+            mode="humanr",
+            settings={},
+            description="Imported Pascal-50S pairwise judgments (Vedantam et al. 2015).",
+        )
+        images: dict[str, Image] = {}
+        for pair in pairs:
+            if pair["image"] not in images:
+                images[pair["image"]] = fileless_image(
+                    study=study, name=pair["image"], source=pair["image"]
+                )
+        Image.objects.bulk_create(images.values(), batch_size=2000)
+        captions = Caption.objects.bulk_create(
+            [
+                Caption(
+                    study=study,
+                    image=images[pair["image"]],
+                    system=pair["category"],
+                    raw_text=text,
+                    text=text,
+                    line=pair["position"] + 1,
+                )
+                for pair in pairs
+                for text in pair["captions"]
+            ],
+            batch_size=2000,
+        )
+        judged = PairJudgment.objects.bulk_create(
+            [
+                PairJudgment(
+                    study=study,
+                    image=images[pair["image"]],
+                    caption_a=captions[2 * k],
+                    caption_b=captions[2 * k + 1],
+                    choice=pair["label"],
+                    category=pair["category"],
+                    source=from_file,
+                    line=pair["position"] + 1,
+                )
+                for k, pair in enumerate(pairs)
+            ],
+            batch_size=2000,
+        )
+        Reference.objects.bulk_create(
+            [
+                Reference(
+                    study=study,
+                    image=images[pair["image"]],
+                    pair=judgment,
+                    text=text,
+                    source=from_file,
+                    line=pair["position"] + 1,
+                )
+                for pair, judgment in zip(pairs, judged, strict=True)
+                for text in pair["references"]
+            ],
+            batch_size=2000,
+        )
+        study.status = Study.Status.CLOSED
+        study.save(update_fields=["status", "updated_at"])
+    return study

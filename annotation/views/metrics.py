@@ -1,0 +1,224 @@
+"""The metric lab page of a study: compute the metrics (a job with a progress bar), read the
+meta-evaluation tables, and fit an ensemble on this study to evaluate on another."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_http_methods
+
+from annotation import selectors
+from annotation.errors import ServiceError
+from annotation.models import Job, Reference
+from annotation.services import metrics as lab
+from annotation.services.jobs import job_sweep_stale
+from annotation.views.access import researcher_required
+from annotation.views.errors import job_not_started
+from rubrics import metrics as metric_rules
+
+
+@require_http_methods(["GET", "POST"])
+@researcher_required
+def study_metrics(request: HttpRequest, study_id: int) -> HttpResponse:
+    study = selectors.study_for_researcher(request.user, study_id)
+    if request.method == "POST":
+        try:
+            job = lab.metrics_request(
+                study=study, user=request.user, names=request.POST.getlist("metrics")
+            )
+        except ServiceError as exc:
+            if exc.status == 400:  # a refusal of the request itself: shown where the job goes
+                return _refused(request, study, exc)
+            return job_not_started(request, exc, "Metrics not started")
+        job.refresh_from_db()  # without a broker the job has already run
+        if request.htmx:
+            return render(request, "metrics/_job.html", {"job": job, "study": study})
+        return redirect("study_metrics", study_id=study.pk)
+    latest = lab.metrics_latest(study)
+    java = metric_rules.java_available()
+    others = (
+        selectors.studies_for_researcher(request.user)
+        .exclude(pk=study.pk)
+        .filter(jobs__kind=Job.Kind.METRICS, jobs__status=Job.Status.DONE)
+        .distinct()
+        .order_by("name")
+    )
+    context: dict[str, Any] = {
+        "study": study,
+        "latest": latest,
+        "pending": lab.metrics_pending(study),
+        "java": java,
+        "choices": [
+            {
+                "name": name,
+                "checked": java or not spec.needs_java,
+                "disabled": spec.needs_java and not java,
+                "implementation": spec.implementation,
+            }
+            for name, spec in metric_rules.METRICS.items()
+        ],
+        "references": Reference.objects.filter(study=study).count(),
+        "others": others,
+        **(report_tables(latest.result) if latest else {}),
+    }
+    evaluate_on = request.GET.get("evaluate_on", "")
+    if latest and evaluate_on:
+        context["evaluate_on"] = evaluate_on
+        if not evaluate_on.isascii() or not evaluate_on.isdigit():
+            context["ensemble_error"] = "Choose a study from the list."
+        else:
+            other = others.filter(pk=int(evaluate_on)).first()
+            if other is None:
+                context["ensemble_error"] = "Choose a study whose metrics are computed."
+            else:
+                try:
+                    context["ensemble"] = ensemble_tables(
+                        lab.metrics_ensemble(train=study, test=other)
+                    )
+                except ServiceError as exc:
+                    context["ensemble_error"] = exc.message
+    return render(request, "metrics/study.html", context)
+
+
+def _refused(request: HttpRequest, study, exc: ServiceError) -> HttpResponse:
+    if request.htmx:
+        # htmx swaps only 2xx answers: the refusal goes where the progress bar would have.
+        return render(request, "metrics/_refused.html", {"message": exc.message})
+    return render(
+        request,
+        "error.html",
+        {"title": "Metrics not started", "message": exc.message},
+        status=exc.status,
+    )
+
+
+@require_GET
+@researcher_required
+def metrics_job(request: HttpRequest, study_id: int, job_id: int) -> HttpResponse:
+    """The metrics job's progress fragment, polled by the page until the job ends."""
+    study = selectors.study_for_researcher(request.user, study_id)
+    job = study.jobs.filter(pk=job_id, kind=Job.Kind.METRICS).first()
+    if job is None:
+        raise Http404("No such job.")
+    if job_sweep_stale(job_ids=[job.pk]):  # its process vanished: say so, stop polling
+        job.refresh_from_db()
+    return render(request, "metrics/_job.html", {"job": job, "study": study})
+
+
+# ---------------------------------------------------------------------- presentation
+
+
+def _scaled(value: float | None, percent: bool) -> str:
+    if value is None:
+        return "–"
+    return f"{value * 100:.1f}" if percent else f"{value:.3f}"
+
+
+def _interval(cell: dict[str, Any] | None) -> str:
+    if not cell or cell.get("value") is None:
+        return "–"
+    text = f"{cell['value']:.3f}"
+    if cell.get("low") is not None:
+        text += f" [{cell['low']:.3f}, {cell['high']:.3f}]"
+    return text
+
+
+def report_tables(result: dict[str, Any]) -> dict[str, Any]:
+    """The stored report as rows of display strings, one list per table of the page.
+
+    Computed metrics that papers print x100 are shown x100 (their ``percent``); imported
+    columns as imported.
+    """
+    names = result.get("metrics", [])
+    info = result.get("metric_info", {})
+    percent = {name: info.get(name, {}).get("percent", False) for name in names}
+    systems = [
+        {
+            "system": row["system"],
+            "captions": row["captions"],
+            "cells": [_scaled(row["means"].get(name), percent[name]) for name in names],
+        }
+        for row in result.get("systems", [])
+    ]
+    labels = [lab.WITHOUT_HUMAN, lab.WITH_HUMAN]
+    correlations = []
+    for score, per_metric in result.get("correlations", {}).items():
+        shown = [label for label in labels if any(label in c for c in per_metric.values())]
+        correlations.append(
+            {
+                "score": score,
+                "labels": shown,
+                "rows": [
+                    {"metric": name, "cells": [_interval(cells.get(label)) for label in shown]}
+                    for name, cells in per_metric.items()
+                ],
+            }
+        )
+    pairwise = [
+        {
+            "group": group,
+            "pairs": data["pairs"],
+            "rows": [
+                {
+                    "metric": name,
+                    "accuracy": f"{cell['mean'] * 100:.1f} ± {cell['std'] * 100:.1f}",
+                    "n": cell["n"],
+                }
+                for name, cell in data["metrics"].items()
+            ],
+        }
+        for group, data in result.get("pairwise", {}).items()
+    ]
+    robustness = result.get("robustness")
+    robust_rows = []
+    if robustness:
+        kinds = list(robustness["curves"])
+        for name in result.get("computed", []):
+            curves = [robustness["curves"][kind].get(name) for kind in kinds]
+            robust_rows.append(
+                {
+                    "metric": name,
+                    "areas": [f"{c['area']:.3f}" if c else "–" for c in curves],
+                    "curves": [
+                        " · ".join(f"{v:.2f}" for v in c["normalised"]) if c else "–"
+                        for c in curves
+                    ],
+                }
+            )
+    return {
+        "result": result,
+        "metric_names": [
+            {"name": name, "scaled": percent[name], "computed": name in result.get("computed", [])}
+            for name in names
+        ],
+        "system_rows": systems,
+        "correlation_tables": correlations,
+        "pairwise_tables": pairwise,
+        "robustness": robustness,
+        "robustness_kinds": list(robustness["curves"]) if robustness else [],
+        "robustness_rows": robust_rows,
+        "coefficient_label": COEFFICIENTS.get(result.get("coefficient", ""), ""),
+    }
+
+
+COEFFICIENTS = {
+    "pearson": "Pearson's r",
+    "kendall_tau_c": "Kendall's tau-c",
+    "kendall_tau_b": "Kendall's tau-b",
+}
+
+
+def ensemble_tables(ensemble: dict[str, Any]) -> dict[str, Any]:
+    """The ensemble's coefficients and its correlation beside each single metric's."""
+    return {
+        **ensemble,
+        "coefficient_label": COEFFICIENTS.get(ensemble["coefficient"], ""),
+        "weights": [
+            {"name": name, "value": f"{value:.4f}"}
+            for name, value in ensemble["coefficients"].items()
+        ],
+        "rows": [{"name": "Ensemble", "value": _interval(ensemble["ensemble"])}]
+        + [{"name": name, "value": _interval(cell)} for name, cell in ensemble["single"].items()],
+    }

@@ -1,0 +1,56 @@
+"""The Metrics page in Chromium: start computing, follow the progress bar, read the tables;
+axe on each state, and no horizontal scroll at 390 and 1280 px."""
+
+import pytest
+from django.core.management import call_command
+from playwright.sync_api import expect
+
+from annotation.services.datasets import dataset_import_thumb_release
+from tests.e2e.axe import assert_no_serious_a11y_violations
+from tests.factories.metrics import write_references_csv, write_release
+
+pytestmark = pytest.mark.e2e
+
+NO_HORIZONTAL_SCROLL = "() => document.documentElement.scrollWidth <= window.innerWidth"
+JAVA_FREE = ("BLEU-4 (sacrebleu)", "ROUGE-L (rouge-score)")
+
+
+def fits(page, context: str) -> None:
+    for width in (390, 1280):
+        page.set_viewport_size({"width": width, "height": 900})
+        assert page.evaluate(NO_HORIZONTAL_SCROLL), f"{context}: horizontal scroll at {width} px"
+
+
+def test_researcher_computes_metrics_and_reads_the_tables(page, login, researcher, tmp_path):
+    study = dataset_import_thumb_release(
+        owner=researcher, path=write_release(tmp_path / "release.jsonl"), name="Lab study"
+    )
+    call_command("import_references", study.pk, str(write_references_csv(tmp_path / "r.csv")))
+    login(page, researcher)
+    page.goto(f"/studies/{study.pk}/")
+    page.get_by_role("link", name="Metrics", exact=True).click()
+    expect(page.get_by_role("heading", name="Metrics: Lab study", level=1)).to_be_visible()
+    expect(page.get_by_text("No metrics have been computed yet.")).to_be_visible()
+    assert_no_serious_a11y_violations(page, context="metrics page, nothing computed")
+    fits(page, "metrics page, nothing computed")
+
+    # Only the Java-free metrics, to keep the browser test short.
+    for box in page.get_by_role("checkbox").all():
+        label = box.evaluate("el => el.value")
+        if (label in JAVA_FREE) != box.is_checked():
+            box.click()
+    page.get_by_role("button", name="Compute the metrics").click()
+    progress = page.locator("#metrics-job progress")
+    expect(progress).to_have_attribute("value", "100", timeout=60_000)
+    expect(page.get_by_role("status")).to_contain_text("Done")
+    assert_no_serious_a11y_violations(page, context="metrics page, job done")
+
+    page.get_by_role("link", name="Show the new tables").click()
+    expect(page.get_by_role("heading", name="System level")).to_be_visible()
+    table = page.get_by_role("region", name="System-level table")
+    expect(table.get_by_role("rowheader", name="Human")).to_be_visible()
+    expect(table.get_by_role("columnheader", name="ROUGE-L (rouge-score) ×100")).to_be_visible()
+    expect(page.get_by_role("heading", name="Total")).to_be_visible()
+    expect(page.get_by_role("heading", name="Robustness (Cui et al.)")).to_be_visible()
+    assert_no_serious_a11y_violations(page, context="metrics page with tables")
+    fits(page, "metrics page with tables")

@@ -1,0 +1,68 @@
+"""Builders of the metric lab's tests: a small THumB-like release and its references."""
+
+import json
+from pathlib import Path
+
+# A THumB-like release: 4 images x (Human + 2 machines), P and R per caption.
+IMAGES = {
+    "1": (
+        "img1.jpg",
+        ["a dog runs across the green grass", "a brown dog running on grass in a park"],
+    ),
+    "2": ("img2.jpg", ["a man rides a red bicycle down the street", "a cyclist on a city road"]),
+    "3": ("img3.jpg", ["two children play with a ball on the beach", "kids playing at the sea"]),
+    "4": ("img4.jpg", ["a cat sleeps on a wooden chair", "a sleeping cat curled on a chair"]),
+}
+CAPTIONS = {  # seg_id: [(system, caption, P, R)]
+    "1": [
+        ("Human", "A dog running through the grass.", 5, 5),
+        ("SysA", "A dog runs on the grass.", 5, 4),
+        ("SysB", "A cat sitting on a table.", 1, 1),
+    ],
+    "2": [
+        ("Human", "A man riding his bike on a street.", 5, 4),
+        ("SysA", "A man rides a bicycle down the street.", 5, 5),
+        ("SysB", "A person standing near a car.", 2, 2),
+    ],
+    "3": [
+        ("Human", "Children playing ball at the beach.", 5, 5),
+        ("SysA", "Two kids play on a beach.", 4, 3),
+        ("SysB", "A group of people on the grass.", 2, 1),
+    ],
+    "4": [
+        ("Human", "A cat asleep on a chair.", 5, 4),
+        ("SysA", "A cat sleeping on a chair.", 5, 4),
+        ("SysB", "A dog on a bed.", 1, 1),
+    ],
+}
+
+
+def write_release(path: Path, captions=CAPTIONS) -> Path:
+    lines = []
+    for seg_id, rows in captions.items():
+        for system, text, precision, recall in rows:
+            lines.append(
+                json.dumps(
+                    {
+                        "SYS": system,
+                        "seg_id": seg_id,
+                        "hyp": text,
+                        "image": IMAGES[seg_id][0],
+                        "P": precision,
+                        "R": recall,
+                        "Fl": 0.0,
+                        "Con": 0.0,
+                        "Inc": 0.0,
+                    }
+                )
+            )
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def write_references_csv(path: Path, images=IMAGES) -> Path:
+    rows = ["image,reference"] + [
+        f'{name},"{ref}"' for name, refs in images.values() for ref in refs
+    ]
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return path
