@@ -16,5 +16,6 @@ urlpatterns = [
     path(
         "studies/<int:study_id>/metrics/", apis.StudyMetricsApi.as_view(), name="api_study_metrics"
     ),
+    path("studies/<int:study_id>/plan/", apis.StudyPlanApi.as_view(), name="api_study_plan"),
     path("jobs/<int:job_id>/", apis.JobDetailApi.as_view(), name="api_job"),
 ]

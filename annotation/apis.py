@@ -1,6 +1,7 @@
 """REST API (DRF): thin views with nested input/output serializers, calling selectors and
 services. A study or job the user may not manage answers 404, like a missing one."""
 
+from django import forms
 from django.http import Http404
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
@@ -31,6 +32,7 @@ from annotation.services.studies import (
     study_reopen,
 )
 from annotation.text import DESCRIPTION_MAX_CHARS, TextValidator
+from annotation.views.plan import PlanForm
 
 
 class JobOutput(serializers.ModelSerializer):
@@ -375,3 +377,56 @@ def exception_handler(exc, context):
             response["Retry-After"] = str(retry_after)
         return response
     return drf_exception_handler(exc, context)
+
+
+class PlanOutput(serializers.Serializer):
+    mode = serializers.CharField()
+    headline = serializers.CharField(help_text="What the half-widths are of.")
+    confidence = serializers.FloatField()
+    target_half_width = serializers.FloatField(allow_null=True)
+    power_target = serializers.FloatField(allow_null=True)
+    n_simulations = serializers.IntegerField()
+    points = serializers.JSONField(
+        help_text="Per size: n_images, judgments_per_item, half_width (per headline number), "
+        "power, judgments, money, crowd_hours, undefined (simulations left out)."
+    )
+    recommended = serializers.JSONField(
+        allow_null=True, help_text="The cheapest point meeting the targets; null if none."
+    )
+    pilot = serializers.CharField(help_text='"study" (its own ratings) or "assumptions".')
+    seconds_per_judgment = serializers.FloatField(allow_null=True)
+    price_per_judgment = serializers.FloatField(allow_null=True)
+
+
+#: The OpenAPI type of each kind of planner field (the rest are numbers).
+PLAN_PARAMETER_TYPES = {forms.CharField: str, forms.IntegerField: int}
+
+
+class StudyPlanApi(APIView):
+    """The planner (issue 15): predicted interval widths, power and cost per study size.
+
+    The query takes the planner page's fields (``annotation.views.plan.PlanForm``); a bad
+    value answers 400 naming the field.
+    """
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                name,
+                PLAN_PARAMETER_TYPES.get(type(field), float),
+                required=False,
+                description=str(field.help_text or field.label),
+            )
+            for name, field in PlanForm.base_fields.items()
+        ],
+        responses=PlanOutput,
+    )
+    def get(self, request, study_id: int):
+        study = selectors.study_for_researcher(request.user, study_id)
+        form = PlanForm(request.query_params, mode=study.mode)
+        if not form.is_valid():
+            return Response(form.error_dict(), status=status.HTTP_400_BAD_REQUEST)
+        try:
+            return Response(form.plan(study))
+        except ValueError as exc:
+            return Response({"non_field_errors": [str(exc)]}, status=status.HTTP_400_BAD_REQUEST)

@@ -39,6 +39,7 @@ from annotation.models import (
     User,
 )
 from annotation.modes import get_mode
+from rubrics import adaptive, planner
 
 #: Prolific's completion URL; ``?cc=CODE`` records the code for the worker.
 PROLIFIC_COMPLETE = "https://app.prolific.com/submissions/complete"
@@ -580,4 +581,133 @@ def study_dashboard(
         "agreement": {key: agreement[key] for key in ("at", "method", "note")},
         "leases": open_leases(study),
         "integrity": crowd_integrity(study),
+        "adaptive": study_adaptive_saving(study),
+    }
+
+
+def study_adaptive_saving(study: Study) -> dict | None:
+    """What VICR's adaptive stopping saved (issue 15); None when the setting is off.
+
+    A pair stopped early has its ``target`` lowered below ``max_ratings`` by the submission
+    that settled it; the ratings it will never collect are ``max_ratings - target``
+    (``target`` counts the leases that were out when it stopped, which may still be
+    answered). ``ratings_fixed``: what every game pair at ``max_ratings`` would have cost.
+    """
+    config = get_mode(study.mode).settings(study)
+    if not getattr(config, "adaptive_stopping", False):
+        return None
+    cap = config.max_ratings
+    totals = Item.objects.filter(study=study, kind="game").aggregate(
+        pairs=Count("id"),
+        stopped=Count("id", filter=Q(target__lt=cap)),
+        below=Coalesce(Sum(cap - F("target"), filter=Q(target__lt=cap)), 0),
+    )
+    return {
+        "pairs_stopped": totals["stopped"],
+        "ratings_saved": totals["below"],
+        "ratings_fixed": totals["pairs"] * cap,
+    }
+
+
+#: The planner's pilot: at least this many VICR pairs with 2+ kept game ratings, else the
+#: stated rater model (``rubrics.adaptive.fit_rater_model`` needs a few pairs per level).
+PLAN_PILOT_MIN_PAIRS = 10
+
+
+def study_plan(
+    study: Study,
+    *,
+    sizes: list[int],
+    judgments_per_item: int,
+    price_per_judgment: float | None,
+    seconds_per_judgment: float | None,
+    target_half_width: float | None,
+    simulations: int,
+    mean: float,
+    difference: float,
+    spread: float,
+    exact: float,
+    adjacent: float,
+) -> dict:
+    """The planner's curve for the study's mode (``rubrics.planner``), as JSON.
+
+    Pilot: a VICR study with ``PLAN_PILOT_MIN_PAIRS`` pairs of 2+ kept game ratings is its
+    own pilot (the rater model is fitted to them); otherwise, and for THumB and HUMANr
+    (whose pilots would need the report's whole assembly of stages and groups), the stated
+    assumptions: THumB two systems with a mean Total of ``mean`` and ``difference`` between
+    them; HUMANr the Human baseline at 0 and a model at ``-difference``, slider spread
+    ``spread``; VICR ``RaterModel.symmetric(exact, adjacent)``. Seconds per judgment: given,
+    else the median dwell of the study's kept judgments (None when it has none).
+    ValueError from the planner for a combination it refuses.
+    """
+    if seconds_per_judgment is None:
+        dwell = list(
+            Judgment.objects.filter(study=study, excluded=False)
+            .order_by("-id")
+            .values_list("dwell_ms", flat=True)[:10_000]
+        )
+        if dwell:
+            seconds_per_judgment = statistics.median(dwell) / 1000
+    common = {
+        "target_half_width": target_half_width,
+        "n_simulations": simulations,
+        "price_per_judgment": price_per_judgment,
+        "seconds_per_judgment": seconds_per_judgment,
+        "seed": study.seed % 2**32,
+    }
+    pilot = "assumptions"
+    if study.mode == "thumb":
+        plan = planner.plan_thumb(
+            n_images=sizes,
+            assumptions=planner.ThumbAssumptions.two_systems(mean, difference),
+            compare=("A", "B"),
+            judgments_per_caption=judgments_per_item,
+            n_resamples=100,
+            **common,
+        )
+    elif study.mode == "humanr":
+        plan = planner.plan_humanr(
+            n_images=sizes,
+            assumptions=planner.HumanrAssumptions(
+                {
+                    "Human": planner.slider_pmf(0.0, spread),
+                    "Model": planner.slider_pmf(-difference, spread),
+                }
+            ),
+            judgments_per_item=[judgments_per_item],
+            compare="Model",
+            n_permutations=200,
+            **common,
+        )
+    elif study.mode == "vicr":
+        levels = get_mode("vicr").settings(study).scale_levels
+        ratings: dict[int, list[int]] = {}
+        for item_id, rating in (
+            Judgment.objects.filter(study=study, item__kind="game", excluded=False)
+            .order_by("-id")
+            .values_list("item_id", "payload__rating")[:20_000]
+        ):
+            ratings.setdefault(item_id, []).append(int(rating))
+        rated = [r for r in ratings.values() if len(r) >= 2]
+        source: dict = {}
+        if len(rated) >= PLAN_PILOT_MIN_PAIRS:
+            pilot, source = "study", {"pilot": rated}
+        else:
+            model = adaptive.RaterModel.symmetric(levels, exact=exact, adjacent=adjacent)
+            source = {"model": model}
+        plan = planner.plan_vicr(
+            n_pairs=sizes,
+            ratings_per_pair=[judgments_per_item],
+            levels=levels,
+            repetitions=10,
+            **source,
+            **common,
+        )
+    else:
+        raise ValueError(f"the planner has no model of the {study.mode!r} mode")
+    return {
+        **plan.as_dict(),
+        "pilot": pilot,
+        "seconds_per_judgment": seconds_per_judgment,
+        "price_per_judgment": price_per_judgment,
     }

@@ -7,6 +7,7 @@ from annotation.views import (
     imports,
     metrics,
     participate,
+    plan,
     reports,
     studies,
 )
@@ -36,6 +37,10 @@ urlpatterns = [
         name="report_figure",
     ),
     path("studies/<int:study_id>/metrics/", metrics.study_metrics, name="study_metrics"),
+    path("studies/<int:study_id>/plan/", plan.study_plan, name="study_plan"),
+    path(
+        "studies/<int:study_id>/plan/figure.svg", plan.study_plan_figure, name="study_plan_figure"
+    ),
     path(
         "studies/<int:study_id>/metrics/jobs/<int:job_id>/",
         metrics.metrics_job,

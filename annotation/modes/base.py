@@ -154,6 +154,9 @@ class Outcome:
     (``{"kind", "detail"}``) appended to ``Participant.flags`` with the time; when
     ``exclude_participant`` is set, every judgment of the participant in the study, this one
     included, is flagged excluded with that reason (nothing is deleted).
+    ``item_target`` (``None``: unchanged) becomes the judged item's ``target``: a mode that
+    stops an item early (VICR's adaptive stopping) sets it to the item's stored judgments
+    plus its open leases, so no new lease is given and the leases out may still be answered.
     """
 
     state: dict[str, Any] | None = None
@@ -163,6 +166,7 @@ class Outcome:
     new_items: tuple[Item, ...] = ()
     flags: tuple[dict[str, str], ...] = ()
     exclude_participant: str = ""
+    item_target: int | None = None
 
 
 class Pages:

@@ -164,6 +164,9 @@ def _store(judgment: Judgment, outcome: Outcome, *, last_part: bool, now: dateti
             judgment_count=F("judgment_count") + 1,
             open_lease_count=F("open_lease_count") - 1,
         )
+    if outcome.item_target is not None:
+        # The item row is locked (judgment_submit); the mode computed the target from it.
+        Item.objects.filter(pk=judgment.item_id).update(target=outcome.item_target)
 
 
 def _update_participant(

@@ -61,7 +61,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from django.db.models import Q, QuerySet
+from django.db.models import F, Q, QuerySet
 
 from annotation.errors import ServiceError
 from annotation.models import Assignment, Caption, Item, ItemImage, Judgment, Participant, Study
@@ -73,6 +73,7 @@ from annotation.modes.settings import (
     number,
     whole,
 )
+from rubrics import adaptive
 from rubrics import humanr as rules
 
 GROUP = "group"
@@ -142,6 +143,15 @@ class HumanrSettings(CrowdSettings):
         low=100,
         high=MAX_RESAMPLES,
         doc="Random sign flips of the permutation test against the Human baseline.",
+    )
+    # Adaptive allocation (issue 15, docs/protocol-choices.md "Plan and stop"): 0 is off;
+    # above 0, a group is no longer served once every system it compares has a 95%
+    # t-interval half-width at or below this (and at least ADAPTIVE_MIN_VALUES values).
+    adaptive_target_half_width: float = number(
+        0,
+        low=0,
+        high=1,
+        doc="Stop serving groups whose systems' interval half-widths reached this; 0: off.",
     )
 
 
@@ -244,7 +254,14 @@ class HumanrProtocol(Mode):
             )
         seen_images = ItemImage.objects.filter(item_id__in=met).values("image_id")
         sharing = ItemImage.objects.filter(image_id__in=seen_images).values("item_id")
-        return items.exclude(Q(pk__in=sharing) & ~Q(pk__in=served))
+        items = items.exclude(Q(pk__in=sharing) & ~Q(pk__in=served))
+        target = self.settings(participant.study).adaptive_target_half_width
+        if target:
+            settled = adaptive_settled_groups(participant.study_id, target)
+            # A group already leased to this participant stays theirs (a lapsed lease is
+            # reopened by the assignment service).
+            items = items.exclude(Q(pk__in=settled) & ~Q(pk__in=served))
+        return items
 
     def parts(self, item: Item) -> int:
         return len(item.spec["trials"])
@@ -443,3 +460,59 @@ def score_trial(spec: dict[str, Any], *, assignment_id: int, part: int, raw: int
         "value": None if is_check else rules.comparison_value(raw, on_left),
         "check_failed": rules.attention_check_failed(raw, on_left) if is_check else None,
     }
+
+
+# ---------------------------------------------------------------------- adaptive allocation
+
+#: A system is never settled before this many kept comparison values (three groups'
+#: worth): a random run of agreeing answers must not stop it (rubrics.adaptive).
+ADAPTIVE_MIN_VALUES = 27
+#: The HUMANr report's interval level (rubrics.humanr.report's t-interval).
+ADAPTIVE_CONFIDENCE = 0.95
+
+
+def adaptive_settled_systems(study_id: int, target: float) -> set[str]:
+    """Systems whose interval half-width has reached ``target`` (with enough values).
+
+    Kept comparison values (attention-check failures are excluded judgments) per system,
+    ``rubrics.adaptive.humanr_next_systems`` over them; a system without values is open.
+    One query over the study's kept comparison judgments.
+    """
+    values: dict[str, list[float]] = defaultdict(list)
+    rows = Judgment.objects.filter(
+        study_id=study_id, excluded=False, result__kind=COMPARISON
+    ).values_list("result__system", "result__value")
+    for system, value in rows:
+        values[system].append(float(value))
+    still = adaptive.humanr_next_systems(
+        values,
+        target_half_width=target,
+        confidence=ADAPTIVE_CONFIDENCE,
+        min_values=ADAPTIVE_MIN_VALUES,
+    )
+    return set(values) - set(still)
+
+
+def adaptive_settled_groups(study_id: int, target: float) -> list[int]:
+    """Ids of the groups still to serve whose every comparison is of a settled system.
+
+    The groups mix systems (nine images, each with its own system), so a group is dropped
+    only when nothing in it is still needed; a group with one open system is served whole
+    (its other trials are extra values for settled systems, which keeps the groups as the
+    paper built them). Only groups with capacity left are read, and only once a system is
+    settled.
+    """
+    settled = adaptive_settled_systems(study_id, target)
+    if not settled:
+        return []
+    groups = (
+        Item.objects.filter(study_id=study_id, kind=GROUP)
+        .alias(taken=F("judgment_count") + F("open_lease_count"))
+        .filter(taken__lt=F("target"))
+        .values_list("id", "spec__trials")
+    )
+    return [
+        item_id
+        for item_id, trials in groups
+        if all(t["system"] in settled for t in trials if t["kind"] == COMPARISON)
+    ]
