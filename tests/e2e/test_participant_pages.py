@@ -290,11 +290,15 @@ def test_thumb_prolific_worker_is_sent_back_to_prolific(page, researcher):
     study = thumb_study(researcher, images=2, completion_images=1)
     page.goto(f"/p/{crowd_link_token(study)}/?PROLIFIC_PID=THUMB-1&STUDY_ID=S&SESSION_ID=X")
     check_page(page, "THumB intro of a Prolific worker")
-    page.get_by_role("link", name="I agree, start").click()
+    with page.expect_navigation():
+        page.get_by_role("link", name="I agree, start").click()
+    # The intro page has a #main too: type only once the item page and its script are there.
+    expect(page.locator("#thumb-keys")).to_be_attached()
     page.locator("#main").focus()
     for _ in range(5):
         page.keyboard.press("5")
         page.keyboard.press("5")
+    expect(page.locator("fieldset.scale input:checked")).to_have_count(10)
     with page.expect_navigation():
         page.keyboard.press("Enter")
     code = page.locator("#completion-code").inner_text()
