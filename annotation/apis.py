@@ -13,7 +13,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from annotation import selectors
 from annotation.errors import ServiceError
-from annotation.forms import setting_specs
+from annotation.forms import PlanForm, setting_specs
 from annotation.models import Job, Study
 from annotation.services.exports import EXPORT_FORMATS, EXPORT_TABLES, export_request
 from annotation.services.jobs import job_sweep_stale
@@ -32,7 +32,6 @@ from annotation.services.studies import (
     study_reopen,
 )
 from annotation.text import DESCRIPTION_MAX_CHARS, TextValidator
-from annotation.views.plan import PlanForm
 
 
 class JobOutput(serializers.ModelSerializer):
@@ -405,7 +404,7 @@ PLAN_PARAMETER_TYPES = {forms.CharField: str, forms.IntegerField: int}
 class StudyPlanApi(APIView):
     """The planner (issue 15): predicted interval widths, power and cost per study size.
 
-    The query takes the planner page's fields (``annotation.views.plan.PlanForm``); a bad
+    The query takes the planner page's fields (``annotation.forms.PlanForm``); a bad
     value answers 400 naming the field.
     """
 

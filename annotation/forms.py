@@ -7,6 +7,7 @@ from typing import Any
 from django import forms
 from django.forms.utils import ErrorDict
 
+from annotation import selectors
 from annotation.errors import ServiceError
 from annotation.models import Caption, Study
 from annotation.modes import get_mode
@@ -282,3 +283,135 @@ class ImportForm(forms.Form):
         if repeated:
             self.add_error("image_files", f"Repeated file names: {', '.join(repeated)}.")
         return data
+
+
+# The planner (issue 15): one form reads the page (views/plan.py) and the API's query
+# (apis.StudyPlanApi), so both refuse the same input with the same messages.
+MAX_SIZES = 8
+MAX_SIMULATIONS = 100
+MAX_STUDY_SIZE = 5000
+#: Judgments per item by default: THumB's two stages per caption, one HUMANr judgment per
+#: comparison (the paper's), VICR's 3 ratings per pair (the planner's least).
+DEFAULT_JUDGMENTS = {"thumb": 2, "humanr": 1, "vicr": 3}
+
+
+class PlanForm(forms.Form):
+    """The planner's parameters; every field has a default, so an empty query is valid."""
+
+    sizes = forms.CharField(
+        required=False,
+        max_length=100,
+        label="Numbers of images (pairs for VICR)",
+        help_text=f"Comma-separated, 2 to {MAX_STUDY_SIZE}, at most {MAX_SIZES} of them.",
+    )
+    judgments_per_item = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=20,
+        label="Judgments per item",
+        help_text="THumB: judgments per caption (2 stages); HUMANr: workers per comparison; "
+        "VICR: ratings per pair (at least 3).",
+    )
+    price_per_judgment = forms.FloatField(
+        required=False, min_value=0, max_value=1000, label="Price per judgment"
+    )
+    seconds_per_judgment = forms.FloatField(
+        required=False,
+        min_value=0,
+        max_value=3600,
+        label="Seconds per judgment",
+        help_text="Empty: the median time of this study's judgments, if it has any.",
+    )
+    target_half_width = forms.FloatField(
+        required=False,
+        min_value=0.0001,
+        max_value=100,
+        label="Target half-width",
+        help_text="The recommended size is the cheapest whose every interval is this narrow "
+        "(and, THumB and HUMANr, whose power reaches 80%).",
+    )
+    simulations = forms.IntegerField(
+        required=False,
+        min_value=5,
+        max_value=MAX_SIMULATIONS,
+        label="Simulations per size",
+    )
+    mean = forms.FloatField(
+        required=False,
+        min_value=1,
+        max_value=5,
+        label="THumB: mean score of the better system",
+    )
+    difference = forms.FloatField(
+        required=False,
+        min_value=0,
+        max_value=1,
+        label="Smallest difference that matters",
+        help_text="THumB: between the two systems' scores; HUMANr: a model below the Human "
+        "baseline, on the -1 to 1 scale.",
+    )
+    spread = forms.FloatField(
+        required=False, min_value=0.1, max_value=10, label="HUMANr: slider spread (steps)"
+    )
+    exact = forms.FloatField(
+        required=False,
+        min_value=0,
+        max_value=1,
+        label="VICR: share of ratings at the true level",
+    )
+    adjacent = forms.FloatField(
+        required=False,
+        min_value=0,
+        max_value=1,
+        label="VICR: share of ratings one level off",
+    )
+
+    DEFAULTS: dict[str, Any] = {
+        "sizes": "20, 50, 100, 200",
+        "simulations": 30,
+        "price_per_judgment": 0.10,
+        "mean": 4.0,
+        "difference": 0.3,
+        "spread": 2.0,
+        "exact": 0.6,
+        "adjacent": 0.3,
+    }
+
+    def __init__(self, data=None, *, mode: str, **kwargs):
+        self.mode = mode
+        super().__init__(data, **kwargs)
+
+    def clean_sizes(self) -> list[int]:
+        text = self.cleaned_data.get("sizes") or self.DEFAULTS["sizes"]
+        parts = [part.strip() for part in text.split(",") if part.strip()]
+        if not parts or len(parts) > MAX_SIZES:
+            raise forms.ValidationError(f"Give 1 to {MAX_SIZES} sizes, separated by commas.")
+        sizes = []
+        for part in parts:
+            if not (part.isascii() and part.isdigit()) or not 2 <= int(part) <= MAX_STUDY_SIZE:
+                raise forms.ValidationError(
+                    f"{part!r} is not a whole number from 2 to {MAX_STUDY_SIZE}."
+                )
+            sizes.append(int(part))
+        return sorted(set(sizes))
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        for name, value in self.DEFAULTS.items():
+            if name != "sizes" and data.get(name) is None and name not in self.errors:
+                data[name] = value
+        if data.get("judgments_per_item") is None and "judgments_per_item" not in self.errors:
+            data["judgments_per_item"] = DEFAULT_JUDGMENTS.get(self.mode, 1)
+        if self.mode == "vicr" and (data.get("judgments_per_item") or 3) < 3:
+            self.add_error("judgments_per_item", "VICR's agreement needs at least 3 ratings.")
+        if (data.get("exact") or 0) + (data.get("adjacent") or 0) > 1:
+            self.add_error("adjacent", "The two VICR shares together must not exceed 1.")
+        return data
+
+    def plan(self, study: Study) -> dict[str, Any]:
+        """The planner's JSON for the valid form (``study_plan``); ValueError if refused."""
+        return selectors.study_plan(study, **self.cleaned_data)
+
+    def error_dict(self) -> dict[str, list[str]]:
+        """Errors by field name, as the API returns them."""
+        return {field: [str(e) for e in errors] for field, errors in self.errors.items()}
