@@ -236,6 +236,12 @@ class Participant(models.Model):
     address = models.GenericIPAddressField(
         null=True, blank=True, help_text="Client address at first arrival (crowd workers)."
     )
+    network = models.CharField(
+        max_length=64,
+        blank=True,
+        db_index=True,
+        help_text="The address's network (IPv4 address or IPv6 /64; annotation/identities.py).",
+    )
     flags = models.JSONField(
         default=list,
         blank=True,

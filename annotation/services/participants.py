@@ -17,6 +17,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from annotation.errors import ServiceError
+from annotation.identities import network_of
 from annotation.models import CrowdRefusal, Participant, Study, User
 from annotation.modes import get_mode
 from annotation.selectors import PROLIFIC_COMPLETE, completion_code
@@ -267,6 +268,7 @@ def crowd_arrive(
                     external_meta=meta,
                     browser_id=browser_id,
                     address=address,
+                    network=network_of(address),
                 )
                 for other in Participant.objects.filter(study=study, browser_id=browser_id).exclude(
                     pk=participant.pk
