@@ -31,6 +31,7 @@ from annotation.services.studies import (
     study_open,
     study_reopen,
 )
+from annotation.tasks import enqueue
 from annotation.text import DESCRIPTION_MAX_CHARS, TextValidator
 
 
@@ -250,13 +251,15 @@ class StudyExportsApi(APIView):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         options = data.validated_data
-        job = export_request(
-            study=study,
-            user=request.user,
-            export_format=options["format"],
-            table=options["table"],
-            raw_ids=options["raw_ids"],
-            images=options["images"],
+        job = enqueue(
+            export_request(
+                study=study,
+                user=request.user,
+                export_format=options["format"],
+                table=options["table"],
+                raw_ids=options["raw_ids"],
+                images=options["images"],
+            )
         )
         job.refresh_from_db()
         return Response(
@@ -341,11 +344,13 @@ class StudyMetricsApi(APIView):
         study = selectors.study_for_researcher(request.user, study_id)
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        job = metrics_request(
-            study=study,
-            user=request.user,
-            names=data.validated_data.get("metrics"),
-            resamples=data.validated_data["resamples"],
+        job = enqueue(
+            metrics_request(
+                study=study,
+                user=request.user,
+                names=data.validated_data.get("metrics"),
+                resamples=data.validated_data["resamples"],
+            )
         )
         job.refresh_from_db()
         return Response(

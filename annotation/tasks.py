@@ -1,15 +1,25 @@
-"""Celery tasks: thin, idempotent, taking ids and calling services."""
+"""Celery tasks: thin, idempotent, taking ids and calling services; and ``enqueue``, how a
+view, API view or command starts the job a ``*_request`` service created."""
 
 import logging
 
 from celery import Task, shared_task
 from celery.exceptions import TimeLimitExceeded
-from django.db import connections
+from django.db import connections, transaction
+from kombu.exceptions import OperationalError as BrokerUnavailable
 
+from annotation.errors import ServiceError
 from annotation.models import Job
 from annotation.services.assignments import assignment_release_expired
 from annotation.services.exports import export_delete_old
-from annotation.services.jobs import job_fail_time_limit, job_sweep_stale
+from annotation.services.jobs import (
+    QUEUE_RETRY_AFTER_S,
+    QUEUE_UNAVAILABLE,
+    job_fail_time_limit,
+    job_not_enqueued,
+    job_sweep_stale,
+    job_time_limits,
+)
 from annotation.services.runner import job_run
 
 logger = logging.getLogger(__name__)
@@ -57,3 +67,30 @@ def release_expired_leases() -> int:
 @shared_task
 def delete_old_exports() -> int:
     return export_delete_old()
+
+
+def enqueue(job: Job) -> Job:
+    """Publish ``job``'s task once the surrounding transaction commits; return the job.
+
+    Called by whoever asked a service for the job (views, API views, commands), never by a
+    service: the task imports the services, so a service importing it would be a cycle.
+    When the task queue cannot take it, the job is failed (``job_not_enqueued``) and
+    ``ServiceError`` (503, ``details["retry_after"]`` and ``details["job_id"]``) is raised
+    where the transaction commits: at once when called outside one.
+    """
+    transaction.on_commit(lambda: _publish(job))
+    return job
+
+
+def _publish(job: Job) -> None:
+    soft, hard = job_time_limits(job.kind)
+    try:
+        run_job.apply_async((job.pk,), soft_time_limit=soft, time_limit=hard)
+    except BrokerUnavailable as exc:
+        logger.warning("job %s not enqueued, the task queue is unavailable: %s", job.pk, exc)
+        job_not_enqueued(job=job)
+        raise ServiceError(
+            QUEUE_UNAVAILABLE,
+            status=503,
+            details={"retry_after": QUEUE_RETRY_AFTER_S, "job_id": job.pk},
+        ) from exc

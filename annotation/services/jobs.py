@@ -14,20 +14,22 @@ A job always ends (docs/architecture.md, "Long work"):
   killed mid-job in the embedded default, a worker killed by its hard limit whose failure
   could not be written, a message lost with Redis), and a queued job no worker started
   within ``CAPEVAL_JOB_QUEUED_HOURS``;
-- **queue down**: when the task cannot be published, the job is failed at once and the
-  request refused with 503 (``QUEUE_UNAVAILABLE``).
+- **queue down**: when the task cannot be published (``annotation.tasks.enqueue``), the
+  job is failed at once (``job_not_enqueued``) and the request refused with 503
+  (``QUEUE_UNAVAILABLE``).
 
 Writes of a run (progress, heartbeat, finish, fail) apply only while the row still belongs
 to that run (same ``attempts``): a run that was given up on never overwrites a newer one.
 
-``job_create`` holds the code base's one function-level import (of ``annotation.tasks``):
-the task runs the job through ``services/runner.py``, which imports the services that
-create jobs (imports, exports, reports, metrics), and they import this module. Importing the task
-where it is enqueued, not at module level, is what keeps that loop from being an import
-cycle. ``tests/annotation/test_structure.py`` checks that no other exists.
+Services create job rows and never import ``annotation.tasks``: the task runs the job
+through ``services/runner.py``, which imports the services that create jobs, so an import
+of the task here would be a cycle. The view, API view or command that asked for the job
+enqueues it with ``annotation.tasks.enqueue`` (import-linter's contracts forbid the other
+direction).
 """
 
 import logging
+import shutil
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -37,9 +39,7 @@ from django.db import transaction
 from django.db.models import DateTimeField
 from django.db.models.functions import Coalesce
 from django.utils import timezone
-from kombu.exceptions import OperationalError as BrokerUnavailable
 
-from annotation.errors import ServiceError
 from annotation.models import Job, Study, User
 
 logger = logging.getLogger(__name__)
@@ -54,32 +54,21 @@ QUEUE_RETRY_AFTER_S = 60
 def job_create(
     *, kind: str, study: Study | None, created_by: User | None, params: dict[str, Any]
 ) -> Job:
-    """Create a queued job and enqueue its task once the surrounding transaction commits.
+    """Create a queued job. The caller (a view, API view or command) enqueues it with
+    ``annotation.tasks.enqueue``: services never import tasks (Saleor's export pattern)."""
+    return Job.objects.create(kind=kind, study=study, created_by=created_by, params=params)
 
-    When the task queue cannot take it, the job is failed with ``QUEUE_UNAVAILABLE`` and
-    ``ServiceError`` (503, ``details["retry_after"]`` and ``details["job_id"]``) is raised
-    where the transaction commits: at once when called outside one.
+
+def job_not_enqueued(*, job: Job) -> None:
+    """Fail a job whose task could not be published, and delete the uploads it was given.
+
+    Not left queued: no message exists, so no worker would ever start it (nor delete the
+    staging folder of an import, ``params["staging"]``, which only its run removes).
     """
-    from annotation.tasks import run_job  # the one lazy import: see the module docstring
-
-    job = Job.objects.create(kind=kind, study=study, created_by=created_by, params=params)
-    transaction.on_commit(lambda: _enqueue(job, run_job))
-    return job
-
-
-def _enqueue(job: Job, task) -> None:
-    soft, hard = job_time_limits(job.kind)
-    try:
-        task.apply_async((job.pk,), soft_time_limit=soft, time_limit=hard)
-    except BrokerUnavailable as exc:
-        # Not left queued: no message exists, so no worker would ever start it.
-        logger.warning("job %s not enqueued, the task queue is unavailable: %s", job.pk, exc)
-        job_fail(job=job, error=QUEUE_UNAVAILABLE)
-        raise ServiceError(
-            QUEUE_UNAVAILABLE,
-            status=503,
-            details={"retry_after": QUEUE_RETRY_AFTER_S, "job_id": job.pk},
-        ) from exc
+    job_fail(job=job, error=QUEUE_UNAVAILABLE)
+    staging = (job.params or {}).get("staging")
+    if staging:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def job_time_limits(kind: str) -> tuple[int, int]:

@@ -13,6 +13,7 @@ from annotation import selectors
 from annotation.errors import ServiceError
 from annotation.models import Job
 from annotation.services.exports import export_request
+from annotation.tasks import enqueue
 from annotation.views.access import researcher_required
 from annotation.views.errors import job_not_started
 
@@ -22,13 +23,15 @@ from annotation.views.errors import job_not_started
 def study_export(request: HttpRequest, study_id: int) -> HttpResponse:
     study = selectors.study_for_researcher(request.user, study_id)
     try:
-        job = export_request(
-            study=study,
-            user=request.user,
-            export_format=request.POST.get("format", "csv"),
-            table=request.POST.get("table", "judgments"),
-            raw_ids=request.POST.get("raw_ids") == "on",
-            images=request.POST.get("images") == "on",
+        job = enqueue(
+            export_request(
+                study=study,
+                user=request.user,
+                export_format=request.POST.get("format", "csv"),
+                table=request.POST.get("table", "judgments"),
+                raw_ids=request.POST.get("raw_ids") == "on",
+                images=request.POST.get("images") == "on",
+            )
         )
     except ServiceError as exc:
         return job_not_started(request, exc, "Cannot export")

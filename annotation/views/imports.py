@@ -11,6 +11,7 @@ from annotation.errors import ServiceError
 from annotation.forms import ImportForm
 from annotation.models import Study
 from annotation.services.imports import import_request
+from annotation.tasks import enqueue
 from annotation.views.access import researcher_required
 from annotation.views.errors import job_not_started
 
@@ -27,7 +28,7 @@ def study_import(request: HttpRequest, study_id: int) -> HttpResponse:
     form = ImportForm(request.POST or None, request.FILES or None)
     if request.method == "POST" and form.is_valid():
         try:
-            job = import_request(study=study, user=request.user, **form.cleaned_data)
+            job = enqueue(import_request(study=study, user=request.user, **form.cleaned_data))
         except ServiceError as exc:
             if exc.status == 503:  # not a problem of the form: the task queue is down
                 return job_not_started(request, exc, "Import not started")

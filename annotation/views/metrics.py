@@ -14,6 +14,7 @@ from annotation.errors import ServiceError
 from annotation.models import Job, Reference
 from annotation.services import metrics as lab
 from annotation.services.jobs import job_sweep_stale
+from annotation.tasks import enqueue
 from annotation.views.access import researcher_required
 from annotation.views.errors import job_not_started
 from rubrics import metrics as metric_rules
@@ -25,8 +26,10 @@ def study_metrics(request: HttpRequest, study_id: int) -> HttpResponse:
     study = selectors.study_for_researcher(request.user, study_id)
     if request.method == "POST":
         try:
-            job = lab.metrics_request(
-                study=study, user=request.user, names=request.POST.getlist("metrics")
+            job = enqueue(
+                lab.metrics_request(
+                    study=study, user=request.user, names=request.POST.getlist("metrics")
+                )
             )
         except ServiceError as exc:
             if exc.status == 400:  # a refusal of the request itself: shown where the job goes

@@ -13,6 +13,7 @@ from annotation import selectors
 from annotation.errors import ServiceError
 from annotation.modes import get_mode
 from annotation.services.reports import report_request
+from annotation.tasks import enqueue
 from annotation.views.access import researcher_required
 from annotation.views.errors import job_not_started
 
@@ -26,7 +27,7 @@ def study_report(request: HttpRequest, study_id: int) -> HttpResponse:
     mode = get_mode(study.mode)
     if request.method == "POST":
         try:
-            job = report_request(study=study, user=request.user)
+            job = enqueue(report_request(study=study, user=request.user))
         except ServiceError as exc:
             return job_not_started(request, exc, "Report not started")
         job.refresh_from_db()  # without a broker the job has already run

@@ -29,6 +29,7 @@ from annotation.modes import get_mode
 from annotation.services.exports import export_file
 from annotation.services.participants import crowd_link_token
 from annotation.services.reports import report_request
+from annotation.tasks import enqueue
 from tests.factories.thumb import form_for, thumb_study
 from tests.factories.vicr import vicr_study
 
@@ -297,7 +298,7 @@ def test_report_page_shows_the_catch_section(researcher, client):
     missed = Judgment.objects.filter(study=study, item__kind="catch").count()
     client.force_login(researcher)
     with TestCase.captureOnCommitCallbacks(execute=True):
-        report_request(study=study, user=researcher)
+        enqueue(report_request(study=study, user=researcher))
     page = client.get(reverse("study_report", args=[study.pk])).content.decode()
     assert 'id="catch-heading"' in page
     assert f"0 of {missed} caught; 1 participant flagged" in page

@@ -26,6 +26,7 @@ from django.conf import settings as django_settings
 
 from annotation.models import Job, Judgment, Study
 from annotation.services.exports import export_request
+from annotation.tasks import enqueue
 from tests.factories.workers import (  # noqa: F401  (the fixtures are used by name)
     JOB_TIMEOUT_S,
     broker_fixture,
@@ -56,7 +57,7 @@ def test_worker_runs_an_export_job(researcher, start_worker):
     study = judged_study(researcher, participants=5, items=60)
     start_worker()
 
-    job = export_request(study=study, user=researcher, export_format="csv")
+    job = enqueue(export_request(study=study, user=researcher, export_format="csv"))
 
     wait_for(lambda: job_row(job).is_finished, JOB_TIMEOUT_S, lambda: str(job_row(job)))
     assert_complete_export(job, study)
@@ -67,7 +68,7 @@ def test_export_completes_after_its_worker_is_killed_mid_task(researcher, start_
     study = judged_study(researcher, participants=10, items=100)
     options = {"chunk_size": 50, "chunk_delay_s": 0.2, "visibility_timeout_s": 6}
     first = start_worker(**options)
-    job = export_request(study=study, user=researcher, export_format="csv")
+    job = enqueue(export_request(study=study, user=researcher, export_format="csv"))
     wait_for(
         lambda: job_row(job).progress >= 15, JOB_TIMEOUT_S, lambda: str(job_row(job)), worker=first
     )
@@ -92,7 +93,7 @@ def test_export_completes_after_its_worker_is_killed_mid_task(researcher, start_
 def test_export_completes_after_its_pool_process_is_killed(researcher, start_worker):
     study = judged_study(researcher, participants=10, items=100)
     worker = start_worker(chunk_size=50, chunk_delay_s=0.2)
-    job = export_request(study=study, user=researcher, export_format="jsonl")
+    job = enqueue(export_request(study=study, user=researcher, export_format="jsonl"))
     wait_for(
         lambda: job_row(job).progress >= 15, JOB_TIMEOUT_S, lambda: str(job_row(job)), worker=worker
     )

@@ -24,6 +24,7 @@ from annotation.services.judgments import judgment_submit
 from annotation.services.participants import LINK_SALT, crowd_link_token
 from annotation.services.reports import report_request
 from annotation.services.studies import study_close, study_reopen
+from annotation.tasks import enqueue
 from tests.factories.core import crowd_participant, rating_study
 from tests.factories.humanr import careless, crowd, do_group, honest, humanr_study
 
@@ -433,7 +434,7 @@ def judged(researcher, *, captions, workers, name):
             answer(person)
         if k < 2:
             assignment_next(participant=person)
-    report_request(study=study, user=researcher)
+    enqueue(report_request(study=study, user=researcher))
     return study
 
 

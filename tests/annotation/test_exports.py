@@ -36,6 +36,7 @@ from annotation.services.exports import (
 )
 from annotation.services.judgments import judgment_submit
 from annotation.services.studies import study_open
+from annotation.tasks import enqueue
 from tests.factories.core import skip_or_fail
 from tests.factories.humanr import careless, crowd, do_group, honest, humanr_study
 from tests.factories.thumb import make_annotator, tiny_study  # noqa: F401
@@ -353,7 +354,9 @@ def assert_same_rows(got: list[dict], expected: list[dict], columns, export_form
 
 def run(study, user, capture, export_format, **options) -> Job:
     with capture(execute=True):
-        job = export_request(study=study, user=user, export_format=export_format, **options)
+        job = enqueue(
+            export_request(study=study, user=user, export_format=export_format, **options)
+        )
     job.refresh_from_db()
     assert job.status == "done", job.error
     return job
@@ -753,7 +756,7 @@ def test_a_failed_export_leaves_no_file_and_a_failed_job(researcher, capture, mo
 
     monkeypatch.setattr(exports._CsvSink, "write", explode)
     with capture(execute=True):
-        job = export_request(study=study, user=researcher, export_format="csv")
+        job = enqueue(export_request(study=study, user=researcher, export_format="csv"))
     job.refresh_from_db()
     assert job.status == "failed" and "disk full" in job.error
     assert not list(Path(django_settings.CAPEVAL_EXPORT_DIR).iterdir())
@@ -795,9 +798,9 @@ def test_the_worker_path_on_its_own_connection_writes_what_a_transaction_writes(
 def test_unknown_options_are_refused_without_a_job(researcher):
     study = vicr_data(researcher)
     with pytest.raises(ServiceError, match="xlsx"):
-        export_request(study=study, user=researcher, export_format="xlsx")
+        enqueue(export_request(study=study, user=researcher, export_format="xlsx"))
     with pytest.raises(ServiceError, match="items"):
-        export_request(study=study, user=researcher, export_format="csv", table="items")
+        enqueue(export_request(study=study, user=researcher, export_format="csv", table="items"))
     assert not Job.objects.exists()
     assert get_mode("vicr").export.columns()[0].name == "judgment_id"
 

@@ -43,6 +43,7 @@ from annotation.middleware import DatabaseUnavailableMiddleware
 from annotation.models import Assignment, Job, Judgment, Participant, User
 from annotation.services.exports import export_request
 from annotation.services.participants import crowd_link_token
+from annotation.tasks import enqueue
 from annotation.views import health
 from tests.factories.core import assert_counts_exact, rating_study, skip_or_fail
 
@@ -162,7 +163,7 @@ def test_an_export_on_a_full_disk_fails_cleanly_and_offers_no_file(
 
     ballast.unlink()
     with django_capture_on_commit_callbacks(execute=True):
-        again = export_request(study=study, user=researcher, export_format=export_format)
+        again = enqueue(export_request(study=study, user=researcher, export_format=export_format))
     again.refresh_from_db()
     assert again.status == Job.Status.DONE, again.error
     assert again.result["judgments"] == Judgment.objects.filter(study=study).count() == 2000
@@ -178,7 +179,7 @@ def test_a_finished_export_whose_file_is_gone_is_not_offered(
     study = judged(researcher, judgments=40)
     client.force_login(researcher)
     with django_capture_on_commit_callbacks(execute=True):
-        job = export_request(study=study, user=researcher, export_format="csv")
+        job = enqueue(export_request(study=study, user=researcher, export_format="csv"))
     job.refresh_from_db()
     url = reverse("api_job", args=[job.pk])
     assert client.get(url).json()["download_url"].endswith(f"/jobs/{job.pk}/download/")

@@ -42,7 +42,7 @@ from annotation.services.imports import import_request
 from annotation.services.jobs import QUEUE_UNAVAILABLE, job_sweep_stale
 from annotation.services.participants import crowd_link_token
 from annotation.services.reports import report_request
-from annotation.tasks import run_job, sweep_stale_jobs
+from annotation.tasks import enqueue, run_job, sweep_stale_jobs
 from tests.factories.core import rating_study
 from tests.factories.workers import (  # noqa: F401  (the fixtures are used by name)
     JOB_TIMEOUT_S,
@@ -140,7 +140,7 @@ def test_a_job_that_ignores_its_soft_limit_is_stopped_and_failed_at_the_hard_lim
     study = judged_study(researcher, participants=2, items=3)
     worker = start_worker(CAPEVAL_TEST_PROGRESS_DELAY_S=60, CAPEVAL_TEST_IGNORE_SOFT_LIMIT=True)
 
-    job = report_request(study=study, user=researcher)
+    job = enqueue(report_request(study=study, user=researcher))
 
     wait_for(lambda: job_row(job).is_finished, 30, lambda: worker.log(), worker=worker)
     job = job_row(job)
@@ -184,7 +184,7 @@ def test_a_job_whose_worker_keeps_dying_is_failed_after_the_maximum_attempts(
     settings.CAPEVAL_JOB_MAX_ATTEMPTS = 3
     study = judged_study(researcher, participants=2, items=3)
     worker = start_worker(CAPEVAL_TEST_PROGRESS_DELAY_S=60)
-    job = report_request(study=study, user=researcher)
+    job = enqueue(report_request(study=study, user=researcher))
 
     for run in (1, 2, 3):
         wait_for(
@@ -211,10 +211,10 @@ def test_a_job_whose_worker_keeps_dying_is_failed_after_the_maximum_attempts(
 
 def request_job(kind: str, study, researcher) -> Job:
     if kind == "export":
-        return export_request(study=study, user=researcher, export_format="csv")
+        return enqueue(export_request(study=study, user=researcher, export_format="csv"))
     if kind == "report":
-        return report_request(study=study, user=researcher)
-    return import_request(study=study, user=researcher, **import_files())
+        return enqueue(report_request(study=study, user=researcher))
+    return enqueue(import_request(study=study, user=researcher, **import_files()))
 
 
 @pytest.mark.services
@@ -281,7 +281,7 @@ def test_a_job_whose_worker_vanished_is_failed_when_its_page_is_polled(
     study = judged_study(researcher, participants=2, items=3)
     # One silent step of a minute: no progress call, only the heartbeat shows it is alive.
     worker = start_worker(CAPEVAL_TEST_PROGRESS_DELAY_S=60)
-    job = report_request(study=study, user=researcher)
+    job = enqueue(report_request(study=study, user=researcher))
     wait_for(
         lambda: job_row(job).status == Job.Status.RUNNING, JOB_TIMEOUT_S, worker.log, worker=worker
     )
@@ -432,7 +432,7 @@ def test_an_import_stopped_inside_its_transaction_stores_nothing(
 
     monkeypatch.setattr(Caption.objects, "bulk_create", interrupted)
     with django_capture_on_commit_callbacks(execute=True):
-        job = import_request(study=study, user=researcher, **import_files())
+        job = enqueue(import_request(study=study, user=researcher, **import_files()))
 
     job.refresh_from_db()
     assert job.status == Job.Status.FAILED

@@ -31,6 +31,7 @@ from annotation.services.judgments import judgment_submit
 from annotation.services.participants import crowd_completion, crowd_link_token
 from annotation.services.reports import report_request
 from annotation.services.studies import study_create, study_open
+from annotation.tasks import enqueue
 from tests.factories.humanr import add_images, careless, crowd, do_group, honest, humanr_study
 
 pytestmark = pytest.mark.django_db
@@ -472,7 +473,7 @@ def test_max_failed_checks_stops_serving_a_careless_worker(researcher):
 
 def run_report(study, user, capture):
     with capture(execute=True):
-        job = report_request(study=study, user=user)
+        job = enqueue(report_request(study=study, user=user))
     job.refresh_from_db()
     assert job.status == "done", job.error
     return job.result
@@ -506,7 +507,7 @@ def test_a_dropped_group_is_left_out_of_humanr_but_kept_in_the_export(researcher
     assert (careless_row["failed_checks"], careless_row["dropped_responses"]) == (1, 10)
 
     with capture(execute=True):
-        job = export_request(study=study, user=researcher, export_format="csv")
+        job = enqueue(export_request(study=study, user=researcher, export_format="csv"))
     job.refresh_from_db()
     path = Path(django_settings.CAPEVAL_EXPORT_DIR) / job.result_file
     with path.open(encoding="utf-8", newline="") as data:
@@ -599,7 +600,7 @@ def test_the_report_and_the_export_test_each_system_against_the_baseline(
     assert "capeval/humanr.css" in html, "the report page loads the class it uses"
 
     with capture(execute=True):
-        job = export_request(study=study, user=researcher, export_format="csv")
+        job = enqueue(export_request(study=study, user=researcher, export_format="csv"))
     job.refresh_from_db()
     sheet = Path(django_settings.CAPEVAL_EXPORT_DIR) / job.result["datasheet"]
     exported = json.loads(sheet.read_text())["agreement"]["humanr"]["systems"]

@@ -27,6 +27,7 @@ from annotation.services.exports import export_file
 from annotation.services.judgments import judgment_submit
 from annotation.services.participants import crowd_link_token
 from annotation.services.reports import report_request
+from annotation.tasks import enqueue
 from rubrics import vicr as rules
 from tests.factories.vicr import (
     PROBATION_TRUTHS,
@@ -857,7 +858,7 @@ def test_a_player_alone_on_a_pair_does_not_agree_with_themself(client, researche
     assert (c["ratings"], c["compared"], c["exact"], c["adjacent"]) == (1, 0, None, None)
     client.force_login(researcher)
     with TestCase.captureOnCommitCallbacks(execute=True):
-        report_request(study=study, user=researcher)
+        enqueue(report_request(study=study, user=researcher))
     html = client.get(reverse("study_report", args=[study.pk])).content.decode()
     row = re.search(rf"<tr><td>{players[2].pseudonym}</td>.*?</tr>", html).group(0)
     assert "100%" not in row
@@ -883,7 +884,7 @@ def test_fleiss_kappa_merges_4_and_5_only_when_the_study_says_so(client, researc
         kappa = {row["key"]: row["mean"] for row in result["agreement"]}["fleiss_kappa"]
         assert kappa == expected["fleiss_kappa"]["mean"]
         with TestCase.captureOnCommitCallbacks(execute=True):
-            report_request(study=study, user=researcher)
+            enqueue(report_request(study=study, user=researcher))
         html = client.get(reverse("study_report", args=[study.pk])).content.decode()
         assert ("levels 4 and 5 merged" in html) is note
 
@@ -959,7 +960,7 @@ def test_rater_competency_flags_a_planted_random_responder(client, researcher):
     assert players_axes.get_ylim() == pairs_axes.get_ylim()
     client.force_login(researcher)
     with TestCase.captureOnCommitCallbacks(execute=True):
-        report_request(study=study, user=researcher)
+        enqueue(report_request(study=study, user=researcher))
     html = client.get(reverse("study_report", args=[study.pk])).content.decode()
     assert "Rater competency" in html and "Linacre" in html
     row = re.search(
@@ -974,7 +975,7 @@ def test_a_report_stored_before_the_rasch_section_still_renders(client, research
     study, _, _ = ratings_study(researcher, [[1, 1, 2], [2, 3, 3], [4, 5, 5], [5, 5, 4]])
     client.force_login(researcher)
     with TestCase.captureOnCommitCallbacks(execute=True):
-        report_request(study=study, user=researcher)
+        enqueue(report_request(study=study, user=researcher))
     job = study.jobs.get(kind="report")
     old = {key: value for key, value in job.result.items() if key != "rasch"}
     for row in old["players"]:
@@ -992,7 +993,7 @@ def test_report_page_renders_the_tables(client, researcher):
     study, _, _ = ratings_study(researcher, [[1, 1, 2], [2, 3, 3], [4, 5, 5], [5, 5, 4]])
     client.force_login(researcher)
     with TestCase.captureOnCommitCallbacks(execute=True):
-        report_request(study=study, user=researcher)
+        enqueue(report_request(study=study, user=researcher))
     html = client.get(reverse("study_report", args=[study.pk])).content.decode()
     assert "Agreement by virtual raters" in html and "Kendall" in html
     assert "Rating distribution" in html and "Players" in html

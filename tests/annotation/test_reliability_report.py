@@ -14,6 +14,7 @@ from django.urls import reverse
 from annotation.models import Job, Judgment
 from annotation.services.assignments import assignment_next
 from annotation.services.reports import report_request
+from annotation.tasks import enqueue
 from tests.factories.humanr import crowd, do_group, humanr_study
 from tests.factories.thumb import judge as thumb_judge
 from tests.factories.thumb import make_annotator as make_annotator_fixture  # noqa: F401
@@ -34,7 +35,7 @@ def fast_passwords(settings):
 
 def run_report(study, user, capture):
     with capture(execute=True):
-        job = report_request(study=study, user=user)
+        job = enqueue(report_request(study=study, user=user))
     job.refresh_from_db()
     assert job.status == Job.Status.DONE, job.error
     return job.result

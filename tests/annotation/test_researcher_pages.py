@@ -16,6 +16,7 @@ from annotation.services.judgments import judgment_submit
 from annotation.services.reports import report_request
 from annotation.services.simulation import crowd_simulate
 from annotation.services.studies import study_open
+from annotation.tasks import enqueue
 from tests.factories.core import crowd_participant, rating_study
 from tests.factories.humanr import crowd, do_group, honest, humanr_study
 from tests.factories.thumb import add_image
@@ -93,7 +94,7 @@ def test_a_polled_report_job_reloads_its_report_page_only(
 ):
     study = rating_study(researcher)
     with django_capture_on_commit_callbacks(execute=True):
-        job = report_request(study=study, user=researcher)
+        job = enqueue(report_request(study=study, user=researcher))
     client.force_login(researcher)
     status = reverse("job_status", args=[job.pk])
     on_report = client.get(
@@ -117,7 +118,7 @@ def test_the_humanr_report_on_little_data_says_so_instead_of_empty_charts(
     study = humanr_study(researcher, images=12)
     do_group(crowd(study, "only-one"), honest)  # one worker: no half-splits
     with django_capture_on_commit_callbacks(execute=True):
-        report_request(study=study, user=researcher)
+        enqueue(report_request(study=study, user=researcher))
     client.force_login(researcher)
     html = client.get(reverse("study_report", args=[study.pk])).content.decode()
 

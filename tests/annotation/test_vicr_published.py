@@ -17,6 +17,7 @@ from django.urls import reverse
 from annotation.models import Judgment, Participant, Study
 from annotation.selectors import report_latest
 from annotation.services.reports import report_request
+from annotation.tasks import enqueue
 
 pytestmark = pytest.mark.django_db
 
@@ -36,7 +37,7 @@ def import_and_report(client, researcher, path, fmt):
     call_command("import_ratings", str(path), format=fmt, owner=researcher.username, name=path.stem)
     study = Study.objects.get(name=path.stem)
     with TestCase.captureOnCommitCallbacks(execute=True):
-        report_request(study=study, user=researcher)
+        enqueue(report_request(study=study, user=researcher))
     job = report_latest(study)
     assert job is not None, "the report job finished"
     client.force_login(researcher)

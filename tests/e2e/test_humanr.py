@@ -25,6 +25,7 @@ from annotation.models import Assignment, Judgment, Participant
 from annotation.modes.humanr import reference_on_left
 from annotation.services.exports import export_request
 from annotation.services.participants import crowd_link_token
+from annotation.tasks import enqueue
 from tests.e2e.axe import assert_no_serious_a11y_violations
 from tests.factories.humanr import humanr_study
 
@@ -160,7 +161,7 @@ def test_a_failed_check_drops_the_group_from_the_report_but_not_the_export(page,
     expect(page.locator("#main")).to_contain_text("9 of 18 comparisons kept")
     assert_no_serious_a11y_violations(page, context="HUMANr report")
 
-    job = export_request(study=study, user=researcher, export_format="csv")
+    job = enqueue(export_request(study=study, user=researcher, export_format="csv"))
     job.refresh_from_db()
     path = Path(django_settings.CAPEVAL_EXPORT_DIR) / job.result_file
     with path.open(encoding="utf-8", newline="") as data:

@@ -13,6 +13,7 @@ except ImportError:  # the browser fixture skips, or fails on CI, and says why
 
 from annotation.models import Job
 from annotation.services.reports import report_request
+from annotation.tasks import enqueue
 from tests.e2e.axe import assert_no_serious_a11y_violations
 from tests.factories.humanr import crowd, do_group, humanr_study
 
@@ -46,7 +47,7 @@ def test_the_report_shows_each_worker_and_flags_the_spammer(page, login, researc
 
     # The job runs here, eagerly (the compute button and its progress are other tests'
     # subject): the page under test is the stored report.
-    job = report_request(study=study, user=researcher)
+    job = enqueue(report_request(study=study, user=researcher))
     job.refresh_from_db()
     assert job.status == Job.Status.DONE, job.error
 

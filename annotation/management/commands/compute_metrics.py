@@ -14,6 +14,7 @@ from django.core.management.base import BaseCommand, CommandError
 from annotation.errors import ServiceError
 from annotation.models import Job, Study
 from annotation.services.metrics import RESAMPLES, metrics_request
+from annotation.tasks import enqueue
 from rubrics.metrics import METRICS
 
 
@@ -44,7 +45,9 @@ class Command(BaseCommand):
         if study is None:
             raise CommandError(f"No study {study_id}.")
         try:
-            job = metrics_request(study=study, user=None, names=metrics, resamples=resamples)
+            job = enqueue(
+                metrics_request(study=study, user=None, names=metrics, resamples=resamples)
+            )
         except ServiceError as exc:
             raise CommandError(exc.report()) from exc
         job.refresh_from_db()

@@ -21,6 +21,7 @@ from annotation.services.imports import study_import
 from annotation.services.reports import report_request
 from annotation.services.simulation import crowd_simulate
 from annotation.services.studies import study_close, study_create, study_open
+from annotation.tasks import enqueue
 
 DEMO_DIR = Path(__file__).resolve().parents[2] / "demo"
 #: The published datasets next to the repository (``../shared/datasets``), when present.
@@ -258,7 +259,7 @@ class Command(BaseCommand):
         if done:
             return
         try:
-            job = report_request(study=study, user=owner)
+            job = enqueue(report_request(study=study, user=owner))
         except ServiceError as exc:
             self.stdout.write(self.style.WARNING(f"{study.name}: report not computed: {exc}"))
             return
