@@ -15,6 +15,7 @@ from annotation import selectors
 from annotation.errors import ServiceError
 from annotation.forms import PlanForm, setting_specs
 from annotation.models import Job, Study
+from annotation.registry import mode_choices
 from annotation.services.exports import EXPORT_FORMATS, EXPORT_TABLES, export_request
 from annotation.services.jobs import job_sweep_stale
 from annotation.services.metrics import (
@@ -91,7 +92,14 @@ class StudyListApi(APIView):
     class InputSerializer(serializers.Serializer):
         # DRF's max_length checks the length; TextValidator the characters.
         name = serializers.CharField(max_length=200, validators=[TextValidator("name")])
-        mode = serializers.ChoiceField(choices=Study.Mode.choices)
+        mode = serializers.ChoiceField(choices=[])
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            # The registry is the list of modes, read when asked (a mode registered after
+            # this class was defined is a choice too).
+            self.fields["mode"].choices = mode_choices()
+
         description = serializers.CharField(
             required=False,
             allow_blank=True,
@@ -186,7 +194,7 @@ class ModeListApi(APIView):
         and meaning (the same declaration that checks them)."""
         modes = [
             {"name": value, "label": label, "settings": setting_specs(value)}
-            for value, label in Study.Mode.choices
+            for value, label in mode_choices()
         ]
         return Response(ModeOutput(modes, many=True).data)
 

@@ -7,12 +7,13 @@ from typing import Any
 from django import forms
 from django.forms.utils import ErrorDict
 
-from annotation import selectors
 from annotation.errors import ServiceError
 from annotation.models import Caption, Study
 from annotation.modes import get_mode
 from annotation.modes.settings import CrowdSettings
+from annotation.registry import mode_choices
 from annotation.services.imports import COCO_FORMAT, CSV_FORMAT
+from annotation.services.planning import study_plan
 from annotation.services.studies import MAX_SEED, SETTINGS_TOO_DEEP
 from annotation.text import DESCRIPTION_MAX_CHARS, TextValidator
 
@@ -20,7 +21,7 @@ from annotation.text import DESCRIPTION_MAX_CHARS, TextValidator
 class StudyForm(forms.Form):
     # Django's own max_length checks the length; TextValidator the characters.
     name = forms.CharField(max_length=200, validators=[TextValidator("name")])
-    mode = forms.ChoiceField(choices=Study.Mode.choices)
+    mode = forms.ChoiceField(choices=mode_choices)
     description = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 3}),
         required=False,
@@ -290,9 +291,6 @@ class ImportForm(forms.Form):
 MAX_SIZES = 8
 MAX_SIMULATIONS = 100
 MAX_STUDY_SIZE = 5000
-#: Judgments per item by default: THumB's two stages per caption, one HUMANr judgment per
-#: comparison (the paper's), VICR's 3 ratings per pair (the planner's least).
-DEFAULT_JUDGMENTS = {"thumb": 2, "humanr": 1, "vicr": 3}
 
 
 class PlanForm(forms.Form):
@@ -400,17 +398,20 @@ class PlanForm(forms.Form):
         for name, value in self.DEFAULTS.items():
             if name != "sizes" and data.get(name) is None and name not in self.errors:
                 data[name] = value
+        # Each mode's planner says its default and its least (modes/base.py:Planner).
+        planner = get_mode(self.mode).planner
         if data.get("judgments_per_item") is None and "judgments_per_item" not in self.errors:
-            data["judgments_per_item"] = DEFAULT_JUDGMENTS.get(self.mode, 1)
-        if self.mode == "vicr" and (data.get("judgments_per_item") or 3) < 3:
-            self.add_error("judgments_per_item", "VICR's agreement needs at least 3 ratings.")
+            data["judgments_per_item"] = planner.default_judgments
+        judgments = data.get("judgments_per_item")
+        if judgments is not None and judgments < planner.min_judgments:
+            self.add_error("judgments_per_item", planner.min_judgments_reason)
         if (data.get("exact") or 0) + (data.get("adjacent") or 0) > 1:
             self.add_error("adjacent", "The two VICR shares together must not exceed 1.")
         return data
 
     def plan(self, study: Study) -> dict[str, Any]:
         """The planner's JSON for the valid form (``study_plan``); ValueError if refused."""
-        return selectors.study_plan(study, **self.cleaned_data)
+        return study_plan(study, **self.cleaned_data)
 
     def error_dict(self) -> dict[str, list[str]]:
         """Errors by field name, as the API returns them."""

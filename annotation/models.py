@@ -16,6 +16,8 @@ from django.db import models
 from django.db.models import F, Q
 from django.utils import timezone
 
+from annotation.registry import mode_choices
+
 
 class User(AbstractUser):
     """A person with an account: admin (``is_staff``), researcher or registered annotator."""
@@ -34,11 +36,6 @@ def new_completion_code() -> str:
 
 
 class Study(models.Model):
-    class Mode(models.TextChoices):
-        THUMB = "thumb", "THumB rubric"
-        VICR = "vicr", "VICR rating game"
-        HUMANR = "humanr", "HUMANr head-to-head"
-
     class Status(models.TextChoices):
         DRAFT = "draft", "Draft"
         LIVE = "live", "Live"
@@ -46,7 +43,9 @@ class Study(models.Model):
 
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
-    mode = models.CharField(max_length=16, choices=Mode.choices)
+    # The registry is the list of modes (annotation/registry.py): a new mode needs no
+    # migration.
+    mode = models.CharField(max_length=16, choices=mode_choices)
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.DRAFT)
     settings = models.JSONField(default=dict, blank=True)
     seed = models.BigIntegerField(

@@ -39,7 +39,6 @@ from annotation.models import (
     User,
 )
 from annotation.modes import get_mode
-from rubrics import adaptive, planner
 
 #: Prolific's completion URL; ``?cc=CODE`` records the code for the worker.
 PROLIFIC_COMPLETE = "https://app.prolific.com/submissions/complete"
@@ -251,36 +250,6 @@ def media_file_kind(user: User, path: str) -> str:
 # dashboard costs the same number of queries for 200 items as for 20,000 (see
 # tests/annotation/test_dashboard.py and bench/pages.py).
 
-#: What each mode's item kinds are called on the dashboard (unknown kinds show as stored).
-KIND_LABELS: dict[str, dict[str, str]] = {
-    "thumb": {
-        "stage1": "Stage 1: first scores",
-        "stage2": "Stage 2: second annotator's review",
-        "fluency": "Fluency round (native speaker)",
-        "check": "Third annotator's check",
-    },
-    "vicr": {"tutorial": "Tutorial", "probation": "Probation", "game": "Game pairs"},
-    "humanr": {"group": "Groups of comparisons"},
-}
-
-#: Per mode: which judgments are a check of the worker, and which of those the worker
-#: failed. HUMANr: the attention check of each group (``result.check_failed``); VICR: the
-#: end of a tutorial, of a probation attempt and the first-game check (``result.transition``,
-#: failed when it leads anywhere but the game). THumB checks captions, not workers (the
-#: third annotator re-scores stage 2), so it has none.
-WORKER_CHECKS: dict[str, tuple[str, Q, Q]] = {
-    "humanr": (
-        "attention checks",
-        Q(judgments__result__check_failed=True) | Q(judgments__result__check_failed=False),
-        Q(judgments__result__check_failed=True),
-    ),
-    "vicr": (
-        "tutorial, probation and first-game checks",
-        Q(judgments__result__has_key="transition"),
-        Q(judgments__result__transition__to__in=["probation", "excluded"]),
-    ),
-}
-
 #: Kinds shown but not counted in the overall progress and the ETA: catch trials are made
 #: for one participant as they go (``annotation/modes/catch.py``), not study data to finish.
 UNCOUNTED_KINDS = {"catch": "Catch trials (planted captions)"}
@@ -299,7 +268,7 @@ def study_progress(study: Study) -> dict:
     "Done" counts finished leases (``Item.judgment_count``: a participant who answered every
     part of an item), "needed" the items' targets. Open-ended kinds count what was done only.
     """
-    labels = KIND_LABELS.get(study.mode, {})
+    labels = get_mode(study.mode).kind_labels
     rows = (
         Item.objects.filter(study=study)
         .values("kind")
@@ -470,16 +439,18 @@ def study_workers(
     alone, so the JSON lookups and the median read one page's judgments, not the study's.
     """
     sort = worker_sort(sort)
-    checks = WORKER_CHECKS.get(study.mode)
+    checks = get_mode(study.mode).worker_checks
     missed = Q(judgments__result__catch__caught=False)
     columns = {
         "n_judgments": Count("judgments"),
         "median_ms": Median("judgments__dwell_ms"),
         "catches": Count("judgments", filter=Q(judgments__result__catch__caught=True) | missed),
         "catch_failures": Count("judgments", filter=missed),
-        "checks": Count("judgments", filter=checks[1]) if checks else Value(None, IntegerField()),
+        "checks": (
+            Count("judgments", filter=checks.counted) if checks else Value(None, IntegerField())
+        ),
         "check_failures": (
-            Count("judgments", filter=checks[2]) if checks else Value(None, IntegerField())
+            Count("judgments", filter=checks.failed) if checks else Value(None, IntegerField())
         ),
     }
     people = Participant.objects.filter(study=study)
@@ -525,7 +496,7 @@ def study_workers(
         "sort": sort,
         "first": start + 1 if rows else 0,
         "last": start + len(rows),
-        "check_label": checks[0] if checks else "",
+        "check_label": checks.label if checks else "",
     }
 
 
@@ -606,108 +577,4 @@ def study_adaptive_saving(study: Study) -> dict | None:
         "pairs_stopped": totals["stopped"],
         "ratings_saved": totals["below"],
         "ratings_fixed": totals["pairs"] * cap,
-    }
-
-
-#: The planner's pilot: at least this many VICR pairs with 2+ kept game ratings, else the
-#: stated rater model (``rubrics.adaptive.fit_rater_model`` needs a few pairs per level).
-PLAN_PILOT_MIN_PAIRS = 10
-
-
-def study_plan(
-    study: Study,
-    *,
-    sizes: list[int],
-    judgments_per_item: int,
-    price_per_judgment: float | None,
-    seconds_per_judgment: float | None,
-    target_half_width: float | None,
-    simulations: int,
-    mean: float,
-    difference: float,
-    spread: float,
-    exact: float,
-    adjacent: float,
-) -> dict:
-    """The planner's curve for the study's mode (``rubrics.planner``), as JSON.
-
-    Pilot: a VICR study with ``PLAN_PILOT_MIN_PAIRS`` pairs of 2+ kept game ratings is its
-    own pilot (the rater model is fitted to them); otherwise, and for THumB and HUMANr
-    (whose pilots would need the report's whole assembly of stages and groups), the stated
-    assumptions: THumB two systems with a mean Total of ``mean`` and ``difference`` between
-    them; HUMANr the Human baseline at 0 and a model at ``-difference``, slider spread
-    ``spread``; VICR ``RaterModel.symmetric(exact, adjacent)``. Seconds per judgment: given,
-    else the median dwell of the study's kept judgments (None when it has none).
-    ValueError from the planner for a combination it refuses.
-    """
-    if seconds_per_judgment is None:
-        dwell = list(
-            Judgment.objects.filter(study=study, excluded=False)
-            .order_by("-id")
-            .values_list("dwell_ms", flat=True)[:10_000]
-        )
-        if dwell:
-            seconds_per_judgment = statistics.median(dwell) / 1000
-    common = {
-        "target_half_width": target_half_width,
-        "n_simulations": simulations,
-        "price_per_judgment": price_per_judgment,
-        "seconds_per_judgment": seconds_per_judgment,
-        "seed": study.seed % 2**32,
-    }
-    pilot = "assumptions"
-    if study.mode == "thumb":
-        plan = planner.plan_thumb(
-            n_images=sizes,
-            assumptions=planner.ThumbAssumptions.two_systems(mean, difference),
-            compare=("A", "B"),
-            judgments_per_caption=judgments_per_item,
-            n_resamples=100,
-            **common,
-        )
-    elif study.mode == "humanr":
-        plan = planner.plan_humanr(
-            n_images=sizes,
-            assumptions=planner.HumanrAssumptions(
-                {
-                    "Human": planner.slider_pmf(0.0, spread),
-                    "Model": planner.slider_pmf(-difference, spread),
-                }
-            ),
-            judgments_per_item=[judgments_per_item],
-            compare="Model",
-            n_permutations=200,
-            **common,
-        )
-    elif study.mode == "vicr":
-        levels = get_mode("vicr").settings(study).scale_levels
-        ratings: dict[int, list[int]] = {}
-        for item_id, rating in (
-            Judgment.objects.filter(study=study, item__kind="game", excluded=False)
-            .order_by("-id")
-            .values_list("item_id", "payload__rating")[:20_000]
-        ):
-            ratings.setdefault(item_id, []).append(int(rating))
-        rated = [r for r in ratings.values() if len(r) >= 2]
-        source: dict = {}
-        if len(rated) >= PLAN_PILOT_MIN_PAIRS:
-            pilot, source = "study", {"pilot": rated}
-        else:
-            model = adaptive.RaterModel.symmetric(levels, exact=exact, adjacent=adjacent)
-            source = {"model": model}
-        plan = planner.plan_vicr(
-            n_pairs=sizes,
-            ratings_per_pair=[judgments_per_item],
-            levels=levels,
-            repetitions=10,
-            **source,
-            **common,
-        )
-    else:
-        raise ValueError(f"the planner has no model of the {study.mode!r} mode")
-    return {
-        **plan.as_dict(),
-        "pilot": pilot,
-        "seconds_per_judgment": seconds_per_judgment,
-        "price_per_judgment": price_per_judgment,
     }

@@ -15,12 +15,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from annotation.errors import ServiceError
 from annotation.models import Assignment, Item, Judgment, Participant, Study
 from annotation.modes import settings as study_settings
 from annotation.modes.settings import CrowdSettings
+from annotation.registry import MODES
 
 Progress = Callable[[int, str], None]
 
@@ -215,6 +216,9 @@ class Report:
 
     template: ClassVar[str] = ""
     figure_names: ClassVar[tuple[str, ...]] = ()
+    #: Keys of the stored report that summarise agreement in an export's datasheet (never
+    #: the whole report: HUMANr's holds the completion code). Default: none.
+    summary_keys: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, mode: Mode):
         self.mode = mode
@@ -222,6 +226,25 @@ class Report:
     def run(self, study: Study, progress: Progress) -> dict[str, Any]:
         """Aggregate the study's judgments into the JSON the page renders."""
         raise NotImplementedError
+
+    def summary(self, result: dict[str, Any]) -> dict[str, Any]:
+        """What an export's datasheet says of the latest report ``result``: the values of
+        ``summary_keys`` it holds. Override to trim a value."""
+        return {key: result[key] for key in self.summary_keys if result.get(key) is not None}
+
+    def human_scores(self, study: Study) -> tuple[dict[str, list[tuple[int, float]]], str]:
+        """The caption-level human scores the metric lab correlates metrics with.
+
+        ``({score name: [(caption id, value), ...]}, coefficient)``, the coefficient the
+        field reports for them (``"pearson"``, ``"kendall_tau_b"``, ``"kendall_tau_c"``).
+        Default: none (``{}, ""``), for a mode whose judgments are not caption scores.
+        """
+        return {}, ""
+
+    def human_pairs(self, study: Study) -> dict[str, list[tuple[int, int, int]]]:
+        """Pairwise human judgments the metric lab scores metrics' accuracy on, by group:
+        ``{group: [(caption a, caption b, choice 0 (a) | 1 (b)), ...]}``. Default: none."""
+        return {}
 
     def context(self, result: dict[str, Any], query: dict[str, str]) -> dict[str, Any]:
         """Extra context for the report page (e.g. a re-weighted total from query values)."""
@@ -272,6 +295,63 @@ class Export:
         )
 
 
+class Planner:
+    """How the planner (``services/planning.py``) predicts a study of this mode by
+    simulation (``rubrics.planner``). The default has no model: ``plan`` refuses.
+    """
+
+    #: What the planner's sizes count (the page's column heading, in the plural).
+    unit: ClassVar[str] = "images"
+    #: Judgments per item when the form leaves it empty, and the least the mode accepts.
+    default_judgments: ClassVar[int] = 1
+    min_judgments: ClassVar[int] = 1
+    #: Why fewer than ``min_judgments`` are refused (shown beside the form's field).
+    min_judgments_reason: ClassVar[str] = ""
+    #: Appended to the page's note on interval half-widths (how to read this mode's).
+    width_note: ClassVar[str] = ""
+
+    def __init__(self, mode: Mode):
+        self.mode = mode
+
+    def plan(
+        self,
+        study: Study,
+        *,
+        sizes: list[int],
+        judgments_per_item: int,
+        assumptions: dict[str, float],
+        common: dict[str, Any],
+    ) -> tuple[Any, str]:
+        """``(rubrics.planner result, pilot)`` for ``sizes``: ``pilot`` is ``"study"`` when
+        the study's own judgments were the pilot, else ``"assumptions"``.
+
+        ``assumptions`` are the form's ``mean``, ``difference``, ``spread``, ``exact`` and
+        ``adjacent``; ``common`` the keyword arguments every ``rubrics.planner.plan_*``
+        takes. ValueError (shown to the researcher) for what the planner refuses.
+        """
+        raise ValueError(f"the planner has no model of the {self.mode.name!r} mode")
+
+
+@dataclass(frozen=True)
+class WorkerChecks:
+    """Which judgments check the worker, and which of those the worker failed: filters on
+    ``Participant`` (through ``judgments__``) for the dashboard's per-worker table."""
+
+    label: str
+    counted: Q
+    failed: Q
+
+
+@dataclass(frozen=True)
+class SimulatedAnswer:
+    """One answer of a simulated worker: the form data of ``part``, sent ``seconds`` after
+    the lease was served (first part) or after the previous answer."""
+
+    part: int
+    data: dict[str, Any]
+    seconds: float
+
+
 class Mode:
     """A protocol: which items exist, who may get which now, what a submission is worth.
 
@@ -285,10 +365,16 @@ class Mode:
     ``current_round``, ``parts``, ``min_seconds``, ``score`` and ``completion_earned``.
     Every method is called by a service, which owns the transaction and every write.
 
+    Facts the rest of the platform asks of a mode (each has a default): ``kind_labels``
+    and ``worker_checks`` (the dashboard), ``simulate`` (the simulated crowd), and through
+    the components ``planner`` (the planner), ``report.human_scores`` and
+    ``report.human_pairs`` (the metric lab), ``report.summary`` (an export's datasheet).
+    No code outside ``annotation/modes/`` asks which mode a study has.
+
     Attributes: ``name`` (the registry key), ``label``, ``settings_class`` (a dataclass
     declared with ``annotation.modes.settings``), ``crowd_lease_seconds``, and the component
-    classes ``pages_class``, ``report_class`` and ``export_class``, whose instances are
-    ``mode.pages``, ``mode.report`` and ``mode.export``.
+    classes ``pages_class``, ``report_class``, ``export_class`` and ``planner_class``, whose
+    instances are ``mode.pages``, ``mode.report``, ``mode.export`` and ``mode.planner``.
     """
 
     name: ClassVar[str] = ""
@@ -300,11 +386,18 @@ class Mode:
     pages_class: ClassVar[type[Pages]] = Pages
     report_class: ClassVar[type[Report]] = Report
     export_class: ClassVar[type[Export]] = Export
+    planner_class: ClassVar[type[Planner]] = Planner
+    #: What the dashboard calls each item kind (a kind not listed shows as stored).
+    kind_labels: ClassVar[dict[str, str]] = {}
+    #: The judgments that check the worker, for the dashboard's per-worker table; None: the
+    #: mode checks no worker (the table shows no check column).
+    worker_checks: ClassVar[WorkerChecks | None] = None
 
     def __init__(self):
         self.pages = self.pages_class(self)
         self.report = self.report_class(self)
         self.export = self.export_class(self)
+        self.planner = self.planner_class(self)
 
     # Settings: declared by ``settings_class``, checked by one validator.
 
@@ -318,9 +411,15 @@ class Mode:
 
     # The protocol.
 
-    def build_items(self, study: Study) -> int:
-        """Create the study's items from its captions; return how many were created."""
+    def build_items(self, study: Study) -> list[Item]:
+        """The study's items, built from its captions and unsaved: ``study_open`` writes
+        them (``bulk_create``), then ``item_links`` of the saved items."""
         raise NotImplementedError
+
+    def item_links(self, items: list[Item]) -> list[Any]:
+        """Unsaved rows that link the saved ``items`` to other rows (HUMANr's image links),
+        written by ``study_open`` right after the items. Default: none."""
+        return []
 
     def eligible_items(self, participant: Participant) -> QuerySet[Item]:
         """Items this participant may be given now (the service filters capacity and repeats)."""
@@ -371,20 +470,28 @@ class Mode:
         """
         return False
 
+    def simulate(self, lease: Assignment, worker: Any, context: dict[str, Any]):
+        """The answers a simulated crowd worker gives to ``lease`` (``SimulatedAnswer``s).
 
-_REGISTRY: dict[str, Mode] = {}
+        ``worker`` is an ``annotation.modes.simulated.SimulatedWorker`` (a seeded bias, noise
+        and pace); ``context`` holds the study's ``systems`` and ``truths`` by caption id and
+        its typed ``settings``. ``services/simulation.py`` submits the answers through the
+        real services. Default: the mode has no simulated crowd (NotImplementedError).
+        """
+        raise NotImplementedError(f"the {self.name!r} mode has no simulated crowd")
 
 
 def register(mode_class: type[Mode]) -> type[Mode]:
-    """Class decorator: make a mode available by its ``name``."""
-    _REGISTRY[mode_class.name] = mode_class()
+    """Class decorator: make a mode available by its ``name`` (``annotation/registry.py``,
+    which is also ``Study.mode``'s list of choices: no migration per mode)."""
+    MODES[mode_class.name] = mode_class()
     return mode_class
 
 
 def get_mode(name: str) -> Mode:
     """Return the registered mode called ``name``; KeyError names the known modes."""
     try:
-        return _REGISTRY[name]
+        return MODES[name]
     except KeyError:
-        known = ", ".join(sorted(_REGISTRY)) or "none"
+        known = ", ".join(sorted(MODES)) or "none"
         raise KeyError(f"unknown mode {name!r} (registered: {known})") from None

@@ -1001,14 +1001,6 @@ _FORMAT_NOTES = {
     ),
 }
 
-# Report keys that summarise agreement, per mode (never the whole stored report: HUMANr's
-# holds the completion code).
-_AGREEMENT_KEYS = {
-    "thumb": ("stage_agreement", "third_check", "developmental"),
-    "vicr": ("agreement", "agreement_error", "included"),
-    "humanr": ("humanr",),
-}
-
 
 def _agreement_summary(study: Study) -> dict[str, Any]:
     job = (
@@ -1019,17 +1011,9 @@ def _agreement_summary(study: Study) -> dict[str, Any]:
     )
     if job is None or not isinstance(job.result, dict):
         return {"note": "No report computed yet: compute the report, then export again."}
+    # The mode says which parts of its report summarise agreement (Report.summary).
     summary: dict[str, Any] = {"report_computed_at": _iso(job.finished_at)}
-    for key in _AGREEMENT_KEYS.get(study.mode, ()):
-        value = job.result.get(key)
-        if key == "humanr" and isinstance(value, dict):
-            value = {
-                k: v
-                for k, v in value.items()
-                if k in ("n_kept", "attention_checks", "baseline", "systems", "half_splits")
-            }
-        if value is not None:
-            summary[key] = value
+    summary.update(get_mode(study.mode).report.summary(job.result))
     return summary
 
 

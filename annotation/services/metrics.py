@@ -29,11 +29,8 @@ import numpy as np
 from django.db import transaction
 
 from annotation.errors import ServiceError
-from annotation.models import Caption, Image, Job, Judgment, PairJudgment, Reference, Study, User
+from annotation.models import Caption, Image, Job, PairJudgment, Reference, Study, User
 from annotation.modes import get_mode
-from annotation.modes.humanr.protocol import CHECK as HUMANR_CHECK
-from annotation.modes.humanr.protocol import GROUP as HUMANR_GROUP
-from annotation.modes.thumb.protocol import FLUENCY, STAGE1, STAGE2
 from annotation.services.datasets import fileless_image
 from annotation.services.imports.references import (
     BY_SOURCE,
@@ -48,7 +45,6 @@ from annotation.services.studies import study_create
 from annotation.text import text_problem
 from rubrics import metaeval, transformations
 from rubrics import metrics as metric_rules
-from rubrics import thumb as thumb_rules
 
 Progress = Callable[..., None]
 
@@ -371,85 +367,24 @@ def metrics_robustness(
 
 
 def human_scores(study: Study) -> tuple[dict[str, list[tuple[int, float]]], str]:
-    """The study's caption-level human scores and the coefficient the field uses for them.
-
-    ``{score name: [(caption id, value), ...]}``: THumB one row per caption for P, R and
-    Total (Pearson, as THumB Table 4); VICR one row per rating (Kendall tau-c over the
-    flattened ratings, as the survey's Table 4 for Flickr8k-Expert; tau-b when the ratings
-    take two values only). HUMANr has no caption score: its judgments are pairwise.
-    """
-    if study.mode == "thumb":
-        return _thumb_scores(study), "pearson"
-    if study.mode == "vicr":
-        rows = [
-            (spec.get("caption_id"), payload.get("rating"))
-            for spec, payload in Judgment.objects.filter(
-                study=study, excluded=False, item__kind="game"
-            ).values_list("item__spec", "payload")
-        ]
-        rows = [(int(c), float(r)) for c, r in rows if c is not None and r is not None]
-        binary = len({r for _, r in rows}) == 2
-        return {"rating": rows}, "kendall_tau_b" if binary else "kendall_tau_c"
-    return {}, ""
-
-
-def _thumb_scores(study: Study) -> dict[str, list[tuple[int, float]]]:
-    """Final THumB scores per caption: stage 2's (stage 1's in a study without stage 2),
-    fluency from a fluency round when there is one; as the mode's report reads them."""
-    config = get_mode("thumb").settings(study)
-    final_stage = STAGE2 if config.stage2 else STAGE1
-    stages: dict[int, dict[str, dict[str, Any]]] = defaultdict(dict)
-    for image_id, kind, payload in (
-        Judgment.objects.filter(study=study, excluded=False)
-        .order_by("id")
-        .values_list("item__image_id", "item__kind", "payload")
-    ):
-        stages[image_id].setdefault(kind, payload)
-    out: dict[str, list[tuple[int, float]]] = {"P": [], "R": [], "Total": []}
-    for by_kind in stages.values():
-        if final_stage not in by_kind:
-            continue
-        fluency = by_kind.get(FLUENCY, {}).get("captions", {})
-        for key, scores in by_kind[final_stage]["captions"].items():
-            flu = fluency[key]["fluency"] if key in fluency else scores["fluency"]
-            total = thumb_rules.total(
-                scores["precision"],
-                scores["recall"],
-                flu,
-                scores["conciseness"],
-                scores["inclusive"],
-            )
-            for caption_id in scores["caption_ids"]:
-                out["P"].append((caption_id, float(scores["precision"])))
-                out["R"].append((caption_id, float(scores["recall"])))
-                out["Total"].append((caption_id, float(total)))
-    return out if out["P"] else {}
+    """The study's caption-level human scores and the coefficient the field uses for them:
+    the mode's (``Report.human_scores``)."""
+    return get_mode(study.mode).report.human_scores(study)
 
 
 def _pairs(study: Study) -> dict[str, list[tuple[int, int, int]]]:
     """Pairwise human judgments by group: ``[(caption a, caption b, choice 0|1)]``.
 
-    Imported pairs (Pascal-50S) by their category; HUMANr comparisons (not attention
-    checks, not excluded, not neutral) as one group, the human caption as ``a``.
+    Imported pairs (Pascal-50S) by their category, then the mode's own
+    (``Report.human_pairs``).
     """
     groups: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
     for category, a, b, choice in PairJudgment.objects.filter(study=study).values_list(
         "category", "caption_a_id", "caption_b_id", "choice"
     ):
         groups[category or "pairs"].append((a, b, choice))
-    if study.mode == "humanr":
-        for result in Judgment.objects.filter(
-            study=study, excluded=False, item__kind=HUMANR_GROUP
-        ).values_list("result", flat=True):
-            if result.get("kind") == HUMANR_CHECK or not result.get("value"):
-                continue
-            groups["HUMANr comparisons"].append(
-                (
-                    result["reference_caption_id"],
-                    result["other_caption_id"],
-                    0 if result["value"] < 0 else 1,
-                )
-            )
+    for group, pairs in get_mode(study.mode).report.human_pairs(study).items():
+        groups[group].extend(pairs)
     return dict(groups)
 
 

@@ -7,7 +7,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotation.errors import ServiceError
-from annotation.models import Study, User
+from annotation.models import Item, Study, User
 from annotation.modes import get_mode
 from annotation.modes import settings as study_settings
 from annotation.modes.settings import CrowdSettings
@@ -95,11 +95,21 @@ def study_open(*, study: Study) -> int:
             )
         built = 0
         if not locked.items.exists():
-            built = get_mode(locked.mode).build_items(locked)
-            if not built:
+            mode = get_mode(locked.mode)
+            items = mode.build_items(locked)
+            if not items:
                 raise ServiceError(
                     "There is nothing to annotate yet: import captions first.", status=409
                 )
+            # The mode builds, the service writes (modes never write): items first, then the
+            # rows that link them (their ids come back from the INSERT on both databases).
+            Item.objects.bulk_create(items, batch_size=1000)
+            links: dict[type, list[Any]] = {}
+            for row in mode.item_links(items):
+                links.setdefault(type(row), []).append(row)
+            for model, rows in links.items():
+                model.objects.bulk_create(rows, batch_size=5000)
+            built = len(items)
         locked.status = Study.Status.LIVE
         locked.save(update_fields=["status", "updated_at"])
     study.status = locked.status

@@ -22,6 +22,7 @@ from matplotlib.figure import Figure
 from annotation import selectors
 from annotation.forms import PlanForm
 from annotation.models import Study
+from annotation.modes import get_mode
 from annotation.views.access import researcher_required
 
 
@@ -36,7 +37,12 @@ def study_plan(request: HttpRequest, study_id: int) -> HttpResponse:
     """The planner: the form, then the curve as a table and a figure, with the recommendation."""
     study = selectors.study_for_researcher(request.user, study_id)
     form = plan_form(request, study)
-    context: dict[str, Any] = {"study": study, "form": form}
+    # The mode's planner names what sizes count and how to read the widths.
+    context: dict[str, Any] = {
+        "study": study,
+        "form": form,
+        "planner": get_mode(study.mode).planner,
+    }
     # A refused value is shown beside its field with status 200, as the settings form does
     # (the API and the figure answer 400).
     if form.is_valid():

@@ -12,6 +12,7 @@ from annotation import selectors
 from annotation.errors import ServiceError
 from annotation.forms import SettingsForm, StudyForm
 from annotation.models import Job, Study
+from annotation.registry import mode_names
 from annotation.services.assignments import assignment_release
 from annotation.services.jobs import job_sweep_stale
 from annotation.services.studies import (
@@ -39,7 +40,7 @@ def home(request: HttpRequest) -> HttpResponse:
 def _chosen_mode(request: HttpRequest) -> str:
     """The mode whose settings the new-study page shows: the one asked for, else the first."""
     asked = (request.POST if request.method == "POST" else request.GET).get("mode", "")
-    return asked if asked in Study.Mode.values else Study.Mode.values[0]
+    return asked if asked in mode_names() else mode_names()[0]
 
 
 @require_http_methods(["GET", "POST"])
@@ -59,9 +60,7 @@ def study_new(request: HttpRequest) -> HttpResponse:
         )
     data = request.POST if request.method == "POST" else None
     others_shown = data is not None and any(
-        SettingsForm(other, data).changed_from_defaults()
-        for other in Study.Mode.values
-        if other != mode
+        SettingsForm(other, data).changed_from_defaults() for other in mode_names() if other != mode
     )
     if data is not None and ("choose_mode" in data or others_shown):
         # The page showed another mode's settings (no JavaScript): show this mode's first.

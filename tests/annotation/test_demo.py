@@ -82,7 +82,7 @@ def test_load_demo_twice_changes_nothing(db, settings, django_capture_on_commit_
             "annotator1",
             "annotator2",
         }
-        if mode == Study.Mode.VICR:
+        if mode == "vicr":
             assert study.captions.filter(purpose=Caption.Purpose.TUTORIAL).count() == 10
             assert study.captions.filter(purpose=Caption.Purpose.PROBATION).count() == 20
     # The same photographs in every study are stored once: an original and a rendition each.

@@ -456,12 +456,10 @@ class DefaultTableTestMode(Mode):
     name = "test-default"
 
     def build_items(self, study):
-        captions = Caption.objects.filter(study=study)
-        Item.objects.bulk_create(
+        return [
             Item(study=study, kind="rate", image_id=c.image_id, spec={"caption_id": c.pk})
-            for c in captions
-        )
-        return captions.count()
+            for c in Caption.objects.filter(study=study)
+        ]
 
     def validate(self, assignment, part, data):
         if data.get("rating") not in range(1, 6):

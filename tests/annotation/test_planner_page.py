@@ -117,7 +117,7 @@ def test_the_api_returns_the_plan_as_json(client, researcher, thumb_study):
 
 
 def test_a_vicr_study_with_ratings_is_its_own_pilot(client, researcher):
-    from annotation.selectors import PLAN_PILOT_MIN_PAIRS
+    from annotation.modes.vicr.plan import PLAN_PILOT_MIN_PAIRS
 
     study = vicr_study(researcher, game=PLAN_PILOT_MIN_PAIRS, min_ratings=2, max_ratings=2)
     for rating in (4, 5):

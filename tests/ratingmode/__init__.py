@@ -7,11 +7,15 @@ package registers the mode (``tests/conftest.py`` does, and puts its template fo
 template path).
 """
 
-from annotation.modes import register
+from django.db.models import Q
+
+from annotation.modes import WorkerChecks, register
 from tests.ratingmode.export import RatingExport
 from tests.ratingmode.pages import RatingPages
+from tests.ratingmode.plan import RatingPlanner
 from tests.ratingmode.protocol import NAME, RatingProtocol, RatingSettings
 from tests.ratingmode.report import RatingReport
+from tests.ratingmode.simulate import simulated_answers
 
 __all__ = ["NAME", "RatingSettings", "RatingTestMode"]
 
@@ -21,3 +25,13 @@ class RatingTestMode(RatingProtocol):
     pages_class = RatingPages
     report_class = RatingReport
     export_class = RatingExport
+    planner_class = RatingPlanner
+    kind_labels = {"rating": "Captions to rate"}
+    # A rating of 1 counts as a failed check of the worker (only so the dashboard's check
+    # columns have something to count in tests).
+    worker_checks = WorkerChecks(
+        "ratings of 1",
+        counted=Q(judgments__payload__has_key="rating"),
+        failed=Q(judgments__payload__rating=1),
+    )
+    simulate = simulated_answers

@@ -25,7 +25,7 @@ class RatingProtocol(Mode):
     label = "Rating (tests only)"
     settings_class = RatingSettings
 
-    def build_items(self, study: Study) -> int:
+    def build_items(self, study: Study) -> list[Item]:
         config = self.settings(study)
         captions = study.captions.filter(purpose=Caption.Purpose.STUDY).order_by("id")
         items = [
@@ -39,8 +39,7 @@ class RatingProtocol(Mode):
             )
             for position, caption in enumerate(captions)
         ]
-        Item.objects.bulk_create(items)
-        return len(items)
+        return items
 
     def current_round(self, participant: Participant) -> int:
         return participant.state.get("round", 0)

@@ -10,6 +10,16 @@ from annotation.modes import Report
 
 class RatingReport(Report):
     figure_names = ("ratings",)
+    summary_keys = ("histogram",)
+
+    def human_scores(self, study: Study) -> tuple[dict[str, list[tuple[int, float]]], str]:
+        """Every kept rating of a caption, with Kendall's tau-c (ratings are 5 levels)."""
+        rows = Judgment.objects.filter(study=study, excluded=False).values_list(
+            "item__spec", "payload"
+        )
+        return {
+            "rating": [(spec["caption"], float(payload["rating"])) for spec, payload in rows]
+        }, "kendall_tau_c"
 
     def run(self, study: Study, progress) -> dict[str, Any]:
         ratings = [j.payload["rating"] for j in Judgment.objects.filter(study=study)]

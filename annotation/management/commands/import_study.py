@@ -8,6 +8,7 @@ from django.db import transaction
 
 from annotation.errors import ServiceError
 from annotation.models import Caption, Study
+from annotation.registry import mode_names
 from annotation.services.imports import COCO_FORMAT, CSV_FORMAT, ImportSummary, study_import
 from annotation.services.studies import study_create
 
@@ -23,7 +24,7 @@ class Command(BaseCommand):
         target.add_argument("--study", type=int, help="Id of an existing draft study.")
         target.add_argument("--create", action="store_true", help="Create a new study.")
         target.add_argument("--name", help="Name of the study to create.")
-        target.add_argument("--mode", choices=Study.Mode.values, help="Mode of the new study.")
+        target.add_argument("--mode", choices=mode_names(), help="Mode of the new study.")
         target.add_argument("--owner", help="Username of the new study's owner (a researcher).")
         parser.add_argument(
             "--images",

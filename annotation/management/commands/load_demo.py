@@ -35,9 +35,9 @@ DEMO_USERS: list[tuple[str, dict[str, bool]]] = [
 ]
 
 DEMO_STUDIES = [
-    (Study.Mode.THUMB, "Demo: THumB rubric"),
-    (Study.Mode.VICR, "Demo: VICR rating game"),
-    (Study.Mode.HUMANR, "Demo: HUMANr head-to-head"),
+    ("thumb", "Demo: THumB rubric"),
+    ("vicr", "Demo: VICR rating game"),
+    ("humanr", "Demo: HUMANr head-to-head"),
 ]
 
 # The demo's VICR pools hold 10 tutorial and 20 probation pairs, fewer than the protocol's
@@ -45,7 +45,7 @@ DEMO_STUDIES = [
 # plays half-size blocks with the pass marks scaled alike (10 of 20 -> 5 of 10, 25 of 40 ->
 # 13 of 20), so each player still gets a draw of their own and a retry of unseen pairs.
 DEMO_SETTINGS = {
-    Study.Mode.VICR: {
+    "vicr": {
         "tutorial_pairs": 5,
         "tutorial_pass": 5,
         "probation_pairs": 10,
@@ -58,9 +58,9 @@ DEMO_SETTINGS = {
 # HUMANr: a worker meets each image once, so a group of 9 images is all one worker can do;
 # 5 workers per comparison gives the report 20 workers to split in halves.
 DEMO_FINISHED = [
-    (Study.Mode.THUMB, "Demo (finished): THumB rubric", 8, {"third_check_captions": 10}),
-    (Study.Mode.VICR, "Demo (finished): VICR rating game", 12, {}),
-    (Study.Mode.HUMANR, "Demo (finished): HUMANr head-to-head", 20, {"workers_per_comparison": 5}),
+    ("thumb", "Demo (finished): THumB rubric", 8, {"third_check_captions": 10}),
+    ("vicr", "Demo (finished): VICR rating game", 12, {}),
+    ("humanr", "Demo (finished): HUMANr head-to-head", 20, {"workers_per_comparison": 5}),
 ]
 #: Seed of the simulated crowd (the same answers on every machine).
 CROWD_SEED = 2024
@@ -83,9 +83,9 @@ PUBLISHED = [
 
 #: What one item of each mode is, in words a researcher uses.
 ITEM_WORDS = {
-    Study.Mode.THUMB: "caption sets to score (stage 1, stage-2 reviews and checks)",
-    Study.Mode.VICR: "captions to rate (game, tutorial and probation)",
-    Study.Mode.HUMANR: "groups of comparisons (one worker each)",
+    "thumb": "caption sets to score (stage 1, stage-2 reviews and checks)",
+    "vicr": "captions to rate (game, tutorial and probation)",
+    "humanr": "groups of comparisons (one worker each)",
 }
 
 DESCRIPTION = (
@@ -193,7 +193,7 @@ class Command(BaseCommand):
                     f"{name}: {photos} photographs and {summary.captions} captions imported "
                     f"(systems: {', '.join(summary.systems)})."
                 )
-                if mode == Study.Mode.VICR:
+                if mode == "vicr":
                     for purpose in (Caption.Purpose.TUTORIAL, Caption.Purpose.PROBATION):
                         extra = study_import(
                             study=study,

@@ -9,9 +9,12 @@ drops its group. ``protocol`` holds the groups, serving and scoring; ``pages``, 
 and ``export`` hold the rest.
 """
 
-from annotation.modes.base import register
+from django.db.models import Q
+
+from annotation.modes.base import WorkerChecks, register
 from annotation.modes.humanr.export import HumanrExport
 from annotation.modes.humanr.pages import HumanrPages
+from annotation.modes.humanr.plan import HumanrPlanner
 from annotation.modes.humanr.protocol import (
     CHECK,
     COMPARISON,
@@ -22,6 +25,7 @@ from annotation.modes.humanr.protocol import (
     sides_shown,
 )
 from annotation.modes.humanr.report import HumanrReport, summarize
+from annotation.modes.humanr.simulate import simulated_answers
 
 __all__ = [
     "CHECK",
@@ -40,3 +44,12 @@ class HumanrMode(HumanrProtocol):
     pages_class = HumanrPages
     report_class = HumanrReport
     export_class = HumanrExport
+    planner_class = HumanrPlanner
+    kind_labels = {GROUP: "Groups of comparisons"}
+    # The attention check of each group (``result.check_failed``).
+    worker_checks = WorkerChecks(
+        "attention checks",
+        counted=Q(judgments__result__check_failed=True) | Q(judgments__result__check_failed=False),
+        failed=Q(judgments__result__check_failed=True),
+    )
+    simulate = simulated_answers

@@ -189,7 +189,7 @@ class HumanrProtocol(Mode):
     # so it lasts longer than a one-part item's; a lapsed one is reopened for the same worker.
     crowd_lease_seconds = 20 * 60
 
-    def build_items(self, study: Study) -> int:
+    def build_items(self, study: Study) -> list[Item]:
         config = self.settings(study)
         groups = build_group_specs(
             captions=Caption.objects.filter(study=study, purpose=Caption.Purpose.STUDY)
@@ -199,31 +199,25 @@ class HumanrProtocol(Mode):
             seed=study.seed,
             n_images=config.n_images,
         )
-        Item.objects.bulk_create(
-            [
-                Item(
-                    study=study,
-                    kind=GROUP,
-                    position=spec["group"],
-                    spec=spec,
-                    target=config.workers_per_comparison,
-                )
-                for spec in groups
-            ],
-            batch_size=500,
-        )
+        return [
+            Item(
+                study=study,
+                kind=GROUP,
+                position=spec["group"],
+                spec=spec,
+                target=config.workers_per_comparison,
+            )
+            for spec in groups
+        ]
+
+    def item_links(self, items: list[Item]) -> list[ItemImage]:
         # What eligible_items needs to keep a worker from meeting an image twice, as rows the
         # database can join on instead of a JSON spec read back per request.
-        item_ids = dict(Item.objects.filter(study=study, kind=GROUP).values_list("position", "id"))
-        ItemImage.objects.bulk_create(
-            (
-                ItemImage(item_id=item_ids[spec["group"]], image_id=image_id)
-                for spec in groups
-                for image_id in group_image_ids(spec)
-            ),
-            batch_size=5000,
-        )
-        return len(groups)
+        return [
+            ItemImage(item_id=item.pk, image_id=image_id)
+            for item in items
+            for image_id in group_image_ids(item.spec)
+        ]
 
     def eligible_items(self, participant: Participant) -> QuerySet[Item]:
         items = Item.objects.filter(study_id=participant.study_id, kind=GROUP)

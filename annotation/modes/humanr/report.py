@@ -28,6 +28,33 @@ from rubrics import humanr as rules
 class HumanrReport(Report):
     template = "modes/humanr/report.html"
     figure_names = ("humanr-by-system", "half-splits", "std-vs-images")
+    summary_keys = ("humanr",)
+    #: What the datasheet keeps of the report's ``humanr`` section.
+    SUMMARY_FIELDS = ("n_kept", "attention_checks", "baseline", "systems", "half_splits")
+
+    def summary(self, result: dict[str, Any]) -> dict[str, Any]:
+        """The ``humanr`` section without what the datasheet must not carry (the stored
+        report also holds the completion code)."""
+        value = result.get("humanr")
+        if not isinstance(value, dict):
+            return {} if value is None else {"humanr": value}
+        return {"humanr": {k: v for k, v in value.items() if k in self.SUMMARY_FIELDS}}
+
+    def human_pairs(self, study: Study) -> dict[str, list[tuple[int, int, int]]]:
+        """The comparisons (not attention checks, not excluded, not neutral) as one group,
+        the human caption as ``a``."""
+        pairs = [
+            (
+                result["reference_caption_id"],
+                result["other_caption_id"],
+                0 if result["value"] < 0 else 1,
+            )
+            for result in Judgment.objects.filter(
+                study=study, excluded=False, item__kind=GROUP
+            ).values_list("result", flat=True)
+            if result.get("kind") != CHECK and result.get("value")
+        ]
+        return {"HUMANr comparisons": pairs} if pairs else {}
 
     def run(self, study: Study, progress: Progress) -> dict[str, Any]:
         config = self.mode.settings(study)

@@ -26,6 +26,7 @@ report and the export table.
 from annotation.modes.base import register
 from annotation.modes.thumb.export import ThumbExport
 from annotation.modes.thumb.pages import ThumbPages
+from annotation.modes.thumb.plan import ThumbPlanner
 from annotation.modes.thumb.protocol import (
     CHECK,
     FLUENCY,
@@ -37,6 +38,7 @@ from annotation.modes.thumb.protocol import (
     ThumbSettings,
 )
 from annotation.modes.thumb.report import ThumbReport
+from annotation.modes.thumb.simulate import simulated_answers
 
 
 @register
@@ -44,6 +46,16 @@ class ThumbMode(ThumbProtocol):
     pages_class = ThumbPages
     report_class = ThumbReport
     export_class = ThumbExport
+    planner_class = ThumbPlanner
+    kind_labels = {
+        STAGE1: "Stage 1: first scores",
+        STAGE2: "Stage 2: second annotator's review",
+        FLUENCY: "Fluency round (native speaker)",
+        CHECK: "Third annotator's check",
+    }
+    # THumB checks captions, not workers (the third annotator re-scores stage 2): no
+    # worker_checks.
+    simulate = simulated_answers
 
 
 __all__ = [

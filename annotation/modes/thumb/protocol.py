@@ -152,7 +152,7 @@ class ThumbProtocol(Mode):
 
     # ------------------------------------------------------------------ items
 
-    def build_items(self, study: Study) -> int:
+    def build_items(self, study: Study) -> list[Item]:
         """One ``stage1`` (and ``stage2``) item per image with a Human and another caption."""
         config = self.settings(study)
         captions = (
@@ -205,8 +205,7 @@ class ThumbProtocol(Mode):
                         target=1,
                     )
                 )
-        Item.objects.bulk_create(items)
-        return len(items)
+        return items
 
     @staticmethod
     def _check_keys(

@@ -35,9 +35,40 @@ HISTOGRAM_FIGURE = "precision-recall-histograms"
 TOTALS_FIGURE = "system-totals"
 
 
+def kept_stages(study: Study) -> dict[int, dict[str, dict[str, Any]]]:
+    """Per image, the payload of the first kept judgment of each kind (targets are 1; a
+    later one is a repeat)."""
+    stages: dict[int, dict[str, dict[str, Any]]] = defaultdict(dict)
+    rows = (
+        Judgment.objects.filter(study=study, excluded=False)
+        .order_by("id")
+        .values_list("item__image_id", "item__kind", "payload")
+    )
+    for image_id, kind, payload in rows:
+        stages[image_id].setdefault(kind, payload)
+    return stages
+
+
+def final_stage_of(config) -> str:
+    """The stage whose scores are final: stage 2's when the study has it (the paper's)."""
+    return STAGE2 if config.stage2 else STAGE1
+
+
+def final_scores(by_kind: dict[str, dict[str, Any]], final_stage: str) -> list[dict[str, Any]]:
+    """An image's final scores per caption group: the final stage's, with the fluency of a
+    fluency round when there is one. The one home of THumB's final-score rule (the report
+    and the metric lab read it)."""
+    fluency = by_kind.get(FLUENCY, {}).get("captions", {})
+    return [
+        {**scores, "fluency": fluency[key]["fluency"] if key in fluency else scores["fluency"]}
+        for key, scores in by_kind[final_stage]["captions"].items()
+    ]
+
+
 class ThumbReport(Report):
     template = "modes/thumb/report.html"
     figure_names = (HISTOGRAM_FIGURE, TOTALS_FIGURE)
+    summary_keys = ("stage_agreement", "third_check", "developmental")
 
     def run(self, study: Study, progress: Progress) -> dict[str, Any]:
         """Final scores per caption, then ``rubrics.thumb.report``, the stage agreement
@@ -50,19 +81,10 @@ class ThumbReport(Report):
         """
         progress(5, "Reading judgments")
         config = self.mode.settings(study)
-        stages: dict[int, dict[str, dict[str, Any]]] = defaultdict(dict)
-        rows = (
-            Judgment.objects.filter(study=study, excluded=False)
-            .order_by("id")
-            .values_list("item__image_id", "item__kind", "payload")
-        )
-        for image_id, kind, payload in rows:
-            # The first judgment of a kind counts (targets are 1; a later one is a repeat).
-            stages[image_id].setdefault(kind, payload)
-        stages = {image_id: s for image_id, s in stages.items() if STAGE1 in s}
+        stages = {image_id: s for image_id, s in kept_stages(study).items() if STAGE1 in s}
         if not stages:
             raise ServiceError("No stage-1 judgments yet: nothing to report.")
-        final_stage = STAGE2 if config.stage2 else STAGE1
+        final_stage = final_stage_of(config)
         waiting = sorted(image_id for image_id, s in stages.items() if final_stage not in s)
         waiting_captions = sum(
             len(scores["caption_ids"])
@@ -104,8 +126,6 @@ class ThumbReport(Report):
         fluency_rounds = 0
         for image_id in sorted(stages):
             by_kind = stages[image_id]
-            final = by_kind[final_stage]["captions"]
-            fluency = by_kind.get(FLUENCY, {}).get("captions", {})
             fluency_rounds += FLUENCY in by_kind
             for kind, reviewed in REVIEWS.items():
                 if kind not in by_kind or reviewed not in by_kind:
@@ -119,8 +139,8 @@ class ThumbReport(Report):
                     if key in by_kind[reviewed]["captions"]:
                         before.append(by_kind[reviewed]["captions"][key])
                         after.append(scores)
-            for key, scores in final.items():
-                flu = fluency[key]["fluency"] if key in fluency else scores["fluency"]
+            for scores in final_scores(by_kind, final_stage):
+                flu = scores["fluency"]
                 for caption_id in scores["caption_ids"]:
                     caption = captions[caption_id]
                     records.append(
@@ -202,6 +222,28 @@ class ThumbReport(Report):
         result["reliability"] = _reliability(study)
         progress(100, "Done")
         return result
+
+    def human_scores(self, study: Study) -> tuple[dict[str, list[tuple[int, float]]], str]:
+        """P, R and Total of every caption with final scores (the rule ``run`` uses), with
+        Pearson's r, as THumB's Table 4."""
+        final_stage = final_stage_of(self.mode.settings(study))
+        out: dict[str, list[tuple[int, float]]] = {"P": [], "R": [], "Total": []}
+        for by_kind in kept_stages(study).values():
+            if final_stage not in by_kind:
+                continue
+            for scores in final_scores(by_kind, final_stage):
+                total = rubric.total(
+                    scores["precision"],
+                    scores["recall"],
+                    scores["fluency"],
+                    scores["conciseness"],
+                    scores["inclusive"],
+                )
+                for caption_id in scores["caption_ids"]:
+                    out["P"].append((caption_id, float(scores["precision"])))
+                    out["R"].append((caption_id, float(scores["recall"])))
+                    out["Total"].append((caption_id, float(total)))
+        return (out, "pearson") if out["P"] else ({}, "pearson")
 
     def context(self, result: dict[str, Any], query: dict[str, str]) -> dict[str, Any]:
         """Table rows for the page and a Total re-weighted with the form's P/R weights.

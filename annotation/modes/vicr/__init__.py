@@ -7,9 +7,12 @@ consensus of the pair's earlier ratings (Algorithm 1). ``protocol`` holds the ru
 the player's phases; ``pages``, ``report`` and ``export`` hold the rest.
 """
 
-from annotation.modes.base import register
+from django.db.models import Q
+
+from annotation.modes.base import WorkerChecks, register
 from annotation.modes.vicr.export import VicrExport
 from annotation.modes.vicr.pages import VicrPages
+from annotation.modes.vicr.plan import VicrPlanner
 from annotation.modes.vicr.protocol import (
     BLOCK_KINDS,
     EXCLUDED,
@@ -22,6 +25,7 @@ from annotation.modes.vicr.protocol import (
     player_state,
 )
 from annotation.modes.vicr.report import AGREEMENT_LABELS, VicrReport
+from annotation.modes.vicr.simulate import simulated_answers
 
 
 @register
@@ -29,6 +33,16 @@ class VicrMode(VicrProtocol):
     pages_class = VicrPages
     report_class = VicrReport
     export_class = VicrExport
+    planner_class = VicrPlanner
+    kind_labels = {TUTORIAL: "Tutorial", PROBATION: "Probation", GAME: "Game pairs"}
+    # The end of a tutorial, of a probation attempt and the first-game check
+    # (``result.transition``), failed when it leads anywhere but the game.
+    worker_checks = WorkerChecks(
+        "tutorial, probation and first-game checks",
+        counted=Q(judgments__result__has_key="transition"),
+        failed=Q(judgments__result__transition__to__in=[PROBATION, EXCLUDED]),
+    )
+    simulate = simulated_answers
 
 
 __all__ = [

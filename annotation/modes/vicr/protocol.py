@@ -238,7 +238,7 @@ class VicrProtocol(Mode):
 
     # ------------------------------------------------------------------ items
 
-    def build_items(self, study: Study) -> int:
+    def build_items(self, study: Study) -> list[Item]:
         captions = list(
             Caption.objects.filter(study=study)
             .order_by("line", "id")
@@ -296,8 +296,7 @@ class VicrProtocol(Mode):
                 )
                 for position, (caption_id, image_id) in enumerate(pairs)
             ]
-        Item.objects.bulk_create(rows, batch_size=1000)
-        return len(rows)
+        return rows
 
     # ------------------------------------------------------------------ serving
 

@@ -55,6 +55,20 @@ THRESHOLD_LABELS = ("adjacent or exact (AA)", "exact (EA)")
 class VicrReport(Report):
     template = "modes/vicr/report.html"
     figure_names = ("rating-distribution", "wright-map")
+    summary_keys = ("agreement", "agreement_error", "included")
+
+    def human_scores(self, study: Study) -> tuple[dict[str, list[tuple[int, float]]], str]:
+        """One row per kept game rating: Kendall tau-c over the flattened ratings, as the
+        survey's Table 4 for Flickr8k-Expert (tau-b when the ratings take two values only)."""
+        rows = [
+            (spec.get("caption_id"), payload.get("rating"))
+            for spec, payload in Judgment.objects.filter(
+                study=study, excluded=False, item__kind=GAME
+            ).values_list("item__spec", "payload")
+        ]
+        rows = [(int(c), float(r)) for c, r in rows if c is not None and r is not None]
+        binary = len({r for _, r in rows}) == 2
+        return {"rating": rows}, "kendall_tau_b" if binary else "kendall_tau_c"
 
     def run(self, study: Study, progress: Progress) -> dict[str, Any]:
         config = self.mode.settings(study)

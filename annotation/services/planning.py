@@ -1,0 +1,67 @@
+"""The planner (issue 15): how wide a study's headline intervals will be, and what it costs,
+for each size, predicted by simulation with ``rubrics.planner``.
+
+A read that computes: nothing is written. The mode's ``planner`` (``modes/base.py:Planner``)
+holds what differs between protocols (the pilot, the assumptions it reads, its unit); this
+module holds what every plan shares (crowd time, price, seed) and the JSON the page and the
+API show.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from annotation.models import Judgment, Study
+from annotation.modes import get_mode
+
+#: The form's fields a mode's planner may read as its stated assumptions.
+ASSUMPTIONS = ("mean", "difference", "spread", "exact", "adjacent")
+
+
+def study_plan(
+    study: Study,
+    *,
+    sizes: list[int],
+    judgments_per_item: int,
+    price_per_judgment: float | None,
+    seconds_per_judgment: float | None,
+    target_half_width: float | None,
+    simulations: int,
+    **assumptions: float,
+) -> dict:
+    """The planner's curve for the study's mode, as JSON.
+
+    ``assumptions``: the form's ``ASSUMPTIONS`` (the mode's planner says which it reads and
+    when the study is its own pilot). Seconds per judgment: given, else the median dwell of
+    the study's kept judgments (None when it has none). ValueError from the planner for a
+    combination it refuses, or for a mode without a planner model.
+    """
+    mode = get_mode(study.mode)
+    if seconds_per_judgment is None:
+        dwell = list(
+            Judgment.objects.filter(study=study, excluded=False)
+            .order_by("-id")
+            .values_list("dwell_ms", flat=True)[:10_000]
+        )
+        if dwell:
+            seconds_per_judgment = statistics.median(dwell) / 1000
+    common = {
+        "target_half_width": target_half_width,
+        "n_simulations": simulations,
+        "price_per_judgment": price_per_judgment,
+        "seconds_per_judgment": seconds_per_judgment,
+        "seed": study.seed % 2**32,
+    }
+    plan, pilot = mode.planner.plan(
+        study,
+        sizes=sizes,
+        judgments_per_item=judgments_per_item,
+        assumptions={name: assumptions[name] for name in ASSUMPTIONS if name in assumptions},
+        common=common,
+    )
+    return {
+        **plan.as_dict(),
+        "pilot": pilot,
+        "seconds_per_judgment": seconds_per_judgment,
+        "price_per_judgment": price_per_judgment,
+    }

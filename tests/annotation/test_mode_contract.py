@@ -1,0 +1,228 @@
+"""Everything a mode knows lives in its package (issue 22), checked by machine.
+
+- no module under ``annotation/modes/`` writes to the database (they return what to write);
+- no code outside ``annotation/modes/`` and ``templates/modes/`` names a mode, except the
+  importers of a published release and the demo, which create a study of a named mode;
+- no module under ``annotation/`` exceeds 600 lines;
+- a mode registered at run time is a choice of ``Study.mode`` and opens a study through
+  the real pages with no migration.
+"""
+
+import ast
+import io
+import re
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.urls import reverse
+from rest_framework.test import APIClient
+
+from annotation.models import Caption, Image, Item, Study
+from annotation.modes import Mode, Outcome
+from annotation.modes.base import register
+from annotation.registry import MODES, mode_choices
+
+ROOT = Path(__file__).resolve().parents[2]
+PROTOCOLS = ("thumb", "vicr", "humanr")
+#: Methods that write rows: a mode calls none of them.
+WRITES = {"save", "bulk_create", "bulk_update", "update", "delete", "create", "get_or_create"}
+#: (file, literal) allowed to name a mode outside the modes, each with its reason.
+NAMED_MODES = {
+    # Importers of a published release create a study of that release's mode.
+    ("annotation/services/datasets.py", "thumb"),
+    ("annotation/services/datasets.py", "vicr"),
+    ("annotation/services/metrics.py", "humanr"),
+    # The references importer's "thumb" is a file format (THumB's JSONL), not a mode.
+    ("annotation/services/imports/references.py", "thumb"),
+    # The demo builds one study of each protocol from the demo photographs.
+    ("annotation/management/commands/load_demo.py", "thumb"),
+    ("annotation/management/commands/load_demo.py", "vicr"),
+    ("annotation/management/commands/load_demo.py", "humanr"),
+}
+MAX_LINES = 600
+#: Modules over MAX_LINES for now. vicr/protocol.py: the VICR engineer of issue 29 edits it
+#: and brings it under the limit; the integrator removes this exception after the merge.
+OVER_LIMIT = {
+    "annotation/modes/vicr/protocol.py",
+    "annotation/services/exports.py",
+    "annotation/services/metrics.py",
+}
+
+
+def python_files(folder: Path):
+    return sorted(p for p in folder.rglob("*.py") if "migrations" not in p.parts)
+
+
+def in_memory_names(function: ast.AST) -> set[str]:
+    """Names the function binds to a set or dict it builds (their .update is no write)."""
+    names = set()
+    for node in ast.walk(function):
+        targets, value = [], None
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        built = isinstance(value, ast.Dict | ast.Set | ast.DictComp | ast.SetComp) or (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Name)
+            and value.func.id in ("set", "dict")
+        )
+        if built:
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return names
+
+
+def writes_in(path: Path) -> list[str]:
+    """``file:line .method(`` of every call of a write method, but ``.update`` of a set or
+    dict the same function built."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    scopes = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)] or [tree]
+    seen = set()
+    for scope in scopes:
+        local = in_memory_names(scope)
+        for node in ast.walk(scope):
+            if id(node) in seen or not isinstance(node, ast.Call):
+                continue
+            seen.add(id(node))
+            func = node.func
+            if not isinstance(func, ast.Attribute) or func.attr not in WRITES:
+                continue
+            receiver = func.value
+            if func.attr == "update" and isinstance(receiver, ast.Name) and receiver.id in local:
+                continue
+            found.append(f"{path.relative_to(ROOT)}:{node.lineno} .{func.attr}(")
+    return found
+
+
+def test_no_module_under_annotation_modes_writes():
+    found = [w for path in python_files(ROOT / "annotation" / "modes") for w in writes_in(path)]
+    assert found == []
+
+
+def test_the_write_check_finds_a_write_and_lets_a_set_update_pass(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "def f(items, qs):\n"
+        "    seen = set()\n"
+        "    seen.update(items)\n"
+        "    Item.objects.bulk_create(items)\n"
+        "    qs.update(target=1)\n"
+        "    items[0].save()\n"
+    )
+    global ROOT
+    root, ROOT = ROOT, tmp_path
+    try:
+        assert writes_in(sample) == [
+            "sample.py:4 .bulk_create(",
+            "sample.py:5 .update(",
+            "sample.py:6 .save(",
+        ]
+    finally:
+        ROOT = root
+
+
+def mode_literals():
+    """(file, literal, line) of every protocol name written outside the modes."""
+    found = []
+    for path in python_files(ROOT / "annotation"):
+        if "modes" in path.relative_to(ROOT).parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and node.value in PROTOCOLS:
+                found.append((str(path.relative_to(ROOT)), node.value, node.lineno))
+    quoted = re.compile("[\"'](" + "|".join(PROTOCOLS) + ")[\"']")
+    for path in sorted((ROOT / "templates").rglob("*.html")):
+        if "modes" in path.relative_to(ROOT / "templates").parts:
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            for match in quoted.finditer(line):
+                found.append((str(path.relative_to(ROOT)), match.group(1), number))
+    return found
+
+
+def test_no_code_outside_the_modes_names_a_mode():
+    named = [(f, name, line) for f, name, line in mode_literals() if (f, name) not in NAMED_MODES]
+    assert named == []
+    # Nothing outside the modes (and the exceptions above) keys anything by study.mode.
+    excepted = {file for file, _name in NAMED_MODES}
+    for path in python_files(ROOT / "annotation"):
+        if "modes" in path.relative_to(ROOT).parts or str(path.relative_to(ROOT)) in excepted:
+            continue
+        text = path.read_text(encoding="utf-8")
+        assert not re.search(r"\[\s*(study|self|locked)\.mode\s*\]", text), path
+        assert not re.search(r"\.get\(\s*(study|self)\.mode\b", text), path
+        assert not re.search(r"\.mode\s*(==|!=|in)\s", text), path
+
+
+def test_no_module_under_annotation_is_over_the_limit():
+    long = {
+        str(path.relative_to(ROOT)): count
+        for path in python_files(ROOT / "annotation")
+        if (count := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
+    assert set(long) <= OVER_LIMIT, long
+
+
+class ThrowawayMode(Mode):
+    """A mode no migration has heard of: one item per caption, any non-empty answer."""
+
+    name = "test-throwaway"
+    label = "Throwaway (tests only)"
+
+    def build_items(self, study):
+        return [
+            Item(study=study, kind="say", image_id=c.image_id, spec={"caption": c.pk}, target=1)
+            for c in Caption.objects.filter(study=study).order_by("id")
+        ]
+
+    def validate(self, assignment, part, data):
+        return {"text": str(data.get("text", ""))[:10]}
+
+    def after_submit(self, participant, judgment):
+        return Outcome()
+
+
+@pytest.fixture
+def throwaway():
+    register(ThrowawayMode)
+    try:
+        yield MODES[ThrowawayMode.name]
+    finally:
+        del MODES[ThrowawayMode.name]
+
+
+@pytest.mark.django_db
+def test_a_mode_registered_at_run_time_opens_a_study_with_no_migration(
+    client, researcher, throwaway
+):
+    assert (ThrowawayMode.name, ThrowawayMode.label) in mode_choices()
+    api = APIClient()
+    api.force_authenticate(researcher)
+    created = api.post(
+        reverse("api_studies"), {"name": "Throwaway", "mode": ThrowawayMode.name}, format="json"
+    )
+    assert created.status_code == 201, created.content
+    study = Study.objects.get(pk=created.json()["id"])
+    for number in range(2):
+        image = Image.objects.create(
+            study=study, name=f"t{number}.jpg", sha256=f"{number:064x}", width=1, height=1
+        )
+        Caption.objects.create(study=study, image=image, system="s", raw_text="a", text="a")
+    client.force_login(researcher)
+
+    opened = client.post(reverse("study_status", args=[study.pk]), {"action": "open"})
+    page = client.get(reverse("study_detail", args=[study.pk]))
+
+    assert opened.status_code in (200, 302), opened.content.decode()[:500]
+    study.refresh_from_db()
+    assert study.status == Study.Status.LIVE
+    assert study.get_mode_display() == ThrowawayMode.label
+    assert page.status_code == 200 and ThrowawayMode.label in page.content.decode()
+    assert sorted(study.items.values_list("spec__caption", flat=True)) == sorted(
+        study.captions.values_list("pk", flat=True)
+    )
+    out = io.StringIO()
+    call_command("makemigrations", "annotation", "--check", "--dry-run", stdout=out)
+    assert "No changes detected" in out.getvalue()
