@@ -50,6 +50,7 @@ __all__ = [
     "ESAText",
     "read_esa_batches",
     "read_esa_csv",
+    "latest_judgments",
     "text_source",
 ]
 
@@ -440,6 +441,22 @@ def read_esa_csv(source: Source, batches: Source | None = None) -> list[ESARow]:
     if batches is not None:
         rows = _attach_texts(rows, read_esa_batches(batches))
     return rows
+
+
+def latest_judgments(rows: Iterator[ESARow] | list[ESARow]) -> list[ESARow]:
+    """One row per (login, item index): the one submitted last (end time, then file line).
+
+    Appraise writes a new row when an annotator submits an item again (the campaign has 14
+    such repeats, some with a changed score); the last submission is the annotator's answer.
+    Order of the result: file order of the kept rows.
+    """
+    last: dict[tuple[str, int], ESARow] = {}
+    for row in rows:
+        key = (row.login, row.item_index)
+        kept = last.get(key)
+        if kept is None or (row.end_time, row.line) >= (kept.end_time, kept.line):
+            last[key] = row
+    return sorted(last.values(), key=lambda r: r.line)
 
 
 def text_source(text: str) -> IO[str]:
