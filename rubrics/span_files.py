@@ -36,7 +36,7 @@ import json
 import math
 import os
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
@@ -443,7 +443,7 @@ def read_esa_csv(source: Source, batches: Source | None = None) -> list[ESARow]:
     return rows
 
 
-def latest_judgments(rows: Iterator[ESARow] | list[ESARow]) -> list[ESARow]:
+def latest_judgments(rows: Iterable[ESARow]) -> list[ESARow]:
     """One row per (login, item index): the one submitted last (end time, then file line).
 
     Appraise writes a new row when an annotator submits an item again (the campaign has 14

@@ -160,7 +160,7 @@ def test_esa_campaign_scores_and_span_counts(esa_paths):
     means, counts, span_counts = _independent_esa(esa_path)
     result = esa_system_scores(
         [r.system for r in rows],
-        [r.text.item_id + f"@{r.text.item_index}" for r in rows],
+        [(r.text.batch, r.text.item_index) for r in rows],  # an item: one batch position
         [r.score for r in rows],
     )
     assert set(result) == set(means) and len(means) == 13  # 12 systems and refA
