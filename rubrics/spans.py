@@ -23,9 +23,9 @@ Public functions and classes:
 - :func:`esa_system_scores` -- per-system mean score with a cluster-bootstrap interval
   (:func:`rubrics.resampling.cluster_bootstrap_mean`, items as clusters);
   :func:`count_spans` -- span counts by system and severity (or category).
-- :func:`span_agreement` -- character-level F1 and the share of spans matched between
-  annotators of the same text, with and without severity; :func:`score_alpha` --
-  Krippendorff's alpha (interval) of the scores (:func:`rubrics.agreement.krippendorff_alpha`).
+
+Agreement between annotators of the same text (character-level F1, spans matched,
+Krippendorff's alpha of the scores) lives in :mod:`rubrics.spans_agreement`.
 
 Offsets are half-open ``[start, end)`` code-point indexes into the text, as Python slices:
 ``text[start:end]`` is the span. Readers of other conventions (Appraise's inclusive
@@ -40,13 +40,13 @@ from __future__ import annotations
 import math
 import numbers
 from collections import Counter, defaultdict
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from rubrics import agreement, resampling
+from rubrics import resampling
 
 __all__ = [
     "SEVERITIES",
@@ -56,6 +56,7 @@ __all__ = [
     "Span",
     "SpanJudgment",
     "validate_judgment",
+    "score_value",
     "code_point_offset",
     "MQMWeights",
     "FREITAG_2021",
@@ -64,9 +65,6 @@ __all__ = [
     "ESAScore",
     "esa_system_scores",
     "count_spans",
-    "SpanAgreement",
-    "span_agreement",
-    "score_alpha",
 ]
 
 SEVERITIES = ("minor", "major")
@@ -85,6 +83,7 @@ DEFAULT_CATEGORIES = (
 MQM_MAX_SPANS = 5
 MAX_NOTE_LENGTH = 500
 _SURROGATES = range(0xD800, 0xE000)
+_MARK_FIELDS = {"start", "end", "severity", "category", "note", "omission", "text"}
 
 
 # ---------------------------------------------------------------------------
@@ -143,7 +142,8 @@ def _offset(value: Any, name: str) -> int:
     return int(value)
 
 
-def _score(value: Any) -> float:
+def score_value(value: Any) -> float:
+    """``value`` as a float when it is a real number from 0 to 100 (an ESA score)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ValueError(f"score must be a number from 0 to 100, got {value!r}")
     number = float(value)
@@ -166,10 +166,12 @@ def validate_judgment(
     """Check one annotator's marks on ``text`` and return them clean, or raise ValueError.
 
     Each element of ``spans`` is a mapping with ``severity`` ("minor"/"major"),
-    ``category`` (one of ``categories``; ``categories=None`` accepts none and stores ""),
+    ``category`` (one of ``categories``; ``categories=None`` accepts any and stores ""),
     an optional ``note`` and either ``start``/``end`` (half-open code-point offsets,
-    ``0 <= start < end <= len(text)``) or ``omission: True`` (no offsets; a note is
-    required: an omission points at nothing, so the note says what is missing).
+    ``0 <= start < end <= len(text)``, optionally with ``text``, the characters the page
+    highlighted, which must equal ``text[start:end]``) or ``omission: True`` (no offsets;
+    a note is required: an omission points at nothing, so the note says what is missing).
+    Any other field is refused.
     ``unusable`` marks the whole text as unusable (MQM's Non-translation); it stands
     alone, so spans beside it are refused. ``max_spans`` caps the marks (omissions
     included); overlapping spans are refused unless ``allow_overlap``. ``score`` is the
@@ -208,7 +210,14 @@ def validate_judgment(
                     f"({', '.join(allowed.values())}), got {given!r}"
                 )
             category = allowed[given.casefold()]
-        note = _checked_text(raw.get("note", ""), f"{where}.note", max_length=MAX_NOTE_LENGTH)
+        unknown = set(raw) - _MARK_FIELDS
+        if unknown:
+            # a misspelt field ("severty") must not pass as a mark without it
+            raise ValueError(f"{where}: unknown field(s) {', '.join(sorted(map(str, unknown)))}")
+        note = raw.get("note")
+        note = _checked_text(
+            "" if note is None else note, f"{where}.note", max_length=MAX_NOTE_LENGTH
+        )
         omission = raw.get("omission", False)
         if not isinstance(omission, bool):
             raise ValueError(f"{where}.omission must be true or false, got {omission!r}")
@@ -227,7 +236,16 @@ def validate_judgment(
             raise ValueError(f"{where}.end {end} is outside the text (0..{len(text)})")
         if start >= end:
             raise ValueError(f"{where}.end must be greater than start (got {start}..{end})")
-        clean.append(Span(start, end, severity.casefold(), category, text[start:end], note))
+        marked = text[start:end]
+        claimed = raw.get("text")
+        if claimed is not None and claimed != marked:
+            # The page sends the characters it highlighted; a mismatch means the offsets were
+            # counted another way (UTF-16 units, text after normalisation) and point elsewhere.
+            raise ValueError(
+                f"{where}.text {claimed!r} is not the text at {start}..{end} ({marked!r}); "
+                "offsets must count code points"
+            )
+        clean.append(Span(start, end, severity.casefold(), category, marked, note))
     positioned = sorted((s for s in clean if not s.omission), key=lambda s: (s.start, s.end))
     if not allow_overlap:
         for before, after in zip(positioned, positioned[1:], strict=False):
@@ -240,7 +258,7 @@ def validate_judgment(
             raise ValueError("score must be a number from 0 to 100, got None")
         clean_score = None
     else:
-        clean_score = _score(score)
+        clean_score = score_value(score)
     omissions = [s for s in clean if s.omission]
     return SpanJudgment(tuple(positioned + omissions), clean_score, unusable)
 
@@ -435,7 +453,7 @@ def esa_system_scores(
     groups: dict[Hashable, list[int]] = defaultdict(list)
     for i, system in enumerate(systems):
         groups[system].append(i)
-    values = np.array([_score(s) for s in scores], dtype=np.float64)
+    values = np.array([score_value(s) for s in scores], dtype=np.float64)
     # Codes by first appearance, not hash(): str hashes change between processes, and the
     # clusters' sort order decides which draws a seed gives.
     codes = {item: i for i, item in enumerate(dict.fromkeys(items))}
@@ -460,124 +478,3 @@ def count_spans(
     for system, label in zip(systems, labels, strict=True):
         result[system][label] += 1
     return dict(result)
-
-
-# ---------------------------------------------------------------------------
-# Agreement
-# ---------------------------------------------------------------------------
-
-# An annotator's marks on one text: (start, end, severity) half-open code-point spans.
-Marks = Sequence[tuple[int, int, str]]
-
-
-@dataclass(frozen=True)
-class SpanAgreement:
-    """Span agreement pooled over every pair of annotators of every shared text.
-
-    ``char_f1``: 2 |A and B| / (|A| + |B|) over marked characters, pooled (micro-average)
-    over pairs; ``char_f1_severity`` counts a shared character only when both gave it the
-    same severity. ``matched``: the share of spans that overlap (by at least one character)
-    a span of the other annotator; ``matched_severity`` also requires the same severity.
-    ``n_texts``/``n_pairs``: texts with >= 2 annotators and annotator pairs used.
-    """
-
-    char_f1: float
-    char_f1_severity: float
-    matched: float
-    matched_severity: float
-    n_texts: int
-    n_pairs: int
-
-
-def _severity_codes(length: int, marks: Marks, where: str) -> np.ndarray:
-    """Per-character severity code: 0 unmarked, else 1 + index in SEVERITIES (max wins)."""
-    codes = np.zeros(length, dtype=np.int8)
-    for start, end, severity in marks:
-        if not 0 <= start < end <= length:
-            raise ValueError(f"{where}: span {start}..{end} is outside a text of length {length}")
-        sev = str(severity).casefold()
-        code = SEVERITIES.index(sev) + 1 if sev in SEVERITIES else len(SEVERITIES) + 1
-        np.maximum(codes[start:end], code, out=codes[start:end])
-    return codes
-
-
-def _matched(mine: Marks, codes_other: np.ndarray, theirs: Marks) -> tuple[int, int]:
-    any_hit = severity_hit = 0
-    for start, end, severity in mine:
-        if codes_other[start:end].any():
-            any_hit += 1
-            sev = str(severity).casefold()
-            if any(s < end and start < e and str(v).casefold() == sev for s, e, v in theirs):
-                severity_hit += 1
-    return any_hit, severity_hit
-
-
-def span_agreement(texts: Iterable[tuple[int, Sequence[Marks]]]) -> SpanAgreement:
-    """Span agreement between annotators of the same texts (see :class:`SpanAgreement`).
-
-    ``texts``: one ``(length, [marks of annotator 1, marks of annotator 2, ...])`` per
-    text; texts with fewer than two annotators are skipped. Several annotators are
-    averaged by pooling every unordered pair's counts (micro-average), so a text with
-    three annotators weighs three pairs. Omissions have no characters and are left out.
-    Raises ValueError when no pair marked anything (F1 is 0/0).
-    """
-    inter = inter_sev = marked = 0
-    hits = hits_sev = n_spans = 0
-    n_texts = n_pairs = 0
-    for t, (length, annotators) in enumerate(texts):
-        if len(annotators) < 2:
-            continue
-        n_texts += 1
-        codes = [
-            _severity_codes(length, m, f"text {t} annotator {a}") for a, m in enumerate(annotators)
-        ]
-        for a in range(len(annotators)):
-            for b in range(a + 1, len(annotators)):
-                n_pairs += 1
-                ca, cb = codes[a], codes[b]
-                both = (ca > 0) & (cb > 0)
-                inter += int(both.sum())
-                inter_sev += int((both & (ca == cb)).sum())
-                marked += int((ca > 0).sum() + (cb > 0).sum())
-                for mine, other_codes, theirs in (
-                    (annotators[a], cb, annotators[b]),
-                    (annotators[b], ca, annotators[a]),
-                ):
-                    h, hs = _matched(mine, other_codes, theirs)
-                    hits += h
-                    hits_sev += hs
-                    n_spans += len(mine)
-    if not n_pairs:
-        raise ValueError("span agreement is undefined: no text has two annotators")
-    if not marked:
-        raise ValueError("span agreement is undefined: no annotator marked any character")
-    return SpanAgreement(
-        char_f1=2 * inter / marked,
-        char_f1_severity=2 * inter_sev / marked,
-        matched=hits / n_spans,
-        matched_severity=hits_sev / n_spans,
-        n_texts=n_texts,
-        n_pairs=n_pairs,
-    )
-
-
-def score_alpha(
-    units: Sequence[Hashable], raters: Sequence[Hashable], scores: Sequence[float]
-) -> float:
-    """Krippendorff's alpha (interval) of the 0-100 scores, from one row per judgment.
-
-    Builds the raters x units matrix (NaN where a rater did not judge a unit) and calls
-    :func:`rubrics.agreement.krippendorff_alpha`. A rater judging a unit twice is refused:
-    alpha has one value per (rater, unit) cell.
-    """
-    if not (len(units) == len(raters) == len(scores)):
-        raise ValueError("units, raters and scores differ in length")
-    unit_index = {u: i for i, u in enumerate(dict.fromkeys(units))}
-    rater_index = {r: i for i, r in enumerate(dict.fromkeys(raters))}
-    matrix = np.full((len(rater_index), len(unit_index)), np.nan)
-    for unit, rater, score in zip(units, raters, scores, strict=True):
-        cell = (rater_index[rater], unit_index[unit])
-        if not np.isnan(matrix[cell]):
-            raise ValueError(f"rater {rater!r} judged unit {unit!r} twice")
-        matrix[cell] = _score(score)
-    return agreement.krippendorff_alpha(matrix, "interval")

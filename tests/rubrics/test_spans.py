@@ -14,10 +14,9 @@ from rubrics.spans import (
     count_spans,
     esa_system_scores,
     mqm_system_scores,
-    score_alpha,
-    span_agreement,
     validate_judgment,
 )
+from rubrics.spans_agreement import score_alpha, span_agreement
 
 TEXT = "A brown dog 🐶 sits on two red chairs."
 
@@ -120,6 +119,21 @@ def test_bad_marks_are_refused(spans, kwargs, message):
     kwargs = {"score": 50, **kwargs}
     with pytest.raises(ValueError, match=message):
         validate_judgment(TEXT, spans, **kwargs)
+
+
+def test_the_pages_span_text_must_match_the_offsets():
+    dog = TEXT.index("dog")
+    judgment = validate_judgment(TEXT, [mark(dog, dog + 3, text="dog", note=None)], score=50)
+    assert judgment.spans[0].text == "dog" and judgment.spans[0].note == ""
+    # offsets counted in UTF-16 units land one character late after the emoji
+    sits = TEXT.index("sits")
+    with pytest.raises(ValueError, match=r"spans\[0\]\.text 'sits' is not the text at"):
+        validate_judgment(TEXT, [mark(sits + 1, sits + 5, text="sits")], score=50)
+
+
+def test_unknown_fields_are_refused():
+    with pytest.raises(ValueError, match=r"spans\[0\]: unknown field\(s\) severty"):
+        validate_judgment(TEXT, [{**mark(0, 1), "severty": "major"}], score=50)
 
 
 def test_a_text_with_a_surrogate_half_is_refused():

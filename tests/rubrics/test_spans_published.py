@@ -24,8 +24,8 @@ from rubrics.spans import (
     count_spans,
     esa_system_scores,
     mqm_system_scores,
-    span_agreement,
 )
+from rubrics.spans_agreement import span_agreement
 
 # github.com/google/wmt-mqm-human-evaluation README, "TED talks" tables, as printed
 # (strings: the printed decimals matter; file names for the references)
