@@ -136,19 +136,27 @@ def _checked_text(value: Any, name: str, *, max_length: int | None = None) -> st
     return value
 
 
+def _short(value: Any, limit: int = 40) -> str:
+    """repr() cut to ``limit`` characters: a message quotes what was sent, not all of it."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _offset(value: Any, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be a whole number (a code-point offset), got {value!r}")
+        raise ValueError(
+            f"{name} must be a whole number (a code-point offset), got {_short(value)}"
+        )
     return int(value)
 
 
 def score_value(value: Any) -> float:
     """``value`` as a float when it is a real number from 0 to 100 (an ESA score)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"score must be a number from 0 to 100, got {value!r}")
+        raise ValueError(f"score must be a number from 0 to 100, got {_short(value)}")
     number = float(value)
     if not math.isfinite(number) or not 0 <= number <= 100:
-        raise ValueError(f"score must be a number from 0 to 100, got {value!r}")
+        raise ValueError(f"score must be a number from 0 to 100, got {_short(value)}")
     return number
 
 
@@ -186,7 +194,7 @@ def validate_judgment(
     if isinstance(max_spans, bool) or not isinstance(max_spans, int) or max_spans < 1:
         raise ValueError(f"max_spans must be a whole number >= 1, got {max_spans!r}")
     if not isinstance(unusable, bool):
-        raise ValueError(f"unusable must be true or false, got {unusable!r}")
+        raise ValueError(f"unusable must be true or false, got {_short(unusable)}")
     allowed = None if categories is None else {c.casefold(): c for c in categories}
     if len(spans) > max_spans:
         raise ValueError(f"spans: {len(spans)} marks, at most {max_spans} are allowed")
@@ -197,9 +205,15 @@ def validate_judgment(
         where = f"spans[{i}]"
         if not isinstance(raw, Mapping):
             raise ValueError(f"{where} must be a mapping, got {type(raw).__name__}")
+        unknown = set(raw) - _MARK_FIELDS
+        if unknown:
+            # a misspelt field ("severty") must not pass as a mark without it
+            raise ValueError(f"{where}: unknown field(s) {', '.join(sorted(map(str, unknown)))}")
         severity = raw.get("severity")
         if not isinstance(severity, str) or severity.casefold() not in SEVERITIES:
-            raise ValueError(f"{where}.severity must be one of {SEVERITIES}, got {severity!r}")
+            raise ValueError(
+                f"{where}.severity must be one of {SEVERITIES}, got {_short(severity)}"
+            )
         if allowed is None:
             category = ""
         else:
@@ -207,20 +221,16 @@ def validate_judgment(
             if not isinstance(given, str) or given.casefold() not in allowed:
                 raise ValueError(
                     f"{where}.category must be one of the study's categories "
-                    f"({', '.join(allowed.values())}), got {given!r}"
+                    f"({', '.join(allowed.values())}), got {_short(given)}"
                 )
             category = allowed[given.casefold()]
-        unknown = set(raw) - _MARK_FIELDS
-        if unknown:
-            # a misspelt field ("severty") must not pass as a mark without it
-            raise ValueError(f"{where}: unknown field(s) {', '.join(sorted(map(str, unknown)))}")
         note = raw.get("note")
         note = _checked_text(
             "" if note is None else note, f"{where}.note", max_length=MAX_NOTE_LENGTH
         )
         omission = raw.get("omission", False)
         if not isinstance(omission, bool):
-            raise ValueError(f"{where}.omission must be true or false, got {omission!r}")
+            raise ValueError(f"{where}.omission must be true or false, got {_short(omission)}")
         if omission:
             if raw.get("start") is not None or raw.get("end") is not None:
                 raise ValueError(f"{where}: an omission has no start or end")
@@ -242,7 +252,8 @@ def validate_judgment(
             # The page sends the characters it highlighted; a mismatch means the offsets were
             # counted another way (UTF-16 units, text after normalisation) and point elsewhere.
             raise ValueError(
-                f"{where}.text {claimed!r} is not the text at {start}..{end} ({marked!r}); "
+                f"{where}.text {_short(claimed)} is not the text at {start}..{end} "
+                f"({_short(marked)}); "
                 "offsets must count code points"
             )
         clean.append(Span(start, end, severity.casefold(), category, marked, note))
