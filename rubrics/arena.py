@@ -223,8 +223,13 @@ def _newton(
         hess = np.einsum("br,ri,rj->bij", mass * p * (1.0 - p), x, x)
         delta = np.linalg.solve(hess, grad)[..., 0]
         t = t + delta
-        if np.max(np.abs(delta)) < 1e-13:
+        if np.max(np.abs(delta)) < 1e-11:
             break
+    else:
+        # Never silently return a half-converged estimate (the callers start close to
+        # the optimum, so this means the data are nearly separated).
+        if steps > 3:
+            raise ValueError("the Bradley-Terry fit did not converge (nearly separated battles)")
     out = np.concatenate([t, np.zeros((t.shape[0], 1))], axis=1)
     return out - out.mean(axis=1, keepdims=True), hess
 
@@ -252,8 +257,13 @@ def fit(table: CountTable, anchor: tuple[str, float] | None = None) -> Fit:
         raise ValueError("a leaderboard needs at least two systems")
     _check_connected(table)
     wins = _win_matrix(table, table.count)
-    start = choix.ilsr_pairwise_dense(wins, alpha=0.0, max_iter=1000, tol=1e-10)
-    theta, _ = _newton(table, start[None, :], table.count[None, :], steps=5)
+    try:
+        start = choix.ilsr_pairwise_dense(wins, alpha=0.0, max_iter=1000, tol=1e-10)
+    except RuntimeError:
+        # ILSR converges slowly on nearly separated data; Newton from 0 (the log-likelihood
+        # is concave) then does the whole fit.
+        start = np.zeros(len(table.systems))
+    theta, _ = _newton(table, start[None, :], table.count[None, :], steps=100)
     scores, natural = _anchor(table.systems, theta[0], anchor)
     offset = float(scores[0] - ELO_PER_NATURAL * natural[0])
     return Fit(table.systems, scores, natural, offset, anchor[0] if anchor else None)
