@@ -220,7 +220,8 @@ def _newton(
         eta = t @ x.T
         p = 1.0 / (1.0 + np.exp(-eta))
         grad = ((mass * (y - p)) @ x)[..., None]
-        hess = np.einsum("br,ri,rj->bij", mass * p * (1.0 - p), x, x)
+        # (B, k-1, rows) @ (rows, k-1): a batched matmul, far faster than einsum here.
+        hess = (x.T[None, :, :] * (mass * p * (1.0 - p))[:, None, :]) @ x
         delta = np.linalg.solve(hess, grad)[..., 0]
         t = t + delta
         if np.max(np.abs(delta)) < 1e-11:
@@ -302,10 +303,12 @@ def bootstrap(
                 "too few battles: most resamples leave a system without a win or a loss"
             )
         c = rng.multinomial(n, p).astype(float)
-        try:
-            _check_connected(table, c)
-        except ValueError:
-            continue
+        # The graph can only lose edges where a row emptied; check only then (cheap path).
+        if np.any((c == 0) & (table.count > 0)):
+            try:
+                _check_connected(table, c)
+            except ValueError:
+                continue
         draws.append(c)
     counts = np.array(draws)
     k = len(table.systems)
