@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.stats import kendalltau
 
-from rubrics import arena
+from rubrics import arena, arena_style
 
 ELO = 400 / math.log(10)
 NAMES = [f"sys{i:02d}" for i in range(12)]
@@ -202,7 +202,7 @@ def test_length_control_recovers_the_true_order_and_finds_no_effect_without_one(
 
     sa, sb, out, _, _ = simulate(11, n, strengths, tie_share=0.1, planted=planted)
     raw = arena.fit(arena.count_table(sa, sb, out, systems=NAMES)).scores
-    controlled = arena.style_control(sa, sb, out, lengths["a"], lengths["b"], systems=NAMES)
+    controlled = arena_style.style_control(sa, sb, out, lengths["a"], lengths["b"], systems=NAMES)
     raw_tau = kendalltau(raw, strengths).statistic
     tau = kendalltau(controlled.scores, strengths).statistic
     assert raw_tau < 0.9
@@ -213,6 +213,6 @@ def test_length_control_recovers_the_true_order_and_finds_no_effect_without_one(
     sa, sb, out, a, b = simulate(12, n, strengths, tie_share=0.1)
     la = rng.normal(mean_len[a], 30).clip(20)
     lb = rng.normal(mean_len[b], 30).clip(20)
-    plain = arena.style_control(sa, sb, out, la, lb, systems=NAMES)
+    plain = arena_style.style_control(sa, sb, out, la, lb, systems=NAMES)
     assert plain.coefficient_low <= 0 <= plain.coefficient_high
     assert kendalltau(plain.scores, strengths).statistic >= 0.9
