@@ -126,7 +126,7 @@ def study_detail(request: HttpRequest, study_id: int) -> HttpResponse:
     context = {
         "study": study,
         "counts": selectors.study_counts(study),
-        "jobs": study.jobs.all()[:10],
+        "jobs": selectors.study_jobs_for_user(request.user, study)[:10],
         "annotator_names": " ".join(study.annotators.values_list("username", flat=True)),
         "member_names": " ".join(study.members.values_list("username", flat=True)),
         "may_change_members": request.user.is_staff or request.user.pk == study.owner_id,
