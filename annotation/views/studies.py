@@ -109,7 +109,7 @@ def study_settings(request: HttpRequest, study_id: int) -> HttpResponse:
             # Over the stored ones: a post without the fieldset changes nothing.
             stored = {k: v for k, v in study.settings.items() if k in settings_form.fields}
             changed = {**stored, **settings_form.values()}
-            study_update_settings(study=study, settings=changed)
+            study_update_settings(study=study, settings=changed, changed_by=request.user)
         except ServiceError as exc:
             settings_form.show_error(exc, fallback=settings_form)
         else:
