@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
+from django.conf import settings as django_settings
+
 from annotation.errors import ServiceError
 from annotation.text import clean_text
 
@@ -97,9 +99,7 @@ def completion_hosts() -> tuple[str, ...]:
     """Where a finished crowd worker may be sent: Prolific, and hosts the admin adds in
     ``CAPEVAL_COMPLETION_HOSTS``. A study's completion URL is typed by a researcher and
     shown to every worker; a foreign host there is a phishing page for the whole crowd."""
-    from django.conf import settings
-
-    extra = getattr(settings, "CAPEVAL_COMPLETION_HOSTS", ()) or ()
+    extra = getattr(django_settings, "CAPEVAL_COMPLETION_HOSTS", ()) or ()
     return (PROLIFIC_HOST, *(host.strip().lower() for host in extra if host.strip()))
 
 
