@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from annotation.models import Assignment, Caption, Judgment, Participant
 from annotation.modes.base import Pages
+from annotation.modes.humanr.checks import shown_trial
 from annotation.modes.humanr.protocol import sides_shown
 
 #: Accessible name of each answer; the page shows the digits and the three anchors. The
@@ -46,7 +47,7 @@ class HumanrPages(Pages):
 
     def item_context(self, assignment: Assignment, part: int) -> dict[str, Any]:
         item = assignment.item
-        trial = item.spec["trials"][part]
+        trial = shown_trial(assignment, part)
         left_id, right_id = sides_shown(trial, item.spec["seed"], assignment.pk, part)
         captions = {
             caption.pk: caption
