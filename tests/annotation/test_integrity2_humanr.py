@@ -17,10 +17,15 @@ from __future__ import annotations
 import time
 
 import pytest
+from django.conf import settings as django_settings
+from django.test import Client
 from django.urls import reverse
 
 from annotation.forms import MAX_SIZES, MAX_STUDY_SIZE, PlanForm
-from annotation.models import Caption, Judgment
+from annotation.models import Caption, Image, Item, Judgment
+from annotation.modes.humanr.allocation import ADAPTIVE_MIN_WORKERS
+from annotation.modes.humanr.protocol import adaptive_summary
+from annotation.services.participants import crowd_link_token
 from rubrics import planner
 from tests.annotation.test_crowd_humanr_exposure import MemoryBot, read_trial
 from tests.factories.humanr import humanr_study
@@ -187,3 +192,150 @@ def test_scouts_records_do_not_pass_a_bot_s_attention_checks(researcher):
     assert sum(len(images) for images in per_trial) == len(set().union(*per_trial)), (
         "an image was met twice"
     )
+
+
+# ---------------------------------------------------------------------- row 10: allocation
+
+
+class Worker:
+    """A crowd worker through the views: its own client (browser) and address. It knows
+    which caption describes which image (as a person does), so it passes every check; on a
+    comparison it answers ``comparison(left_system, right_system)``."""
+
+    def __init__(self, study, pid, *, address, comparison, client=None):
+        self.study, self.pid = study, pid
+        self.client = client or Client(REMOTE_ADDR=address)
+        self.client.defaults["REMOTE_ADDR"] = address
+        self.comparison = comparison
+        self.caption = {
+            pk: (image, system)
+            for pk, image, system in Caption.objects.filter(study=study).values_list(
+                "pk", "image_id", "system"
+            )
+        }
+        self.image_at = {
+            django_settings.MEDIA_URL + display: pk
+            for pk, display in Image.objects.filter(study=study).values_list("pk", "display")
+        }
+        self.caption_with = dict(
+            Caption.objects.filter(study=study).values_list("text", "pk").order_by()
+        )
+
+    def enter(self):
+        self.client.get(
+            reverse("crowd_entry", args=[crowd_link_token(self.study)]),
+            {"PROLIFIC_PID": self.pid, "STUDY_ID": "S", "SESSION_ID": self.pid},
+        )
+
+    def next_page(self):
+        page = self.client.get(reverse("participate_next", args=[self.study.public_id]))
+        assert page.status_code == 200, page.content[:300]
+        return page
+
+    def do_group(self) -> bool:
+        """Answer one whole group; False when nothing was served."""
+        for _ in range(10):
+            page = self.next_page()
+            trial = read_trial(page)
+            if trial is None:
+                return False
+            image = self.image_at[trial["src"]]
+            left, right = (self.caption_with[trial[k]] for k in ("left_text", "right_text"))
+            (left_image, left_system), (right_image, right_system) = (
+                self.caption[left],
+                self.caption[right],
+            )
+            if left_image != image:  # a check: the foreign caption is on the left
+                raw = 9
+            elif right_image != image:
+                raw = 1
+            else:
+                raw = self.comparison(left_system, right_system)
+            response = self.client.post(
+                trial["action"], {"part": trial["part"], "raw": raw, "left": left}
+            )
+            assert response.status_code in (200, 302), response.content[:300]
+        return True
+
+
+def equal(left_system, right_system):
+    return 5
+
+
+def prefers_human(left_system, right_system):
+    """An honest, consistent worker: the Human captions tie, a model's loses clearly."""
+    if left_system == right_system:
+        return 5
+    return 2 if left_system == "Human" else 8
+
+
+@pytest.mark.parametrize("linked_by", ["network", "browser"])
+def test_eighteen_sybils_answering_equal_settle_nothing(researcher, linked_by):
+    """Row 10. Eighteen crowd ids of one person answer "equal" to every comparison (and pass
+    every check). Before: their 18 groups gave every system 81 values of 0, so every system
+    settled at half-width 0 and the next honest worker was served nothing. Now they are one
+    linked identity (three networks x six browsers, or three browsers moving between
+    addresses), so one vote, fewer than ADAPTIVE_MIN_WORKERS: nothing settles."""
+    study = humanr_study(
+        researcher, images=120, systems=("GIT",), adaptive_target_half_width=0.2, **OPEN_LIMITS
+    )
+    groups = Item.objects.filter(study=study).count()
+    browsers = [Client() for _ in range(3)]
+    served = 0
+    for number in range(18):
+        if linked_by == "network":  # 3 addresses, every id its own browser
+            sybil = Worker(
+                study, f"sybil-{number}", address=f"10.3.0.{number % 3 + 1}", comparison=equal
+            )
+        else:  # 3 browsers, every id from its own address
+            sybil = Worker(
+                study,
+                f"sybil-{number}",
+                address=f"10.4.{number}.1",
+                comparison=equal,
+                client=browsers[number % 3],
+            )
+        sybil.enter()
+        served += sybil.do_group()
+    assert groups > 18
+    summary = adaptive_summary(study)
+    assert summary["settled_systems"] == [], f"{served} sybil groups settled {summary}"
+    # One browser never meets an image twice (exposure), so three browsers get fewer
+    # groups than eighteen ids; still far more than settled every system before.
+    assert served == 18 if linked_by == "network" else served >= 9
+
+    honest = Worker(study, "honest", address="10.9.0.1", comparison=prefers_human)
+    honest.enter()
+    assert read_trial(honest.next_page()) is not None, "the next honest worker is served"
+
+
+def test_when_settled_systems_leave_no_work_the_worker_and_the_researcher_are_told(
+    client, researcher
+):
+    """Independent honest workers (own browser, own address) settle both systems; the next
+    worker gets a page saying the study needs no more comparisons (not a silent empty page)
+    and the dashboard names the settled systems and the groups no longer served."""
+    study = humanr_study(
+        researcher, images=120, systems=("GIT",), adaptive_target_half_width=0.2, **OPEN_LIMITS
+    )
+    served = 0
+    for number in range(30):
+        worker = Worker(
+            study, f"worker-{number}", address=f"10.5.{number}.1", comparison=prefers_human
+        )
+        worker.enter()
+        if not worker.do_group():
+            break
+        served += 1
+    else:
+        raise AssertionError("the systems never settled")
+    # At least ADAPTIVE_MIN_WORKERS workers and 27 values per system (about 4.5 per group).
+    assert ADAPTIVE_MIN_WORKERS <= served < Item.objects.filter(study=study).count()
+    html = worker.next_page().content.decode()
+    assert 'id="humanr-settled"' in html and "enough comparisons" in html
+
+    client.force_login(researcher)
+    page = client.get(reverse("study_detail", args=[study.pk])).content.decode()
+    assert 'id="allocation-status"' in page
+    assert "Settled (half-width at most 0.2): GIT, Human." in page
+    assert "no longer served" in page

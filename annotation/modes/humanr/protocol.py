@@ -70,7 +70,8 @@ from django.db.models import Count, F, Q, QuerySet
 
 from annotation.errors import ServiceError
 from annotation.models import Assignment, Caption, Item, ItemImage, Judgment, Participant, Study
-from annotation.modes.base import Mode, Outcome, parse_choice
+from annotation.modes.base import Mode, Outcome, get_mode, parse_choice
+from annotation.modes.humanr.allocation import ADAPTIVE_MIN_WORKERS, counted_values
 from annotation.modes.humanr.checks import (
     CHECK_IMAGES,
     served_check,
@@ -513,21 +514,18 @@ ADAPTIVE_CONFIDENCE = 0.95
 def adaptive_settled_systems(study_id: int, target: float) -> set[str]:
     """Systems whose interval half-width has reached ``target`` (with enough values).
 
-    Kept comparison values (attention-check failures are excluded judgments) per system,
-    ``rubrics.adaptive.humanr_next_systems`` over them; a system without values is open.
-    One query over the study's kept comparison judgments.
+    Counted as ``allocation`` says (issue 29): only workers past their gates, one vote per
+    linked identity, at least ``ADAPTIVE_MIN_WORKERS`` identities and
+    ``ADAPTIVE_MIN_VALUES`` values; ``rubrics.adaptive.humanr_next_systems_by_worker`` over
+    them. A system without counted values is open.
     """
-    values: dict[str, list[float]] = defaultdict(list)
-    rows = Judgment.objects.filter(
-        study_id=study_id, excluded=False, result__kind=COMPARISON
-    ).values_list("result__system", "result__value")
-    for system, value in rows:
-        values[system].append(float(value))
-    still = adaptive.humanr_next_systems(
+    values = counted_values(study_id)
+    still = adaptive.humanr_next_systems_by_worker(
         values,
         target_half_width=target,
         confidence=ADAPTIVE_CONFIDENCE,
         min_values=ADAPTIVE_MIN_VALUES,
+        min_workers=ADAPTIVE_MIN_WORKERS,
     )
     return set(values) - set(still)
 
@@ -555,3 +553,17 @@ def adaptive_settled_groups(study_id: int, target: float) -> list[int]:
         for item_id, trials in groups
         if all(t["system"] in settled for t in trials if t["kind"] == COMPARISON)
     ]
+
+
+def adaptive_summary(study: Study) -> dict[str, Any] | None:
+    """What adaptive allocation settled, for the dashboard and the finished page (None when
+    the setting is off): the settled systems and the groups no longer served for them."""
+    target = get_mode(study.mode).settings(study).adaptive_target_half_width
+    if not target:
+        return None
+    settled = adaptive_settled_systems(study.pk, target)
+    return {
+        "target": target,
+        "settled_systems": sorted(settled),
+        "groups_not_served": len(adaptive_settled_groups(study.pk, target)) if settled else 0,
+    }
