@@ -483,7 +483,8 @@ def test_two_crowd_ids_of_one_browser_asking_at_the_same_instant_never_share_an_
         researcher, images=12, systems=("GIT",), workers_per_comparison=50, **OPEN_LIMITS
     )
     touched = Counter(ItemImage.objects.filter(item__study=study).values_list("item", flat=True))
-    assert 2 * min(touched.values()) > 12, "any two groups share an image"
+    # A group's rows are its comparisons' images; each lease's check adds two drawn ones.
+    assert 2 * (min(touched.values()) + 2) > 12, "any two groups share an image"
     url = reverse("participate_next", args=[study.public_id])
     for round_number in range(10):
         twins = twins_in_one_browser(

@@ -277,9 +277,16 @@ class HumanrProtocol(Mode):
             items = items.exclude(Q(pk__in=showing) & ~Q(pk__in=served))
         left = worker.unmet_in_pool - CHECK_IMAGES
         if left < rules.GROUP_SIZE + 1:  # a group has 9 images (11 if built before)
-            items = items.alias(shown=Count("item_images")).filter(
-                Q(shown__lte=left) | Q(pk__in=served)
+            # A subquery, not an aggregate on the items: the assignment service locks the
+            # candidates (FOR UPDATE is not allowed with GROUP BY on PostgreSQL).
+            too_big = (
+                ItemImage.objects.filter(item__study_id=participant.study_id)
+                .values("item_id")
+                .annotate(shown=Count("id"))
+                .filter(shown__gt=left)
+                .values("item_id")
             )
+            items = items.exclude(Q(pk__in=too_big) & ~Q(pk__in=served))
         target = self.settings(participant.study).adaptive_target_half_width
         if target:
             settled = adaptive_settled_groups(participant.study_id, target)
