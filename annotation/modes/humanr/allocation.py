@@ -5,8 +5,9 @@ enough. Counted naively (every kept comparison value), eighteen ids of one perso
 answering "equal" made every system's interval zero wide, every system settled, and the
 next honest worker was served nothing. So the rule counts:
 
-* only workers past their gates: kept values (a failed attention check excludes its
-  group's judgments) of participants with no failed check at all and no integrity flag;
+* only workers past their gates: kept values of finished groups (a failed attention check
+  excludes its group's judgments) of participants with no failed check at all and no
+  integrity flag;
 * one vote per linked identity (``annotation.identities``: one browser or one network,
   through chains): the identity's mean value for the system
   (``rubrics.adaptive.humanr_next_systems_by_worker``);
@@ -22,7 +23,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from annotation.identities import identity_groups
-from annotation.models import Judgment, Participant
+from annotation.models import Assignment, Judgment, Participant
 
 #: A system is never settled before this many independent workers (linked identities)
 #: judged it: a t-interval over fewer workers' means says little about the crowd, and one
@@ -48,8 +49,13 @@ def counted_values(study_id: int) -> dict[str, dict[int, list[float]]]:
         if not flags and not (state or {}).get("groups_failed")
     }
     values: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    # Only finished groups: until its last trial, a group's check may be unanswered (or
+    # failed and not yet flagged), so its values have not passed the gate.
     rows = Judgment.objects.filter(
-        study_id=study_id, excluded=False, result__kind="comparison"
+        study_id=study_id,
+        excluded=False,
+        result__kind="comparison",
+        assignment__status=Assignment.Status.SUBMITTED,
     ).values_list("participant_id", "result__system", "result__value")
     for participant_id, system, value in rows:
         if participant_id in counted:

@@ -158,7 +158,9 @@ class HumanrSettings(CrowdSettings):
     )
     # Adaptive allocation (issue 15, docs/protocol-choices.md "Plan and stop"): 0 is off;
     # above 0, a group is no longer served once every system it compares has a 95%
-    # t-interval half-width at or below this (and at least ADAPTIVE_MIN_VALUES values).
+    # t-interval half-width at or below this, over one vote per independent worker past
+    # their gates (at least ADAPTIVE_MIN_WORKERS of them and ADAPTIVE_MIN_VALUES values;
+    # allocation.py, issue 29).
     adaptive_target_half_width: float = number(
         0,
         low=0,
