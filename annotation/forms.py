@@ -15,6 +15,7 @@ from annotation.modes.settings import CrowdSettings
 from annotation.services.imports import COCO_FORMAT, CSV_FORMAT
 from annotation.services.studies import MAX_SEED, SETTINGS_TOO_DEEP
 from annotation.text import DESCRIPTION_MAX_CHARS, TextValidator
+from rubrics import planner
 
 
 class StudyForm(forms.Form):
@@ -406,6 +407,15 @@ class PlanForm(forms.Form):
             self.add_error("judgments_per_item", "VICR's agreement needs at least 3 ratings.")
         if (data.get("exact") or 0) + (data.get("adjacent") or 0) > 1:
             self.add_error("adjacent", "The two VICR shares together must not exceed 1.")
+        if not self.errors:
+            # The planner's CPU budget (rubrics.planner.check_budget), refused here so the
+            # page shows it beside the simulations field instead of after the work started.
+            try:
+                planner.check_budget(
+                    data["sizes"], [data["judgments_per_item"]], data["simulations"]
+                )
+            except ValueError as exc:
+                self.add_error("simulations", str(exc))
         return data
 
     def plan(self, study: Study) -> dict[str, Any]:

@@ -39,6 +39,7 @@ from annotation.models import (
     User,
 )
 from annotation.modes import get_mode
+from annotation.modes.humanr.protocol import adaptive_summary as humanr_adaptive_summary
 from rubrics import adaptive, planner
 
 #: Prolific's completion URL; ``?cc=CODE`` records the code for the worker.
@@ -602,6 +603,8 @@ def study_dashboard(
         "leases": open_leases(study),
         "integrity": crowd_integrity(study),
         "adaptive": study_adaptive_saving(study),
+        # HUMANr's adaptive allocation: which systems are settled, groups no longer served.
+        "allocation": humanr_adaptive_summary(study) if study.mode == "humanr" else None,
     }
 
 
