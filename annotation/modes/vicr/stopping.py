@@ -1,0 +1,96 @@
+"""VICR adaptive stopping: when a game pair's consensus is settled enough to stop early.
+
+Moved out of ``protocol`` (which calls ``adaptive_stop`` from ``after_submit``) so the
+phase machine and the stopping rule each stay readable; the rule itself is
+``rubrics.adaptive.vicr_needs_more`` (docs/protocol-choices.md "Plan and stop").
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any
+
+from annotation.models import Item, Judgment
+from rubrics import adaptive
+from rubrics import vicr as rules
+
+if TYPE_CHECKING:
+    from annotation.modes.vicr.protocol import VicrSettings
+
+#: The game pairs' ``Item.kind`` (``protocol.GAME``; not imported from there, which imports
+#: this module).
+GAME = str(rules.Phase.GAME)
+
+#: The study's own rater model is fitted once it has this many game pairs with at least
+#: ``max(min_ratings, 2)`` kept ratings (EM needs a few pairs per level to mean anything);
+#: before that the stated, pessimistic ``RaterModel.symmetric`` defaults are used.
+ADAPTIVE_FIT_MIN_PAIRS = 30
+#: The fit reads at most this many of the study's latest kept game ratings, so the work per
+#: submission is bounded whatever the study's size (one query, EM over <= 2000 ratings:
+#: a few milliseconds; nothing is cached between submissions).
+ADAPTIVE_FIT_MAX_RATINGS = 2000
+
+
+def adaptive_rater_model(item: Item, config: VicrSettings) -> tuple[adaptive.RaterModel, str]:
+    """The rater model the stopping rule uses for ``item``, and where it came from.
+
+    ``"study"``: fitted (``rubrics.adaptive.fit_rater_model``) on the study's other game
+    pairs with at least ``max(min_ratings, 2)`` kept ratings among its latest
+    ``ADAPTIVE_FIT_MAX_RATINGS``; ``"assumed"``: ``RaterModel.symmetric`` (a rater gives
+    the true level 60% of the time, a neighbour 30%), which stops few pairs early, so a
+    study saves little until its own data show how much raters agree.
+    """
+    rows = (
+        Judgment.objects.filter(study_id=item.study_id, item__kind=GAME, excluded=False)
+        .exclude(item_id=item.pk)
+        .order_by("-id")
+        .values_list("item_id", "payload__rating")[:ADAPTIVE_FIT_MAX_RATINGS]
+    )
+    pairs: dict[int, list[int]] = defaultdict(list)
+    for item_id, rating in rows:
+        pairs[item_id].append(int(rating))
+    enough = max(config.min_ratings, 2)
+    rated = [ratings for ratings in pairs.values() if len(ratings) >= enough]
+    if len(rated) >= ADAPTIVE_FIT_MIN_PAIRS:
+        return adaptive.fit_rater_model(rated, levels=config.scale_levels), "study"
+    return adaptive.RaterModel.symmetric(config.scale_levels), "assumed"
+
+
+def adaptive_stop(
+    judgment: Judgment, config: VicrSettings, *, counts_this: bool
+) -> dict[str, Any] | None:
+    """The item target that stops a settled game pair now, or None to go on.
+
+    Called by ``after_submit`` with the item row locked (``judgment.item`` as locked, before
+    this judgment's counters). The pair's ratings are its kept game ratings plus this one
+    when it is kept (``counts_this``). Settled (``vicr_needs_more`` is False below
+    ``max_ratings``): the target becomes the stored judgments plus the open leases, so
+    leases already out may still be answered but no new one is given.
+    """
+    item = judgment.item
+    ratings = list(
+        Judgment.objects.filter(item_id=item.pk, excluded=False).values_list(
+            "payload__rating", flat=True
+        )
+    )
+    if counts_this:
+        ratings.append(judgment.payload["rating"])
+    if not ratings or len(ratings) >= config.max_ratings:
+        return None
+    model, source = adaptive_rater_model(item, config)
+    if adaptive.vicr_needs_more(
+        ratings,
+        min_ratings=config.min_ratings,
+        max_ratings=config.max_ratings,
+        model=model,
+        risk=config.adaptive_risk,
+    ):
+        return None
+    # This judgment turns one open lease into a stored judgment: the sum does not change.
+    target = item.judgment_count + item.open_lease_count
+    if target >= item.target:
+        return None
+    return {
+        "item_target": target,
+        "result": {"stopped": True, "ratings": len(ratings), "model": source},
+    }
