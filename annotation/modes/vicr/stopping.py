@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
-from annotation.models import Item, Judgment
+from annotation import identities
+from annotation.models import Item, Judgment, Participant
 from rubrics import adaptive
 from rubrics import vicr as rules
 
@@ -56,6 +57,44 @@ def adaptive_rater_model(item: Item, config: VicrSettings) -> tuple[adaptive.Rat
     return adaptive.RaterModel.symmetric(config.scale_levels), "assumed"
 
 
+def independent_ratings(judgment: Judgment, *, counts_this: bool) -> list[int]:
+    """The pair's ratings the stopping rule may count: one per linked identity.
+
+    Only ratings by players past their gates count (status ``game``, no integrity flag),
+    so ids that have not proved they know the scale, or that an integrity rule flagged,
+    cannot settle a pair. Of players who may be one person (``annotation.identities``:
+    same browser or network, through chains), only the earliest rating counts, so a crowd
+    of sybil ids is one vote. ``judgment`` (not stored yet) counts when ``counts_this``
+    and its player carries no flag. The groups are computed over the study's participants
+    (one query of three columns), because a chain may run through ids that never rated
+    this pair.
+    """
+    item = judgment.item
+    rows = list(
+        Judgment.objects.filter(
+            item_id=item.pk, excluded=False, participant__status=GAME, participant__flags=[]
+        )
+        .order_by("id")
+        .values_list("participant_id", "payload__rating")
+    )
+    participant = judgment.participant
+    if counts_this and not participant.flags:
+        rows.append((participant.pk, judgment.payload["rating"]))
+    groups = identities.identity_groups(
+        Participant.objects.filter(study_id=item.study_id).values_list(
+            "id", "browser_id", "network"
+        )
+    )
+    seen: set[int] = set()
+    ratings = []
+    for participant_id, rating in rows:
+        group = groups.get(participant_id, participant_id)
+        if group not in seen:
+            seen.add(group)
+            ratings.append(int(rating))
+    return ratings
+
+
 def adaptive_stop(
     judgment: Judgment, config: VicrSettings, *, counts_this: bool
 ) -> dict[str, Any] | None:
@@ -63,20 +102,19 @@ def adaptive_stop(
 
     Called by ``after_submit`` with the item row locked (``judgment.item`` as locked, before
     this judgment's counters). The pair's ratings are its kept game ratings plus this one
-    when it is kept (``counts_this``). Settled (``vicr_needs_more`` is False below
-    ``max_ratings``): the target becomes the stored judgments plus the open leases, so
-    leases already out may still be answered but no new one is given.
+    when it is kept (``counts_this``); the rule sees only ``independent_ratings`` (one per
+    linked identity, players past their gates), so the pair's ``min_ratings`` (the
+    protocol's minimum, 3 by default as in the paper) counts independent players, never
+    ids (issue 29: sybil ids must not steer stopping).
+    Settled (``vicr_needs_more`` is False below ``max_ratings``): the target becomes the
+    stored judgments plus the open leases, so leases already out may still be answered but
+    no new one is given.
     """
     item = judgment.item
-    ratings = list(
-        Judgment.objects.filter(item_id=item.pk, excluded=False).values_list(
-            "payload__rating", flat=True
-        )
-    )
-    if counts_this:
-        ratings.append(judgment.payload["rating"])
-    if not ratings or len(ratings) >= config.max_ratings:
-        return None
+    kept = Judgment.objects.filter(item_id=item.pk, excluded=False).count() + counts_this
+    if not kept or kept >= config.max_ratings:
+        return None  # nothing yet, or the pair is at its target anyway
+    ratings = independent_ratings(judgment, counts_this=counts_this)
     model, source = adaptive_rater_model(item, config)
     if adaptive.vicr_needs_more(
         ratings,
