@@ -15,16 +15,25 @@ a network share an address.
 
 from __future__ import annotations
 
+import csv
 import html
+import io
+import itertools
 import re
 
 import pytest
+from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 
-from annotation.models import Caption, Item, Participant
+from annotation.errors import ServiceError
+from annotation.management.commands import load_demo
+from annotation.models import Caption, Item, Participant, Study
+from annotation.modes import get_mode
+from annotation.selectors import study_dashboard
 from annotation.services.participants import crowd_link_token
 from rubrics import adaptive
+from rubrics.gate_replay import gate_replay
 from tests.factories.vicr import vicr_study
 
 pytestmark = pytest.mark.django_db
@@ -160,3 +169,163 @@ def test_row9_ids_still_in_the_tutorial_or_flagged_do_not_count(researcher):
     fourth.rate(lambda caption: 1)
     pair = the_pair(study)
     assert (pair.judgment_count, pair.target) == (4, 4), "three unflagged players stop it"
+
+
+# ---------------------------------------------------------------------- row 17: the demo
+
+
+def test_row17_no_constant_answer_reaches_the_demo_tutorial_pass_mark_on_any_draw():
+    config = get_mode("vicr").settings(
+        Study(mode="vicr", settings=load_demo.DEMO_SETTINGS[Study.Mode.VICR])
+    )
+    with open(load_demo.DEMO_DIR / "vicr_tutorial.csv", newline="", encoding="utf-8") as f:
+        truths = [int(row["truth"]) for row in csv.DictReader(f)]
+    assert len(truths) >= config.tutorial_pairs * config.gate_pool_multiple
+    for constant in range(1, 6):
+        # every draw a player may get (brute force, not the top-k shortcut)
+        best = max(
+            sum(2 - abs(truth - constant) for truth in draw)
+            for draw in itertools.combinations(truths, config.tutorial_pairs)
+        )
+        assert best < config.tutorial_pass, (
+            f"answering {constant} everywhere can score {best} of pass mark {config.tutorial_pass}"
+        )
+    # and an honest player can pass: the expert's answers score full marks
+    assert config.tutorial_pass <= 2 * config.tutorial_pairs
+
+
+def test_row17_the_demo_vicr_study_opens_under_the_pool_rule(db):
+    call_command("load_demo", "--no-finished", "--no-published", stdout=io.StringIO())
+    study = Study.objects.get(mode="vicr", name="Demo: VICR rating game")
+    assert study.status == Study.Status.LIVE
+
+
+# ---------------------------------------------------------------------- row 1: the gates
+
+# Truths 1, 2, 4, 5 only: a player without notes who answers 3 earns 1 point a pair.
+GUESS = 3
+
+
+def gate_truths(n: int, offset: int = 0) -> list[int]:
+    return [(1, 2, 4, 5)[(i + offset) % 4] for i in range(n)]
+
+
+def test_row1_a_tutorial_pool_the_size_of_one_draw_is_refused_with_the_number_needed(
+    researcher,
+):
+    # the issue's study: a pool of 10 for a 10-pair tutorial, which opened before
+    with pytest.raises(ServiceError, match=r"tutorial pool has 10 pairs .* 30 pairs") as refused:
+        vicr_study(
+            researcher,
+            tutorial=gate_truths(10),
+            probation=gate_truths(120),
+            gate_pool_multiple=3,
+        )
+    assert refused.value.status == 409
+    with pytest.raises(ServiceError, match=r"probation pool has 40 pairs .* 120 pairs"):
+        vicr_study(
+            researcher, tutorial=gate_truths(30), probation=gate_truths(40), gate_pool_multiple=3
+        )
+    assert not Item.objects.exists(), "nothing half-built"
+    assert get_mode("vicr").settings(Study(mode="vicr", settings={})).gate_pool_multiple == 3
+
+
+def replay_study(researcher, *, tutorial_pairs=10, tutorial_pass=10, pool=None, **settings):
+    """A study at the default pool multiple (3): pools 3x one player's draw."""
+    return vicr_study(
+        researcher,
+        tutorial=gate_truths(pool or 3 * tutorial_pairs),
+        probation=gate_truths(3 * 20 * 2, offset=1),
+        game=25,
+        tutorial_pairs=tutorial_pairs,
+        tutorial_pass=tutorial_pass,
+        seconds_before_submit=0,
+        **OPEN_LIMITS,
+        **settings,
+    )
+
+
+def test_row1_a_scouts_notes_no_longer_carry_a_second_id_through(researcher):
+    study = replay_study(researcher, tutorial_pass=16)
+    scout = CrowdId(study, "SCOUT", "203.0.113.50")
+    notes = {}
+    for _ in range(10):
+        shown = scout.rate(lambda caption: GUESS)
+        assert shown["truth"] is not None, "the feedback shows the expert rating"
+        notes[shown["caption"]] = shown["truth"]
+    replayer = CrowdId(study, "REPLAYER", "198.51.100.50")  # another browser and address
+    replayed = [replayer.rate(lambda caption: notes.get(caption, GUESS)) for _ in range(10)]
+    known = sum(1 for shown in replayed if shown["caption"] in notes)
+    score = replayer.participant.state["tutorial_score"]
+    truths = dict(
+        Caption.objects.filter(study=study, purpose="tutorial").values_list("text", "truth")
+    )
+    # the notes give 2 points on shared pairs, the guess at most 1 on the others
+    assert score == sum(
+        2 - abs(truths[shown["caption"]] - notes.get(shown["caption"], GUESS)) for shown in replayed
+    )
+    assert known < 10 and score < 20, f"the replay reached {score} of 20"
+    assert replayer.participant.status != "game", f"passed with {score} of 16 on the notes"
+
+
+def test_row1_a_full_replay_then_junk_in_the_game_is_flagged(researcher):
+    # Small blocks so scouts can cover the whole pool: 4 pairs a tutorial, 12 in the pool.
+    study = replay_study(
+        researcher, tutorial_pairs=4, tutorial_pass=8, first_game_ratings=10, first_game_pass=0
+    )
+    notes: dict[str, int] = {}
+    scouts = 0
+    while len(notes) < 12:
+        scouts += 1
+        assert scouts <= 30, "the scouts should have covered the pool by now"
+        scout = CrowdId(study, f"SCOUT{scouts}", f"203.0.113.{scouts}")
+        for _ in range(4):
+            shown = scout.rate(lambda caption: GUESS)
+            notes[shown["caption"]] = shown["truth"]
+    replayer = CrowdId(study, "REPLAYER", "198.51.100.60")
+    for _ in range(4):
+        replayer.rate(lambda caption: notes[caption])
+    assert replayer.participant.status == "game", "the pooled notes pass the tutorial"
+    # the bot then answers 1 on every game pair (primed 3 and 4: consensus 4)
+    for n in range(10):
+        assert replayer.participant.flags == [], f"flagged before the check, at rating {n}"
+        replayer.rate(lambda caption: 1)
+    flags = replayer.participant.flags
+    assert [flag["kind"] for flag in flags] == ["gate_replay"]
+    assert flags[0]["detail"] == (
+        "practice answers matched the expert rating on 4 of 4, but game ratings matched "
+        "the consensus on 0 of 10"
+    )
+    # the flag is where flags are shown: the researcher's dashboard of workers
+    assert "gate_replay" in str(study_dashboard(study))
+
+
+def test_row1_an_honest_player_is_not_flagged(researcher):
+    study = replay_study(
+        researcher, tutorial_pairs=4, tutorial_pass=8, first_game_ratings=10, first_game_pass=0
+    )
+    truths = dict(
+        Caption.objects.filter(study=study, purpose="tutorial").values_list("text", "truth")
+    )
+    honest = CrowdId(study, "HONEST", "192.0.2.60")
+    for _ in range(4):
+        honest.rate(lambda caption: truths[caption])
+    # 6 of 10 game ratings on the consensus (4), the rest one off: a gap of 1 - 0.6 = 0.4
+    for n in range(10):
+        honest.rate(lambda caption, n=n: 4 if n % 5 < 3 else 3)
+    participant = honest.participant
+    assert participant.state["game_total"] == 10
+    assert participant.flags == []
+
+
+def test_the_replay_rule_on_hand_worked_counts():
+    # gate 9 of 10 (0.9) against game 8 of 20 (0.4): gap 0.5, flagged at 0.5, not at 0.51
+    found = gate_replay([(1, 1)] * 9 + [(1, 2)], [(4, 4)] * 8 + [(1, 4)] * 12 + [(3, None)])
+    assert (found.gate_hits, found.gate_answers, found.game_hits, found.game_answers) == (
+        9,
+        10,
+        8,
+        20,
+    )
+    assert found.suspected(0.5) and not found.suspected(0.51)
+    assert not gate_replay([], [(4, 4)]).suspected(0.1), "no practice answers: no flag"

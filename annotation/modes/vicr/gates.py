@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from annotation.models import Judgment, Participant
+from rubrics import gate_replay as gate_replay_rules
 from rubrics import vicr as rules
 
 if TYPE_CHECKING:
     from annotation.modes.vicr.protocol import VicrSettings
 
 # ``protocol``'s phase names (not imported from there, which imports this module).
-TUTORIAL, GAME = str(rules.Phase.TUTORIAL), str(rules.Phase.GAME)
+TUTORIAL, PROBATION, GAME = rules.Phase.TUTORIAL, rules.Phase.PROBATION, rules.Phase.GAME
 
 
 def _block_transition(
@@ -73,3 +75,65 @@ def _first_game_transition(
         "maximum": 2 * first,
         "message": message,
     }
+
+
+# ---------------------------------------------------------------------- issue 29
+
+#: Integrity flag kind of the replayed-gate rule (shown with the other flags).
+REPLAY_FLAG = "gate_replay"
+
+
+def pool_needed(config: VicrSettings, kind: str) -> tuple[int, str]:
+    """Pairs a tutorial or probation pool needs, and the refusal's words for a smaller one.
+
+    One player's draw (``tutorial_pairs``; ``probation_pairs`` x ``max_probation_attempts``,
+    none repeated) times ``gate_pool_multiple``: with a pool k times the draw, the truths one
+    scout id reads from the feedback cover about 1/k of a second id's draw, so replaying
+    them is worth about 1/k of full marks.
+    """
+    multiple = config.gate_pool_multiple
+    if kind == TUTORIAL:
+        draw, why = config.tutorial_pairs, f"tutorial_pairs {config.tutorial_pairs}"
+    else:
+        attempts = config.max_probation_attempts
+        draw = config.probation_pairs * attempts
+        why = (
+            f"probation_pairs {config.probation_pairs} x max_probation_attempts {attempts}, "
+            "none repeated"
+        )
+    needed = draw * multiple
+    return needed, (
+        f"one player needs {draw} ({why}) and the pool must hold gate_pool_multiple "
+        f"{multiple} x that: {needed} pairs"
+    )
+
+
+def replay_flags(
+    participant: Participant, judgment: Judgment, config: VicrSettings
+) -> tuple[dict[str, str], ...]:
+    """The replayed-gate flag for a game rating, as ``Outcome.flags``; () when none.
+
+    Checked once, at the player's ``first_game_ratings``-th game rating (this judgment, not
+    stored yet, included): practice answers are every tutorial and probation rating of the
+    player, game ratings every game rating (catch trials left out: their consensus is fixed).
+    """
+    total = (participant.state or {}).get("game_total", 0) + 1
+    if total != config.first_game_ratings or not config.replay_gap:
+        return ()
+    gate = [
+        (int(rating), int(truth))
+        for rating, truth in Judgment.objects.filter(
+            participant_id=participant.pk, item__kind__in=(TUTORIAL, PROBATION)
+        ).values_list("payload__rating", "result__truth")
+    ]
+    game = [
+        (int(rating), consensus)
+        for rating, consensus in Judgment.objects.filter(
+            participant_id=participant.pk, item__kind=GAME
+        ).values_list("payload__rating", "result__consensus")
+    ]
+    game.append((judgment.payload["rating"], judgment.result.get("consensus")))
+    found = gate_replay_rules.gate_replay(gate, game)
+    if not found.suspected(config.replay_gap):
+        return ()
+    return ({"kind": REPLAY_FLAG, "detail": found.detail()},)

@@ -50,7 +50,12 @@ from annotation.models import Assignment, Caption, Item, Judgment, Participant, 
 from annotation.modes import catch
 from annotation.modes.base import Mode, Outcome, parse_choice
 from annotation.modes.settings import MAX_RESAMPLES, flag, number, whole
-from annotation.modes.vicr.gates import _block_transition, _first_game_transition
+from annotation.modes.vicr.gates import (
+    _block_transition,
+    _first_game_transition,
+    pool_needed,
+    replay_flags,
+)
 
 # The stopping rule lives in its own module; its names stay importable from here.
 from annotation.modes.vicr.stopping import (  # noqa: F401
@@ -141,6 +146,20 @@ class VicrSettings(catch.CatchSettings):
     adaptive_stopping: bool = flag(
         False,
         doc="Stop a pair before max_ratings once its consensus is settled (adaptive_risk).",
+    )
+    # Issue 29 (docs/protocol-choices.md "Crowd integrity, round two: VICR").
+    gate_pool_multiple: int = whole(
+        3,
+        low=1,
+        high=100,
+        doc="Tutorial and probation pools must hold this many times one player's draw.",
+    )
+    replay_gap: float = number(
+        0.5,
+        low=0,
+        high=1,
+        doc="Flag a player whose practice exact-match share beats their first-game "
+        "consensus share by this much (0: off).",
     )
     adaptive_risk: float = number(
         0.05,
@@ -268,22 +287,15 @@ class VicrProtocol(Mode):
         # no longer pass (the pool rule below relies on them).
         self.clean_settings(study.settings or {})
         config = self.settings(study)
-        # One player must be able to finish every block without meeting a pair twice.
-        attempts = config.max_probation_attempts
-        for kind, pool, needed, why in (
-            (TUTORIAL, tutorial, config.tutorial_pairs, "tutorial_pairs"),
-            (
-                PROBATION,
-                probation,
-                config.probation_pairs * attempts,
-                f"probation_pairs {config.probation_pairs} x max_probation_attempts "
-                f"{attempts}, none repeated",
-            ),
-        ):
+        # One player must be able to finish every block without meeting a pair twice, and
+        # the pools must be large enough that one id's notes say little to the next
+        # (gates.pool_needed).
+        for kind, pool in ((TUTORIAL, tutorial), (PROBATION, probation)):
+            needed, why = pool_needed(config, kind)
             if len(pool) < needed:
                 raise ServiceError(
-                    f"The {kind} pool has {len(pool)} pairs but one player needs {needed} "
-                    f"({why}): import more {kind} pairs or lower the setting.",
+                    f"The {kind} pool has {len(pool)} pairs but {why}: "
+                    f"import more {kind} pairs or lower the setting.",
                     status=409,
                 )
         random.Random(study.seed).shuffle(game)
@@ -460,6 +472,11 @@ class VicrProtocol(Mode):
             if after.phase != rules.Phase.GAME:
                 transition = _first_game_transition(before.score + points, after, config)
         state["player"] = _state_dict(after)
+        catch_fields = self._catch_outcome(participant, judgment, config, after)
+        if kind == GAME:
+            flags = replay_flags(participant, judgment, config)
+            if flags:
+                catch_fields["flags"] = (*catch_fields.get("flags", ()), *flags)
         outcome = Outcome(
             state=state,
             status=str(after.phase),
@@ -468,7 +485,7 @@ class VicrProtocol(Mode):
                 "phase_after": str(after.phase),
                 **({"transition": transition} if transition else {}),
             },
-            **self._catch_outcome(participant, judgment, config, after),
+            **catch_fields,
         )
         if kind == GAME and config.adaptive_stopping:
             kept = not (outcome.exclusion or outcome.exclude_participant)
