@@ -194,6 +194,22 @@ def test_row17_no_constant_answer_reaches_the_demo_tutorial_pass_mark_on_any_dra
     assert config.tutorial_pass <= 2 * config.tutorial_pairs
 
 
+def test_row17_a_constant_answer_rarely_passes_a_demo_probation_attempt():
+    config = get_mode("vicr").settings(
+        Study(mode="vicr", settings=load_demo.DEMO_SETTINGS[Study.Mode.VICR])
+    )
+    with open(load_demo.DEMO_DIR / "vicr_probation.csv", newline="", encoding="utf-8") as f:
+        truths = [int(row["truth"]) for row in csv.DictReader(f)]
+    draws = list(itertools.combinations(truths, config.probation_pairs))
+    for constant in range(1, 6):
+        passing = sum(
+            1
+            for draw in draws
+            if sum(2 - abs(truth - constant) for truth in draw) >= config.probation_pass
+        )
+        assert passing / len(draws) < 0.03, f"all {constant}s pass {passing} of {len(draws)}"
+
+
 def test_row17_the_demo_vicr_study_opens_under_the_pool_rule(db):
     call_command("load_demo", "--no-finished", "--no-published", stdout=io.StringIO())
     study = Study.objects.get(mode="vicr", name="Demo: VICR rating game")

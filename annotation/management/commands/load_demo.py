@@ -46,13 +46,15 @@ DEMO_STUDIES = [
 # constant answer (all 1s, ..., all 5s) can earn on any draw of 5 of its 10 pairs (at most
 # 7: two exact and three one level off), so a bot answering "3" cannot pass (issue 29 row
 # 17; tests/annotation/test_integrity2_vicr.py checks every constant on every draw).
-# Probation keeps the protocol's share (25 of 40 -> 7 of 10).
+# Probation needs the same 8 of 10: its pool has five pairs rated 1 and five rated 2, so
+# no pass mark short of full marks stops every lucky draw, but at 8 a constant answer
+# passes an attempt on under 3% of draws (the test counts them).
 DEMO_SETTINGS = {
     Study.Mode.VICR: {
         "tutorial_pairs": 5,
         "tutorial_pass": 8,
         "probation_pairs": 5,
-        "probation_pass": 7,
+        "probation_pass": 8,
         "gate_pool_multiple": 2,
     },
 }

@@ -17,7 +17,10 @@ player's own (``rubrics.vicr.block_draw``, from the study seed and the participa
 no attempt repeats a pair of an earlier one. Why: the feedback shows each pair's truth, so
 pairs shared by every player (or served again on a retry) could be learned by one id and
 replayed by another, or by the same id. ``eligible_items`` offers exactly the next pair of
-the draw, so the order is the draw's; the draw is recomputed, never stored.
+the draw, so the order is the draw's; the draw is recomputed, never stored. The pools must
+hold ``gate_pool_multiple`` times one player's draw, and a player whose gate answers beat
+their first game by ``replay_gap`` is flagged (``gates``); adaptive stopping is in
+``stopping``.
 
 Players. ``Participant.status`` is the phase (``tutorial``, ``probation``, ``game``,
 ``excluded``), and the only place it is kept; a participant who has not rated yet still has
