@@ -113,9 +113,10 @@ def replay_flags(
 ) -> tuple[dict[str, str], ...]:
     """The replayed-gate flag for a game rating, as ``Outcome.flags``; () when none.
 
-    Checked once, at the player's ``first_game_ratings``-th game rating (this judgment, not
-    stored yet, included): practice answers are every tutorial and probation rating of the
-    player, game ratings every game rating (catch trials left out: their consensus is fixed).
+    Checked once, at the player's ``first_game_ratings``-th game rating as ``game_total``
+    counts them (catch trials included; this judgment, not stored yet, included). Practice
+    answers are every tutorial and probation rating of the player; game ratings every
+    game rating, catch trials left out (their consensus is fixed, not other players').
     """
     total = (participant.state or {}).get("game_total", 0) + 1
     if total != config.first_game_ratings or not config.replay_gap:
@@ -132,7 +133,8 @@ def replay_flags(
             participant_id=participant.pk, item__kind=GAME
         ).values_list("payload__rating", "result__consensus")
     ]
-    game.append((judgment.payload["rating"], judgment.result.get("consensus")))
+    if judgment.item.kind == GAME:  # a catch trial counts towards the total, not here
+        game.append((judgment.payload["rating"], judgment.result.get("consensus")))
     found = gate_replay_rules.gate_replay(gate, game)
     if not found.suspected(config.replay_gap):
         return ()

@@ -476,7 +476,7 @@ class VicrProtocol(Mode):
                 transition = _first_game_transition(before.score + points, after, config)
         state["player"] = _state_dict(after)
         catch_fields = self._catch_outcome(participant, judgment, config, after)
-        if kind == GAME:
+        if kind in (GAME, CATCH):  # both count towards game_total
             flags = replay_flags(participant, judgment, config)
             if flags:
                 catch_fields["flags"] = (*catch_fields.get("flags", ()), *flags)
