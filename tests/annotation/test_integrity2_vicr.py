@@ -30,10 +30,11 @@ from annotation.errors import ServiceError
 from annotation.management.commands import load_demo
 from annotation.models import Caption, Item, Participant, Study
 from annotation.modes import get_mode
+from annotation.modes.vicr.stopping import ADAPTIVE_FIT_MIN_PAIRS, adaptive_rater_model
 from annotation.services.participants import crowd_link_token
 from rubrics import adaptive
 from rubrics.gate_replay import gate_replay
-from tests.factories.vicr import vicr_study
+from tests.factories.vicr import in_game, play, vicr_study
 
 pytestmark = pytest.mark.django_db
 
@@ -348,3 +349,30 @@ def test_the_replay_rule_on_hand_worked_counts():
     )
     assert found.suspected(0.5) and not found.suspected(0.51)
     assert not gate_replay([], [(4, 4)]).suspected(0.1), "no practice answers: no flag"
+
+
+def test_row9_linked_ids_do_not_teach_the_rater_model_that_raters_agree(researcher):
+    # Two ids on one network rate every other pair alike: one person's two votes per pair.
+    study = vicr_study(
+        researcher,
+        game=ADAPTIVE_FIT_MIN_PAIRS + 1,
+        min_ratings=2,
+        max_ratings=2,
+        adaptive_stopping=True,
+        first_game_pass=-40,
+    )
+    config = get_mode("vicr").settings(study)
+    item = Item.objects.filter(study=study, kind="game").first()
+    linked = []
+    for name in ("LINK1", "LINK2"):
+        sybil = in_game(study, name)
+        Participant.objects.filter(pk=sybil.pk).update(network="203.0.113.0")
+        sybil.refresh_from_db()
+        linked.append(sybil)
+    for sybil in linked:
+        for _ in range(ADAPTIVE_FIT_MIN_PAIRS + 1):
+            play(sybil, 5)
+    assert adaptive_rater_model(item, config)[1] == "assumed", "one person fitted the model"
+    # the same ratings from two independent players do fit it (the rule is unchanged)
+    Participant.objects.filter(pk=linked[1].pk).update(network="198.51.100.0")
+    assert adaptive_rater_model(item, config)[1] == "study"

@@ -32,24 +32,50 @@ ADAPTIVE_FIT_MIN_PAIRS = 30
 ADAPTIVE_FIT_MAX_RATINGS = 2000
 
 
-def adaptive_rater_model(item: Item, config: VicrSettings) -> tuple[adaptive.RaterModel, str]:
+def identity_groups_of(study_id: int) -> dict[int, int]:
+    """Each participant of the study mapped to its linked-identity group
+    (``annotation.identities.identity_groups``; one query of three columns)."""
+    return identities.identity_groups(
+        Participant.objects.filter(study_id=study_id).values_list("id", "browser_id", "network")
+    )
+
+
+def adaptive_rater_model(
+    item: Item, config: VicrSettings, groups: dict[int, int] | None = None
+) -> tuple[adaptive.RaterModel, str]:
     """The rater model the stopping rule uses for ``item``, and where it came from.
 
     ``"study"``: fitted (``rubrics.adaptive.fit_rater_model``) on the study's other game
     pairs with at least ``max(min_ratings, 2)`` kept ratings among its latest
     ``ADAPTIVE_FIT_MAX_RATINGS``; ``"assumed"``: ``RaterModel.symmetric`` (a rater gives
     the true level 60% of the time, a neighbour 30%), which stops few pairs early, so a
-    study saves little until its own data show how much raters agree.
+    study saves little until its own data show how much raters agree. Like the pair's own
+    ratings (``independent_ratings``), the fit reads only players past their gates with no
+    flag, one rating per linked identity and pair: sybil ids agreeing with each other on
+    other pairs would otherwise teach the model that raters agree, and stop pairs sooner.
+    ``groups``: ``identity_groups_of`` the study, when the caller has it.
     """
+    if groups is None:
+        groups = identity_groups_of(item.study_id)
     rows = (
-        Judgment.objects.filter(study_id=item.study_id, item__kind=GAME, excluded=False)
+        Judgment.objects.filter(
+            study_id=item.study_id,
+            item__kind=GAME,
+            excluded=False,
+            participant__status=GAME,
+            participant__flags=[],
+        )
         .exclude(item_id=item.pk)
         .order_by("-id")
-        .values_list("item_id", "payload__rating")[:ADAPTIVE_FIT_MAX_RATINGS]
+        .values_list("item_id", "participant_id", "payload__rating")[:ADAPTIVE_FIT_MAX_RATINGS]
     )
     pairs: dict[int, list[int]] = defaultdict(list)
-    for item_id, rating in rows:
-        pairs[item_id].append(int(rating))
+    seen: set[tuple[int, int]] = set()
+    for item_id, participant_id, rating in list(rows)[::-1]:  # earliest first, as below
+        key = (item_id, groups.get(participant_id, participant_id))
+        if key not in seen:
+            seen.add(key)
+            pairs[item_id].append(int(rating))
     enough = max(config.min_ratings, 2)
     rated = [ratings for ratings in pairs.values() if len(ratings) >= enough]
     if len(rated) >= ADAPTIVE_FIT_MIN_PAIRS:
@@ -57,7 +83,9 @@ def adaptive_rater_model(item: Item, config: VicrSettings) -> tuple[adaptive.Rat
     return adaptive.RaterModel.symmetric(config.scale_levels), "assumed"
 
 
-def independent_ratings(judgment: Judgment, *, counts_this: bool) -> list[int]:
+def independent_ratings(
+    judgment: Judgment, *, counts_this: bool, groups: dict[int, int] | None = None
+) -> list[int]:
     """The pair's ratings the stopping rule may count: one per linked identity.
 
     Only ratings by players past their gates count (status ``game``, no integrity flag),
@@ -67,7 +95,7 @@ def independent_ratings(judgment: Judgment, *, counts_this: bool) -> list[int]:
     of sybil ids is one vote. ``judgment`` (not stored yet) counts when ``counts_this``
     and its player carries no flag. The groups are computed over the study's participants
     (one query of three columns), because a chain may run through ids that never rated
-    this pair.
+    this pair (``groups``: ``identity_groups_of`` the study, when the caller has it).
     """
     item = judgment.item
     rows = list(
@@ -80,11 +108,8 @@ def independent_ratings(judgment: Judgment, *, counts_this: bool) -> list[int]:
     participant = judgment.participant
     if counts_this and not participant.flags:
         rows.append((participant.pk, judgment.payload["rating"]))
-    groups = identities.identity_groups(
-        Participant.objects.filter(study_id=item.study_id).values_list(
-            "id", "browser_id", "network"
-        )
-    )
+    if groups is None:
+        groups = identity_groups_of(item.study_id)
     seen: set[int] = set()
     ratings = []
     for participant_id, rating in rows:
@@ -114,8 +139,9 @@ def adaptive_stop(
     kept = Judgment.objects.filter(item_id=item.pk, excluded=False).count() + counts_this
     if not kept or kept >= config.max_ratings:
         return None  # nothing yet, or the pair is at its target anyway
-    ratings = independent_ratings(judgment, counts_this=counts_this)
-    model, source = adaptive_rater_model(item, config)
+    groups = identity_groups_of(item.study_id)
+    ratings = independent_ratings(judgment, counts_this=counts_this, groups=groups)
+    model, source = adaptive_rater_model(item, config, groups)
     if adaptive.vicr_needs_more(
         ratings,
         min_ratings=config.min_ratings,
