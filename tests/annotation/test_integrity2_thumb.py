@@ -256,3 +256,19 @@ def test_thumb_refuses_digits_that_are_not_ascii_with_a_400_naming_the_field(mak
     text = response.content.decode()
     assert "precision" in text and f'id="{key}-precision"' in text
     assert not Judgment.objects.exists()
+
+
+def test_the_item_page_says_the_minimum_time_to_crowd_workers_only(make_study, make_user):
+    study = thumb_crowd_study(make_study)
+    worker = browser("198.51.100.70")
+    arrive(worker, study, "reader")
+    crowd_page = next_page(worker, study).content.decode()
+    user = make_user("team2")
+    study.annotators.add(user)
+    member_client = Client()
+    member_client.force_login(user)
+    member_page = next_page(member_client, study).content.decode()
+
+    # Two caption groups per set, 3 s each.
+    assert "Please take at least 6 seconds on this set" in crowd_page
+    assert 'id="thumb-minimum"' not in member_page
