@@ -57,7 +57,8 @@ THUMB_CAUGHT_MAX_PRECISION = 2
 #: The kind of a control trial: a known-good caption shown untouched.
 CONTROL = "control"
 #: Share of catch trials that are controls. Half: a constant answerer then fails about half
-#: of its trials whichever constant it picks, and both kinds get counts of the same size.
+#: of its trials whichever constant it picks, and both kinds get counts of the same size
+#: (the platform alternates the kinds and draws only which comes first at this share).
 CONTROL_SHARE = 0.5
 #: A control passes when scored high: VICR "Mostly complete" (4) or above; THumB precision
 #: 4 or 5. With altered trials caught at <= 2, the middle answer 3 passes neither kind, so

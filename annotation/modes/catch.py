@@ -15,7 +15,7 @@ group is replaced by the altered text (``key`` names that group)::
                       "participant_id": <the participant it is for>,
                       "key": <THumB: the altered group>}}
 
-Half of the catch trials (``rules.CONTROL_SHARE``) are *controls* (``catch.kind ==
+Half of the catch trials (alternating, see ``_control_next``) are *controls* (``catch.kind ==
 "control"``): a known-good caption shown untouched, which must score high (VICR: a human
 caption on its own image; THumB: the untouched caption set, its human caption judged). So
 "always low" fails the controls as "always high" fails the altered trials (issue 29).
@@ -199,11 +199,15 @@ def new_catch_item(
     unseen = [row for row in captions if row[0] not in seen]
     if not unseen:
         return None
-    if rng.random() < rules.CONTROL_SHARE:
+    if _control_next(participant, rng) and any(row[2] == Caption.HUMAN for row in captions):
+        # A control is due. Every human caption seen: no catch trial this time, rather
+        # than an altered one out of turn, so the kinds stay balanced. A study with no
+        # human caption at all has no known-good caption: its catch trials stay altered.
         humans = [row for row in unseen if row[2] == Caption.HUMAN]
-        if humans:
-            good = humans[int(rng.integers(len(humans)))]
-            return _item(participant, good[1], {"caption_id": good[0]}, control_of=good)
+        if not humans:
+            return None
+        good = humans[int(rng.integers(len(humans)))]
+        return _item(participant, good[1], {"caption_id": good[0]}, control_of=good)
     source = unseen[int(rng.integers(len(unseen)))]
     others = [row for row in unseen if row[1] != source[1] and row[2] == Caption.HUMAN]
     if not others:
@@ -283,7 +287,7 @@ def new_thumb_catch_item(
     target = human_group(spec)
     assert target is not None
     shown = {key: value for key, value in spec.items() if key != "check_keys"}
-    if rng.random() < rules.CONTROL_SHARE:
+    if _control_next(participant, rng):
         # The untouched caption set; the human group (the one an altered trial alters) is
         # judged, so telling the altered group by its key or place earns nothing.
         human = next(c for c in target["captions"] if c.get("system") == Caption.HUMAN)
@@ -337,6 +341,26 @@ def new_thumb_catch_item(
             },
         },
     )
+
+
+def _control_next(participant: Participant, rng: np.random.Generator) -> bool:
+    """Whether the participant's next catch trial is a control.
+
+    The kinds alternate, the one behind coming next and a tie drawn with ``rng`` at
+    ``rules.CONTROL_SHARE``: drawing each independently let a rater meet four altered
+    trials and no control (1 in 16), and a constant low answer then passed.
+    """
+    kinds = list(
+        Item.objects.filter(
+            study_id=participant.study_id, kind=CATCH, spec__catch__participant_id=participant.pk
+        ).values_list("spec__catch__kind", flat=True)
+    )
+    controls = sum(kind == rules.CONTROL for kind in kinds)
+    altered = len(kinds) - controls
+    tie_break = rng.random() < rules.CONTROL_SHARE  # drawn always: one seed, one sequence
+    if controls != altered:
+        return controls < altered
+    return tie_break
 
 
 def _item(

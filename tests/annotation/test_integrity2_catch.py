@@ -60,6 +60,15 @@ def test_no_constant_answer_passes_both_kinds(constant):
 # ---------------------------------------------------------------------- THumB, row 7
 
 
+def assert_alternating(catches) -> None:
+    """Controls and altered trials alternate: after any number of catch trials, the two
+    counts differ by at most one (so any two in a row hold one of each)."""
+    controls = 0
+    for n, item in enumerate(catches, start=1):
+        controls += item.spec["catch"]["kind"] == CONTROL
+        assert abs(2 * controls - n) <= 1, [i.spec["catch"]["kind"] for i in catches]
+
+
 def altered_key_of(item) -> str | None:
     made = item.spec.get("catch") or {}
     return made.get("key") if made and made["kind"] != CONTROL else None
@@ -73,6 +82,7 @@ def test_thumb_bot_answering_precision_1_everywhere_is_flagged(make_study, make_
     items = bot.play(lambda item: 1)
 
     assert sum(item.kind == "catch" for item in items) >= 3
+    assert_alternating([item for item in items if item.kind == "catch"])
     row = bot.participant
     assert [flag["kind"] for flag in row.flags] == ["catch_failed"]
     assert not Judgment.objects.filter(participant=row, excluded=False).exists()
@@ -147,6 +157,7 @@ def test_vicr_bot_answering_2_everywhere_is_flagged(researcher):
     assert [flag["kind"] for flag in row.flags] == ["catch_failed"]
     catches = [item for item, *_ in log if item.kind == "catch"]
     assert len(catches) >= 3
+    assert_alternating(catches)
     controls = [item for item in catches if item.spec["catch"]["kind"] == CONTROL]
     assert controls, "controls were served"
     for item in controls:
