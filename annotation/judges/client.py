@@ -336,7 +336,8 @@ async def arun_batch(
                 results[i].error = run.auth_error
             if results[i].ok and cache is not None:
                 cache[cache_key(prompt_version, endpoint.model, items[i])] = {"raw": results[i].raw}
-            elif not results[i].ok:
+            elif not results[i].ok and results[i].error != run.auth_error:
+                # A wrong key is logged once for the run (below), not once per item.
                 logger.warning("judge item %s failed: %s", items[i].key, results[i].error)
             done += 1
             if progress:
@@ -350,6 +351,8 @@ async def arun_batch(
         transport=transport,
     ) as client:
         await asyncio.gather(*(worker(client) for _ in range(min(concurrency, todo.qsize()))))
+    if run.auth_error:
+        logger.error("judge run on %s stopped: %s", endpoint.base_url, run.auth_error)
 
     out = RunResult(results=results, requests_sent=run.requests_sent)
     for r in results:

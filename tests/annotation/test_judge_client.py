@@ -232,6 +232,7 @@ def test_wrong_key_is_a_clear_error_for_every_item_and_never_leaks(server, caplo
     }
     # The first refusals stop the run: no request per remaining item, no retries.
     assert sum(server.state["requests"].values()) <= 2
+    assert caplog.text.count("the endpoint refused the API key") == 1  # once, not per item
     for text in (caplog.text, repr(out), repr(endpoint(server, key=wrong))):
         assert wrong not in text and "Leaky" not in text
     assert "api_key=<set>" in repr(endpoint(server, key=wrong))
