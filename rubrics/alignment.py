@@ -229,6 +229,8 @@ def kappa_vs_humans(
     The interval resamples items.
     """
     scale = np.asarray(categories, dtype=np.float64)
+    if scale.ndim != 1 or scale.size < 2 or np.any(np.diff(scale) <= 0):
+        raise ValueError("categories must be the scale in increasing order (e.g. range(1, 6))")
     ref = human_reference(human, against)
     j = _vector(judge, "judge", ref.shape[0])
     if not np.all(np.isin(j, scale)):

@@ -258,6 +258,7 @@ def test_prompt_drift():
         (lambda: alignment.human_ceiling([1, 2], [[1], [2]]), "at least 2"),
         (lambda: alignment.kappa_vs_humans([7, 1], [[1], [2]], categories=SCALE), "categories"),
         (lambda: alignment.pairwise_accuracy([0], [0], ties="maybe"), "ties"),
+        (lambda: alignment.kappa_vs_humans([1], [[1]], categories=[3, 2, 1]), "increasing"),
         (lambda: alignment.system_level([1, 2], [1, 2], ["a", "b"]), "3 systems"),
     ],
 )
