@@ -34,8 +34,9 @@ Exporting OpenAI's ViT-B/32 (the model of the CLIPScore paper) with open_clip::
     # -> out/tokenizer.json
 
 then ``ClipScorer.from_folder(folder)`` (reading ``tokenizer.json`` needs the ``clip`` extra:
-``pip install -e ".[clip]"``, which adds only the small ``tokenizers`` package). OpenAI's text encoder pools at the end-of-text
-token (the largest id), so padding with 0 to ``context_length`` (77) is what it expects.
+``pip install -e ".[clip]"``, which adds only the small ``tokenizers`` package). OpenAI's
+text encoder pools at the end-of-text token (the largest id), so padding with 0 to
+``context_length`` (77) is what it expects.
 
 The computation, as the paper's reference code (``clipscore.py``):
 
