@@ -365,8 +365,9 @@ class Mode:
     ``current_round``, ``parts``, ``min_seconds``, ``score`` and ``completion_earned``.
     Every method is called by a service, which owns the transaction and every write.
 
-    Facts the rest of the platform asks of a mode (each has a default): ``kind_labels``
-    and ``worker_checks`` (the dashboard), ``simulate`` (the simulated crowd), and through
+    Facts the rest of the platform asks of a mode (each has a default): ``kind_labels``,
+    ``worker_checks`` and ``adaptive_saving`` (the dashboard), ``simulate`` (the simulated
+    crowd), and through
     the components ``planner`` (the planner), ``report.human_scores`` and
     ``report.human_pairs`` (the metric lab), ``report.summary`` (an export's datasheet).
     No code outside ``annotation/modes/`` asks which mode a study has.
@@ -469,6 +470,12 @@ class Mode:
         The default: never (a mode without a crowd completion step).
         """
         return False
+
+    def adaptive_saving(self, study: Study) -> dict[str, int] | None:
+        """What the mode's adaptive setting saved, for the dashboard (``pairs_stopped``,
+        ``ratings_saved``, ``ratings_fixed``); None (the default) when it has none or it is
+        off."""
+        return None
 
     def simulate(self, lease: Assignment, worker: Any, context: dict[str, Any]):
         """The answers a simulated crowd worker gives to ``lease`` (``SimulatedAnswer``s).

@@ -17,6 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
+from annotation import dashboard as dashboard_reads
 from annotation import selectors
 from annotation.models import Study
 from annotation.modes import get_mode
@@ -60,12 +61,12 @@ def study_dashboard(request: HttpRequest, study_id: int) -> HttpResponse:
 
 def dashboard_context(request: HttpRequest, study: Study) -> dict:
     """The dashboard's context for ``request`` (its ``?sort=`` and ``?page=``)."""
-    sort = selectors.worker_sort(request.GET.get("sort"))
+    sort = dashboard_reads.worker_sort(request.GET.get("sort"))
     page = _page_number(request.GET.get("page"))
     # The raw crowd ids approve or reject a Prolific/MTurk submission: for the study's
     # owner (who pays the workers) and staff; members see pseudonyms only.
     raw_ids = request.user.is_staff or request.user.pk == study.owner_id
-    dashboard = selectors.study_dashboard(study, sort=sort, page=page, raw_ids=raw_ids)
+    dashboard = dashboard_reads.study_dashboard(study, sort=sort, page=page, raw_ids=raw_ids)
     workers = dashboard["workers"]
     page_url = reverse("study_detail", args=[study.pk])
     partial_url = reverse("study_dashboard", args=[study.pk])

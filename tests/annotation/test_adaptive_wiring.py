@@ -22,10 +22,10 @@ from datetime import timedelta
 
 import pytest
 
+from annotation.dashboard import study_adaptive_saving
 from annotation.models import Item, Judgment
 from annotation.modes import get_mode
 from annotation.modes.vicr.protocol import ADAPTIVE_FIT_MIN_PAIRS, adaptive_rater_model
-from annotation.selectors import study_adaptive_saving
 from annotation.services.assignments import assignment_next
 from annotation.services.judgments import judgment_submit
 from tests.factories.humanr import crowd, do_group, honest, humanr_study

@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
@@ -814,7 +815,7 @@ def test_datasheet_counts_of_ids_across_many_batches_with_nulls():
     for start in range(0, 5000, 100):  # ids repeat across batches; every 7th is null
         values = [None if n % 7 == 0 else n % 1234 for n in range(start, start + 100)]
         seen |= {v for v in values if v is not None}
-        batch = exports.pa.RecordBatch.from_arrays([exports.pa.array(values)], schema=schema)
+        batch = pa.RecordBatch.from_arrays([pa.array(values)], schema=schema)
         tally.observe(batch.slice(1))  # an offset, as sliced batches have
         tally.observe(batch.slice(0, 1))
     assert tally.counts()["captions"] == len(seen)
@@ -823,7 +824,7 @@ def test_datasheet_counts_of_ids_across_many_batches_with_nulls():
 
 def test_jsonl_timestamps_match_python_datetimes():
     when = [datetime(2025, 1, 2, 3, 4, 5, 678, tzinfo=UTC), None, datetime(2025, 1, 2, tzinfo=UTC)]
-    column = exports.pa.array(when, exports.ARROW_TYPES["timestamp"])
+    column = pa.array(when, exports.ARROW_TYPES["timestamp"])
     assert exports._iso_column(column.slice(1)) == [None, "2025-01-02T00:00:00+00:00"]
     assert exports._iso_column(column)[0] == when[0].isoformat()
 
@@ -836,8 +837,8 @@ def test_parquet_gathers_small_batches_into_row_groups(tmp_path, monkeypatch):
         sink = exports._ParquetSink(out)
         sink.open(schema)
         for start in range(0, 2500, 100):
-            values = exports.pa.array(range(start, start + 100), exports.pa.int64())
-            sink.write(exports.pa.RecordBatch.from_arrays([values], schema=schema))
+            values = pa.array(range(start, start + 100), pa.int64())
+            sink.write(pa.RecordBatch.from_arrays([values], schema=schema))
         sink.close()
     parquet = pq.ParquetFile(tmp_path / "t.parquet")
     assert parquet.metadata.num_row_groups == 3

@@ -32,7 +32,7 @@ NAMED_MODES = {
     # Importers of a published release create a study of that release's mode.
     ("annotation/services/datasets.py", "thumb"),
     ("annotation/services/datasets.py", "vicr"),
-    ("annotation/services/metrics.py", "humanr"),
+    ("annotation/services/imports/pascal50s.py", "humanr"),
     # The references importer's "thumb" is a file format (THumB's JSONL), not a mode.
     ("annotation/services/imports/references.py", "thumb"),
     # The demo builds one study of each protocol from the demo photographs.
@@ -43,11 +43,7 @@ NAMED_MODES = {
 MAX_LINES = 600
 #: Modules over MAX_LINES for now. vicr/protocol.py: the VICR engineer of issue 29 edits it
 #: and brings it under the limit; the integrator removes this exception after the merge.
-OVER_LIMIT = {
-    "annotation/modes/vicr/protocol.py",
-    "annotation/services/exports.py",
-    "annotation/services/metrics.py",
-}
+OVER_LIMIT = {"annotation/modes/vicr/protocol.py"}
 
 
 def python_files(folder: Path):

@@ -5,7 +5,7 @@
     manage.py import_ratings --format pascal-50s pascal_50s.json
 
 Pascal-50S (pairwise judgments with their references) becomes a closed study of pairs for
-the metric lab (``annotation.services.metrics.dataset_import_pascal50s``).
+the metric lab (``annotation.services.imports.pascal50s.dataset_import_pascal50s``).
 
 The formats and what the study holds are described in ``annotation.services.datasets``.
 """
@@ -19,7 +19,7 @@ from django.core.management.base import BaseCommand, CommandError
 from annotation.errors import ServiceError
 from annotation.models import User
 from annotation.services.datasets import RATING_FORMATS, dataset_import_ratings
-from annotation.services.metrics import dataset_import_pascal50s
+from annotation.services.imports.pascal50s import dataset_import_pascal50s
 
 #: Pairwise judgments for the metric lab (a closed study of pairs, not of ratings).
 PASCAL_50S = "pascal-50s"

@@ -13,8 +13,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from annotation.errors import ServiceError
 from annotation.models import Study
-from annotation.services.imports.references import FORMATS
-from annotation.services.metrics import references_import
+from annotation.services.imports.references import FORMATS, references_import
 
 
 class Command(BaseCommand):

@@ -12,7 +12,7 @@ from django.db.models import Q
 from annotation.modes.base import WorkerChecks, register
 from annotation.modes.vicr.export import VicrExport
 from annotation.modes.vicr.pages import VicrPages
-from annotation.modes.vicr.plan import VicrPlanner
+from annotation.modes.vicr.plan import VicrPlanner, adaptive_saving
 from annotation.modes.vicr.protocol import (
     BLOCK_KINDS,
     EXCLUDED,
@@ -43,6 +43,7 @@ class VicrMode(VicrProtocol):
         failed=Q(judgments__result__transition__to__in=[PROBATION, EXCLUDED]),
     )
     simulate = simulated_answers
+    adaptive_saving = adaptive_saving
 
 
 __all__ = [

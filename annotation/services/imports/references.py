@@ -9,7 +9,7 @@ Three formats, told apart by their content (``reference_format``):
 - ``thumb``: THumB 1.0's ``mscoco_references.json``, JSON Lines ``{"seg_id", "refs":
   [...]}``; the image is the one ``import_thumb`` stored with that ``seg_id`` as its source.
 
-The reader only reads: ``services/metrics.py:references_import`` matches the rows to the
+The reader only reads: ``references_import`` (below) matches the rows to the
 study's images and writes them, all or nothing, like the caption importers.
 """
 
@@ -19,13 +19,17 @@ import csv
 import io
 import json
 from dataclasses import dataclass
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from django.conf import settings
+from django.db import transaction
 
+from annotation.errors import ServiceError
+from annotation.models import Image, Reference, Study
 from annotation.services.imports.coco_captions import _UNREADABLE, _coco_id_map, _read_json
 from annotation.services.imports.sources import ImportTooLarge
+from annotation.text import text_problem
 
 #: Longest reference kept (characters); a caption is a sentence, not a document.
 REFERENCE_MAX = 2000
@@ -158,3 +162,59 @@ def image_label(row: ReferenceRow) -> str:
     if row.by == BY_SOURCE:
         return f"seg_id {row.image_ref!r}"
     return f"image {PurePosixPath(row.image_ref).name!r}"
+
+
+def references_import(*, study: Study, path: Path | str, fmt: str = "") -> dict[str, int]:
+    """Store the reference captions of ``path`` for the study's images, all or nothing.
+
+    ``fmt`` is ``csv``, ``coco`` or ``thumb`` (see ``services/imports/references.py``);
+    empty: told from the file. Every bad row (unknown image, empty or overlong text,
+    control characters) is listed with its line in ``ServiceError.details["errors"]``, and
+    then nothing is written. A reference the image already has is not stored twice.
+    Returns ``{"imported": n, "already_there": m}``.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ServiceError(
+            f"{path.name}: not a readable UTF-8 file ({exc})", field="file"
+        ) from None
+    errors: list[str] = []
+    try:
+        rows = read_references(text, fmt or reference_format(path.name, text), errors)
+    except ImportTooLarge as exc:
+        raise ServiceError(str(exc), field="file") from None
+    by_name = dict(Image.objects.filter(study=study).values_list("name", "id"))
+    by_source = dict(Image.objects.filter(study=study).values_list("source", "id"))
+    existing = set(Reference.objects.filter(study=study).values_list("image_id", "text"))
+    new: list[Reference] = []
+    already = 0
+    for row in rows:
+        image_id = (by_source if row.by == BY_SOURCE else by_name).get(row.image_ref)
+        value = row.text.strip() if isinstance(row.text, str) else row.text
+        problem = text_problem(value, max_length=REFERENCE_MAX)
+        if image_id is None:
+            errors.append(f"line {row.line}: {image_label(row)} is not an image of this study")
+        elif problem or not value:
+            errors.append(f"line {row.line}: the reference {problem or 'is empty'}")
+        elif (image_id, value) in existing:
+            already += 1
+        else:
+            existing.add((image_id, value))
+            new.append(
+                Reference(
+                    study=study, image_id=image_id, text=value, source=path.name, line=row.line
+                )
+            )
+    if errors:
+        raise ServiceError(
+            f"{len(errors)} bad row(s) in {path.name}; nothing imported.",
+            field="file",
+            details={"errors": errors[:200]},
+        )
+    if not new and not already:
+        raise ServiceError(f"{path.name} holds no references; nothing imported.", field="file")
+    with transaction.atomic():
+        Reference.objects.bulk_create(new, batch_size=2000)
+    return {"imported": len(new), "already_there": already}

@@ -1,0 +1,366 @@
+"""Export jobs and files: the request, the job run, ``export_file`` writing one export
+(hidden ``.part`` files renamed when complete; a full disk is a ``ServiceError``), the
+dataset folder (a zip of the tables, the card, the datasheet and the display images) and
+the cleanup of old files."""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import os
+import re
+import time
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import pyarrow as pa
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+
+from annotation.errors import ServiceError
+from annotation.models import Image, Job, Judgment, Study, User
+from annotation.modes import get_mode
+from annotation.modes.base import ExportColumn, ExportSql
+from annotation.services.exports.common import (
+    ARROW_TYPES,
+    DEFAULT_CHUNK_SIZE,
+    DEFAULT_KEEP_DAYS,
+    EXPORT_FORMATS,
+    EXPORT_TABLES,
+    FILE_SUFFIX,
+    Progress,
+)
+from annotation.services.exports.datasheet import _datasheet, _Tally, dataset_card
+from annotation.services.exports.participants import _participant_batches, participant_columns
+from annotation.services.exports.query import _sql_batches
+from annotation.services.exports.sinks import _SINKS, _ParquetSink
+from annotation.services.jobs import job_create
+
+logger = logging.getLogger(__name__)
+
+
+# ---------------------------------------------------------------------------------------
+# Requests and cleanup
+
+
+def export_request(
+    *,
+    study: Study,
+    user: User,
+    export_format: str,
+    table: str = "judgments",
+    raw_ids: bool = False,
+    images: bool = False,
+) -> Job:
+    """Queue an export job; ServiceError for an unknown format or table, and (403) when
+    someone other than the study's owner asks for raw crowd ids."""
+    _check_options(export_format, table)
+    if raw_ids and study.owner_id != user.pk:
+        raise ServiceError(
+            "Only the study's owner may export raw Prolific/MTurk ids.", field="raw_ids", status=403
+        )
+    params: dict[str, Any] = {"format": export_format}
+    if table != "judgments":
+        params["table"] = table
+    if raw_ids:
+        params["raw_ids"] = True
+    if images:
+        params["images"] = True
+    return job_create(kind=Job.Kind.EXPORT, study=study, created_by=user, params=params)
+
+
+def _check_options(export_format: str, table: str) -> None:
+    if export_format not in EXPORT_FORMATS:
+        raise ServiceError(
+            f"Unknown export format {export_format!r}; choose one of {', '.join(EXPORT_FORMATS)}."
+        )
+    if table not in EXPORT_TABLES:
+        raise ServiceError(f"Unknown table {table!r}; choose one of {', '.join(EXPORT_TABLES)}.")
+
+
+def export_delete_old(*, days: int = DEFAULT_KEEP_DAYS, now: datetime | None = None) -> int:
+    """Delete export files of jobs finished more than ``days`` ago; return files deleted.
+
+    Job rows stay (their ``result_file`` is cleared, so the page offers no dead link);
+    ``.part`` files left by killed workers are removed once they are as old.
+    """
+    now = now or timezone.now()
+    cutoff = now - timedelta(days=days)
+    root = _export_dir()
+    deleted = 0
+    old_jobs = Job.objects.filter(kind=Job.Kind.EXPORT, finished_at__lt=cutoff).exclude(
+        result_file=""
+    )
+    for job in old_jobs.only("pk", "result_file", "result"):
+        names = [job.result_file]
+        if isinstance(job.result, dict) and job.result.get("datasheet"):
+            names.append(job.result["datasheet"])
+        for name in names:
+            path = _inside(root, name)
+            if path is not None and path.is_file():
+                path.unlink()
+                deleted += 1
+        Job.objects.filter(pk=job.pk).update(
+            result_file="", message=f"File deleted after {days} days; export again."
+        )
+    if root.is_dir():
+        for part in root.glob(".*.part"):
+            if datetime.fromtimestamp(part.stat().st_mtime, tz=UTC) < cutoff:
+                part.unlink(missing_ok=True)
+                deleted += 1
+    return deleted
+
+
+def _export_dir() -> Path:
+    return Path(settings.CAPEVAL_EXPORT_DIR)
+
+
+def _inside(root: Path, name: str) -> Path | None:
+    path = (root / name).resolve()
+    return path if root.resolve() in path.parents else None
+
+
+# ---------------------------------------------------------------------------------------
+# Running
+
+
+def export_run(*, job: Job, progress: Progress) -> dict[str, Any]:
+    """Run an export job into the export folder; return what ``job_finish`` stores."""
+    study = Study.objects.get(pk=job.study_id)
+    params = job.params or {}
+    export_format = params.get("format", "csv")
+    table = params.get("table", "judgments")
+    try:
+        _check_options(export_format, table)
+    except ValueError as exc:
+        raise ServiceError(str(exc)) from exc
+    root = _export_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    name = f"study-{study.pk}-export-{job.pk}"
+    if export_format != "dataset" and table != "judgments":
+        name += f"-{table}"
+    summary = export_file(
+        study=study,
+        path=root / f"{name}.{FILE_SUFFIX[export_format]}",
+        export_format=export_format,
+        table=table,
+        raw_ids=bool(params.get("raw_ids")),
+        images=bool(params.get("images")),
+        progress=progress,
+    )
+    result = {
+        "format": export_format,
+        "table": "judgments+participants" if export_format == "dataset" else table,
+        "rows": summary.rows,
+        "judgments": summary.judgments,
+    }
+    if summary.datasheet:
+        result["datasheet"] = summary.datasheet.name
+    return {
+        "result": result,
+        "result_file": summary.path.name,
+        "message": f"Exported {summary.rows:,} rows",
+    }
+
+
+@dataclass
+class ExportSummary:
+    path: Path
+    datasheet: Path | None
+    rows: int
+    judgments: int
+
+
+def export_file(
+    *,
+    study: Study,
+    path: Path,
+    export_format: str,
+    table: str = "judgments",
+    raw_ids: bool = False,
+    images: bool = False,
+    progress: Progress | None = None,
+) -> ExportSummary:
+    """Write one export of ``study`` to ``path`` (and its datasheet beside it, except for
+    a dataset, which holds it); the job, the API and ``manage.py export_study`` all call
+    this. Nothing appears under the final names unless the whole export succeeded."""
+    _check_options(export_format, table)
+    progress = progress or _no_progress
+    path = Path(path)
+    sheet = path.with_name(f"{path.stem}.datasheet.json") if export_format != "dataset" else None
+    parts = [path.with_name(f".{path.name}.part")]
+    if sheet:
+        parts.append(sheet.with_name(f".{sheet.name}.part"))
+    try:
+        with parts[0].open("wb") as out:
+            if export_format == "dataset":
+                tallies, datasheet = _write_dataset(
+                    study, out, raw_ids=raw_ids, images=images, progress=progress
+                )
+            else:
+                sink = _SINKS[export_format](out)
+                tallies = {
+                    table: _write_table(study, table, sink, raw_ids=raw_ids, progress=progress)
+                }
+            _flush_to_disk(out)
+        if sheet:
+            datasheet = _datasheet(
+                study,
+                tallies,
+                export_format=export_format,
+                files={table: path.name},
+                raw_ids=raw_ids,
+            )
+            with parts[1].open("wb") as out:
+                out.write((json.dumps(datasheet, indent=2, ensure_ascii=False) + "\n").encode())
+                _flush_to_disk(out)
+            os.replace(parts[1], sheet)
+        os.replace(parts[0], path)
+        _sync_folder(path.parent)
+    except BaseException as exc:
+        for part in parts:
+            part.unlink(missing_ok=True)
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            logger.error("export of study %s to %s stopped: %s", study.pk, path.parent, exc)
+            raise ServiceError(DISK_FULL_MESSAGE, status=507) from exc
+        raise
+    main = tallies.get("judgments") or tallies[table]
+    return ExportSummary(path=path, datasheet=sheet, rows=main.rows, judgments=main.judgments)
+
+
+DISK_FULL_MESSAGE = (
+    "The disk is full: the server's export folder ran out of space while writing this "
+    "export, so it was stopped and its partial file deleted. Ask the administrator to free "
+    "space (old export files are deleted after a few days), then export again."
+)
+
+
+def _flush_to_disk(out: BinaryIO) -> None:
+    """Write the file's buffers to the disk: a disk that fills up (or fails) says so here,
+    before the file gets the name a download would offer."""
+    out.flush()
+    os.fsync(out.fileno())
+
+
+def _sync_folder(folder: Path) -> None:
+    """Make the renames in ``folder`` durable (POSIX: fsync of the directory)."""
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def _no_progress(*args: Any) -> None:
+    return None
+
+
+def table_columns(study: Study, table: str, *, raw_ids: bool = False) -> list[ExportColumn]:
+    """The columns of one table of the study's export, in file order."""
+    if table == "participants":
+        return participant_columns(raw_ids=raw_ids)
+    return list(get_mode(study.mode).export.columns())
+
+
+def _write_table(study: Study, table: str, sink, *, raw_ids: bool, progress: Progress) -> _Tally:
+    columns = table_columns(study, table, raw_ids=raw_ids)
+    schema = _schema(columns)
+    tally = _Tally(columns)
+    sink.open(schema)
+    if table == "participants":
+        batches = _participant_batches(study, schema, raw_ids=raw_ids)
+        for batch in batches:
+            tally.observe(batch)
+            sink.write(batch)
+        sink.close()
+        return tally
+    total = Judgment.objects.filter(study_id=study.pk).count()
+    progress(0, f"Exporting {total:,} judgments")
+    mode = get_mode(study.mode)
+    sql, params = mode.export.query(study, ExportSql(connection.vendor))
+    shown = 0
+    with _sql_batches(sql, params, schema) as batches:
+        for batch in _slowed_for_tests(batches):
+            tally.observe(batch)
+            sink.write(batch)
+            percent = min(99, tally.judgments * 100 // max(total, 1))
+            if percent != shown:
+                shown = percent
+                progress(percent, f"Exported {tally.judgments:,} of {total:,} judgments")
+    sink.close()
+    return tally
+
+
+def _slowed_for_tests(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The batches as they come, unless ``CAPEVAL_EXPORT_CHUNK_DELAY_S`` is set.
+
+    A test-only hook (default 0): the worker-kill tests need an export slow enough to stop
+    midway, so it is cut into ``CAPEVAL_EXPORT_CHUNK_SIZE``-row slices with a sleep after each.
+    """
+    delay = float(getattr(settings, "CAPEVAL_EXPORT_CHUNK_DELAY_S", 0) or 0)
+    if not delay:
+        yield from batches
+        return
+    size = int(getattr(settings, "CAPEVAL_EXPORT_CHUNK_SIZE", DEFAULT_CHUNK_SIZE))
+    for batch in batches:
+        for start in range(0, batch.num_rows, size):
+            yield batch.slice(start, size)
+            time.sleep(delay)
+
+
+def _schema(columns: list[ExportColumn]) -> pa.Schema:
+    return pa.schema(
+        [
+            pa.field(c.name, ARROW_TYPES[c.type], metadata={"description": c.description})
+            for c in columns
+        ]
+    )
+
+
+def _write_dataset(
+    study: Study, out: BinaryIO, *, raw_ids: bool, images: bool, progress: Progress
+) -> tuple[dict[str, _Tally], dict[str, Any]]:
+    """The dataset folder as a zip: Parquet tables, README card, datasheet, images."""
+    files = {table: f"data/{table}.parquet" for table in EXPORT_TABLES}
+    tallies: dict[str, _Tally] = {}
+    # Parquet is compressed already; storing keeps the zip as fast as the files.
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_STORED) as archive:
+        for table in EXPORT_TABLES:
+            with archive.open(files[table], "w", force_zip64=True) as out:
+                tallies[table] = _write_table(
+                    study, table, _ParquetSink(out), raw_ids=raw_ids, progress=progress
+                )
+        image_names: list[str] = []
+        if images:
+            image_names = _add_images(study, archive)
+        datasheet = _datasheet(
+            study, tallies, export_format="dataset", files=files, raw_ids=raw_ids
+        )
+        if image_names:
+            datasheet["images_folder"] = {
+                "folder": "images/",
+                "files": len(image_names),
+                "note": "Display renditions (longest side <= 1024 px), named like the image.",
+            }
+        archive.writestr("datasheet.json", json.dumps(datasheet, indent=2, ensure_ascii=False))
+        archive.writestr("README.md", dataset_card(datasheet))
+    return tallies, datasheet
+
+
+def _add_images(study: Study, archive: zipfile.ZipFile) -> list[str]:
+    root = Path(settings.MEDIA_ROOT)
+    written = []
+    for name, display in Image.objects.filter(study_id=study.pk).values_list("name", "display"):
+        source = root / display
+        if not display or not source.is_file():
+            continue
+        arcname = "images/" + re.sub(r"[\\/]+", "_", name).lstrip(".")
+        archive.write(source, arcname)
+        written.append(arcname)
+    return written
