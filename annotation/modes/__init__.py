@@ -9,6 +9,7 @@ Mode packages must not import ``annotation.services`` (services import this pack
 from annotation.modes import thumb  # noqa: F401
 from annotation.modes import vicr  # noqa: F401
 from annotation.modes import humanr  # noqa: F401
+from annotation.modes import arena  # noqa: F401
 
 # isort: on
 from annotation.modes.base import (
