@@ -71,9 +71,8 @@ def style_control(
     model (no intercept) can only absorb into the strengths of whichever systems sit on
     side ``a``, biasing them. Scaling by the root mean square keeps z = 0 meaning equal
     lengths and equals the std whenever the mean is 0. The system coefficients are the
-    length-controlled
-    strengths; beta is the length effect. Intervals are sandwich intervals. Battles are
-    not aggregated (z is per battle), so this costs O(n k^2).
+    length-controlled strengths; beta is the length effect. Intervals are sandwich
+    intervals. Battles are not aggregated (z is per battle), so this costs O(n k^2).
     """
     names, a, b = _system_codes(systems_a, systems_b, systems)
     codes = _outcome_codes(outcomes)
