@@ -31,14 +31,15 @@ demo: $(VENV)/.installed
 	@echo "Ctrl-C stops the server."
 	$(BIN)/python manage.py runserver $(HOST):$(PORT)
 
-## Install with test dependencies and run lint plus the whole test suite.
+## Install with test dependencies and run lint, the import contracts and the whole suite.
 test: $(VENV)/.installed-test node_modules/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed-test
-	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/lint-imports
 
 format: $(VENV)/.installed-test
 	$(BIN)/ruff format . && $(BIN)/ruff check --fix .

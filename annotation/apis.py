@@ -412,12 +412,13 @@ class JobDetailApi(APIView):
 def exception_handler(exc, context):
     """DRF's handler, plus the services' one error type (settings: EXCEPTION_HANDLER).
 
-    A ServiceError answers its status with ``{field: [message]}`` when it names a field
-    (the shape of a serializer's errors) and ``{"detail": message}`` otherwise.
+    The API's one mapping of a refusal: its class's status, with ``{field: [message]}``
+    when it names a field (the shape of a serializer's errors) and ``{"detail": message}``
+    otherwise, and always the class's machine-readable ``code`` (``annotation/errors.py``).
     """
     if isinstance(exc, ServiceError):
         body = {exc.field: [exc.message]} if exc.field else {"detail": exc.message}
-        response = Response(body, status=exc.status)
+        response = Response({**body, "code": exc.code}, status=exc.status)
         retry_after = (exc.details or {}).get("retry_after")
         if retry_after:  # the task queue is unavailable: say when to ask again
             response["Retry-After"] = str(retry_after)

@@ -10,15 +10,21 @@ from __future__ import annotations
 
 from typing import Any
 
-#: Registered modes by name, in registration order (the order forms list them).
+#: Registered modes by name.
 MODES: dict[str, Any] = {}
 
 
+def _listed() -> list[Any]:
+    # Pages list modes by their ``menu_order`` (the first is the new-study page's default),
+    # then by name: the order packages are found in must not matter.
+    return sorted(MODES.values(), key=lambda mode: (mode.menu_order, mode.name))
+
+
 def mode_choices() -> list[tuple[str, str]]:
-    """``(name, label)`` of every registered mode: ``Study.mode``'s choices."""
-    return [(name, mode.label or name) for name, mode in MODES.items()]
+    """``(name, label)`` of every registered mode, in menu order: ``Study.mode``'s choices."""
+    return [(mode.name, mode.label or mode.name) for mode in _listed()]
 
 
 def mode_names() -> list[str]:
-    """Names of every registered mode, in registration order."""
-    return list(MODES)
+    """Names of every registered mode, in menu order."""
+    return [mode.name for mode in _listed()]

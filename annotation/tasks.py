@@ -8,7 +8,7 @@ from celery.exceptions import TimeLimitExceeded
 from django.db import connections, transaction
 from kombu.exceptions import OperationalError as BrokerUnavailable
 
-from annotation.errors import ServiceError
+from annotation.errors import Unavailable
 from annotation.models import Job
 from annotation.services.assignments import assignment_release_expired
 from annotation.services.exports import export_delete_old
@@ -89,8 +89,7 @@ def _publish(job: Job) -> None:
     except BrokerUnavailable as exc:
         logger.warning("job %s not enqueued, the task queue is unavailable: %s", job.pk, exc)
         job_not_enqueued(job=job)
-        raise ServiceError(
+        raise Unavailable(
             QUEUE_UNAVAILABLE,
-            status=503,
             details={"retry_after": QUEUE_RETRY_AFTER_S, "job_id": job.pk},
         ) from exc

@@ -1,17 +1,13 @@
 """Protocol modes: one package per mode, registered by name when this package is imported.
 
-Mode packages must not import ``annotation.services`` (services import this package).
+Every sub-package here is a mode and is imported (so registered) below: adding a mode is
+adding its package, and no file outside it changes. Mode packages must not import
+``annotation.services`` (services import this package; import-linter checks it).
 """
 
-# isort: off
-# Importing a mode package registers it; the order is the order pages list the modes (the
-# first is the new-study page's default), as Study.mode's choices were before the registry.
-from annotation.modes import thumb  # noqa: F401
-from annotation.modes import vicr  # noqa: F401
-from annotation.modes import humanr  # noqa: F401
-from annotation.modes import arena  # noqa: F401
+import importlib
+import pkgutil
 
-# isort: on
 from annotation.modes.base import (
     Export,
     Mode,
@@ -24,6 +20,11 @@ from annotation.modes.base import (
     get_mode,
     register,
 )
+
+# Each package registers its mode with @register when imported.
+for _found in pkgutil.iter_modules(__path__):
+    if _found.ispkg:
+        importlib.import_module(f"{__name__}.{_found.name}")
 
 __all__ = [
     "Export",

@@ -380,6 +380,8 @@ class Mode:
 
     name: ClassVar[str] = ""
     label: ClassVar[str] = ""
+    #: Where pages list the mode among the others (lower first; ties by name).
+    menu_order: ClassVar[int] = 100
     settings_class: ClassVar[type] = CrowdSettings
     #: How long a crowd worker may hold one lease unless ``crowd_lease_seconds`` says
     #: otherwise; registered annotators keep ``CAPEVAL_LEASE_SECONDS``.

@@ -21,7 +21,7 @@ from django.db import connection, transaction
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
-from annotation.errors import ServiceError
+from annotation.errors import TooFast
 from annotation.models import Assignment, Item, Participant, Study
 from annotation.modes import get_mode
 
@@ -150,10 +150,9 @@ def assignment_next(*, participant: Participant, now: datetime | None = None) ->
         if locked.address and locked.source != Participant.Source.ACCOUNT:
             limit = mode.settings(locked.study).crowd_open_leases_per_address
             if _open_leases_from_address(locked, now) >= limit:
-                raise ServiceError(
+                raise TooFast(
                     "Your network already holds as many open tasks in this study as it "
                     "allows. Please finish or leave those first, then reload this page.",
-                    status=429,
                 )
 
         # A lease that lapsed unanswered does not count as "had": the item may come back to

@@ -36,7 +36,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from annotation.errors import ServiceError
+from annotation.errors import Forbidden, ServiceError
 from annotation.models import (
     Assignment,
     Caption,
@@ -376,7 +376,7 @@ def dataset_import_ratings(*, owner: User, path: Path | str, fmt: str, name: str
     """
     path = Path(path)
     if not (owner.is_researcher or owner.is_staff):
-        raise ServiceError(f"{owner.username} is not a researcher", status=403)
+        raise Forbidden(f"{owner.username} is not a researcher")
     if fmt not in RATING_FORMATS:
         raise _format_error(
             f"unknown format {fmt!r}; choose one of {', '.join(sorted(RATING_FORMATS))}"

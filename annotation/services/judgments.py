@@ -13,7 +13,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from annotation.errors import ServiceError
+from annotation.errors import Conflict, NotFound, ServiceError, TooFast
 from annotation.models import Assignment, Item, Judgment, Participant, Study
 from annotation.modes import get_mode
 from annotation.modes.base import Mode, Outcome
@@ -62,9 +62,7 @@ def judgment_submit(
                 .first()
             )
             if assignment is None:
-                raise ServiceError(
-                    "This item was not served to you; nothing was saved.", status=404
-                )
+                raise NotFound("This item was not served to you; nothing was saved.")
             # The mode reads the participant (state, study settings) through the lease.
             assignment.participant = participant
             parts = mode.parts(assignment.item)
@@ -81,28 +79,25 @@ def judgment_submit(
                 stored.participant = participant
                 return Submitted(stored, created=False)
             if study.status != Study.Status.LIVE:
-                raise ServiceError("This study is closed; nothing was saved.", status=409)
+                raise Conflict("This study is closed; nothing was saved.")
             if assignment.status != Assignment.Status.OPEN:
-                raise ServiceError(
+                raise Conflict(
                     "This item's time ran out and it went to someone else; "
                     "please continue with the next one.",
-                    status=409,
                 )
             if not 0 <= part < parts:
                 raise ServiceError(f"Part {part} does not exist (0 to {parts - 1}).")
             done_parts = len(answered)
             if part != done_parts:
-                raise ServiceError(
+                raise Conflict(
                     f"Answer part {done_parts + 1} first; parts are answered in order.",
-                    status=409,
                 )
             dwell = (now - assignment.part_shown_at(part)).total_seconds()
             minimum = mode.min_seconds(assignment)
             if dwell < minimum:
-                raise ServiceError(
+                raise TooFast(
                     f"Please take at least {minimum:g} seconds per rating "
                     f"(this one came after {max(dwell, 0):.1f} s). Nothing was saved.",
-                    status=429,
                 )
             payload = mode.validate(assignment, part, data)
             item = Item.objects.select_for_update().get(pk=assignment.item_id)

@@ -16,7 +16,7 @@ from django.core import signing
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from annotation.errors import ServiceError
+from annotation.errors import Forbidden, Gone, ServiceError, TooFast
 from annotation.identities import network_of
 from annotation.models import CrowdRefusal, Participant, Study, User
 from annotation.modes import get_mode
@@ -87,10 +87,9 @@ def study_from_crowd_token(token: str, *, now: datetime | None = None) -> Study:
     study = Study.objects.filter(public_id=public_id, status=Study.Status.LIVE).first()
     if study is None:
         # 410 Gone: the link was real, but the study takes no answers (closed or not open yet).
-        raise ServiceError(
+        raise Gone(
             "This study is not open: it has closed, or has not started yet.",
             field="link",
-            status=410,
         )
     if stable and crowd_link_expires_at(study) <= now:
         raise ServiceError("This study link has expired.", field="link")
@@ -165,7 +164,7 @@ def _refuse(
     address: str | None,
     participant: Participant | None = None,
     detail: str = "",
-    status: int = 403,
+    kind: type[ServiceError] = Forbidden,
 ) -> ServiceError:
     """Store the refusal (``CrowdRefusal``) and return the error to raise."""
     CrowdRefusal.objects.create(
@@ -177,7 +176,7 @@ def _refuse(
         reason=reason,
         detail=detail[:500],
     )
-    return ServiceError(message, field="arrival", status=status)
+    return kind(message, field="arrival")
 
 
 def crowd_arrive(
@@ -254,7 +253,7 @@ def crowd_arrive(
                 error = _refuse(
                     **refusal,
                     reason="address_rate",
-                    status=429,
+                    kind=TooFast,
                     message=(
                         "Too many new participants have joined this study from your network "
                         "in the last hour. Please try again later."

@@ -17,7 +17,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from annotation.errors import ServiceError
+from annotation.errors import Conflict, ServiceError
 from annotation.models import Caption, Participant, Study
 from annotation.modes import get_mode
 from annotation.modes.base import Mode, SimulatedAnswer
@@ -59,7 +59,7 @@ def crowd_simulate(
     stay, as it ends a real worker's; the study must be live.
     """
     if study.status != Study.Status.LIVE:
-        raise ServiceError("Only a live study can be answered; open it first.", status=409)
+        raise Conflict("Only a live study can be answered; open it first.")
     if not 0 < workers <= 1000 or not 0 < max_items_per_worker <= 10_000:
         raise ServiceError("Simulate 1 to 1,000 workers of at most 10,000 items each.")
     mode = get_mode(study.mode)

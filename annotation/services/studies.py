@@ -6,7 +6,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from annotation.errors import ServiceError
+from annotation.errors import Conflict, Forbidden, ServiceError
 from annotation.models import Item, Study, User
 from annotation.modes import get_mode
 from annotation.modes import settings as study_settings
@@ -52,7 +52,7 @@ def study_create(
     Raises ServiceError naming the field for bad input; nothing is written then.
     """
     if not (owner.is_researcher or owner.is_staff):
-        raise ServiceError("Only researchers create studies.", status=403)
+        raise Forbidden("Only researchers create studies.")
     if not name.strip():
         raise ServiceError("A study needs a name.", field="name")
     # The form and the API check these too (inline errors); commands reach only this one.
@@ -90,17 +90,13 @@ def study_open(*, study: Study) -> int:
     with transaction.atomic():
         locked = Study.objects.select_for_update().get(pk=study.pk)
         if locked.status == Study.Status.CLOSED:
-            raise ServiceError(
-                "A closed study cannot be reopened by opening it; use Reopen.", status=409
-            )
+            raise Conflict("A closed study cannot be reopened by opening it; use Reopen.")
         built = 0
         if not locked.items.exists():
             mode = get_mode(locked.mode)
             items = mode.build_items(locked)
             if not items:
-                raise ServiceError(
-                    "There is nothing to annotate yet: import captions first.", status=409
-                )
+                raise Conflict("There is nothing to annotate yet: import captions first.")
             # The mode builds, the service writes (modes never write): items first, then the
             # rows that link them (their ids come back from the INSERT on both databases).
             Item.objects.bulk_create(items, batch_size=1000)
@@ -131,9 +127,8 @@ def study_reopen(*, study: Study) -> None:
     with transaction.atomic():
         locked = Study.objects.select_for_update().get(pk=study.pk)
         if locked.status != Study.Status.CLOSED:
-            raise ServiceError(
+            raise Conflict(
                 f"Only a closed study can be reopened; this one is {locked.get_status_display()}.",
-                status=409,
             )
         has_items = locked.items.exists()
         locked.status = Study.Status.LIVE if has_items else Study.Status.DRAFT
@@ -169,11 +164,10 @@ def study_update_settings(*, study: Study, settings: dict[str, Any]) -> Study:
                 if f.name not in crowd and getattr(before, f.name) != getattr(after, f.name)
             ]
             if frozen:
-                raise ServiceError(
+                raise Conflict(
                     f"{', '.join(frozen)} change only while the study is a draft: its items "
                     "were built with them. The crowd settings can change at any time.",
                     field="settings",
-                    status=409,
                     details={"setting": frozen[0]},
                 )
         locked.settings = clean
@@ -199,9 +193,7 @@ def study_set_people(
     member_users = None
     if members is not None:
         if not (changed_by.is_staff or changed_by.pk == study.owner_id):
-            raise ServiceError(
-                "Only the study's owner changes who shares it.", field="members", status=403
-            )
+            raise Forbidden("Only the study's owner changes who shares it.", field="members")
         member_users = _users_named(
             members, User.objects.filter(is_researcher=True), "Not researchers", field="members"
         )

@@ -1,4 +1,5 @@
-"""How a page answers the services' ServiceError: the error page with the error's status."""
+"""How a page answers the services' ServiceError: the error page with the status of the
+refusal's class (``annotation/errors.py``); the API's mapping is ``apis.exception_handler``."""
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render

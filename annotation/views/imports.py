@@ -7,7 +7,7 @@ from django.views.decorators.http import require_http_methods
 from django_htmx.http import reselect, reswap, retarget
 
 from annotation import selectors
-from annotation.errors import ServiceError
+from annotation.errors import ServiceError, Unavailable
 from annotation.forms import ImportForm
 from annotation.models import Study
 from annotation.services.imports import import_request
@@ -30,7 +30,7 @@ def study_import(request: HttpRequest, study_id: int) -> HttpResponse:
         try:
             job = enqueue(import_request(study=study, user=request.user, **form.cleaned_data))
         except ServiceError as exc:
-            if exc.status == 503:  # not a problem of the form: the task queue is down
+            if isinstance(exc, Unavailable):  # not a problem of the form: the queue is down
                 return job_not_started(request, exc, "Import not started")
             form.add_error(exc.field if exc.field in form.fields else None, exc.message)
         else:

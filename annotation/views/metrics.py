@@ -10,7 +10,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
 from annotation import selectors
-from annotation.errors import ServiceError
+from annotation.errors import ServiceError, Unavailable
 from annotation.models import Job, Reference
 from annotation.services import metrics as lab
 from annotation.services.jobs import job_sweep_stale
@@ -32,9 +32,10 @@ def study_metrics(request: HttpRequest, study_id: int) -> HttpResponse:
                 )
             )
         except ServiceError as exc:
-            if exc.status == 400:  # a refusal of the request itself: shown where the job goes
-                return _refused(request, study, exc)
-            return job_not_started(request, exc, "Metrics not started")
+            if isinstance(exc, Unavailable):  # the task queue is down: the job failed
+                return job_not_started(request, exc, "Metrics not started")
+            # A refusal of the request itself: shown where the job goes.
+            return _refused(request, study, exc)
         job.refresh_from_db()  # without a broker the job has already run
         if request.htmx:
             return render(request, "metrics/_job.html", {"job": job, "study": study})

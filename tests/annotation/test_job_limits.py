@@ -496,7 +496,7 @@ def test_a_job_request_with_redis_down_says_so_and_works_once_redis_is_back(
             assert "The task queue is unavailable" in body and "hx-trigger" not in body
         elif route == "export API":
             assert refused.status_code == 503 and refused["Retry-After"] == "60"
-            assert refused.json() == {"detail": QUEUE_UNAVAILABLE}
+            assert refused.json() == {"detail": QUEUE_UNAVAILABLE, "code": "unavailable"}
         else:
             assert refused.status_code == 503 and refused["Retry-After"] == "60"
             assert "The task queue is unavailable; your request was not started." in body

@@ -11,6 +11,8 @@
 import ast
 import io
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,7 @@ from annotation.models import Caption, Image, Item, Study
 from annotation.modes import Mode, Outcome
 from annotation.modes.base import register
 from annotation.registry import MODES, mode_choices
+from tests.factories.core import skip_or_fail
 
 ROOT = Path(__file__).resolve().parents[2]
 PROTOCOLS = ("thumb", "vicr", "humanr")
@@ -222,3 +225,13 @@ def test_a_mode_registered_at_run_time_opens_a_study_with_no_migration(
     out = io.StringIO()
     call_command("makemigrations", "annotation", "--check", "--dry-run", stdout=out)
     assert "No changes detected" in out.getvalue()
+
+
+def test_the_import_contracts_hold():
+    """``lint-imports`` (pyproject.toml's [tool.importlinter], also run by ``make test``)."""
+    command = Path(sys.executable).with_name("lint-imports")
+    if not command.exists():
+        skip_or_fail("import-linter is missing: pip install -e '.[test]'")
+    done = subprocess.run([str(command)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "0 broken" in done.stdout

@@ -45,6 +45,7 @@ class HumanrMode(HumanrProtocol):
     report_class = HumanrReport
     export_class = HumanrExport
     planner_class = HumanrPlanner
+    menu_order = 30
     kind_labels = {GROUP: "Groups of comparisons"}
     # The attention check of each group (``result.check_failed``).
     worker_checks = WorkerChecks(

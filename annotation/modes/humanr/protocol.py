@@ -63,7 +63,7 @@ from typing import Any
 import numpy as np
 from django.db.models import F, Q, QuerySet
 
-from annotation.errors import ServiceError
+from annotation.errors import Conflict, ServiceError
 from annotation.models import Assignment, Caption, Item, ItemImage, Judgment, Participant, Study
 from annotation.modes.base import Mode, Outcome, parse_choice
 from annotation.modes.settings import (
@@ -271,11 +271,10 @@ class HumanrProtocol(Mode):
             trial = assignment.item.spec["trials"][part]
             left, _right = sides_shown(trial, assignment.item.spec["seed"], assignment.pk, part)
             if str(shown_left) != str(left):
-                raise ServiceError(
+                raise Conflict(
                     "This page was out of date, so your answer was not saved; please answer "
                     "the trial shown now.",
                     field="left",
-                    status=409,
                 )
         return {"raw": raw}
 

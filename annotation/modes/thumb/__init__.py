@@ -47,6 +47,7 @@ class ThumbMode(ThumbProtocol):
     report_class = ThumbReport
     export_class = ThumbExport
     planner_class = ThumbPlanner
+    menu_order = 10  # the new-study page's default
     kind_labels = {
         STAGE1: "Stage 1: first scores",
         STAGE2: "Stage 2: second annotator's review",

@@ -16,7 +16,7 @@ from typing import Any
 
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
-from annotation.errors import ServiceError
+from annotation.errors import Forbidden, ServiceError
 from annotation.models import Assignment, Caption, Image, Item, Judgment, Participant, Study
 from annotation.modes import catch
 from annotation.modes.base import Mode, Outcome
@@ -283,16 +283,14 @@ class ThumbProtocol(Mode):
         """All or nothing: every caption group of the item must be complete and valid."""
         item = assignment.item
         if item.kind == STAGE2 and self._did(assignment.participant, item, [STAGE1]):
-            raise ServiceError(
+            raise Forbidden(
                 "You scored this image in stage 1; stage 2 must be done by another annotator. "
                 "Nothing was saved.",
-                status=403,
             )
         if item.kind == CHECK and self._did(assignment.participant, item, [STAGE1, STAGE2]):
-            raise ServiceError(
+            raise Forbidden(
                 "You scored this image in stage 1 or stage 2; its check must be done by a "
                 "third annotator. Nothing was saved.",
-                status=403,
             )
         submitted = data.get("captions") if isinstance(data, dict) else None
         if not isinstance(submitted, dict):

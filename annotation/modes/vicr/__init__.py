@@ -34,6 +34,7 @@ class VicrMode(VicrProtocol):
     report_class = VicrReport
     export_class = VicrExport
     planner_class = VicrPlanner
+    menu_order = 20
     kind_labels = {TUTORIAL: "Tutorial", PROBATION: "Probation", GAME: "Game pairs"}
     # The end of a tutorial, of a probation attempt and the first-game check
     # (``result.transition``), failed when it leads anywhere but the game.

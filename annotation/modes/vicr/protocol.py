@@ -45,7 +45,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from annotation.errors import ServiceError
+from annotation.errors import Conflict, ServiceError
 from annotation.models import Assignment, Caption, Item, Judgment, Participant, Study
 from annotation.modes import catch
 from annotation.modes.base import Mode, Outcome, parse_choice
@@ -251,10 +251,9 @@ class VicrProtocol(Mode):
         probation = by_purpose[Caption.Purpose.PROBATION]
         game = by_purpose[Caption.Purpose.STUDY]
         if not tutorial or not probation or not game:
-            raise ServiceError(
+            raise Conflict(
                 "A VICR study needs tutorial pairs, probation pairs and game pairs "
                 f"(found {len(tutorial)}, {len(probation)} and {len(game)}).",
-                status=409,
             )
         # The stored settings are checked again: a study must not open with settings that
         # no longer pass (the pool rule below relies on them).
@@ -273,10 +272,9 @@ class VicrProtocol(Mode):
             ),
         ):
             if len(pool) < needed:
-                raise ServiceError(
+                raise Conflict(
                     f"The {kind} pool has {len(pool)} pairs but one player needs {needed} "
                     f"({why}): import more {kind} pairs or lower the setting.",
-                    status=409,
                 )
         random.Random(study.seed).shuffle(game)
         rows = []
@@ -369,23 +367,19 @@ class VicrProtocol(Mode):
         phase = player_state(participant).phase
         kind = assignment.item.kind
         if phase == rules.Phase.EXCLUDED:
-            raise ServiceError(
-                "You can no longer rate pairs in this study; nothing was saved.", status=409
-            )
+            raise Conflict("You can no longer rate pairs in this study; nothing was saved.")
         if kind == CATCH:
             kind = GAME  # a catch trial is a game pair to the player
         if kind != str(phase):
-            raise ServiceError(
+            raise Conflict(
                 f"This is a {kind} pair, but you are in the {phase} now, so it cannot count "
                 f"as a {phase} rating. Nothing was saved.",
-                status=409,
             )
         if kind in BLOCK_KINDS and assignment.item_id != self._next_block_pair(participant):
             # Only the pair the draw is at counts, so nobody picks which pairs score.
-            raise ServiceError(
+            raise Conflict(
                 f"This is not the {kind} pair you are at now, so it cannot count. Nothing was "
                 f"saved.",
-                status=409,
             )
         return {"rating": _parse_rating(data.get("rating"), levels)}
 

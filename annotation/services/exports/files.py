@@ -23,7 +23,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from annotation.errors import ServiceError
+from annotation.errors import DiskFull, Forbidden, ServiceError
 from annotation.models import Image, Job, Judgment, Study, User
 from annotation.modes import get_mode
 from annotation.modes.base import ExportColumn, ExportSql
@@ -62,8 +62,8 @@ def export_request(
     someone other than the study's owner asks for raw crowd ids."""
     _check_options(export_format, table)
     if raw_ids and study.owner_id != user.pk:
-        raise ServiceError(
-            "Only the study's owner may export raw Prolific/MTurk ids.", field="raw_ids", status=403
+        raise Forbidden(
+            "Only the study's owner may export raw Prolific/MTurk ids.", field="raw_ids"
         )
     params: dict[str, Any] = {"format": export_format}
     if table != "judgments":
@@ -228,7 +228,7 @@ def export_file(
             part.unlink(missing_ok=True)
         if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
             logger.error("export of study %s to %s stopped: %s", study.pk, path.parent, exc)
-            raise ServiceError(DISK_FULL_MESSAGE, status=507) from exc
+            raise DiskFull(DISK_FULL_MESSAGE) from exc
         raise
     main = tallies.get("judgments") or tallies[table]
     return ExportSummary(path=path, datasheet=sheet, rows=main.rows, judgments=main.judgments)

@@ -12,7 +12,7 @@ from typing import Any
 
 from django.db import transaction
 
-from annotation.errors import ServiceError
+from annotation.errors import Forbidden, ServiceError
 from annotation.models import Caption, Image, PairJudgment, Reference, Study, User
 from annotation.services.datasets import fileless_image
 from annotation.services.imports.references import REFERENCE_MAX
@@ -98,7 +98,7 @@ def dataset_import_pascal50s(*, owner: User, path: Path | str, name: str = "") -
     """
     path = Path(path)
     if not (owner.is_researcher or owner.is_staff):
-        raise ServiceError(f"{owner.username} is not a researcher", status=403)
+        raise Forbidden(f"{owner.username} is not a researcher")
     pairs = _read_pascal50s(path)
     from_file = path.name[:200]
     with transaction.atomic():
