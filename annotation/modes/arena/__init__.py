@@ -22,6 +22,8 @@ class ArenaMode(ArenaProtocol):
     report_class = ArenaReport
     export_class = ArenaExport
     kind_labels = {BATTLE: "Battles", CATCH: "Gold battles"}
+    # After the three published rating protocols.
+    menu_order = 40
     # A gold battle whose real caption did not win.
     worker_checks = WorkerChecks(
         "gold battles",

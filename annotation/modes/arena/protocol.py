@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from django.db.models import F, QuerySet
 
-from annotation.errors import ServiceError
+from annotation.errors import InvalidInput
 from annotation.models import Assignment, Caption, Item, Job, Judgment, Participant, Study
 from annotation.modes import catch
 from annotation.modes.base import Mode, Outcome
@@ -200,12 +200,12 @@ class ArenaProtocol(Mode):
             item.spec["system_b"] for item in items
         }
         if not items:
-            raise ServiceError(
+            raise InvalidInput(
                 "An arena study needs images captioned by at least two systems; none is.",
                 field="captions",
             )
         if config.anchor_system and config.anchor_system not in systems:
-            raise ServiceError(
+            raise InvalidInput(
                 f"The anchor system {config.anchor_system!r} has no battle in this study.",
                 field="anchor_system",
             )
@@ -316,7 +316,7 @@ class ArenaProtocol(Mode):
         """The outcome (one of the four), the side shown left, and the criteria if asked."""
         outcome = data.get("outcome")
         if not isinstance(outcome, str) or outcome not in OUTCOMES:
-            raise ServiceError(
+            raise InvalidInput(
                 "Choose one of: " + ", ".join(OUTCOME_LABELS.values()) + ".", field="outcome"
             )
         study = assignment.participant.study
@@ -329,7 +329,7 @@ class ArenaProtocol(Mode):
             for criterion in CRITERION_NAMES:
                 value = data.get(criterion)
                 if not isinstance(value, str) or value not in CRITERION_LABELS:
-                    raise ServiceError(
+                    raise InvalidInput(
                         f"Choose a label for {CRITERION_NAMES[criterion].lower()}.",
                         field=criterion,
                     )

@@ -262,6 +262,19 @@ class ArenaReport(Report):
     figure_names = ("win-rate", "battle-count")
     summary_keys = ("agreement", "position_bias_overall")
 
+    def human_pairs(self, study: Study) -> dict[str, list[tuple[int, int, int]]]:
+        """Decisive kept battles as the metric lab's pairwise judgments, by system pair:
+        ``(caption a, caption b, 0 if a won else 1)``; ties carry no preference."""
+        pairs: dict[str, list[tuple[int, int, int]]] = {}
+        for spec, winner in Judgment.objects.filter(
+            study=study, item__kind=BATTLE, excluded=False
+        ).values_list("item__spec", "result__winner"):
+            if winner in ("model_a", "model_b"):
+                group = f"{spec['system_a']} vs {spec['system_b']}"
+                choice = 0 if winner == "model_a" else 1
+                pairs.setdefault(group, []).append((spec["caption_a"], spec["caption_b"], choice))
+        return pairs
+
     def run(self, study: Study, progress) -> dict[str, Any]:
         config = self.mode.settings(study)
         anchor = (config.anchor_system, config.anchor_score) if config.anchor_system else None
