@@ -55,9 +55,10 @@ def battle_rows(study: Study) -> list[dict[str, Any]]:
             "system_b": spec["system_b"],
             "len_a": words.get(spec["caption_a"], 0),
             "len_b": words.get(spec["caption_b"], 0),
-            "winner": result["winner"],
+            # None: an imported comparison without an overall verdict (ImageInWords SxS).
+            "winner": result.get("winner"),
             # As shown: the left caption's view, for position bias.
-            "shown": OUTCOMES[payload["outcome"]],
+            "shown": OUTCOMES.get(payload.get("outcome"), ""),
             "criteria": result.get("criteria") or {},
             "probability": result.get("pair_probability", 1.0),
             "excluded": excluded,
@@ -280,7 +281,10 @@ class ArenaReport(Report):
         anchor = (config.anchor_system, config.anchor_score) if config.anchor_system else None
         pseudonyms = dict(Participant.objects.filter(study=study).values_list("pk", "pseudonym"))
         people = {pk: {"pseudonym": name} for pk, name in pseudonyms.items()}
-        all_rows = battle_rows(study)
+        every = battle_rows(study)
+        # Per-criterion results use every kept battle; the rest needs an overall verdict.
+        labelled = [r for r in every if not r["excluded"]]
+        all_rows = [r for r in every if r["winner"]]
         rows = [r for r in all_rows if not r["excluded"]]
         progress(10, "battles read")
         result: dict[str, Any] = {
@@ -311,7 +315,8 @@ class ArenaReport(Report):
         position = position_section(rows, all_rows, pseudonyms)
         result["position_bias"] = position
         result["position_bias_overall"] = position.get("overall")
-        result["criteria"] = criteria_section(rows, study.seed)
+        result["criteria"] = criteria_section(labelled, study.seed)
+        result["without_verdict"] = len(labelled) - len(rows)
         result["agreement"] = agreement_section(rows)
         result["reliability"] = reliability_section(
             ((r["participant"], r["item"], r["winner"]) for r in all_rows),
