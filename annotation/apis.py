@@ -246,10 +246,11 @@ class StudyJobsApi(APIView):
         responses=JobOutput(many=True),
     )
     def get(self, request, study_id: int):
-        """The study's jobs, newest first: import status, exports, reports."""
+        """The study's jobs, newest first: import status, exports, reports (a member does
+        not see the owner's raw-id exports)."""
         study = selectors.study_for_researcher(request.user, study_id)
         job_sweep_stale(job_ids=study.jobs.values_list("pk", flat=True))
-        jobs = study.jobs.order_by("-created_at", "-id")
+        jobs = selectors.study_jobs_for_user(request.user, study).order_by("-created_at", "-id")
         kind = request.query_params.get("kind")
         if kind:
             if kind not in Job.Kind.values:

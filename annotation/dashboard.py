@@ -336,6 +336,8 @@ def study_dashboard(
         "leases": open_leases(study),
         "integrity": crowd_integrity(study),
         "adaptive": study_adaptive_saving(study),
+        # Adaptive allocation (HUMANr's): which systems are settled, groups no longer served.
+        "allocation": get_mode(study.mode).adaptive_allocation(study),
     }
 
 

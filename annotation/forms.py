@@ -16,6 +16,7 @@ from annotation.services.imports import COCO_FORMAT, CSV_FORMAT
 from annotation.services.planning import study_plan
 from annotation.services.studies import MAX_SEED, SETTINGS_TOO_DEEP
 from annotation.text import DESCRIPTION_MAX_CHARS, TextValidator
+from rubrics import planner
 
 
 class StudyForm(forms.Form):
@@ -399,14 +400,23 @@ class PlanForm(forms.Form):
             if name != "sizes" and data.get(name) is None and name not in self.errors:
                 data[name] = value
         # Each mode's planner says its default and its least (modes/base.py:Planner).
-        planner = get_mode(self.mode).planner
+        mode_planner = get_mode(self.mode).planner
         if data.get("judgments_per_item") is None and "judgments_per_item" not in self.errors:
-            data["judgments_per_item"] = planner.default_judgments
+            data["judgments_per_item"] = mode_planner.default_judgments
         judgments = data.get("judgments_per_item")
-        if judgments is not None and judgments < planner.min_judgments:
-            self.add_error("judgments_per_item", planner.min_judgments_reason)
+        if judgments is not None and judgments < mode_planner.min_judgments:
+            self.add_error("judgments_per_item", mode_planner.min_judgments_reason)
         if (data.get("exact") or 0) + (data.get("adjacent") or 0) > 1:
             self.add_error("adjacent", "The two VICR shares together must not exceed 1.")
+        if not self.errors:
+            # The planner's CPU budget (rubrics.planner.check_budget), refused here so the
+            # page shows it beside the simulations field instead of after the work started.
+            try:
+                planner.check_budget(
+                    data["sizes"], [data["judgments_per_item"]], data["simulations"]
+                )
+            except ValueError as exc:
+                self.add_error("simulations", str(exc))
         return data
 
     def plan(self, study: Study) -> dict[str, Any]:

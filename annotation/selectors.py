@@ -77,9 +77,29 @@ def job_for_user(user: User, job_id: int) -> Job:
     if job.study_id is None:
         if job.created_by_id == user.pk:
             return job
-    elif studies_for_researcher(user).filter(pk=job.study_id).exists():
+    elif studies_for_researcher(user).filter(pk=job.study_id).exists() and not (
+        # A raw-id export is the owner's alone: a member reaching it by URL is told no more
+        # than a stranger would be (404, not 403, so ids cannot be probed).
+        _raw_ids(job) and job.study.owner_id != user.pk
+    ):
         return job
     raise Http404("No such job.")
+
+
+def _raw_ids(job: Job) -> bool:
+    return isinstance(job.params, dict) and bool(job.params.get("raw_ids"))
+
+
+def study_jobs_for_user(user: User, study: Study) -> QuerySet[Job]:
+    """The study's jobs this user may see: all for its owner and staff; for a member, all
+    but the exports carrying raw Prolific/MTurk ids (only the owner may ask for those, so
+    only the owner reads them)."""
+    jobs = study.jobs.all()
+    if user.is_staff or study.owner_id == user.pk:
+        return jobs
+    # Through a subquery: excluding on a JSON key directly would also drop jobs whose
+    # params lack the key (NULL comparisons) on some databases.
+    return jobs.exclude(pk__in=study.jobs.filter(params__raw_ids=True).values("pk"))
 
 
 def study_counts(study: Study) -> dict[str, int]:

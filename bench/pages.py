@@ -95,7 +95,13 @@ def build_study(size: int, owner, *, hours: float = 72, seed: int = 7):
 
     rng = random.Random(seed)
     study = study_create(
-        owner=owner, name=f"Pages benchmark, {size} pairs", mode="vicr", seed=seed, settings={}
+        owner=owner,
+        name=f"Pages benchmark, {size} pairs",
+        mode="vicr",
+        seed=seed,
+        # pools of one draw (the bench's players rate the whole tutorial pool), below the
+        # crowd default of 3 draws (issue 29)
+        settings={"gate_pool_multiple": 1},
     )
     images = Image.objects.bulk_create(
         (

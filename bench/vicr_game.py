@@ -134,6 +134,8 @@ def build_study(
         seed=7,
         settings={
             "seconds_before_submit": 0,
+            # the bench's pools are one draw (10, 2 x 20), below the crowd default of 3
+            "gate_pool_multiple": 1,
             "crowd_arrivals_per_address_per_hour": 100_000,
             "crowd_open_leases_per_address": 100_000,
             **(settings or {}),

@@ -54,7 +54,7 @@ reaches the same width on the same answers.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import permutations
@@ -74,6 +74,7 @@ __all__ = [
     "fit_rater_model",
     "humanr_half_width",
     "humanr_next_systems",
+    "humanr_next_systems_by_worker",
     "humanr_simulate",
     "vicr_change_probability",
     "vicr_calibrate_risk",
@@ -583,6 +584,40 @@ def humanr_next_systems(
         arr = _values(values, f"values of {name!r}")
         width = humanr_half_width(arr, confidence=confidence)
         if arr.size < min_values or width > target:
+            open_systems.append((-width, str(name)))
+    return [name for _, name in sorted(open_systems)]
+
+
+def humanr_next_systems_by_worker(
+    values_by_system: Mapping[str, Mapping[Hashable, ArrayLike]],
+    *,
+    target_half_width: float,
+    confidence: float = 0.95,
+    min_values: int = 27,
+    min_workers: int = 5,
+) -> list[str]:
+    """Systems that still need comparisons when each worker has one vote (issue 29).
+
+    ``values_by_system[system][worker]``: the kept comparison values of one independent
+    worker (a linked identity, ``annotation/identities.py``) for that system. A worker's
+    vote is the mean of their values, so many ids of one person answering alike count once
+    and cannot narrow the interval. A system needs more while it has fewer than
+    ``min_values`` values in all, fewer than ``min_workers`` workers, or while the
+    t-interval half-width of the votes (``humanr_half_width``) is above the target. Widest
+    first (ties by name); an empty list means every system has reached the target.
+    """
+    target = float(target_half_width)
+    if isinstance(target_half_width, bool) or not 0 < target < 2:
+        raise ValueError(f"target_half_width must be in (0, 2), got {target_half_width!r}")
+    min_values = checks.integer(min_values, "min_values", 2, 10**7)
+    min_workers = checks.integer(min_workers, "min_workers", 2, 10**7)
+    open_systems = []
+    for name, by_worker in values_by_system.items():
+        arrays = [_values(v, f"values of {name!r}") for v in by_worker.values()]
+        votes = np.array([a.mean() for a in arrays if a.size], dtype=np.float64)
+        total = sum(a.size for a in arrays)
+        width = humanr_half_width(votes, confidence=confidence) if votes.size else math.inf
+        if total < min_values or votes.size < min_workers or width > target:
             open_systems.append((-width, str(name)))
     return [name for _, name in sorted(open_systems)]
 

@@ -31,7 +31,10 @@ power and the cost (``study_cost``: judgments, money at a price per judgment, cr
 at a median time per judgment). ``Plan.recommended`` is the cheapest point whose every
 half-width is at or below the target and whose power reaches ``power_target`` (None when
 no point of the grid does). Work is bounded: at most ``MAX_SIMULATIONS`` simulations per
-point and ``MAX_POINTS`` points.
+point, ``MAX_POINTS`` points, and ``MAX_SIMULATED_JUDGMENTS`` simulated judgments in all
+(``check_budget``): the cost grows with sizes x judgments x simulations, and the largest
+request the page accepted before that bound (8 sizes of 5,000 images, 20 judgments, 100
+simulations) took minutes of CPU per request and, twice at once, killed the web workers.
 """
 
 from __future__ import annotations
@@ -49,12 +52,14 @@ from rubrics import adaptive, checks, humanr, resampling, thumb, vicr
 
 __all__ = [
     "MAX_POINTS",
+    "MAX_SIMULATED_JUDGMENTS",
     "MAX_SIMULATIONS",
     "Cost",
     "HumanrAssumptions",
     "Plan",
     "PlanPoint",
     "ThumbAssumptions",
+    "check_budget",
     "plan_humanr",
     "plan_thumb",
     "plan_vicr",
@@ -65,6 +70,16 @@ __all__ = [
 MAX_SIMULATIONS = 500
 MAX_POINTS = 50
 _MAX_IMAGES = 100_000
+#: Simulated work one plan may do in all: sum over its points of images (pairs) x
+#: (judgments per item + ``IMAGE_OVERHEAD``) x simulations. HUMANr is the dearest mode (a
+#: report with a bootstrap and a permutation test over images per simulation, two systems):
+#: measured, about 2 us of CPU per unit, an image costing about as much as three judgments
+#: whatever their number. So the bound keeps the dearest accepted plan near 4 s of CPU on
+#: one core (tests/annotation/test_integrity2_humanr.py measures it at the form's bounds).
+#: It still allows, say, 4 sizes of 5,000 images x 1 judgment x 25 simulations, or the
+#: default 4 sizes (370 images) x 20 judgments x 100 simulations.
+MAX_SIMULATED_JUDGMENTS = 2_000_000
+IMAGE_OVERHEAD = 3
 
 
 # --------------------------------------------------------------------------------------
@@ -169,6 +184,21 @@ class Plan:
             "points": [point(p) for p in self.points],
             "recommended": None if self.recommended is None else point(self.recommended),
         }
+
+
+def check_budget(sizes: Sequence[int], judgments: Sequence[int], n_simulations: int) -> None:
+    """Refuse a plan that would draw more than ``MAX_SIMULATED_JUDGMENTS`` (ValueError).
+
+    The message says what to lower, so the planner page can show it as it is.
+    """
+    total = sum(sizes) * sum(k + IMAGE_OVERHEAD for k in judgments) * n_simulations
+    if total > MAX_SIMULATED_JUDGMENTS:
+        raise ValueError(
+            f"This plan is too large to compute here: {total:,} units of work (sizes x "
+            f"(judgments per item + {IMAGE_OVERHEAD}) x simulations), at most "
+            f"{MAX_SIMULATED_JUDGMENTS:,}. Give fewer or smaller sizes, fewer judgments per "
+            "item or fewer simulations."
+        )
 
 
 def _grid(values: Sequence[int], name: str, low: int, high: int) -> list[int]:
@@ -354,6 +384,7 @@ def plan_thumb(
     sizes = _grid(n_images, "n_images", 2, _MAX_IMAGES)[:MAX_POINTS]
     n_resamples = checks.integer(n_resamples, "n_resamples", 10, 10_000)
     per_caption = checks.integer(judgments_per_caption, "judgments_per_caption", 1, 100)
+    check_budget(sizes, [per_caption], common.n_simulations)
     shift = 0.0
     if pilot is not None:
         if not isinstance(pilot, thumb.CaptionJudgments):
@@ -522,6 +553,7 @@ def plan_humanr(
     repeats = _grid(judgments_per_item, "judgments_per_item", 1, 100)
     if len(sizes) * len(repeats) > MAX_POINTS:
         raise ValueError(f"at most {MAX_POINTS} points (n_images x judgments_per_item)")
+    check_budget(sizes, repeats, common.n_simulations)
     n_permutations = checks.integer(n_permutations, "n_permutations", 100, 100_000)
     rng = resampling.as_generator(seed)
     if pilot is not None:
@@ -648,6 +680,7 @@ def plan_vicr(
     repeats = _grid(ratings_per_pair, "ratings_per_pair", 3, 100)
     if len(sizes) * len(repeats) > MAX_POINTS:
         raise ValueError(f"at most {MAX_POINTS} points (n_pairs x ratings_per_pair)")
+    check_budget(sizes, repeats, common.n_simulations)
     repetitions = checks.integer(repetitions, "repetitions", 1, 1000)
     rng = resampling.as_generator(seed)
     low_q, high_q = resampling.percentile_levels(common.confidence)

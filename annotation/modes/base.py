@@ -366,10 +366,10 @@ class Mode:
     Every method is called by a service, which owns the transaction and every write.
 
     Facts the rest of the platform asks of a mode (each has a default): ``kind_labels``,
-    ``worker_checks`` and ``adaptive_saving`` (the dashboard), ``simulate`` (the simulated
-    crowd), and through
-    the components ``planner`` (the planner), ``report.human_scores`` and
-    ``report.human_pairs`` (the metric lab), ``report.summary`` (an export's datasheet).
+    ``worker_checks``, ``adaptive_saving`` and ``adaptive_allocation`` (the dashboard),
+    ``simulate`` (the simulated crowd), and through the components ``planner`` (the
+    planner), ``report.human_scores`` and ``report.human_pairs`` (the metric lab),
+    ``report.summary`` (an export's datasheet).
     No code outside ``annotation/modes/`` asks which mode a study has.
 
     Attributes: ``name`` (the registry key), ``label``, ``settings_class`` (a dataclass
@@ -477,6 +477,12 @@ class Mode:
         """What the mode's adaptive setting saved, for the dashboard (``pairs_stopped``,
         ``ratings_saved``, ``ratings_fixed``); None (the default) when it has none or it is
         off."""
+        return None
+
+    def adaptive_allocation(self, study: Study) -> dict[str, Any] | None:
+        """What the mode's adaptive allocation settled, for the dashboard (HUMANr:
+        ``target``, ``settled_systems``, ``groups_not_served``); None (the default) when it
+        has none or it is off."""
         return None
 
     def simulate(self, lease: Assignment, worker: Any, context: dict[str, Any]):

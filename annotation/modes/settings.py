@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
+from django.conf import settings as django_settings
+
 from annotation.errors import ServiceError
 from annotation.text import clean_text
 
@@ -82,9 +84,47 @@ def text(default: str = "", *, max_length: int = 64, doc=""):
     return field(default=default, metadata={"kind": "text", "max": max_length, "doc": doc})
 
 
-def https_url(default: str = "", *, max_length: int = MAX_URL_CHARS, doc=""):
-    """Empty, or an https:// URL with a host, of at most ``max_length`` characters."""
-    return field(default=default, metadata={"kind": "url", "max": max_length, "doc": doc})
+def https_url(default: str = "", *, max_length: int = MAX_URL_CHARS, hosts=None, doc=""):
+    """Empty, or an https:// URL with a host, of at most ``max_length`` characters.
+
+    ``hosts``, when given, is a function returning the hosts the URL may name (read when
+    the value is checked, so a deployment's setting applies without a restart of the
+    declaration); the URL must then name one of them and nothing else in its authority.
+    """
+    metadata = {"kind": "url", "max": max_length, "doc": doc, "hosts": hosts}
+    return field(default=default, metadata=metadata)
+
+
+def completion_hosts() -> tuple[str, ...]:
+    """Where a finished crowd worker may be sent: Prolific, and hosts the admin adds in
+    ``CAPEVAL_COMPLETION_HOSTS``. A study's completion URL is typed by a researcher and
+    shown to every worker; a foreign host there is a phishing page for the whole crowd."""
+    extra = getattr(django_settings, "CAPEVAL_COMPLETION_HOSTS", ()) or ()
+    return (PROLIFIC_HOST, *(host.strip().lower() for host in extra if host.strip()))
+
+
+#: The host of Prolific's completion URLs (selectors.PROLIFIC_COMPLETE).
+PROLIFIC_HOST = "app.prolific.com"
+
+
+def url_on_hosts(value: str, hosts: tuple[str, ...]) -> bool:
+    """True if the https URL ``value`` names exactly one of ``hosts`` as its whole authority.
+
+    The whole authority, not just ``hostname``: ``https://evil.example\\@app.prolific.com``
+    has Python's hostname ``app.prolific.com`` while a browser goes to ``evil.example``, and
+    a user name or port has no place in a completion link.
+    """
+    try:
+        parts = urlsplit(value)
+    except ValueError:
+        return False
+    return (
+        parts.scheme == "https"
+        and "\\" not in value
+        and bool(parts.hostname)
+        and parts.netloc.lower() == parts.hostname
+        and parts.hostname in hosts
+    )
 
 
 def _check(name: str, spec: dict[str, Any], value: Any) -> None:
@@ -122,6 +162,13 @@ def _check(name: str, spec: dict[str, Any], value: Any) -> None:
             parts = None
         if parts is None or (value and (parts.scheme != "https" or not parts.netloc)):
             raise ServiceError(f"{name} must be an https:// URL", field=name)
+        hosts = spec.get("hosts")
+        if value and hosts is not None and not url_on_hosts(value, allowed := hosts()):
+            raise ServiceError(
+                f"{name} must be a link to {' or '.join(allowed)} (no user name or port); "
+                "an administrator can allow more hosts in CAPEVAL_COMPLETION_HOSTS",
+                field=name,
+            )
     else:  # pragma: no cover - a field declared without the helpers above
         raise TypeError(f"setting {name} has no kind; declare it with whole/number/flag/...")
 
@@ -171,7 +218,9 @@ class CrowdSettings:
     )
     # e.g. https://app.prolific.com/submissions/complete?cc=XXXX
     prolific_completion_url: str = https_url(
-        "", doc="Prolific's completion URL; a finished Prolific worker is sent back there."
+        "",
+        hosts=completion_hosts,
+        doc="Prolific's completion URL (on app.prolific.com); finished workers go there.",
     )
     # Prolific's STUDY_ID; when set, an arrival naming another study is refused.
     prolific_study_id: str = text(

@@ -12,6 +12,16 @@ A lease past its expiry never blocks a claim: when no item has capacity left, th
 lapsed leases are given back on the spot and the claim is tried again, so a study does not
 depend on Celery beat to recover from workers who walked away (or from throwaway ids that
 took every lease).
+
+A lease that lapses is not free for its holder to take again at once. Squatters re-claim
+the moment their leases lapse and poll faster than any person, so a study whose capacity
+they hold would never reach an honest worker. So after a crowd lease lapses, the linked
+identity that held it (``identities.linked_q``: the same id, browser or network) gets no new
+lease for ``CAPEVAL_LAPSE_WAIT_SECONDS`` (the freed slot goes to whoever else asks first,
+within seconds), and ``CAPEVAL_LAPSE_LIMIT`` lapses within ``CAPEVAL_LAPSE_WINDOW_SECONDS``
+bar it for ``CAPEVAL_LAPSE_BAR_SECONDS`` from the latest. Work already begun (a lapsed lease
+with answered parts, a HUMANr group) may still be resumed while waiting. Registered accounts
+are exempt.
 """
 
 from datetime import datetime, timedelta
@@ -21,14 +31,17 @@ from django.db import connection, transaction
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
-from annotation.errors import TooFast
-from annotation.models import Assignment, Item, Participant, Study
+from annotation.errors import ServiceError, TooFast
+from annotation.identities import linked_q
+from annotation.models import Assignment, Item, Judgment, Participant, Study
 from annotation.modes import get_mode
 
 # A claim can only fail if a candidate's capacity changed between reading and claiming it
 # (not possible while its row is locked); a few retries cover databases without row locks.
 CLAIM_ATTEMPTS = 3
 RELEASE_BATCH = 10_000
+#: Participant flag kept when a lapsed lease is reopened (its own lapse record is reused).
+LAPSE_FLAG = "lease_lapsed"
 
 
 def _with_capacity(items: QuerySet[Item]) -> QuerySet[Item]:
@@ -71,13 +84,59 @@ def _release(assignment_id: int, item_id: int) -> bool:
     return bool(released)
 
 
-def _open_leases_from_address(participant: Participant, now: datetime) -> int:
+def _open_leases_from_network(participant: Participant, now: datetime) -> int:
+    """Open leases held by the participant's network (an IPv4 address or an IPv6 /64, or
+    the shared bucket of unreadable addresses), so one /64 cannot hold a slot per address."""
     return Assignment.objects.filter(
         participant__study_id=participant.study_id,
-        participant__address=participant.address,
+        participant__network=participant.network,
         status=Assignment.Status.OPEN,
         expires_at__gt=now,
     ).count()
+
+
+def lapse_wait_until(*, participant: Participant, now: datetime) -> datetime | None:
+    """Until when the participant's linked identity gets no new lease for letting leases
+    lapse, or None if it may have one now (the rule is in the module docstring).
+
+    A lapse is a crowd lease that reached its expiry unanswered and was not given back by a
+    researcher (``released_by``); it counts from its expiry, whether or not it has been
+    released yet. A lapsed lease reopened for the same item (the least taken item is often
+    the one just lapsed) leaves a ``lease_lapsed`` flag on its participant first, so
+    re-claiming one item over and over counts every time.
+    """
+    window = timedelta(seconds=settings.CAPEVAL_LAPSE_WINDOW_SECONDS)
+    since = now - window
+    flagged = [
+        datetime.fromisoformat(flag["at"])
+        for flags in Participant.objects.filter(linked_q(participant))
+        .exclude(source=Participant.Source.ACCOUNT)
+        .values_list("flags", flat=True)
+        for flag in flags or []
+        if isinstance(flag, dict) and flag.get("kind") == LAPSE_FLAG
+    ]
+    expiries = sorted(
+        [at for at in flagged if since < at <= now]
+        + list(
+            Assignment.objects.filter(linked_q(participant, prefix="participant__"))
+            .filter(
+                status__in=(Assignment.Status.OPEN, Assignment.Status.RELEASED),
+                submitted_at__isnull=True,
+                released_by="",
+                expires_at__lte=now,
+                expires_at__gt=now - window,
+            )
+            .exclude(participant__source=Participant.Source.ACCOUNT)
+            .values_list("expires_at", flat=True)
+        ),
+        reverse=True,
+    )
+    if not expiries:
+        return None
+    until = expiries[0] + timedelta(seconds=settings.CAPEVAL_LAPSE_WAIT_SECONDS)
+    if len(expiries) >= settings.CAPEVAL_LAPSE_LIMIT:
+        until = max(until, expiries[0] + timedelta(seconds=settings.CAPEVAL_LAPSE_BAR_SECONDS))
+    return until if until > now else None
 
 
 def _release_lapsed_in_study(study_id: int, now: datetime) -> int:
@@ -147,9 +206,29 @@ def assignment_next(*, participant: Participant, now: datetime | None = None) ->
             if lease.round == round_number:
                 released[lease.item_id] = lease
 
-        if locked.address and locked.source != Participant.Source.ACCOUNT:
+        waiting: ServiceError | None = None
+        resumable: list[int] = []
+        if locked.source != Participant.Source.ACCOUNT:
+            wait_until = lapse_wait_until(participant=locked, now=now)
+            if wait_until is not None:
+                minutes = max(1, -(-int((wait_until - now).total_seconds()) // 60))
+                waiting = TooFast(
+                    "You, or someone on your network or in your browser, let a task lapse "
+                    "without answering it, so others are served first for a while. Please "
+                    f"try again in {minutes} minute{'s' if minutes != 1 else ''}.",
+                )
+                # Work already begun (a HUMANr group with answered trials) may still be
+                # resumed: its answers are kept only if the same lease is finished.
+                resumable = list(
+                    Judgment.objects.filter(
+                        assignment_id__in=[lease.pk for lease in released.values()]
+                    ).values_list("item_id", flat=True)
+                )
+                if not resumable:
+                    raise waiting
+        if locked.network and locked.source != Participant.Source.ACCOUNT:
             limit = mode.settings(locked.study).crowd_open_leases_per_address
-            if _open_leases_from_address(locked, now) >= limit:
+            if _open_leases_from_network(locked, now) >= limit:
                 raise TooFast(
                     "Your network already holds as many open tasks in this study as it "
                     "allows. Please finish or leave those first, then reload this page.",
@@ -165,6 +244,8 @@ def assignment_next(*, participant: Participant, now: datetime | None = None) ->
             .exclude(pk__in=had_this_round.values("item_id"))
             .order_by("taken", "position", "id")
         )
+        if waiting is not None:
+            candidates = candidates.filter(pk__in=resumable)
         tried: list[int] = []
         gave_back_lapsed = False
         for _ in range(CLAIM_ATTEMPTS + 1):
@@ -176,6 +257,8 @@ def assignment_next(*, participant: Participant, now: datetime | None = None) ->
                 if _release_lapsed_in_study(locked.study_id, now):
                     item_id = _lock_first(candidates.exclude(pk__in=tried))
             if item_id is None:
+                if waiting is not None:
+                    raise waiting
                 return None
             tried.append(item_id)
             claimed = _with_capacity(Item.objects.filter(pk=item_id)).update(
@@ -223,6 +306,19 @@ def _lease(
             served_at=now,
             expires_at=expires_at,
         )
+    lapsed = (
+        participant.source != Participant.Source.ACCOUNT
+        and released.submitted_at is None
+        and not released.released_by
+        and released.expires_at <= now
+    )
+    if lapsed:
+        # Reopening overwrites the expiry the lapse rule counts: keep the lapse as a flag.
+        participant.flags = [
+            *(participant.flags or []),
+            {"kind": LAPSE_FLAG, "at": released.expires_at.isoformat(), "detail": ""},
+        ]
+        participant.save(update_fields=["flags"])
     released.participant, released.item = participant, item
     released.status = Assignment.Status.OPEN
     released.served_at = now

@@ -26,7 +26,6 @@ written, and everything is written in one transaction: a file with any bad row w
 from __future__ import annotations
 
 import csv
-import json
 from collections import defaultdict
 from collections.abc import Callable
 from datetime import datetime
@@ -48,6 +47,7 @@ from annotation.models import (
     User,
 )
 from annotation.modes.thumb import SCORE_FIELDS, STAGE1
+from annotation.services.imports import limits
 from annotation.services.studies import study_create
 from rubrics import thumb as thumb_rubric
 
@@ -136,7 +136,7 @@ def _read_thumb_release(path: Path) -> list[dict[str, Any]]:
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
+                row = limits.loads(line)  # refuses deep nesting (RecursionError) first
                 if not isinstance(row, dict):
                     raise ValueError("not a JSON object")
                 missing = [k for k in THUMB_RELEASE_KEYS if k not in row]
@@ -314,9 +314,11 @@ def _rating(value: Any, levels: int, where: str) -> int:
 
 def _read_flickr8k_expert(path: Path) -> list[_RatedRow]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = limits.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise _format_error(f"{path}: not a readable JSON file ({exc})") from None
+        raise _format_error(f"{path.name}: not a readable JSON file ({exc})") from None
+    if not isinstance(data, dict):
+        raise _format_error(f"{path.name}: line 1: a JSON object of images is expected")
     rows: list[_RatedRow] = []
     for image_id, entry in data.items():
         judgements = entry.get("human_judgement") if isinstance(entry, dict) else None
@@ -336,7 +338,21 @@ def _read_flickr8k_expert(path: Path) -> list[_RatedRow]:
 def _read_vicr_csv(path: Path) -> list[_RatedRow]:
     try:
         with path.open(encoding="utf-8-sig", newline="") as handle:
-            records = list(csv.DictReader(handle))
+            reader = csv.DictReader(handle)
+            records = []
+            try:
+                _ = reader.fieldnames  # reads the header now, so line_num counts it
+            except csv.Error as exc:
+                raise _format_error(limits.csv_problem(exc, 1)) from None
+            while True:
+                # An error stops the reader inside the line after the last one it finished.
+                start = reader.line_num + 1
+                try:
+                    records.append(next(reader))
+                except StopIteration:
+                    break
+                except csv.Error as exc:
+                    raise _format_error(limits.csv_problem(exc, start)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise _format_error(f"{path}: not a readable UTF-8 CSV file ({exc})") from None
     missing = {"image", "caption", "ratings"} - set(records[0] if records else {})

@@ -3,7 +3,8 @@
 A crowd worker is a browser, not a typed id: the first arrival binds the participant to the
 browser's id (a signed, HttpOnly cookie the view sets), so someone who knows a worker's
 ``PROLIFIC_PID`` cannot resume that worker from another browser. Arrivals are limited per
-client address, so throwaway ids cannot take every lease of a study.
+client network (an IPv4 address or an IPv6 /64), so throwaway ids cannot take every
+lease of a study.
 """
 
 from dataclasses import dataclass
@@ -16,10 +17,12 @@ from django.core import signing
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from annotation.addresses import UNPARSED_NETWORK
 from annotation.errors import Forbidden, Gone, ServiceError, TooFast
 from annotation.identities import network_of
 from annotation.models import CrowdRefusal, Participant, Study, User
 from annotation.modes import get_mode
+from annotation.modes.settings import completion_hosts, url_on_hosts
 from annotation.selectors import PROLIFIC_COMPLETE, completion_code
 
 LINK_SALT = "capeval.crowd-link"
@@ -196,8 +199,10 @@ def crowd_arrive(
     - The study's ``prolific_study_id``, when set, must equal Prolific's ``STUDY_ID``.
     - A known worker id resumes only in the browser it first arrived with; from any other
       browser the attempt is refused and flagged on that participant.
-    - A new worker id from an address that already brought
-      ``crowd_arrivals_per_address_per_hour`` new participants this hour is refused.
+    - A new worker id from a network (``identities.network_of``: the IPv4 address, or the
+      IPv6 /64) that already brought ``crowd_arrivals_per_address_per_hour`` new
+      participants this hour is refused. An unreadable address (None) counts in one shared
+      bucket (``addresses.UNPARSED_NETWORK``), never as "no limit".
     - A new worker id in a browser that already holds another participant of the study is
       admitted, and both are flagged (``shared_browser``).
 
@@ -206,6 +211,7 @@ def crowd_arrive(
     """
     now = now or timezone.now()
     config = get_mode(study.mode).settings(study)
+    network = network_of(address) if address else UNPARSED_NETWORK
     refusal = {"study": study, "source": source, "external_id": external_id, "address": address}
     with transaction.atomic():
         # Arrivals of one study are serialised so that the per-address count cannot be
@@ -246,8 +252,7 @@ def crowd_arrive(
                     participant.save(update_fields=["browser_id", "external_meta"])
                     return Arrival(participant, created=False)
             elif (
-                address
-                and _arrivals_this_hour(study, address, now)
+                _arrivals_this_hour(study, network, now)
                 >= config.crowd_arrivals_per_address_per_hour
             ):
                 error = _refuse(
@@ -267,7 +272,7 @@ def crowd_arrive(
                     external_meta=meta,
                     browser_id=browser_id,
                     address=address,
-                    network=network_of(address),
+                    network=network,
                 )
                 for other in Participant.objects.filter(study=study, browser_id=browser_id).exclude(
                     pk=participant.pk
@@ -279,9 +284,9 @@ def crowd_arrive(
     raise error
 
 
-def _arrivals_this_hour(study: Study, address: str, now: datetime) -> int:
+def _arrivals_this_hour(study: Study, network: str, now: datetime) -> int:
     return (
-        Participant.objects.filter(study=study, address=address)
+        Participant.objects.filter(study=study, network=network)
         .exclude(source=Participant.Source.ACCOUNT)
         .filter(created_at__gt=now - timedelta(hours=1))
         .count()
@@ -302,9 +307,12 @@ def crowd_completion(participant: Participant) -> dict[str, Any]:
     context: dict[str, Any] = {"completion_code": code}
     meta = participant.external_meta or {}
     if participant.source == Participant.Source.PROLIFIC:
-        context["prolific_url"] = config.prolific_completion_url or (
-            PROLIFIC_COMPLETE + "?" + urlencode({"cc": code})
-        )
+        stored = config.prolific_completion_url
+        # Checked again here: a URL stored before hosts were checked (or a host the admin
+        # has since removed) must not send workers away; Prolific's own page is the fallback.
+        if not (stored and url_on_hosts(stored, completion_hosts())):
+            stored = PROLIFIC_COMPLETE + "?" + urlencode({"cc": code})
+        context["prolific_url"] = stored
     elif participant.source == Participant.Source.MTURK:
         submit_to = urlsplit(meta.get("turkSubmitTo", ""))
         if (

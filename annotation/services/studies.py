@@ -136,7 +136,9 @@ def study_reopen(*, study: Study) -> None:
     study.status = locked.status
 
 
-def study_update_settings(*, study: Study, settings: dict[str, Any]) -> Study:
+def study_update_settings(
+    *, study: Study, settings: dict[str, Any], changed_by: User | None = None
+) -> Study:
     """Replace a study's settings, checked as at creation (``Mode.clean_settings``).
 
     A draft may change any setting. Once opened, only the crowd settings (``CrowdSettings``:
@@ -144,6 +146,10 @@ def study_update_settings(*, study: Study, settings: dict[str, Any]) -> Study:
     gives its completion URL after the study exists, while the mode's own settings were
     built into the items and describe the judgments. ServiceError (``details["setting"]``
     names the setting) for a bad value or a frozen one; nothing is written then.
+
+    Only the study's owner (or staff) changes the crowd settings: they decide where every
+    worker is sent and what code they report, so a researcher the study is shared with
+    must not redirect the owner's crowd. ``changed_by`` None is a command or a loader.
     """
     if settings_depth(settings) > MAX_SETTINGS_DEPTH:
         raise ServiceError(f"Settings are {SETTINGS_TOO_DEEP}", field="settings")
@@ -153,11 +159,19 @@ def study_update_settings(*, study: Study, settings: dict[str, Any]) -> Study:
         raise ServiceError(exc.message, field="settings", details={"setting": exc.field}) from exc
     with transaction.atomic():
         locked = Study.objects.select_for_update().get(pk=study.pk)
+        mode = get_mode(locked.mode)
+        before = study_settings.load(mode.settings_class, locked.settings)
+        after = study_settings.load(mode.settings_class, clean)
+        crowd = {f.name for f in dataclasses.fields(CrowdSettings)}
+        if changed_by is not None and not (changed_by.is_staff or changed_by.pk == locked.owner_id):
+            touched = sorted(n for n in crowd if getattr(before, n) != getattr(after, n))
+            if touched:
+                raise Forbidden(
+                    f"Only the study's owner changes the crowd settings ({', '.join(touched)}).",
+                    field="settings",
+                    details={"setting": touched[0]},
+                )
         if locked.status != Study.Status.DRAFT:
-            mode = get_mode(locked.mode)
-            before = study_settings.load(mode.settings_class, locked.settings)
-            after = study_settings.load(mode.settings_class, clean)
-            crowd = {f.name for f in dataclasses.fields(CrowdSettings)}
             frozen = [
                 f.name
                 for f in dataclasses.fields(mode.settings_class)

@@ -3,8 +3,9 @@ what a study of each size costs, predicted by simulation with ``rubrics.planner`
 
 The same ``annotation.forms.PlanForm`` reads the page's form (GET query or POST) and the API's query
 (``apis.StudyPlanApi``), so both refuse the same input with the same messages. The work is
-bounded by the form (at most ``forms.MAX_SIZES`` sizes x ``MAX_SIMULATIONS`` simulations, the
-planner's own caps behind them); the defaults draw the page in well under a second.
+bounded by the form (at most ``forms.MAX_SIZES`` sizes x ``MAX_SIMULATIONS`` simulations, and
+``rubrics.planner.MAX_SIMULATED_JUDGMENTS`` in all, so the dearest accepted request costs a
+few seconds of CPU, not minutes); the defaults draw the page in well under a second.
 """
 
 from __future__ import annotations

@@ -108,7 +108,7 @@ def study_settings(request: HttpRequest, study_id: int) -> HttpResponse:
             # Over the stored ones: a post without the fieldset changes nothing.
             stored = {k: v for k, v in study.settings.items() if k in settings_form.fields}
             changed = {**stored, **settings_form.values()}
-            study_update_settings(study=study, settings=changed)
+            study_update_settings(study=study, settings=changed, changed_by=request.user)
         except ServiceError as exc:
             settings_form.show_error(exc, fallback=settings_form)
         else:
@@ -125,7 +125,7 @@ def study_detail(request: HttpRequest, study_id: int) -> HttpResponse:
     context = {
         "study": study,
         "counts": selectors.study_counts(study),
-        "jobs": study.jobs.all()[:10],
+        "jobs": selectors.study_jobs_for_user(request.user, study)[:10],
         "annotator_names": " ".join(study.annotators.values_list("username", flat=True)),
         "member_names": " ".join(study.members.values_list("username", flat=True)),
         "may_change_members": request.user.is_staff or request.user.pk == study.owner_id,

@@ -131,7 +131,8 @@ def test_a_returning_participant_whose_lease_lapsed_gets_it_back_with_a_new_cloc
     participant = crowd_participant(study)
     start = timezone.now()
     lapsed = assignment_next(participant=participant, now=start)
-    returned_at = start + timedelta(seconds=61)
+    # Back after the wait a lapse costs (issue 29's squatting rule, CAPEVAL_LAPSE_WAIT_SECONDS).
+    returned_at = start + timedelta(seconds=61 + settings.CAPEVAL_LAPSE_WAIT_SECONDS)
 
     again = assignment_next(participant=participant, now=returned_at)
 

@@ -209,23 +209,31 @@ def expected_humanr(study) -> list[dict[str, Any]]:
         r = j.result
         left = Caption.objects.get(pk=r["left_caption_id"])
         right = Caption.objects.get(pk=r["right_caption_id"])
+        trial = j.item.spec["trials"][j.part]
+        if trial["kind"] == "attention_check":
+            # A check is drawn per lease (humanr/checks.py): the spec holds only its place.
+            # The shown image is the one of exactly one of its two captions.
+            assert left.image_id != right.image_id
+            trial = {
+                **trial,
+                "image_name": Image.objects.get(pk=r["image_id"]).name,
+                "reference_caption_id": left.pk if left.image_id == r["image_id"] else right.pk,
+            }
         rows.append(
             {
                 **common(j),
                 "group": j.item.spec["group"],
                 "trial": j.part + 1,
                 "trial_kind": j.item.spec["trials"][j.part]["kind"],
-                "image": j.item.spec["trials"][j.part]["image_name"],
-                "system": j.item.spec["trials"][j.part]["system"],
+                "image": trial["image_name"],
+                "system": trial["system"],
                 "left_caption_id": left.pk,
                 "left_caption": left.text,
                 "left_system": r["left_system"],
                 "right_caption_id": right.pk,
                 "right_caption": right.text,
                 "right_system": r["right_system"],
-                "human_side": "left"
-                if j.item.spec["trials"][j.part]["reference_caption_id"] == left.pk
-                else "right",
+                "human_side": "left" if trial["reference_caption_id"] == left.pk else "right",
                 "raw": j.payload["raw"],
                 "score": r["value"],
                 "is_attention_check": j.item.spec["trials"][j.part]["kind"] == "attention_check",

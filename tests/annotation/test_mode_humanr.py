@@ -25,6 +25,7 @@ from annotation.models import Assignment, Caption, Image, Item, Judgment, Partic
 from annotation.modes import get_mode
 from annotation.modes.base import Mode, Outcome
 from annotation.modes.humanr import reference_on_left, sides_shown, summarize
+from annotation.modes.humanr.protocol import score_trial
 from annotation.services.assignments import assignment_next
 from annotation.services.exports import export_request
 from annotation.services.judgments import judgment_submit
@@ -57,10 +58,11 @@ def test_groups_hold_nine_comparisons_of_distinct_images_and_one_check(researche
     for spec in groups:
         kinds = Counter(trial["kind"] for trial in spec["trials"])
         assert kinds == {"comparison": 9, "attention_check": 1}
-        images = [t["image_id"] for t in spec["trials"]]
-        assert len(set(images)) == 10, "9 comparison images and a check image, all different"
+        images = [t["image_id"] for t in spec["trials"] if t["kind"] == "comparison"]
+        assert len(set(images)) == 9, "9 comparison images, all different"
+        # The check's place only: what it shows is drawn per lease (humanr/checks.py).
         check = next(t for t in spec["trials"] if t["kind"] == "attention_check")
-        assert check["distractor_image_id"] != check["image_id"]
+        assert check["image_id"] is check["reference_caption_id"] is None
         assert spec["seed"] == 7, "the seed is recorded on every group"
     assert {i.target for i in Item.objects.filter(study=study)} == {1}, "each comparison once"
     assert {i.kind for i in Item.objects.filter(study=study)} == {"group"}
@@ -98,7 +100,7 @@ def test_the_same_seed_gives_the_same_groups_and_another_seed_others(researcher)
         texts = dict(Caption.objects.values_list("pk", "text"))
         return [
             [
-                (t["kind"], texts[t["reference_caption_id"]], texts[t["other_caption_id"]])
+                (t["kind"], texts.get(t["reference_caption_id"]), texts.get(t["other_caption_id"]))
                 for t in g["trials"]
             ]
             for g in groups
@@ -632,12 +634,20 @@ def simulated_rows(
             else:
                 s = next(draws[trial["system"]])
             raw = s if on_left else 10 - s
-            result = MODE.score(
-                item=SimpleNamespace(spec=spec),
-                assignment=SimpleNamespace(pk=assignment_id),
-                part=part,
-                payload={"raw": raw},
-            )
+            if trial["kind"] == "attention_check":
+                # A check is drawn per lease when served (humanr/checks.py); the report reads
+                # only whether it failed, so any two captions stand for the drawn ones.
+                trial = {**trial, "image_id": 0, "reference_caption_id": 1, "other_caption_id": 2}
+                result = score_trial(
+                    spec, assignment_id=assignment_id, part=part, raw=raw, trial=trial
+                )
+            else:
+                result = MODE.score(
+                    item=SimpleNamespace(spec=spec),
+                    assignment=SimpleNamespace(pk=assignment_id),
+                    part=part,
+                    payload={"raw": raw},
+                )
             rows.append(
                 (
                     worker,

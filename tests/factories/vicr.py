@@ -35,7 +35,13 @@ def vicr_study(
     seed=0,
     **settings,
 ) -> Study:
-    """A live VICR study: tutorial and probation pairs with truths, game pairs with primes."""
+    """A live VICR study: tutorial and probation pairs with truths, game pairs with primes.
+
+    The pools are the smallest a study opens with at ``gate_pool_multiple`` 1, which is set
+    unless the caller sets it (the issue 29 default, 3, would need 120 probation pairs;
+    tests/annotation/test_integrity2_vicr.py tests the default).
+    """
+    settings.setdefault("gate_pool_multiple", 1)
     study = study_create(owner=owner, name="VICR test", mode="vicr", settings=settings, seed=seed)
     line = count(2)
 

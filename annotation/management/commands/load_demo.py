@@ -41,15 +41,22 @@ DEMO_STUDIES = [
 ]
 
 # The demo's VICR pools hold 10 tutorial and 20 probation pairs, fewer than the protocol's
-# blocks need once they are drawn per player (10, and 20 for each of 2 attempts): the demo
-# plays half-size blocks with the pass marks scaled alike (10 of 20 -> 5 of 10, 25 of 40 ->
-# 13 of 20), so each player still gets a draw of their own and a retry of unseen pairs.
+# blocks need once they are drawn per player (10, and 20 for each of 2 attempts), and fewer
+# than the default gate_pool_multiple of 3 asks: the demo plays half-size blocks from pools
+# twice one player's draw. Its tutorial pass mark, 8 of 10, is one point above what any
+# constant answer (all 1s, ..., all 5s) can earn on any draw of 5 of its 10 pairs (at most
+# 7: two exact and three one level off), so a bot answering "3" cannot pass (issue 29 row
+# 17; tests/annotation/test_integrity2_vicr.py checks every constant on every draw).
+# Probation needs the same 8 of 10: its pool has five pairs rated 1 and five rated 2, so
+# no pass mark short of full marks stops every lucky draw, but at 8 a constant answer
+# passes an attempt on under 3% of draws (the test counts them).
 DEMO_SETTINGS = {
     "vicr": {
         "tutorial_pairs": 5,
-        "tutorial_pass": 5,
-        "probation_pairs": 10,
-        "probation_pass": 13,
+        "tutorial_pass": 8,
+        "probation_pairs": 5,
+        "probation_pass": 8,
+        "gate_pool_multiple": 2,
     },
 }
 

@@ -21,6 +21,7 @@ from annotation.modes.humanr.protocol import (
     GROUP,
     HumanrProtocol,
     HumanrSettings,
+    adaptive_summary,
     reference_on_left,
     sides_shown,
 )
@@ -54,3 +55,6 @@ class HumanrMode(HumanrProtocol):
         failed=Q(judgments__result__check_failed=True),
     )
     simulate = simulated_answers
+
+    def adaptive_allocation(self, study):
+        return adaptive_summary(study)

@@ -16,7 +16,8 @@ from django.utils import timezone
 
 from annotation.models import Assignment, Caption, Judgment, Participant
 from annotation.modes.base import Pages
-from annotation.modes.humanr.protocol import sides_shown
+from annotation.modes.humanr.checks import shown_trial
+from annotation.modes.humanr.protocol import adaptive_summary, sides_shown
 
 #: Accessible name of each answer; the page shows the digits and the three anchors. The
 #: captions are "A" and "B", not "left" and "right": on a phone they stack, A above B, and
@@ -46,7 +47,7 @@ class HumanrPages(Pages):
 
     def item_context(self, assignment: Assignment, part: int) -> dict[str, Any]:
         item = assignment.item
-        trial = item.spec["trials"][part]
+        trial = shown_trial(assignment, part)
         left_id, right_id = sides_shown(trial, item.spec["seed"], assignment.pk, part)
         captions = {
             caption.pk: caption
@@ -97,4 +98,11 @@ class HumanrPages(Pages):
         )
 
     def finished_context(self, participant: Participant) -> dict[str, Any]:
-        return {"groups_done": (participant.state or {}).get("groups_done", 0)}
+        # With adaptive allocation on, groups may be left unserved because every system
+        # they compare is settled: say so, rather than leave the worker to guess whether
+        # the study is broken or full (issue 29, row 10).
+        adaptive = adaptive_summary(participant.study)
+        return {
+            "groups_done": (participant.state or {}).get("groups_done", 0),
+            "adaptive": adaptive if adaptive and adaptive["groups_not_served"] else None,
+        }

@@ -24,14 +24,19 @@ go to shorter groups). One ``Item`` per group, ``kind="group"``, ``target`` =
 
 The reference caption is the human caption of a comparison and the correct caption of an
 attention check; the other one is the model caption, the second human caption, or the
-distractor (a human caption of another image).
+distractor (a human caption of another image). A check's trial in the spec holds only its
+place (its ids are None): what it shows is drawn for each lease when served, from every
+image of the study the worker has not met (``checks``, issue 29), so that what a scout id
+learns of a check says nothing about the next id's. ``checks.shown_trial`` is the trial
+as a lease shows it; the page, ``validate`` and ``score`` all read it.
 
-Exposure. Each group's ``ItemImage`` rows name every image it shows or shows a caption of
-(``group_image_ids``: the trials' images and the check's distractor image; within a group
-they all differ). A worker is only served groups sharing no image with any group they, or
-another participant of their browser, were ever served, so nobody meets an image twice and
-a check's foreign caption cannot be recognised from memory (``eligible_items``; any kind of
-participant; docs/protocol-choices.md says what this means for capacity). With the default
+Exposure. Each group's ``ItemImage`` rows name every image its comparisons show
+(``group_image_ids``; within a group they all differ; groups built before issue 29 also
+name their fixed check's two images). A worker is only served groups sharing no image with
+any group they, or another participant of their browser, were ever served, nor with the
+checks drawn for them, so nobody meets an image twice and a check's foreign caption cannot
+be recognised from memory (``eligible_items``; any kind of participant;
+docs/protocol-choices.md says what this means for capacity). With the default
 ``workers_per_comparison`` of 1 each comparison is judged once, and the groups of one image
 go to different workers, as in the paper.
 
@@ -61,11 +66,18 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from django.db.models import F, Q, QuerySet
+from django.db.models import Count, F, Q, QuerySet
 
 from annotation.errors import Conflict, ServiceError
 from annotation.models import Assignment, Caption, Item, ItemImage, Judgment, Participant, Study
-from annotation.modes.base import Mode, Outcome, parse_choice
+from annotation.modes.base import Mode, Outcome, get_mode, parse_choice
+from annotation.modes.humanr.allocation import ADAPTIVE_MIN_WORKERS, counted_values
+from annotation.modes.humanr.checks import (
+    CHECK_IMAGES,
+    served_check,
+    shown_trial,
+    worker_checks,
+)
 from annotation.modes.settings import (
     MAX_RESAMPLES,
     MAX_SAMPLED_IMAGES,
@@ -146,7 +158,9 @@ class HumanrSettings(CrowdSettings):
     )
     # Adaptive allocation (issue 15, docs/protocol-choices.md "Plan and stop"): 0 is off;
     # above 0, a group is no longer served once every system it compares has a 95%
-    # t-interval half-width at or below this (and at least ADAPTIVE_MIN_VALUES values).
+    # t-interval half-width at or below this, over one vote per independent worker past
+    # their gates (at least ADAPTIVE_MIN_WORKERS of them and ADAPTIVE_MIN_VALUES values;
+    # allocation.py, issue 29).
     adaptive_target_half_width: float = number(
         0,
         low=0,
@@ -249,6 +263,26 @@ class HumanrProtocol(Mode):
         seen_images = ItemImage.objects.filter(item_id__in=met).values("image_id")
         sharing = ItemImage.objects.filter(image_id__in=seen_images).values("item_id")
         items = items.exclude(Q(pk__in=sharing) & ~Q(pk__in=served))
+        # Attention checks are drawn per lease from the images the worker has not met
+        # (modes/humanr/checks.py): the images of the checks they were shown bar the groups
+        # showing them, and a group is only served while two unmet images are left besides
+        # its own for its check (near the end of a small study, not before).
+        worker = worker_checks(participant, participant.study.seed)
+        if drawn := worker.check_images:
+            showing = ItemImage.objects.filter(image_id__in=drawn).values("item_id")
+            items = items.exclude(Q(pk__in=showing) & ~Q(pk__in=served))
+        left = worker.unmet_in_pool - CHECK_IMAGES
+        if left < rules.GROUP_SIZE + 1:  # a group has 9 images (11 if built before)
+            # A subquery, not an aggregate on the items: the assignment service locks the
+            # candidates (FOR UPDATE is not allowed with GROUP BY on PostgreSQL).
+            too_big = (
+                ItemImage.objects.filter(item__study_id=participant.study_id)
+                .values("item_id")
+                .annotate(shown=Count("id"))
+                .filter(shown__gt=left)
+                .values("item_id")
+            )
+            items = items.exclude(Q(pk__in=too_big) & ~Q(pk__in=served))
         target = self.settings(participant.study).adaptive_target_half_width
         if target:
             settled = adaptive_settled_groups(participant.study_id, target)
@@ -268,7 +302,7 @@ class HumanrProtocol(Mode):
         raw = _parse_raw(data.get("raw"))
         shown_left = data.get("left")
         if shown_left not in (None, ""):
-            trial = assignment.item.spec["trials"][part]
+            trial = shown_trial(assignment, part)
             left, _right = sides_shown(trial, assignment.item.spec["seed"], assignment.pk, part)
             if str(shown_left) != str(left):
                 raise Conflict(
@@ -281,7 +315,12 @@ class HumanrProtocol(Mode):
     def score(
         self, *, item: Item, assignment: Assignment, part: int, payload: dict[str, Any]
     ) -> dict[str, Any]:
-        return score_trial(item.spec, assignment_id=assignment.pk, part=part, raw=payload["raw"])
+        trial = item.spec["trials"][part]
+        if trial["kind"] == CHECK:
+            trial = served_check(assignment, trial)
+        return score_trial(
+            item.spec, assignment_id=assignment.pk, part=part, raw=payload["raw"], trial=trial
+        )
 
     def after_submit(self, participant: Participant, judgment: Judgment) -> Outcome:
         if judgment.part != len(judgment.item.spec["trials"]) - 1:
@@ -369,16 +408,19 @@ def build_group_specs(
             if trial.kind == "comparison":
                 trials.append(comparisons[trial.comparison_id])
             else:
+                # Only the check's place: what it shows is drawn for each lease when served
+                # (checks.served_check), so that what one worker learns of a check says
+                # nothing about the next worker's. build_groups' own draw is not used.
                 trials.append(
                     {
                         "kind": CHECK,
                         "comparison": None,
-                        "image_id": trial.image_id,
-                        "image_name": image_names.get(trial.image_id, ""),
+                        "image_id": None,
+                        "image_name": "",
                         "system": "",
-                        "reference_caption_id": trial.correct_caption_id,
-                        "other_caption_id": trial.distractor_caption_id,
-                        "distractor_image_id": trial.distractor_image_id,
+                        "reference_caption_id": None,
+                        "other_caption_id": None,
+                        "distractor_image_id": None,
                     }
                 )
         specs.append(
@@ -388,16 +430,12 @@ def build_group_specs(
 
 
 def group_image_ids(spec: dict[str, Any]) -> set[int]:
-    """Every image a group shows or shows a caption of (its ``ItemImage`` rows).
+    """Every image a group's comparisons show (its ``ItemImage`` rows).
 
-    A comparison's captions are both of its image; a check adds the image of its distractor
-    caption, which is the one a worker must never have met before.
+    A comparison's captions are both of its image. A check's images are drawn per lease
+    (``checks``), so they are not the group's: the exposure rule reads them per worker.
     """
-    images = {trial["image_id"] for trial in spec["trials"]}
-    images.update(
-        trial["distractor_image_id"] for trial in spec["trials"] if trial["kind"] == CHECK
-    )
-    return images
+    return {trial["image_id"] for trial in spec["trials"] if trial["kind"] == COMPARISON}
 
 
 def _comparison(
@@ -427,9 +465,20 @@ def _parse_raw(value: Any) -> int:
     )
 
 
-def score_trial(spec: dict[str, Any], *, assignment_id: int, part: int, raw: int) -> dict[str, Any]:
-    """What the server stores for one answer: the sides shown and the oriented values."""
-    trial = spec["trials"][part]
+def score_trial(
+    spec: dict[str, Any],
+    *,
+    assignment_id: int,
+    part: int,
+    raw: int,
+    trial: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """What the server stores for one answer: the sides shown and the oriented values.
+
+    ``trial``: the trial as shown (``checks.shown_trial``: a check filled in for the lease);
+    the spec's trial by default.
+    """
+    trial = spec["trials"][part] if trial is None else trial
     on_left = reference_on_left(spec["seed"], assignment_id, part)
     is_check = trial["kind"] == CHECK
     reference_system = HUMAN
@@ -467,21 +516,18 @@ ADAPTIVE_CONFIDENCE = 0.95
 def adaptive_settled_systems(study_id: int, target: float) -> set[str]:
     """Systems whose interval half-width has reached ``target`` (with enough values).
 
-    Kept comparison values (attention-check failures are excluded judgments) per system,
-    ``rubrics.adaptive.humanr_next_systems`` over them; a system without values is open.
-    One query over the study's kept comparison judgments.
+    Counted as ``allocation`` says (issue 29): only workers past their gates, one vote per
+    linked identity, at least ``ADAPTIVE_MIN_WORKERS`` identities and
+    ``ADAPTIVE_MIN_VALUES`` values; ``rubrics.adaptive.humanr_next_systems_by_worker`` over
+    them. A system without counted values is open.
     """
-    values: dict[str, list[float]] = defaultdict(list)
-    rows = Judgment.objects.filter(
-        study_id=study_id, excluded=False, result__kind=COMPARISON
-    ).values_list("result__system", "result__value")
-    for system, value in rows:
-        values[system].append(float(value))
-    still = adaptive.humanr_next_systems(
+    values = counted_values(study_id)
+    still = adaptive.humanr_next_systems_by_worker(
         values,
         target_half_width=target,
         confidence=ADAPTIVE_CONFIDENCE,
         min_values=ADAPTIVE_MIN_VALUES,
+        min_workers=ADAPTIVE_MIN_WORKERS,
     )
     return set(values) - set(still)
 
@@ -509,3 +555,17 @@ def adaptive_settled_groups(study_id: int, target: float) -> list[int]:
         for item_id, trials in groups
         if all(t["system"] in settled for t in trials if t["kind"] == COMPARISON)
     ]
+
+
+def adaptive_summary(study: Study) -> dict[str, Any] | None:
+    """What adaptive allocation settled, for the dashboard and the finished page (None when
+    the setting is off): the settled systems and the groups no longer served for them."""
+    target = get_mode(study.mode).settings(study).adaptive_target_half_width
+    if not target:
+        return None
+    settled = adaptive_settled_systems(study.pk, target)
+    return {
+        "target": target,
+        "settled_systems": sorted(settled),
+        "groups_not_served": len(adaptive_settled_groups(study.pk, target)) if settled else 0,
+    }

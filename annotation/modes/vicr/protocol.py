@@ -17,7 +17,10 @@ player's own (``rubrics.vicr.block_draw``, from the study seed and the participa
 no attempt repeats a pair of an earlier one. Why: the feedback shows each pair's truth, so
 pairs shared by every player (or served again on a retry) could be learned by one id and
 replayed by another, or by the same id. ``eligible_items`` offers exactly the next pair of
-the draw, so the order is the draw's; the draw is recomputed, never stored.
+the draw, so the order is the draw's; the draw is recomputed, never stored. The pools must
+hold ``gate_pool_multiple`` times one player's draw, and a player whose gate answers beat
+their first game by ``replay_gap`` is flagged (``gates``); adaptive stopping is in
+``stopping``.
 
 Players. ``Participant.status`` is the phase (``tutorial``, ``probation``, ``game``,
 ``excluded``), and the only place it is kept; a participant who has not rated yet still has
@@ -50,7 +53,20 @@ from annotation.models import Assignment, Caption, Item, Judgment, Participant, 
 from annotation.modes import catch
 from annotation.modes.base import Mode, Outcome, parse_choice
 from annotation.modes.settings import MAX_RESAMPLES, flag, number, whole
-from rubrics import adaptive
+from annotation.modes.vicr.gates import (
+    _block_transition,
+    _first_game_transition,
+    pool_needed,
+    replay_flags,
+)
+
+# The stopping rule lives in its own module; its names stay importable from here.
+from annotation.modes.vicr.stopping import (  # noqa: F401
+    ADAPTIVE_FIT_MAX_RATINGS,
+    ADAPTIVE_FIT_MIN_PAIRS,
+    adaptive_rater_model,
+    adaptive_stop,
+)
 from rubrics import catch as catch_rules
 from rubrics import vicr as rules
 
@@ -133,6 +149,20 @@ class VicrSettings(catch.CatchSettings):
     adaptive_stopping: bool = flag(
         False,
         doc="Stop a pair before max_ratings once its consensus is settled (adaptive_risk).",
+    )
+    # Issue 29 (docs/protocol-choices.md "Crowd integrity, round two: VICR").
+    gate_pool_multiple: int = whole(
+        3,
+        low=1,
+        high=100,
+        doc="Tutorial and probation pools must hold this many times one player's draw.",
+    )
+    replay_gap: float = number(
+        0.5,
+        low=0,
+        high=1,
+        doc="Flag a player whose practice exact-match share beats their first-game "
+        "consensus share by this much (0: off).",
     )
     adaptive_risk: float = number(
         0.05,
@@ -259,22 +289,15 @@ class VicrProtocol(Mode):
         # no longer pass (the pool rule below relies on them).
         self.clean_settings(study.settings or {})
         config = self.settings(study)
-        # One player must be able to finish every block without meeting a pair twice.
-        attempts = config.max_probation_attempts
-        for kind, pool, needed, why in (
-            (TUTORIAL, tutorial, config.tutorial_pairs, "tutorial_pairs"),
-            (
-                PROBATION,
-                probation,
-                config.probation_pairs * attempts,
-                f"probation_pairs {config.probation_pairs} x max_probation_attempts "
-                f"{attempts}, none repeated",
-            ),
-        ):
+        # One player must be able to finish every block without meeting a pair twice, and
+        # the pools must be large enough that one id's notes say little to the next
+        # (gates.pool_needed).
+        for kind, pool in ((TUTORIAL, tutorial), (PROBATION, probation)):
+            needed, why = pool_needed(config, kind)
             if len(pool) < needed:
                 raise Conflict(
-                    f"The {kind} pool has {len(pool)} pairs but one player needs {needed} "
-                    f"({why}): import more {kind} pairs or lower the setting.",
+                    f"The {kind} pool has {len(pool)} pairs but {why}: "
+                    f"import more {kind} pairs or lower the setting.",
                 )
         random.Random(study.seed).shuffle(game)
         rows = []
@@ -445,6 +468,11 @@ class VicrProtocol(Mode):
             if after.phase != rules.Phase.GAME:
                 transition = _first_game_transition(before.score + points, after, config)
         state["player"] = _state_dict(after)
+        catch_fields = self._catch_outcome(participant, judgment, config, after)
+        if kind in (GAME, CATCH):  # both count towards game_total
+            flags = replay_flags(participant, judgment, config)
+            if flags:
+                catch_fields["flags"] = (*catch_fields.get("flags", ()), *flags)
         outcome = Outcome(
             state=state,
             status=str(after.phase),
@@ -453,7 +481,7 @@ class VicrProtocol(Mode):
                 "phase_after": str(after.phase),
                 **({"transition": transition} if transition else {}),
             },
-            **self._catch_outcome(participant, judgment, config, after),
+            **catch_fields,
         )
         if kind == GAME and config.adaptive_stopping:
             kept = not (outcome.exclusion or outcome.exclude_participant)
@@ -523,138 +551,4 @@ def _game_result(scored: rules.Score, pool_size: int, humans: int) -> dict[str, 
         "v": scored.v,
         "d": scored.d,
         "reason": scored.reason,
-    }
-
-
-def _block_transition(
-    kind: str, after: rules.PlayerState, total: int, maximum: int, config: VicrSettings
-) -> dict[str, Any]:
-    """What the player is told at the end of a tutorial or probation attempt."""
-    needed = config.block_pass(kind)
-    name = "the tutorial" if kind == TUTORIAL else "probation"
-    if after.phase == rules.Phase.GAME:
-        message = f"You passed {name} with {total} of {maximum} points. On to the game!"
-    elif after.phase == rules.Phase.PROBATION and kind == TUTORIAL:
-        message = (
-            f"The tutorial gave you {total} of {maximum} points; {needed} are needed. "
-            f"Next comes probation: more practice pairs with expert ratings "
-            f"({config.probation_pass} points needed to join the game)."
-        )
-    elif after.phase == rules.Phase.PROBATION:
-        message = (
-            f"This probation attempt gave you {total} of {maximum} points; {needed} are "
-            f"needed. You may try again: attempt {after.probation_attempts + 1} of "
-            f"{config.max_probation_attempts}."
-        )
-    else:
-        message = (
-            f"This probation attempt gave you {total} of {maximum} points; {needed} are "
-            f"needed, and no attempt is left. Thank you for playing; you cannot rate more "
-            f"pairs in this study."
-        )
-    return {
-        "from": kind,
-        "to": str(after.phase),
-        "total": total,
-        "maximum": maximum,
-        "message": message,
-    }
-
-
-def _first_game_transition(
-    total: int, after: rules.PlayerState, config: VicrSettings
-) -> dict[str, Any]:
-    """What a player the first-game check sends away from the game is told."""
-    first, needed = config.first_game_ratings, config.first_game_pass
-    message = f"Your first {first} game ratings scored {total} of the {needed} needed: "
-    if after.phase == rules.Phase.PROBATION:
-        message += "your score is reset and you go back to probation."
-    else:
-        message += (
-            "your score is reset, and no probation attempt is left, so you cannot rate "
-            "more pairs in this study. Thank you for playing."
-        )
-    return {
-        "from": GAME,
-        "to": str(after.phase),
-        "total": total,
-        "maximum": 2 * first,
-        "message": message,
-    }
-
-
-# ---------------------------------------------------------------------- adaptive stopping
-
-#: The study's own rater model is fitted once it has this many game pairs with at least
-#: ``max(min_ratings, 2)`` kept ratings (EM needs a few pairs per level to mean anything);
-#: before that the stated, pessimistic ``RaterModel.symmetric`` defaults are used.
-ADAPTIVE_FIT_MIN_PAIRS = 30
-#: The fit reads at most this many of the study's latest kept game ratings, so the work per
-#: submission is bounded whatever the study's size (one query, EM over <= 2000 ratings:
-#: a few milliseconds; nothing is cached between submissions).
-ADAPTIVE_FIT_MAX_RATINGS = 2000
-
-
-def adaptive_rater_model(item: Item, config: VicrSettings) -> tuple[adaptive.RaterModel, str]:
-    """The rater model the stopping rule uses for ``item``, and where it came from.
-
-    ``"study"``: fitted (``rubrics.adaptive.fit_rater_model``) on the study's other game
-    pairs with at least ``max(min_ratings, 2)`` kept ratings among its latest
-    ``ADAPTIVE_FIT_MAX_RATINGS``; ``"assumed"``: ``RaterModel.symmetric`` (a rater gives
-    the true level 60% of the time, a neighbour 30%), which stops few pairs early, so a
-    study saves little until its own data show how much raters agree.
-    """
-    rows = (
-        Judgment.objects.filter(study_id=item.study_id, item__kind=GAME, excluded=False)
-        .exclude(item_id=item.pk)
-        .order_by("-id")
-        .values_list("item_id", "payload__rating")[:ADAPTIVE_FIT_MAX_RATINGS]
-    )
-    pairs: dict[int, list[int]] = defaultdict(list)
-    for item_id, rating in rows:
-        pairs[item_id].append(int(rating))
-    enough = max(config.min_ratings, 2)
-    rated = [ratings for ratings in pairs.values() if len(ratings) >= enough]
-    if len(rated) >= ADAPTIVE_FIT_MIN_PAIRS:
-        return adaptive.fit_rater_model(rated, levels=config.scale_levels), "study"
-    return adaptive.RaterModel.symmetric(config.scale_levels), "assumed"
-
-
-def adaptive_stop(
-    judgment: Judgment, config: VicrSettings, *, counts_this: bool
-) -> dict[str, Any] | None:
-    """The item target that stops a settled game pair now, or None to go on.
-
-    Called by ``after_submit`` with the item row locked (``judgment.item`` as locked, before
-    this judgment's counters). The pair's ratings are its kept game ratings plus this one
-    when it is kept (``counts_this``). Settled (``vicr_needs_more`` is False below
-    ``max_ratings``): the target becomes the stored judgments plus the open leases, so
-    leases already out may still be answered but no new one is given.
-    """
-    item = judgment.item
-    ratings = list(
-        Judgment.objects.filter(item_id=item.pk, excluded=False).values_list(
-            "payload__rating", flat=True
-        )
-    )
-    if counts_this:
-        ratings.append(judgment.payload["rating"])
-    if not ratings or len(ratings) >= config.max_ratings:
-        return None
-    model, source = adaptive_rater_model(item, config)
-    if adaptive.vicr_needs_more(
-        ratings,
-        min_ratings=config.min_ratings,
-        max_ratings=config.max_ratings,
-        model=model,
-        risk=config.adaptive_risk,
-    ):
-        return None
-    # This judgment turns one open lease into a stored judgment: the sum does not change.
-    target = item.judgment_count + item.open_lease_count
-    if target >= item.target:
-        return None
-    return {
-        "item_target": target,
-        "result": {"stopped": True, "ratings": len(ratings), "model": source},
     }

@@ -9,7 +9,6 @@ import errno
 import json
 import logging
 import os
-import re
 import time
 import zipfile
 from collections.abc import Iterator
@@ -41,6 +40,7 @@ from annotation.services.exports.participants import _participant_batches, parti
 from annotation.services.exports.query import _sql_batches
 from annotation.services.exports.sinks import _SINKS, _ParquetSink
 from annotation.services.jobs import job_create
+from annotation.zipnames import safe_member_names
 
 logger = logging.getLogger(__name__)
 
@@ -337,8 +337,9 @@ def _write_dataset(
                     study, table, _ParquetSink(out), raw_ids=raw_ids, progress=progress
                 )
         image_names: list[str] = []
+        renamed: dict[str, str] = {}
         if images:
-            image_names = _add_images(study, archive)
+            image_names, renamed = _add_images(study, archive)
         datasheet = _datasheet(
             study, tallies, export_format="dataset", files=files, raw_ids=raw_ids
         )
@@ -346,21 +347,35 @@ def _write_dataset(
             datasheet["images_folder"] = {
                 "folder": "images/",
                 "files": len(image_names),
-                "note": "Display renditions (longest side <= 1024 px), named like the image.",
+                "note": (
+                    "Display renditions (longest side <= 1024 px), named like the image; "
+                    "names unsafe on some operating system are changed as listed in "
+                    "renamed (the tables keep the original name)."
+                ),
+                "renamed": renamed,
             }
         archive.writestr("datasheet.json", json.dumps(datasheet, indent=2, ensure_ascii=False))
         archive.writestr("README.md", dataset_card(datasheet))
     return tallies, datasheet
 
 
-def _add_images(study: Study, archive: zipfile.ZipFile) -> list[str]:
+def _add_images(study: Study, archive: zipfile.ZipFile) -> tuple[list[str], dict[str, str]]:
+    """Write the display images under ``images/``; return the members written and the
+    names that had to change (original name -> member name, ``annotation.zipnames``)."""
     root = Path(settings.MEDIA_ROOT)
-    written = []
-    for name, display in Image.objects.filter(study_id=study.pk).values_list("name", "display"):
-        source = root / display
-        if not display or not source.is_file():
-            continue
-        arcname = "images/" + re.sub(r"[\\/]+", "_", name).lstrip(".")
-        archive.write(source, arcname)
-        written.append(arcname)
-    return written
+    rows = [
+        (name, root / display)
+        for name, display in Image.objects.filter(study_id=study.pk).values_list("name", "display")
+        if display and (root / display).is_file()
+    ]
+    # The member names (not what "/" becomes) are what must unpack on Windows: reserved
+    # device names, forbidden characters, trailing dots and names equal but for case.
+    members = safe_member_names(name.replace("/", "_").replace("\\", "_") for name, _ in rows)
+    written, renamed = [], {}
+    for name, source in rows:
+        member = members[name.replace("/", "_").replace("\\", "_")]
+        archive.write(source, "images/" + member)
+        written.append("images/" + member)
+        if member != name:
+            renamed[name] = member
+    return written, renamed

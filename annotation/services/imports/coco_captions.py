@@ -30,6 +30,7 @@ from annotation.services.imports.captions import (
     clean_system,
     field_problem,
 )
+from annotation.services.imports.limits import json_depth_problem
 from annotation.services.imports.sources import ImportTooLarge
 from annotation.text import shown
 
@@ -140,6 +141,11 @@ _UNREADABLE = object()
 def _read_json(text: str, label: str, errors: list[str]) -> Any:
     """The JSON document of ``text``, or ``_UNREADABLE`` with the reason added to ``errors``
     (a syntax error with its line, or nesting too deep), ``label`` naming the file."""
+    # Checked before parsing, so the error names the line where the nesting runs too deep.
+    problem = json_depth_problem(text)
+    if problem:
+        errors.append(f"{problem} ({label})")
+        return _UNREADABLE
     try:
         return _scan_json(text)
     except json.JSONDecodeError as exc:

@@ -35,6 +35,7 @@ from annotation.services.imports.captions import (
     clean_system,
     field_problem,
 )
+from annotation.services.imports.limits import csv_problem
 from annotation.services.imports.sources import ImportTooLarge
 from annotation.text import shown
 
@@ -47,7 +48,7 @@ def read_csv(text: str, system: str, purpose: str, errors: list[str]) -> list[Ca
     try:
         header = next(reader, None)
     except csv.Error as exc:
-        errors.append(f"line 1: malformed CSV header ({exc})")
+        errors.append(csv_problem(exc, 1))
         return []
     if header is None:
         errors.append("line 1: the captions file is empty")
@@ -92,7 +93,7 @@ def read_csv(text: str, system: str, purpose: str, errors: list[str]) -> list[Ca
         except StopIteration:
             break
         except csv.Error as exc:
-            errors.append(f"line {start}: malformed CSV ({exc}); rows after it were not read")
+            errors.append(csv_problem(exc, start) + "; rows after it were not read")
             break
         last_line = reader.line_num
         if not record or all(not cell.strip() for cell in record):

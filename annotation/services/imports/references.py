@@ -28,6 +28,7 @@ from django.db import transaction
 from annotation.errors import ServiceError
 from annotation.models import Image, Reference, Study
 from annotation.services.imports.coco_captions import _UNREADABLE, _coco_id_map, _read_json
+from annotation.services.imports.limits import csv_problem, json_depth_problem
 from annotation.services.imports.sources import ImportTooLarge
 from annotation.text import text_problem
 
@@ -56,6 +57,8 @@ def reference_format(filename: str, text: str) -> str:
     if filename.lower().endswith(".csv"):
         return "csv"
     first = text.lstrip().split("\n", 1)[0]
+    if json_depth_problem(first):
+        return "coco"  # whose reader reports the nesting with its line
     try:
         head = json.loads(first)
     except ValueError:
@@ -85,8 +88,12 @@ def read_references(text: str, fmt: str, errors: list[str]) -> list[ReferenceRow
 
 
 def _read_csv(text: str, errors: list[str]) -> list[ReferenceRow]:
-    reader = csv.DictReader(io.StringIO(text))
-    header = [name.strip() for name in reader.fieldnames or []]
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    try:
+        header = [name.strip() for name in reader.fieldnames or []]
+    except csv.Error as exc:
+        errors.append(csv_problem(exc, reader.line_num or 1))
+        return []
     missing = {"image", "reference"} - set(header)
     if missing:
         errors.append(
@@ -96,7 +103,16 @@ def _read_csv(text: str, errors: list[str]) -> list[ReferenceRow]:
         return []
     reader.fieldnames = header
     rows: list[ReferenceRow] = []
-    for record in reader:
+    while True:
+        # An error stops the reader inside the line after the last one it finished.
+        start = reader.line_num + 1
+        try:
+            record = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:
+            errors.append(csv_problem(exc, start) + "; rows after it were not read")
+            break
         _too_many(len(rows) + 1)
         # The line where the record ends; a quoted reference may span lines.
         line = reader.line_num
@@ -139,6 +155,10 @@ def _read_thumb(text: str, errors: list[str]) -> list[ReferenceRow]:
     rows: list[ReferenceRow] = []
     for line_number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
+            continue
+        problem = json_depth_problem(line, first_line=line_number)
+        if problem:
+            errors.append(problem)
             continue
         try:
             entry = json.loads(line)

@@ -17,6 +17,12 @@ Environment variables:
 - ``CAPEVAL_TRUSTED_PROXIES``: how many reverse proxies in front of the app append to
   X-Forwarded-For (default 0: the header is ignored, since any client can write it); in
   production, above 0 also makes X-Forwarded-Proto believed (``production.py``).
+- ``CAPEVAL_COMPLETION_HOSTS``: hosts besides ``app.prolific.com`` a study's completion URL
+  may name, comma-separated (default none).
+- ``CAPEVAL_LAPSE_WAIT_SECONDS``, ``CAPEVAL_LAPSE_LIMIT``, ``CAPEVAL_LAPSE_WINDOW_SECONDS``,
+  ``CAPEVAL_LAPSE_BAR_SECONDS``: after a crowd lease lapses its linked identity waits (default
+  120 s) for a new one; that many lapses (3) within the window (1 hour) bar it for longer
+  (30 minutes) from the latest (``annotation/services/assignments.py``).
 - ``CAPEVAL_LOGIN_FAILURE_LIMIT``: failed logins (form or API Basic auth) of one account from
   one address before that pair is locked out (default 5).
 - ``CAPEVAL_LOGIN_COOLOFF_MINUTES``: how long such a lockout lasts (default 15).
@@ -219,6 +225,20 @@ CAPEVAL_EXPORT_DIR = VAR_DIR / "exports"
 CAPEVAL_LINK_MAX_AGE = env_int("CAPEVAL_LINK_MAX_AGE_DAYS", 90) * 24 * 3600
 CAPEVAL_LEASE_SECONDS = env_int("CAPEVAL_LEASE_SECONDS", 30 * 60)
 CAPEVAL_TRUSTED_PROXIES = env_int("CAPEVAL_TRUSTED_PROXIES", 0)
+# Hosts besides app.prolific.com a study's completion URL may name (comma-separated).
+CAPEVAL_COMPLETION_HOSTS = [
+    host.strip().lower()
+    for host in os.environ.get("CAPEVAL_COMPLETION_HOSTS", "").split(",")
+    if host.strip()
+]
+# Lease squatting (docs/protocol-choices.md, "Crowd integrity, round two: platform"): after
+# a crowd lease lapses, its linked identity waits CAPEVAL_LAPSE_WAIT_SECONDS for a new one;
+# CAPEVAL_LAPSE_LIMIT lapses within CAPEVAL_LAPSE_WINDOW_SECONDS bar it for
+# CAPEVAL_LAPSE_BAR_SECONDS from the latest.
+CAPEVAL_LAPSE_WAIT_SECONDS = env_int("CAPEVAL_LAPSE_WAIT_SECONDS", 120)
+CAPEVAL_LAPSE_LIMIT = env_int("CAPEVAL_LAPSE_LIMIT", 3)
+CAPEVAL_LAPSE_WINDOW_SECONDS = env_int("CAPEVAL_LAPSE_WINDOW_SECONDS", 3600)
+CAPEVAL_LAPSE_BAR_SECONDS = env_int("CAPEVAL_LAPSE_BAR_SECONDS", 1800)
 FILE_UPLOAD_TEMP_DIR = None
 DATA_UPLOAD_MAX_NUMBER_FIELDS = 5000
 

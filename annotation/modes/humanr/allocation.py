@@ -1,0 +1,63 @@
+"""HUMANr adaptive allocation that a crowd cannot steer (issue 29, row 10).
+
+``adaptive_target_half_width`` stops serving groups whose systems' intervals are narrow
+enough. Counted naively (every kept comparison value), eighteen ids of one person
+answering "equal" made every system's interval zero wide, every system settled, and the
+next honest worker was served nothing. So the rule counts:
+
+* only workers past their gates: kept values of finished groups (a failed attention check
+  excludes its group's judgments) of participants with no failed check at all and no
+  integrity flag;
+* one vote per linked identity (``annotation.identities``: one browser or one network,
+  through chains): the identity's mean value for the system
+  (``rubrics.adaptive.humanr_next_systems_by_worker``);
+* never fewer than ``ADAPTIVE_MIN_WORKERS`` identities per system, nor fewer than
+  ``protocol.ADAPTIVE_MIN_VALUES`` values.
+
+``protocol.adaptive_summary`` tells the finished page and the dashboard when settled
+systems, not a full study, are why no group is served.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from annotation.identities import identity_groups
+from annotation.models import Assignment, Judgment, Participant
+
+#: A system is never settled before this many independent workers (linked identities)
+#: judged it: a t-interval over fewer workers' means says little about the crowd, and one
+#: person must control this many networks and browsers to settle a system alone.
+ADAPTIVE_MIN_WORKERS = 5
+
+
+def counted_values(study_id: int) -> dict[str, dict[int, list[float]]]:
+    """Kept comparison values per system and linked identity, of workers past their gates.
+
+    Two queries: the kept comparison judgments, and the study's participants (all of them,
+    so a chain through an uncounted id still links two counted ones).
+    """
+    people = list(
+        Participant.objects.filter(study_id=study_id).values_list(
+            "pk", "browser_id", "network", "flags", "state"
+        )
+    )
+    group_of = identity_groups((pk, browser, network) for pk, browser, network, _, _ in people)
+    counted = {
+        pk
+        for pk, _, _, flags, state in people
+        if not flags and not (state or {}).get("groups_failed")
+    }
+    values: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    # Only finished groups: until its last trial, a group's check may be unanswered (or
+    # failed and not yet flagged), so its values have not passed the gate.
+    rows = Judgment.objects.filter(
+        study_id=study_id,
+        excluded=False,
+        result__kind="comparison",
+        assignment__status=Assignment.Status.SUBMITTED,
+    ).values_list("participant_id", "result__system", "result__value")
+    for participant_id, system, value in rows:
+        if participant_id in counted:
+            values[system][group_of[participant_id]].append(float(value))
+    return values
