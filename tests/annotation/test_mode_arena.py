@@ -7,6 +7,7 @@ Studies and workers come from ``tests.factories.arena``.
 from __future__ import annotations
 
 import csv
+import itertools
 import re
 from collections import Counter
 
@@ -258,17 +259,18 @@ def run_report(study, user):
     return job.result
 
 
-def mm_bradley_terry(pairs, systems):
-    """Hunter's (2004) MM algorithm, ties as half a win to each side; LMArena's scale with
-    mean 1000. Written here, independent of choix and of rubrics.arena."""
+def mm_bradley_terry(pairs, systems, weights=None):
+    """Hunter's (2004) MM algorithm, ties as half a win to each side, each battle counted
+    ``weight`` times; LMArena's scale with mean 1000. Written here, independent of choix
+    and of rubrics.arena."""
     k = len(systems)
     index = {s: i for i, s in enumerate(systems)}
     wins = np.zeros((k, k))
-    for a, b, winner in pairs:
+    for (a, b, winner), weight in zip(pairs, weights or [1.0] * len(pairs), strict=True):
         i, j = index[a], index[b]
         score = {"model_a": 1.0, "model_b": 0.0}.get(winner, 0.5)
-        wins[i, j] += score
-        wins[j, i] += 1.0 - score
+        wins[i, j] += weight * score
+        wins[j, i] += weight * (1.0 - score)
     n = wins + wins.T
     p = np.ones(k)
     for _ in range(200_000):
@@ -340,6 +342,66 @@ def test_the_leaderboard_equals_an_independent_fit(researcher):
     )
     assert report["reliability"]["method"].startswith("Dawid-Skene")
     assert report["length_leaderboard"] and report["length_coefficient"] is not None
+
+
+def test_adaptive_pairing_stores_its_probabilities_and_the_report_weights_by_them(
+    researcher,
+):
+    systems = ("alpha", "beta", "gamma", "delta")
+    strength = {"alpha": 1.5, "beta": 0.5, "gamma": 0.0, "delta": -1.0}
+    study = arena_study(
+        researcher,
+        systems=systems,
+        images=40,
+        catch_rate=0,
+        adaptive=True,
+        battle_target=5,
+        bootstrap_rounds=20,
+        cap_per_pair=1000,
+    )
+    rng = np.random.default_rng(8)
+
+    def answer(lease):
+        spec = lease.item.spec
+        gap = strength[spec["system_a"]] - strength[spec["system_b"]]
+        a_won = rng.random() < 1 / (1 + np.exp(-gap))
+        return "a" if a_won == (shown_left(lease) == "a") else "b"
+
+    people = [worker(study) for _ in range(4)]
+    for person in people[:2]:
+        while judge(person, answer)[0] is not None:
+            pass
+    # No report yet: the uniform design, 1/6 for each of the 6 pairs.
+    first = Judgment.objects.filter(study=study)
+    assert all(j.result["pair_probability"] == pytest.approx(1 / 6) for j in first)
+    fitted = run_report(study, researcher)["adaptive"]
+    for person in people[2:]:
+        while judge(person, answer)[0] is not None:
+            pass
+
+    # Independently: Var(s_i - s_j) from the stored covariance, 80% greedy + 20% uniform.
+    cov = np.array(fitted["covariance"])
+    names = fitted["systems"]
+    var = {}
+    for i, j in itertools.combinations(range(len(names)), 2):
+        var[(names[i], names[j])] = cov[i, i] + cov[j, j] - 2 * cov[i, j]
+    total = sum(var.values())
+    later = Judgment.objects.filter(study=study).exclude(pk__in=[j.pk for j in first])
+    assert later.exists()
+    for j in later:
+        pair = (j.item.spec["system_a"], j.item.spec["system_b"])
+        expected = 0.8 * var[pair] / total + 0.2 / 6
+        assert j.result["pair_probability"] == pytest.approx(expected)
+    assert len({round(j.result["pair_probability"], 9) for j in later}) > 1
+
+    report = run_report(study, researcher)
+    kept = list(Judgment.objects.filter(study=study))
+    pairs = [(j.item.spec["system_a"], j.item.spec["system_b"], j.result["winner"]) for j in kept]
+    weights = [1 / j.result["pair_probability"] for j in kept]
+    expected = mm_bradley_terry(pairs, sorted(systems), weights)
+    assert report["weighted"] is True
+    for row in report["leaderboard"]:
+        assert row["score"] == pytest.approx(expected[row["system"]], abs=1e-6)
 
 
 def test_length_control_undoes_a_planted_preference_for_longer_captions(researcher):
