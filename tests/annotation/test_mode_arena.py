@@ -18,11 +18,12 @@ from django.urls import reverse
 
 from annotation.errors import ServiceError
 from annotation.models import Assignment, Item, Judgment, Participant
-from annotation.modes.arena.protocol import BATTLE, CATCH, OUTCOMES
+from annotation.modes.arena.protocol import BATTLE, CATCH, CRITERION_NAMES, OUTCOMES
 from annotation.services.exports import export_file
 from annotation.services.participants import crowd_link_token
 from annotation.services.reports import report_request
 from annotation.services.runner import job_run
+from annotation.services.simulation import crowd_simulate
 from tests.factories.arena import MODE, arena_study, judge, shown_left, worker
 
 pytestmark = pytest.mark.django_db
@@ -446,6 +447,26 @@ def test_length_control_undoes_a_planted_preference_for_longer_captions(research
     assert report["length_coefficient"]["ci_low"] > 0
 
 
+def test_a_simulated_crowd_answers_through_the_services_and_ranks_by_quality(researcher):
+    study = arena_study(
+        researcher,
+        systems=("good-one", "mid-one", "bad-one"),
+        images=30,
+        battle_target=2,
+        bootstrap_rounds=20,
+        min_seconds=2,
+        criteria=True,
+    )
+
+    summary = crowd_simulate(study=study, workers=4, seed=1)
+
+    assert summary.refusals == {}
+    assert summary.judgments == Judgment.objects.filter(study=study).count() > 60
+    report = run_report(study, researcher)
+    assert [r["system"] for r in report["leaderboard"]] == ["good-one", "mid-one", "bad-one"]
+    assert {c["criterion"] for c in report["criteria"]} == set(CRITERION_NAMES)
+
+
 def test_the_report_page_and_figures_render(client, researcher):
     study = arena_study(researcher, catch_rate=0, bootstrap_rounds=20, battle_target=2)
     for person in [worker(study) for _ in range(2)]:
@@ -522,3 +543,6 @@ def test_the_report_api_returns_the_latest_report_to_who_may_read_it(
     }
     assert "length_coefficient" in body["result"]
     assert stranger.status_code == 404
+    client.force_login(researcher)
+    schema = client.get(reverse("schema")).content.decode()
+    assert "/api/studies/{study_id}/report/" in schema

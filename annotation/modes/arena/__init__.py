@@ -13,6 +13,7 @@ from annotation.modes.arena.export import ArenaExport
 from annotation.modes.arena.pages import ArenaPages
 from annotation.modes.arena.protocol import BATTLE, CATCH, ArenaProtocol, ArenaSettings
 from annotation.modes.arena.report import ArenaReport
+from annotation.modes.arena.simulate import simulated_answers
 from annotation.modes.base import WorkerChecks, register
 
 
@@ -30,6 +31,7 @@ class ArenaMode(ArenaProtocol):
         counted=Q(judgments__item__kind=CATCH),
         failed=Q(judgments__item__kind=CATCH, judgments__result__catch__caught=False),
     )
+    simulate = simulated_answers
 
 
 __all__ = ["ArenaExport", "ArenaMode", "ArenaPages", "ArenaReport", "ArenaSettings"]
