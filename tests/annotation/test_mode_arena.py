@@ -464,6 +464,37 @@ def test_the_report_page_and_figures_render(client, researcher):
     assert figure.status_code == 200 and b"<svg" in figure.content
 
 
+@pytest.mark.parametrize(
+    "page",
+    [
+        "study_detail",
+        "study_dashboard",
+        "study_settings",
+        "study_metrics",
+        "study_plan",
+    ],
+)
+def test_the_researcher_pages_of_an_arena_study_render(client, researcher, page):
+    study = arena_study(researcher, catch_rate=0.5, catch_min_seen=50)
+    for person in [worker(study) for _ in range(2)]:
+        for _ in range(4):
+            judge(person, "a")
+    client.force_login(researcher)
+
+    answer = client.get(reverse(page, args=[study.pk]))
+
+    assert answer.status_code == 200
+    if page == "study_dashboard":
+        html = answer.content.decode()
+        assert "Battles" in html and "gold battles" in html
+
+
+def test_the_new_study_page_offers_the_arena(client, researcher):
+    client.force_login(researcher)
+    html = client.get(reverse("study_new")).content.decode()
+    assert 'value="arena"' in html and "Arena (caption battles)" in html
+
+
 # ------------------------------------------------------------------ export and API
 
 
