@@ -2,10 +2,14 @@
 
 A mode is a package under ``annotation/modes/`` (see ``docs/architecture.md``, "How to add
 a mode"): ``protocol.py`` holds a ``Mode`` subclass answering protocol questions about its
-own items and participants, ``pages.py``, ``report.py`` and ``export.py`` hold the three
-components below, and the package's ``__init__`` wires them together and registers the
-mode by name. Modes never write to the database: they return what should change (the
-items ``build_items`` makes, the ``Outcome`` of a submission) and the services write it.
+own items and participants, ``pages.py``, ``report.py``, ``export.py`` (and ``plan.py``)
+hold the components below, and the package's ``__init__`` wires them together and
+registers the mode by name (``annotation/registry.py``, which is also ``Study.mode``'s list
+of choices). Every per-mode fact the platform needs is a method or attribute here, with a
+default, so a new mode touches nothing outside its package. Modes never write to the
+database: they return what should change (the unsaved items ``build_items`` makes, the
+``Outcome`` of a submission) and the services write it; a test checks no module here calls
+a write method.
 """
 
 from __future__ import annotations
@@ -357,7 +361,7 @@ class Mode:
 
     Methods child classes must implement:
 
-    * ``build_items(study)``: create the study's items from its captions.
+    * ``build_items(study)``: the study's items, built from its captions and unsaved.
     * ``validate(assignment, part, data)``: the clean payload, or ServiceError.
     * ``after_submit(participant, judgment)``: the ``Outcome`` of a submission.
 
