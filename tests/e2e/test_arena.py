@@ -46,6 +46,8 @@ def test_a_battle_is_read_and_judged_with_the_keyboard_at_both_widths(page, rese
     page.goto(f"/p/{crowd_link_token(study)}/?PROLIFIC_PID=E2E-ARENA")
     page.get_by_role("link", name="I agree, start").click()
     expect(page.locator("form.arena-form")).to_be_visible()
+    # The key handler is a deferred script: wait for it before any key is pressed.
+    page.wait_for_load_state("load")
 
     # 1280 px: captions side by side, no horizontal scroll.
     a, b = box(page, ".arena-caption >> nth=0"), box(page, ".arena-caption >> nth=1")

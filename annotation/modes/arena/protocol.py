@@ -233,18 +233,13 @@ class ArenaProtocol(Mode):
         """The design's probability of each system pair: uniform, or adaptive from the
         latest report's covariance (``rubrics.arena.adaptive_pair_probabilities``)."""
         config = self.settings(study)
-        systems = sorted(
-            set(
-                Item.objects.filter(study_id=study.pk, kind=BATTLE).values_list(
-                    "spec__system_a", flat=True
-                )
-            )
-            | set(
-                Item.objects.filter(study_id=study.pk, kind=BATTLE).values_list(
-                    "spec__system_b", flat=True
-                )
-            )
+        # One read of the distinct pairs (the database does the work, not a scan here).
+        met = (
+            Item.objects.filter(study_id=study.pk, kind=BATTLE)
+            .values_list("spec__system_a", "spec__system_b")
+            .distinct()
         )
+        systems = sorted({name for pair in met for name in pair})
         pairs = system_pairs(systems)
         uniform = {pair: 1.0 / len(pairs) for pair in pairs} if pairs else {}
         if not config.adaptive or not pairs:
