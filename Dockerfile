@@ -10,14 +10,14 @@ RUN mkdir -p /usr/share/man/man1 \
  && apt-get update && apt-get install -y --no-install-recommends default-jre-headless \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY platform ./platform
 COPY annotation ./annotation
 COPY rubrics ./rubrics
 COPY templates ./templates
 COPY static ./static
 COPY manage.py ./
-RUN pip install --no-cache-dir . \
+RUN pip install --no-cache-dir -c constraints.txt . \
  && SECRET_KEY=collectstatic-only-$(python -c "print('x'*50)") ALLOWED_HOSTS=build \
     python manage.py collectstatic --no-input \
  && useradd --system --uid 10001 capeval && mkdir -p /var/capeval && chown capeval /var/capeval

@@ -5,19 +5,21 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: demo test lint format bench clean
+.PHONY: demo test lint format bench clean lock
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-# Reinstall only when the dependency list changes.
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e .
+# Reinstall only when the dependency list or the lock changes. constraints.txt pins every
+# package to the version measured (`make lock` rewrites it), so a number measured today is
+# the one measured next month.
+$(VENV)/.installed: pyproject.toml constraints.txt | $(BIN)/python
+	$(BIN)/pip install --quiet -c constraints.txt -e .
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e ".[test]"
+$(VENV)/.installed-test: pyproject.toml constraints.txt | $(BIN)/python
+	$(BIN)/pip install --quiet -c constraints.txt -e ".[test]"
 	touch $(VENV)/.installed $@
 
 node_modules/.installed: package.json package-lock.json
@@ -43,6 +45,16 @@ lint: $(VENV)/.installed-test
 
 format: $(VENV)/.installed-test
 	$(BIN)/ruff format . && $(BIN)/ruff check --fix .
+
+## Re-resolve every dependency in a scratch venv and pin the result in constraints.txt.
+lock:
+	rm -rf var/lock-venv
+	$(PYTHON) -m venv var/lock-venv
+	var/lock-venv/bin/pip install --quiet --upgrade pip
+	var/lock-venv/bin/pip install --quiet -e ".[test]"
+	( echo "# Every package make demo, make test, CI and the Dockerfile install, pinned (make lock)."; \
+	  var/lock-venv/bin/pip freeze --exclude-editable ) > constraints.txt
+	rm -rf var/lock-venv
 
 clean:
 	rm -rf $(VENV) node_modules var .pytest_cache .ruff_cache

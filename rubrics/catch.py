@@ -10,7 +10,11 @@ it good is not reading. This module holds the rules the modes share:
 - :func:`parse_gammas`: the gamma setting (text such as ``"0.5,1"``) as numbers.
 - :func:`make_catch`: draw a transformation and gamma and apply it.
 - :func:`vicr_caught` / :func:`thumb_caught`: whether an answer is the expected one.
+- :func:`vicr_control_passed` / :func:`thumb_control_passed`: the same for a *control*, an
+  untouched known-good caption that must score high (issue 29: with altered captions that
+  must score low, no constant answer passes both kinds).
 - :func:`breaks_rule`: the exclusion rule (enough catch trials seen, too many missed).
+- :func:`breaks_two_sided`: the exclusion rule counting altered trials and controls apart.
 - :func:`caught_table`: the report's share caught per transformation and gamma.
 """
 
@@ -29,20 +33,38 @@ __all__ = [
     "MAX_GAMMAS",
     "VICR_CAUGHT_MAX",
     "THUMB_CAUGHT_MAX_PRECISION",
+    "CONTROL",
+    "CONTROL_SHARE",
+    "THUMB_CONTROL_MIN_PRECISION",
+    "VICR_CONTROL_MIN",
     "Catch",
     "breaks_rule",
+    "breaks_two_sided",
     "caught_table",
     "insert_probability",
     "make_catch",
     "parse_gammas",
     "thumb_caught",
+    "thumb_control_passed",
     "vicr_caught",
+    "vicr_control_passed",
 ]
 
 #: The issue's expected answers: VICR rating <= 2 ("Partly right" or "Wrong"); THumB
 #: precision <= 2, or for T_WP a fluency error ticked.
 VICR_CAUGHT_MAX = 2
 THUMB_CAUGHT_MAX_PRECISION = 2
+#: The kind of a control trial: a known-good caption shown untouched.
+CONTROL = "control"
+#: Share of catch trials that are controls. Half: a constant answerer then fails about half
+#: of its trials whichever constant it picks, and both kinds get counts of the same size
+#: (the platform alternates the kinds and draws only which comes first at this share).
+CONTROL_SHARE = 0.5
+#: A control passes when scored high: VICR "Mostly complete" (4) or above; THumB precision
+#: 4 or 5. With altered trials caught at <= 2, the middle answer 3 passes neither kind, so
+#: every constant answer fails one kind entirely.
+VICR_CONTROL_MIN = 4
+THUMB_CONTROL_MIN_PRECISION = 4
 #: Distinct gammas a study may list; more would spread the report's counts too thin.
 MAX_GAMMAS = 10
 
@@ -138,12 +160,46 @@ def thumb_caught(kind: str, precision: float, fluency_errors: Mapping[str, objec
     return kind == "T_WP" and bool(fluency_errors)
 
 
+def vicr_control_passed(rating: int) -> bool:
+    """A VICR control (an untouched human caption) passes when rated 4 or 5."""
+    return int(rating) >= VICR_CONTROL_MIN
+
+
+def thumb_control_passed(precision: float) -> bool:
+    """A THumB control (the untouched caption set) passes when its human caption gets
+    precision 4 or 5."""
+    return float(precision) >= THUMB_CONTROL_MIN_PRECISION
+
+
 def breaks_rule(seen: int, missed: int, *, min_seen: int, max_missed_share: float) -> bool:
     """Whether a rater breaks the exclusion rule: at least ``min_seen`` catch trials
     answered and strictly more than ``max_missed_share`` of them missed."""
     if seen < 0 or missed < 0 or missed > seen:
         raise ValueError(f"need 0 <= missed <= seen, got seen={seen}, missed={missed}")
     return seen >= min_seen and missed > max_missed_share * seen
+
+
+def breaks_two_sided(
+    altered: tuple[int, int],
+    controls: tuple[int, int],
+    *,
+    min_seen: int,
+    max_missed_share: float,
+) -> bool:
+    """The exclusion rule over both kinds of catch trial, each ``(seen, missed)``.
+
+    Once ``min_seen`` trials of either kind are answered in all, a rater breaks the rule
+    when strictly more than ``max_missed_share`` of their altered trials *or* of their
+    controls were missed. Pooling the two would let a constant answerer pass: "always 1"
+    catches every altered trial and misses every control, so half of the pool, which a
+    share of 0.5 does not exceed.
+    """
+    for seen, missed in (altered, controls):
+        if seen < 0 or missed < 0 or missed > seen:
+            raise ValueError(f"need 0 <= missed <= seen, got seen={seen}, missed={missed}")
+    if altered[0] + controls[0] < min_seen:
+        return False
+    return any(missed > max_missed_share * seen for seen, missed in (altered, controls))
 
 
 def caught_table(rows: Iterable[tuple[str, float | None, bool]]) -> list[dict[str, object]]:

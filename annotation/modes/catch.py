@@ -15,6 +15,11 @@ group is replaced by the altered text (``key`` names that group)::
                       "participant_id": <the participant it is for>,
                       "key": <THumB: the altered group>}}
 
+Half of the catch trials (alternating, see ``_control_next``) are *controls* (``catch.kind ==
+"control"``): a known-good caption shown untouched, which must score high (VICR: a human
+caption on its own image; THumB: the untouched caption set, its human caption judged). So
+"always low" fails the controls as "always high" fails the altered trials (issue 29).
+
 Its own kind keeps it out of every query of a study's data items (scores, agreement,
 exports' data views), and the mode's pages show it with the ordinary item template.
 The judgment of a catch trial carries ``result["catch"] = {"kind", "gamma", "caught"}``.
@@ -194,6 +199,15 @@ def new_catch_item(
     unseen = [row for row in captions if row[0] not in seen]
     if not unseen:
         return None
+    if _control_next(participant, rng) and any(row[2] == Caption.HUMAN for row in captions):
+        # A control is due. Every human caption seen: no catch trial this time, rather
+        # than an altered one out of turn, so the kinds stay balanced. A study with no
+        # human caption at all has no known-good caption: its catch trials stay altered.
+        humans = [row for row in unseen if row[2] == Caption.HUMAN]
+        if not humans:
+            return None
+        good = humans[int(rng.integers(len(humans)))]
+        return _item(participant, good[1], {"caption_id": good[0]}, control_of=good)
     source = unseen[int(rng.integers(len(unseen)))]
     others = [row for row in unseen if row[1] != source[1] and row[2] == Caption.HUMAN]
     if not others:
@@ -272,6 +286,18 @@ def new_thumb_catch_item(
     image_id, spec = unseen[int(rng.integers(len(unseen)))]
     target = human_group(spec)
     assert target is not None
+    shown = {key: value for key, value in spec.items() if key != "check_keys"}
+    if _control_next(participant, rng):
+        # The untouched caption set; the human group (the one an altered trial alters) is
+        # judged, so telling the altered group by its key or place earns nothing.
+        human = next(c for c in target["captions"] if c.get("system") == Caption.HUMAN)
+        return _item(
+            participant,
+            image_id,
+            shown,
+            control_of=(human["id"], image_id, Caption.HUMAN, target["text"]),
+            key=target["key"],
+        )
     others = [(other_id, human_group(s)) for other_id, s in unseen if other_id != image_id]
     other = others[int(rng.integers(len(others)))] if others else None
     try:
@@ -302,7 +328,7 @@ def new_thumb_catch_item(
         position=0,
         target=1,
         spec={
-            **{key: value for key, value in spec.items() if key != "check_keys"},
+            **shown,
             "groups": groups,
             "catch": {
                 "kind": made.kind,
@@ -317,31 +343,130 @@ def new_thumb_catch_item(
     )
 
 
+def _control_next(participant: Participant, rng: np.random.Generator) -> bool:
+    """Whether the participant's next catch trial is a control.
+
+    The kinds alternate, the one behind coming next and a tie drawn with ``rng`` at
+    ``rules.CONTROL_SHARE``: drawing each independently let a rater meet four altered
+    trials and no control (1 in 16), and a constant low answer then passed.
+    """
+    kinds = list(
+        Item.objects.filter(
+            study_id=participant.study_id, kind=CATCH, spec__catch__participant_id=participant.pk
+        ).values_list("spec__catch__kind", flat=True)
+    )
+    controls = sum(kind == rules.CONTROL for kind in kinds)
+    altered = len(kinds) - controls
+    tie_break = rng.random() < rules.CONTROL_SHARE  # drawn always: one seed, one sequence
+    if controls != altered:
+        return controls < altered
+    return tie_break
+
+
+def _item(
+    participant: Participant,
+    image_id: int,
+    spec: dict[str, Any],
+    *,
+    control_of: tuple,
+    key: str = "",
+) -> Item:
+    """An unsaved control trial showing caption ``control_of`` (``(id, image_id, system,
+    text)``) untouched; ``key`` names THumB's judged group."""
+    made: dict[str, Any] = {
+        "kind": rules.CONTROL,
+        "gamma": None,
+        "text": control_of[3],
+        "source_caption_id": control_of[0],
+        "source_image_id": control_of[1],
+        "participant_id": participant.pk,
+    }
+    if key:
+        made["key"] = key
+    return Item(
+        study_id=participant.study_id,
+        kind=CATCH,
+        image_id=image_id,
+        position=0,
+        target=1,
+        spec={**spec, "catch": made},
+    )
+
+
 def is_flagged(participant: Participant) -> bool:
     return any(
         isinstance(flag, dict) and flag.get("kind") == FLAG_KIND for flag in participant.flags or []
     )
 
 
-def rule_outcome(
-    participant: Participant, *, caught: bool, min_seen: int, max_missed_share: float
-) -> dict[str, Any]:
-    """``Outcome`` fields for the exclusion rule after one more answered catch trial.
-
-    Counts the participant's earlier catch judgments plus this one (not stored yet); the
-    first time the rule breaks, a ``catch_failed`` flag and the exclusion of every judgment
-    of theirs. A participant flagged before gets each new judgment excluded too.
-    """
-    results = list(
+def counts(participant: Participant, extra: tuple[str, bool] | None = None) -> dict[str, int]:
+    """The participant's answered catch trials: ``altered_seen``, ``altered_missed``,
+    ``control_seen``, ``control_missed``; ``extra`` is one more ``(kind, caught)`` not
+    stored yet."""
+    rows = list(
         Judgment.objects.filter(participant_id=participant.pk, item__kind=CATCH).values_list(
-            "result__catch__caught", flat=True
+            "result__catch__kind", "result__catch__caught"
         )
     )
-    seen = len(results) + 1
-    missed = sum(1 for value in results if not value) + (not caught)
+    if extra is not None:
+        rows.append(extra)
+    out = dict.fromkeys(("altered_seen", "altered_missed", "control_seen", "control_missed"), 0)
+    for kind, caught in rows:
+        side = "control" if kind == rules.CONTROL else "altered"
+        out[f"{side}_seen"] += 1
+        out[f"{side}_missed"] += not caught
+    return out
+
+
+def rule_passed(participant: Participant, *, min_seen: int, max_missed_share: float) -> bool:
+    """Whether the participant answered ``min_seen`` catch trials, at least one of each
+    kind, and is not excluded by the two-sided rule: what THumB's crowd completion code
+    needs when catch trials are on. One of each kind, since three controls in a row say
+    nothing of a rater who scores everything 5 (every THumB image has a human caption, so
+    both kinds can always be drawn)."""
+    tally = counts(participant)
+    seen = tally["altered_seen"] + tally["control_seen"]
+    return (
+        seen >= min_seen
+        and tally["altered_seen"] > 0
+        and tally["control_seen"] > 0
+        and not is_flagged(participant)
+        and not rules.breaks_two_sided(
+            (tally["altered_seen"], tally["altered_missed"]),
+            (tally["control_seen"], tally["control_missed"]),
+            min_seen=min_seen,
+            max_missed_share=max_missed_share,
+        )
+    )
+
+
+def rule_outcome(
+    participant: Participant,
+    *,
+    caught: bool,
+    min_seen: int,
+    max_missed_share: float,
+    kind: str = "",
+) -> dict[str, Any]:
+    """``Outcome`` fields for the exclusion rule after one more answered catch trial of
+    ``kind`` (``rules.CONTROL`` or a transformation).
+
+    Counts the participant's earlier catch judgments plus this one (not stored yet), the
+    altered trials and the controls apart (``rules.breaks_two_sided``); the first time the
+    rule breaks, a ``catch_failed`` flag and the exclusion of every judgment of theirs. A
+    participant flagged before gets each new judgment excluded too.
+    """
+    tally = counts(participant, (kind, caught))
+    seen = tally["altered_seen"] + tally["control_seen"]
+    missed = tally["altered_missed"] + tally["control_missed"]
     if is_flagged(participant):
         return {"exclusion": exclusion_reason(seen, missed)}
-    if rules.breaks_rule(seen, missed, min_seen=min_seen, max_missed_share=max_missed_share):
+    if rules.breaks_two_sided(
+        (tally["altered_seen"], tally["altered_missed"]),
+        (tally["control_seen"], tally["control_missed"]),
+        min_seen=min_seen,
+        max_missed_share=max_missed_share,
+    ):
         reason = exclusion_reason(seen, missed)
         return {
             "flags": ({"kind": FLAG_KIND, "detail": reason},),

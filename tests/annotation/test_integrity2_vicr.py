@@ -175,9 +175,7 @@ def test_row9_ids_still_in_the_tutorial_or_flagged_do_not_count(researcher):
 
 
 def test_row17_no_constant_answer_reaches_the_demo_tutorial_pass_mark_on_any_draw():
-    config = get_mode("vicr").settings(
-        Study(mode="vicr", settings=load_demo.DEMO_SETTINGS["vicr"])
-    )
+    config = get_mode("vicr").settings(Study(mode="vicr", settings=load_demo.DEMO_SETTINGS["vicr"]))
     with open(load_demo.DEMO_DIR / "vicr_tutorial.csv", newline="", encoding="utf-8") as f:
         truths = [int(row["truth"]) for row in csv.DictReader(f)]
     assert len(truths) >= config.tutorial_pairs * config.gate_pool_multiple
@@ -195,9 +193,7 @@ def test_row17_no_constant_answer_reaches_the_demo_tutorial_pass_mark_on_any_dra
 
 
 def test_row17_a_constant_answer_rarely_passes_a_demo_probation_attempt():
-    config = get_mode("vicr").settings(
-        Study(mode="vicr", settings=load_demo.DEMO_SETTINGS["vicr"])
-    )
+    config = get_mode("vicr").settings(Study(mode="vicr", settings=load_demo.DEMO_SETTINGS["vicr"]))
     with open(load_demo.DEMO_DIR / "vicr_probation.csv", newline="", encoding="utf-8") as f:
         truths = [int(row["truth"]) for row in csv.DictReader(f)]
     draws = list(itertools.combinations(truths, config.probation_pairs))

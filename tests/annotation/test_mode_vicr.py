@@ -634,7 +634,7 @@ def test_feedback_pages_show_truth_explanation_consensus_and_leaderboard(client,
             assert "You passed the tutorial with 20 of 20 points" in html
     # the 11th was a game rating: consensus 4 from the two primes, rated 3
     assert 'the consensus is <strong id="vicr-consensus">4</strong>' in html
-    assert "2 machine predictions" in html
+    assert "2 starting ratings" in html
     assert "Leaderboard" in html and "(you)" in html
 
 

@@ -184,8 +184,8 @@ def test_vicr_game_feedback_repeats_the_pair_and_says_what_the_consensus_rests_o
     assert ">-1<" not in html and "-1 point" not in html
     assert "0 player ratings" not in html and "raters so far" not in html
     assert (
-        "No other player has rated this pair yet: the consensus rests only on 2 machine "
-        "predictions made before any player rated it." in html
+        "No other player has rated this pair yet: the consensus rests only on 2 starting "
+        "ratings made before any player rated it." in html
     )
 
 
@@ -200,7 +200,7 @@ def test_vicr_game_feedback_after_another_player_counts_them(client, researcher)
     response, _ = rate(client, study, 4)
 
     html = response.content.decode()
-    assert "The consensus rests on 1 earlier player rating and 1 machine prediction." in html
+    assert "The consensus rests on 1 earlier player rating and 1 starting rating." in html
 
 
 def test_vicr_game_progress_counts_towards_the_code(client, researcher):

@@ -287,7 +287,7 @@ def test_thumb_stage2_needs_every_caption_confirmed(open_page, login, researcher
 
 
 def test_thumb_prolific_worker_is_sent_back_to_prolific(page, researcher):
-    study = thumb_study(researcher, images=2, completion_images=1)
+    study = thumb_study(researcher, images=2, completion_images=1, seconds_per_caption=0)
     page.goto(f"/p/{crowd_link_token(study)}/?PROLIFIC_PID=THUMB-1&STUDY_ID=S&SESSION_ID=X")
     check_page(page, "THumB intro of a Prolific worker")
     with page.expect_navigation():
@@ -376,7 +376,7 @@ def test_vicr_every_page_keyboard_only_with_feedback_that_says_what_it_rests_on(
     assert "-1" not in heading.inner_text()
     basis = page.locator("#vicr-basis")
     expect(basis).to_contain_text("No other player has rated this pair yet")
-    expect(basis).to_contain_text("2 machine predictions")
+    expect(basis).to_contain_text("2 starting ratings")
     expect(page.locator("#main")).not_to_contain_text("0 player ratings")
     expect(page.locator("#main")).not_to_contain_text("raters so far")
     check_page(page, "VICR game feedback")

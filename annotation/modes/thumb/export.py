@@ -31,8 +31,9 @@ class ThumbExport(Export):
         "round's fluency replaces the stages' when neither stage annotator was a native "
         "speaker. Check rows (a third annotator's review of a random sample of stage-2 "
         "scores) measure agreement only; they never change the scores. Catch rows (stage "
-        "catch, an automatic catch trial with one altered caption) are never scored; an "
-        "annotator who fails the catch-trial rule has every judgment flagged."
+        "catch, an automatic catch trial with one altered caption, or a control with none) "
+        "are never scored; an annotator who fails the catch-trial rule has every judgment "
+        "flagged."
     )
 
     def columns(self) -> list[ExportColumn]:

@@ -17,6 +17,7 @@ from typing import Any
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from annotation.errors import Forbidden, ServiceError
+from annotation.identities import linked_q
 from annotation.models import Assignment, Caption, Image, Item, Judgment, Participant, Study
 from annotation.modes import catch
 from annotation.modes.base import Mode, Outcome
@@ -27,6 +28,7 @@ from annotation.modes.settings import (
     number,
     whole,
 )
+from annotation.modes.thumb import integrity
 from rubrics import catch as catch_rules
 from rubrics import thumb as rubric
 
@@ -42,8 +44,9 @@ SCORE_FIELDS = ("precision", "recall", "fluency", "conciseness", "inclusive")
 
 
 @dataclass(frozen=True)
-class ThumbSettings(catch.CatchSettings):
-    # The catch-trial settings come from CatchSettings (docs/protocol-choices.md).
+class ThumbSettings(integrity.CrowdPaceSettings):
+    # The catch-trial settings come from CatchSettings (docs/protocol-choices.md), the
+    # crowd's minimum time from CrowdPaceSettings (issue 29).
     # Images to sample (with the study's seed); None: every eligible image. Only imported
     # images are sampled, so the bound refuses nonsense: no human study judges 100,000.
     n_images: int | None = whole(
@@ -247,7 +250,7 @@ class ThumbProtocol(Mode):
             image_id=OuterRef("image_id"),
             judgment_count__gte=1,
         )
-        same_person = _same_person(participant)
+        same_person = linked_q(participant, prefix="participant__")
         own_stage1 = Judgment.objects.filter(
             same_person,
             item__study_id=participant.study_id,
@@ -332,10 +335,10 @@ class ThumbProtocol(Mode):
 
     @staticmethod
     def _did(participant: Participant, item: Item, kinds: list[str]) -> bool:
-        """Whether the participant (or their browser, as in eligible_items) judged one of
-        ``kinds`` of the item's image."""
+        """Whether the participant or an id linked to them (their browser or network, as
+        in eligible_items) judged one of ``kinds`` of the item's image."""
         return Judgment.objects.filter(
-            _same_person(participant),
+            linked_q(participant, prefix="participant__"),
             item__study_id=item.study_id,
             item__kind__in=kinds,
             item__image_id=item.image_id,
@@ -396,9 +399,7 @@ class ThumbProtocol(Mode):
         if item.kind == catch.CATCH:
             made = item.spec["catch"]
             scores = payload["captions"][made["key"]]
-            caught = catch_rules.thumb_caught(
-                made["kind"], scores["precision"], scores.get("fluency_errors") or {}
-            )
+            caught = integrity.catch_answered_right(made["kind"], scores)
             return {"catch": {"kind": made["kind"], "gamma": made["gamma"], "caught": caught}}
         if item.kind not in REVIEWS:
             return {}
@@ -423,6 +424,9 @@ class ThumbProtocol(Mode):
         item = judgment.item
         config = self.settings(participant.study)
         fields = self._catch_outcome(participant, judgment, config)
+        linked = integrity.linked_flag(participant, item)
+        if linked:
+            fields = {**fields, "flags": (*fields.get("flags", ()), linked)}
         last_stage = STAGE2 if config.stage2 else STAGE1
         if item.kind != last_stage:
             return Outcome(**fields)
@@ -476,6 +480,7 @@ class ThumbProtocol(Mode):
             return catch.rule_outcome(
                 participant,
                 caught=judgment.result["catch"]["caught"],
+                kind=judgment.result["catch"]["kind"],
                 min_seen=config.catch_min_seen,
                 max_missed_share=config.catch_max_missed_share,
             )
@@ -493,18 +498,11 @@ class ThumbProtocol(Mode):
                 fields["new_items"] = (made,)
         return fields
 
+    def min_seconds(self, assignment: Assignment) -> float:
+        return integrity.crowd_min_seconds(assignment, self.settings(assignment.participant.study))
+
     def completion_earned(self, participant: Participant) -> bool:
-        needed = self.settings(participant.study).completion_images
-        return Judgment.objects.filter(participant_id=participant.pk).count() >= needed
-
-
-def _same_person(participant: Participant) -> Q:
-    """Judgments by this participant or by anyone of their browser: two crowd ids from one
-    browser must not check each other's work (issue 9)."""
-    same_person = Q(participant_id=participant.pk)
-    if participant.browser_id:
-        same_person |= Q(participant__browser_id=participant.browser_id)
-    return same_person
+        return integrity.completion_earned(participant, self.settings(participant.study))
 
 
 def _is_native(participant: Participant) -> bool:
@@ -542,11 +540,14 @@ def _excerpt(text: str, length: int = 40) -> str:
 
 
 def _as_number(value: Any) -> Any:
-    """Turn form text into a number for ``rubrics.thumb``; anything else passes through."""
+    """Turn form text into a number for ``rubrics.thumb``; anything else passes through.
+    Only ASCII is read (``float("３")`` is 3): other text is refused by ``rubrics.thumb``."""
     if isinstance(value, str):
         text = value.strip()
         if not text:
             return None
+        if not text.isascii():
+            return value
         try:
             parsed = float(text)
         except ValueError:

@@ -46,16 +46,16 @@ def consensus_basis(result: dict[str, Any], *, catch: bool = False) -> str:
     """What a game rating's consensus rested on, in words (never "0 player ratings").
 
     The pool holds earlier game ratings of people and the pair's starting ratings: the
-    machine predictions a fresh pair is primed with, or a catch trial's fixed ratings
-    (``catch``), called reference ratings since no machine predicted them. The feedback
-    comes after the answer, so the word tells the player nothing before a trial.
+    machine predictions a fresh pair is primed with, or a catch trial's fixed ratings.
+    Both are called "starting ratings", whatever ``catch`` says (kept for callers): a
+    word only catch trials got made them recognisable after the first one, and the
+    player would then answer the next ones differently (issue 29, row 8).
     """
     humans = result.get("pool_human") or 0
     reference = result.get("pool_primed") or 0
     if not humans and not reference:
         return "No one has rated this pair before you, so there is no consensus yet."
-    word = "reference rating" if catch else "machine prediction"
-    starting = _plural(reference, word)
+    starting = _plural(reference, "starting rating")
     if not humans:
         return (
             f"No other player has rated this pair yet: the consensus rests only on {starting} "

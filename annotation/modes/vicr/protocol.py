@@ -75,6 +75,9 @@ CATCH = catch.CATCH
 #: A catch trial is scored as a game pair primed with two ratings of 1 ("Wrong"), the
 #: priming rule's pool size: 1 earns 2 points, 2 earns 0, 3 loses 1, 4 and 5 lose 2.
 CATCH_POOL = (1, 1)
+#: A control (an untouched human caption, issue 29) is primed high instead: two ratings of
+#: 4 ("Mostly complete"), on either scale (4 levels when 4 and 5 are merged).
+CONTROL_POOL = (4, 4)
 BLOCK_KINDS = (TUTORIAL, PROBATION)
 PHASES = frozenset(str(phase) for phase in rules.Phase)
 #: Target of tutorial and probation items: every player rates them, so capacity never binds
@@ -412,11 +415,15 @@ class VicrProtocol(Mode):
         rating = payload["rating"]
         if item.kind == CATCH:
             made = item.spec["catch"]
-            result = _game_result(rules.score_rating(rating, CATCH_POOL), len(CATCH_POOL), 0)
+            control = made["kind"] == catch_rules.CONTROL
+            pool = CONTROL_POOL if control else CATCH_POOL
+            result = _game_result(rules.score_rating(rating, pool), len(pool), 0)
             result["catch"] = {
                 "kind": made["kind"],
                 "gamma": made["gamma"],
-                "caught": catch_rules.vicr_caught(rating),
+                "caught": catch_rules.vicr_control_passed(rating)
+                if control
+                else catch_rules.vicr_caught(rating),
             }
             return result
         caption = Caption.objects.only("truth", "prime_ratings").get(pk=item.spec["caption_id"])
@@ -509,6 +516,7 @@ class VicrProtocol(Mode):
             fields = catch.rule_outcome(
                 participant,
                 caught=judgment.result["catch"]["caught"],
+                kind=judgment.result["catch"]["kind"],
                 min_seen=config.catch_min_seen,
                 max_missed_share=config.catch_max_missed_share,
             )

@@ -1,0 +1,383 @@
+"""A batch client for OpenAI-compatible ``/v1/chat/completions`` endpoints (VLM-as-a-judge).
+
+:func:`run_batch` sends one chat-completions request per :class:`JudgeItem` (the prompt
+text and the image as a ``data:`` URL, OpenAI's vision message shape, which vLLM, Ollama,
+llama.cpp's server and the hosted APIs all accept) and returns one :class:`ItemResult` per
+item, in input order, inside a :class:`RunResult` with the run's token counts and cost.
+
+Behaviour, and why:
+
+- **Concurrency.** ``concurrency`` workers share one ``httpx.AsyncClient`` (one connection
+  pool) and pull items from a queue, so at most that many requests are in flight: a local
+  vLLM server is saturated without a hosted API's rate limit being hammered.
+- **Timeout.** ``timeout`` seconds per attempt (connect, read, write and pool each). A
+  timed-out or dropped connection is retried like a 5xx: a busy server is the usual cause.
+- **Retries.** 429 and 5xx are retried up to ``max_retries`` times with exponential backoff
+  (``backoff * 2**attempt``, at most ``max_backoff``), or after the server's ``Retry-After``
+  (seconds or an HTTP date) when it sends one: that is the server saying when it will
+  answer. A ``Retry-After`` beyond ``max_backoff`` is not waited for; the item fails with
+  that reason instead of stalling a worker for minutes.
+- **No retry on other 4xx.** The request itself is wrong and will stay wrong. 401 and 403
+  mean the key is wrong for every item: the first one stops the run, and every item not
+  yet answered gets the same clear error without another request being sent.
+- **Parsing.** ``parse(text)`` is the caller's (a mode's own validation): it returns the
+  answer or raises ``ValueError`` for a malformed or out-of-range reply, recorded as that
+  item's error with the raw reply kept. Nothing is retried for it: at temperature 0 the
+  judge would say the same again.
+- **Cache.** ``cache`` is any mutable mapping (a ``dict`` in tests; the platform backs it
+  with a database table). The key is (prompt version, model, item key, SHA-256 of the
+  image): a rerun of the same prompt version on the same images sends nothing. The model
+  is in the key so that pointing a prompt version at another model cannot return the old
+  model's answers. Only replies that parsed are cached, so a rerun retries the failures.
+  Repeated runs at temperature > 0 (self-consistency) give each repeat its own item key
+  (``"<item>#r2"``), and position-swapped pairs theirs (``"<pair>#ba"``).
+- **Cost.** ``usage`` from each reply; cost = tokens / 1000 * the prices passed in. Cached
+  answers cost nothing and are counted apart.
+- **The key.** Sent only in the ``Authorization`` header. It is not in :class:`Endpoint`'s
+  repr, and every message this module records or logs is scrubbed of it (a server may echo
+  it in an error body). Exceptions from httpx never escape: each becomes a short message.
+
+The function is synchronous (a Celery task calls it); :func:`arun_batch` is the coroutine.
+"""
+
+import asyncio
+import base64
+import email.utils
+import hashlib
+import logging
+import time
+from collections.abc import Callable, MutableMapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+__all__ = [
+    "Endpoint",
+    "JudgeItem",
+    "ItemResult",
+    "RunResult",
+    "CacheKey",
+    "cache_key",
+    "chat_payload",
+    "run_batch",
+    "arun_batch",
+]
+
+logger = logging.getLogger(__name__)
+
+CacheKey = tuple[str, str, str, str]
+# How much of a server's error body an item's error quotes: enough for "model not found".
+_BODY_EXCERPT = 200
+
+
+class Endpoint:
+    """Where and as whom to ask: ``base_url`` ends with ``/v1`` (``http://127.0.0.1:8000/v1``)."""
+
+    __slots__ = ("base_url", "model", "_api_key")
+
+    def __init__(self, base_url: str, model: str, api_key: str = ""):
+        if not base_url.startswith(("http://", "https://")):
+            raise ValueError("base_url must start with http:// or https://")
+        if not model:
+            raise ValueError("model must be named")
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self._api_key = api_key
+
+    @property
+    def url(self) -> str:
+        return f"{self.base_url}/chat/completions"
+
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+
+    def scrub(self, text: str) -> str:
+        """``text`` with the key replaced, for anything recorded or logged."""
+        return text.replace(self._api_key, "[key]") if self._api_key else text
+
+    def __repr__(self) -> str:
+        key = "set" if self._api_key else "none"
+        return f"Endpoint(base_url={self.base_url!r}, model={self.model!r}, api_key=<{key}>)"
+
+
+@dataclass(frozen=True)
+class JudgeItem:
+    """One question: ``key`` names it (unique in the batch), ``prompt`` is the full text."""
+
+    key: str
+    prompt: str
+    image: bytes
+    media_type: str = "image/jpeg"
+    system: str = ""
+
+    @property
+    def image_hash(self) -> str:
+        return hashlib.sha256(self.image).hexdigest()
+
+
+@dataclass
+class ItemResult:
+    """The outcome for one item: ``answer`` (parsed) or ``error``, never both."""
+
+    key: str
+    answer: Any = None
+    error: str = ""
+    raw: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    attempts: int = 0
+    cached: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not self.error
+
+
+@dataclass
+class RunResult:
+    results: list[ItemResult]
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float = 0.0
+    requests_sent: int = 0
+    cached: int = 0
+    failed: int = 0
+    seconds: float = 0.0
+    answers: dict[str, Any] = field(default_factory=dict)
+
+
+def cache_key(prompt_version: str, model: str, item: JudgeItem) -> CacheKey:
+    return (prompt_version, model, item.key, item.image_hash)
+
+
+def chat_payload(endpoint: Endpoint, item: JudgeItem, temperature: float, max_tokens: int | None):
+    """The chat-completions request body for one item (OpenAI's vision message shape)."""
+    image_url = f"data:{item.media_type};base64,{base64.b64encode(item.image).decode('ascii')}"
+    messages: list[dict[str, Any]] = []
+    if item.system:
+        messages.append({"role": "system", "content": item.system})
+    messages.append(
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": item.prompt},
+                {"type": "image_url", "image_url": {"url": image_url}},
+            ],
+        }
+    )
+    body: dict[str, Any] = {
+        "model": endpoint.model,
+        "messages": messages,
+        "temperature": temperature,
+    }
+    if max_tokens is not None:
+        body["max_tokens"] = max_tokens
+    return body
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds from a ``Retry-After`` header (delta-seconds or an HTTP date), None if absent."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+class _AuthFailed(Exception):
+    pass
+
+
+@dataclass
+class _Run:
+    endpoint: Endpoint
+    parse: Callable[[str], Any]
+    temperature: float
+    max_tokens: int | None
+    timeout: float
+    max_retries: int
+    backoff: float
+    max_backoff: float
+    requests_sent: int = 0
+    auth_error: str = ""
+
+    async def ask(self, client: httpx.AsyncClient, item: JudgeItem, result: ItemResult) -> None:
+        """Fill ``result`` for ``item``: send, retry transient failures, parse."""
+        body = chat_payload(self.endpoint, item, self.temperature, self.max_tokens)
+        for attempt in range(self.max_retries + 1):
+            if self.auth_error:
+                raise _AuthFailed
+            result.attempts = attempt + 1
+            self.requests_sent += 1
+            wait: float | None
+            try:
+                response = await client.post(self.endpoint.url, json=body)
+            except httpx.TimeoutException:
+                reason, wait = f"timed out after {self.timeout:g} s", None
+            except httpx.TransportError as exc:
+                reason, wait = f"connection failed ({type(exc).__name__})", None
+            else:
+                status = response.status_code
+                if status == 200:
+                    self._read(response, result)
+                    return
+                excerpt = self.endpoint.scrub(response.text[:_BODY_EXCERPT])
+                if status in (401, 403):
+                    self.auth_error = (
+                        f"the endpoint refused the API key (HTTP {status}); "
+                        "check the key in the judge's settings"
+                    )
+                    raise _AuthFailed
+                if status != 429 and status < 500:
+                    result.error = f"HTTP {status}, not retried: {excerpt}"
+                    return
+                reason = f"HTTP {status}"
+                wait = _retry_after(response.headers.get("Retry-After"))
+                if wait is not None and wait > self.max_backoff:
+                    result.error = (
+                        f"{reason}; the server asked to retry after {wait:g} s, "
+                        f"more than the {self.max_backoff:g} s allowed"
+                    )
+                    return
+            if attempt == self.max_retries:
+                result.error = f"{reason} ({attempt + 1} attempts)"
+                return
+            if wait is None:
+                wait = min(self.backoff * 2**attempt, self.max_backoff)
+            await asyncio.sleep(wait)
+
+    def _read(self, response: httpx.Response, result: ItemResult) -> None:
+        try:
+            data = response.json()
+            text = data["choices"][0]["message"]["content"]
+            if not isinstance(text, str):
+                raise TypeError
+        except (ValueError, KeyError, IndexError, TypeError):
+            excerpt = self.endpoint.scrub(response.text[:_BODY_EXCERPT])
+            result.error = f"malformed response (no choices[0].message.content): {excerpt}"
+            return
+        usage = data.get("usage") or {}
+        result.prompt_tokens = _count(usage.get("prompt_tokens"))
+        result.completion_tokens = _count(usage.get("completion_tokens"))
+        result.raw = text
+        try:
+            result.answer = self.parse(text)
+        except ValueError as exc:
+            result.error = f"unusable reply: {self.endpoint.scrub(str(exc))}"
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+async def arun_batch(
+    items: Sequence[JudgeItem],
+    *,
+    endpoint: Endpoint,
+    parse: Callable[[str], Any],
+    prompt_version: str,
+    temperature: float = 0.0,
+    max_tokens: int | None = None,
+    concurrency: int = 8,
+    timeout: float = 60.0,
+    max_retries: int = 4,
+    backoff: float = 1.0,
+    max_backoff: float = 60.0,
+    price_prompt_per_1k: float = 0.0,
+    price_completion_per_1k: float = 0.0,
+    cache: MutableMapping[CacheKey, dict[str, Any]] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> RunResult:
+    """The coroutine behind :func:`run_batch` (same arguments)."""
+    keys = [item.key for item in items]
+    if len(set(keys)) != len(keys):
+        raise ValueError("item keys must be unique within a batch")
+    if concurrency < 1 or timeout <= 0 or max_retries < 0 or backoff < 0:
+        raise ValueError("concurrency >= 1, timeout > 0, max_retries >= 0, backoff >= 0")
+    started = time.perf_counter()
+    run = _Run(endpoint, parse, temperature, max_tokens, timeout, max_retries, backoff, max_backoff)
+    results = [ItemResult(key=item.key) for item in items]
+    total, done = len(items), 0
+    todo: asyncio.Queue[int] = asyncio.Queue()
+    for i, item in enumerate(items):
+        hit = cache.get(cache_key(prompt_version, endpoint.model, item)) if cache else None
+        if hit is not None:
+            # A cached reply parsed once; parsing again keeps the answer's type the caller's.
+            # A parser made stricter since then refuses it: ask again rather than fail.
+            try:
+                answer = parse(hit["raw"])
+            except ValueError:
+                hit = None
+        if hit is None:
+            todo.put_nowait(i)
+            continue
+        results[i] = ItemResult(key=item.key, answer=answer, raw=hit["raw"], cached=True)
+        done += 1
+    if progress and done:
+        progress(done, total)
+
+    async def worker(client: httpx.AsyncClient) -> None:
+        nonlocal done
+        while True:
+            try:
+                i = todo.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            try:
+                await run.ask(client, items[i], results[i])
+            except _AuthFailed:
+                results[i].error = run.auth_error
+            if results[i].ok and cache is not None:
+                cache[cache_key(prompt_version, endpoint.model, items[i])] = {"raw": results[i].raw}
+            elif not results[i].ok and results[i].error != run.auth_error:
+                # A wrong key is logged once for the run (below), not once per item.
+                logger.warning("judge item %s failed: %s", items[i].key, results[i].error)
+            done += 1
+            if progress:
+                progress(done, total)
+
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(
+        headers=endpoint.headers(),
+        timeout=httpx.Timeout(timeout),
+        limits=limits,
+        transport=transport,
+    ) as client:
+        await asyncio.gather(*(worker(client) for _ in range(min(concurrency, todo.qsize()))))
+    if run.auth_error:
+        logger.error("judge run on %s stopped: %s", endpoint.base_url, run.auth_error)
+
+    out = RunResult(results=results, requests_sent=run.requests_sent)
+    for r in results:
+        out.prompt_tokens += r.prompt_tokens
+        out.completion_tokens += r.completion_tokens
+        out.cached += r.cached
+        out.failed += not r.ok
+        if r.ok:
+            out.answers[r.key] = r.answer
+    out.cost = (
+        out.prompt_tokens / 1000 * price_prompt_per_1k
+        + out.completion_tokens / 1000 * price_completion_per_1k
+    )
+    out.seconds = time.perf_counter() - started
+    return out
+
+
+def run_batch(items: Sequence[JudgeItem], **kwargs: Any) -> RunResult:
+    """Ask the judge about every item; see the module docstring for the behaviour.
+
+    Keyword arguments: ``endpoint`` (:class:`Endpoint`), ``parse`` (reply text -> answer,
+    ``ValueError`` for an unusable reply), ``prompt_version``; optional ``temperature``,
+    ``max_tokens``, ``concurrency``, ``timeout``, ``max_retries``, ``backoff``,
+    ``max_backoff``, ``price_prompt_per_1k``, ``price_completion_per_1k``, ``cache``,
+    ``progress(done, total)``. Raises ValueError only for bad arguments; every failure of
+    an item is in its :class:`ItemResult`.
+    """
+    return asyncio.run(arun_batch(items, **kwargs))

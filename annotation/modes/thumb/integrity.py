@@ -1,0 +1,106 @@
+"""THumB's crowd-integrity rules (issue 29, docs/protocol-choices.md "Crowd integrity,
+round two: THumB and catch trials"):
+
+- a server-measured minimum time per caption set for crowd workers (``CrowdPaceSettings``,
+  ``crowd_min_seconds``);
+- a crowd completion only once the two-sided catch rule has been applied and passed
+  (``completion_earned``), and which answer a catch trial or control expects
+  (``catch_answered_right``);
+- a flag for an id linked to another annotator of the study (``linked_flag``); the serving
+  rule itself is in ``protocol.py`` (``annotation.identities.linked_q``).
+
+Like the modes, nothing here writes: the protocol returns these in its ``Outcome``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from annotation.identities import linked_q
+from annotation.models import Assignment, Item, Judgment, Participant
+from annotation.modes import catch
+from annotation.modes.settings import number
+from rubrics import catch as catch_rules
+
+
+@dataclass(frozen=True)
+class CrowdPaceSettings(catch.CatchSettings):
+    """The catch-trial settings and THumB's crowd minimum time."""
+
+    # THumB's paper states no pace (its authors annotated themselves). 3 s is the minimum
+    # PROTOCOLS.md sets per VICR rating, one caption judged against one image, applied here
+    # per caption group, so a set of five captions takes at least 15 s. 0: none.
+    seconds_per_caption: float = number(
+        3,
+        low=0,
+        high=600,
+        doc="Crowd workers: minimum seconds per caption of a set before it may be sent (0: none).",
+    )
+
+
+def crowd_min_seconds(assignment: Assignment, config: CrowdPaceSettings) -> float:
+    """``seconds_per_caption`` per caption group shown, for crowd workers only: registered
+    annotators are the researchers' own team, as the paper's authors were."""
+    if assignment.participant.user_id is not None:
+        return 0.0
+    return float(config.seconds_per_caption) * len(assignment.item.spec.get("groups") or ())
+
+
+def catch_answered_right(kind: str, scores: dict[str, Any]) -> bool:
+    """A control passes at high precision; an altered trial is caught at low precision (or
+    for T_WP with a fluency error), see ``rubrics.catch``."""
+    if kind == catch_rules.CONTROL:
+        return catch_rules.thumb_control_passed(scores["precision"])
+    return catch_rules.thumb_caught(kind, scores["precision"], scores.get("fluency_errors") or {})
+
+
+def completion_earned(participant: Participant, config: Any) -> bool:
+    """Enough items judged and, when catch trials are on, the catch rule applied (at least
+    ``catch_min_seen`` answered) and passed: junk earned a code before the rule had seen
+    enough catch trials (issue 29, row 6). A flagged participant never earns it."""
+    if Judgment.objects.filter(participant_id=participant.pk).count() < config.completion_images:
+        return False
+    if catch.is_flagged(participant):
+        return False
+    if not config.catch_rate:
+        return True
+    return catch.rule_passed(
+        participant,
+        min_seen=config.catch_min_seen,
+        max_missed_share=config.catch_max_missed_share,
+    )
+
+
+#: Flag of a participant linked to another annotator of the study (issue 29, row 3).
+LINKED_FLAG = "linked_annotator"
+
+
+def linked_flag(participant: Participant, item: Item) -> dict[str, str] | None:
+    """A ``linked_annotator`` flag, once, when an id linked to the participant (same browser
+    or network, ``annotation.identities``) has judged an image of the study: the two are
+    never served each other's stage 2 or check, and the researcher should know why."""
+    if any(
+        isinstance(flag, dict) and flag.get("kind") == LINKED_FLAG
+        for flag in participant.flags or []
+    ):
+        return None
+    if not (participant.browser_id or participant.network):
+        return None
+    others = (
+        Judgment.objects.filter(
+            linked_q(participant, prefix="participant__"), study_id=item.study_id
+        )
+        .exclude(participant_id=participant.pk)
+        .values_list("participant__pseudonym", flat=True)
+        .order_by("participant__pseudonym")
+        .distinct()
+    )
+    names = list(others[:5])
+    if not names:
+        return None
+    detail = (
+        f"shares a browser or network with {', '.join(names)}: neither is served the other's "
+        "stage 2 or check"
+    )
+    return {"kind": LINKED_FLAG, "detail": detail}

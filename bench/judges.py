@@ -1,0 +1,205 @@
+"""Benchmark the judge client against a bare httpx loop (not a test; prints numbers).
+
+    .venv/bin/python bench/judges.py [--items 10000] [--concurrency 16] [--rounds 3] [--port 8681]
+
+What it measures (issue 25, "Speed"): ``annotation.judges.client.run_batch`` over
+``--items`` items at ``--concurrency`` concurrent requests against a local
+OpenAI-compatible server that answers instantly, and, in the same run against the same
+server, a bare ``httpx.AsyncClient`` loop at the same concurrency posting the same
+chat-completions body (the image as a data URL) and reading the JSON reply. Target: the
+client's requests/s within 10% of the bare loop's (``ratio`` >= 0.90, else exit 1), i.e.
+the client's bookkeeping (payload building, base64 of the image, retries, parsing, cache,
+progress) keeps the server as busy as the simplest possible client would.
+
+The server is a minimal HTTP/1.1 keep-alive responder on asyncio in its own process (so
+it does not share the clients' interpreter lock), bound to 127.0.0.1 only, answering every
+POST with one fixed chat-completions JSON body. It exits by itself after ``MAX_SECONDS``
+even if this script is killed. The two clients alternate for ``--rounds`` rounds (bare,
+client, bare, client...) so that a change of machine load hits both; the result reports
+every round; the verdict is the ratio of the mean rates (the best rates' ratio is printed
+too, but one lucky round decides it), and the CPU time this process spent per request
+for each client is printed as well (much steadier than rates on a shared machine).
+
+Bounded: at most 100,000 items, 64 concurrent requests, 5 rounds; every request has a
+10 s timeout.
+"""
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import os
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from annotation.judges.client import Endpoint, JudgeItem, chat_payload, run_batch  # noqa: E402
+
+MAX_SECONDS = 600
+RESULTS = ROOT / "bench" / "results"
+REPLY = json.dumps(
+    {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion",
+        "model": "bench",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "4"}, "finish_reason": "stop"}
+        ],
+        "usage": {"prompt_tokens": 120, "completion_tokens": 1, "total_tokens": 121},
+    }
+).encode()
+RESPONSE = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+    + str(len(REPLY)).encode()
+    + b"\r\n\r\n"
+    + REPLY
+)
+# A small JPEG-sized payload: a real judge request carries an image of tens of kilobytes.
+IMAGE = os.urandom(20_000)
+
+
+def serve(port: int, ready) -> None:
+    """The instant server: read each request (headers and body), answer the fixed reply."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n"):
+                    if line[:15].lower() == b"content-length:":
+                        length = int(line[15:])
+                if length:
+                    await reader.readexactly(length)
+                writer.write(RESPONSE)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    async def main() -> None:
+        server = await asyncio.start_server(handle, "127.0.0.1", port, backlog=256)
+        ready.set()
+        async with server:
+            await asyncio.sleep(MAX_SECONDS)  # never outlive a killed benchmark
+
+    asyncio.run(main())
+
+
+def items(n: int) -> list[JudgeItem]:
+    prompt = "Rate how well the caption describes the image, 1-5. Caption: {}"
+    return [
+        JudgeItem(key=f"c{i}", prompt=prompt.format(f"a dog runs on the beach #{i}"), image=IMAGE)
+        for i in range(n)
+    ]
+
+
+async def bare(url: str, batch: list[JudgeItem], concurrency: int) -> float:
+    """The simplest client: N workers posting prebuilt bodies, reading the JSON reply."""
+    endpoint = Endpoint(url, "bench", "sk-bench")
+    bodies = [chat_payload(endpoint, item, 0.0, None) for item in batch]
+    queue = iter(range(len(bodies)))
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    started = time.perf_counter()
+    async with httpx.AsyncClient(headers=endpoint.headers(), timeout=10.0, limits=limits) as client:
+
+        async def worker() -> None:
+            for i in queue:
+                response = await client.post(endpoint.url, json=bodies[i])
+                response.raise_for_status()
+                int(response.json()["choices"][0]["message"]["content"])
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return len(bodies) / (time.perf_counter() - started)
+
+
+def ours(url: str, batch: list[JudgeItem], concurrency: int) -> float:
+    done = []
+    out = run_batch(
+        batch,
+        endpoint=Endpoint(url, "bench", "sk-bench"),
+        parse=int,
+        prompt_version="bench-v1",
+        concurrency=concurrency,
+        timeout=10.0,
+        max_retries=0,
+        progress=lambda d, t: done.append(d),
+        cache={},
+        price_prompt_per_1k=0.001,
+    )
+    if out.failed or len(out.answers) != len(batch):
+        raise SystemExit(f"the client failed {out.failed} items: {out.results[0].error}")
+    return len(batch) / out.seconds
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--items", type=int, default=10_000)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--port", type=int, default=8681)
+    args = parser.parse_args()
+    n = max(1, min(args.items, 100_000))
+    concurrency = max(1, min(args.concurrency, 64))
+    rounds = max(1, min(args.rounds, 5))
+    url = f"http://127.0.0.1:{args.port}/v1"
+
+    ready = multiprocessing.Event()
+    server = multiprocessing.Process(target=serve, args=(args.port, ready), daemon=True)
+    server.start()
+    try:
+        if not ready.wait(10):
+            raise SystemExit("the bench server did not start")
+        batch = items(n)
+        asyncio.run(bare(url, batch[:200], concurrency))  # warm-up: connections, imports
+        rates: dict[str, list[float]] = {"bare_httpx": [], "client": []}
+        cpu: dict[str, list[float]] = {"bare_httpx": [], "client": []}
+        for _ in range(rounds):
+            for name, call in (
+                ("bare_httpx", lambda: asyncio.run(bare(url, batch, concurrency))),
+                ("client", lambda: ours(url, batch, concurrency)),
+            ):
+                before = time.process_time()
+                rates[name].append(call())
+                cpu[name].append((time.process_time() - before) / n * 1000)
+    finally:
+        server.terminate()
+        server.join(5)
+    best_bare, best_ours = max(rates["bare_httpx"]), max(rates["client"])
+    result = {
+        "benchmark": "judges",
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
+        "items": n,
+        "concurrency": concurrency,
+        "image_bytes": len(IMAGE),
+        "requests_per_s": {k: [round(v, 1) for v in vs] for k, vs in rates.items()},
+        "best_bare_httpx": round(best_bare, 1),
+        "best_client": round(best_ours, 1),
+        # The verdict: mean rates over alternating rounds, so drifting load hits both alike.
+        "ratio": round(sum(rates["client"]) / sum(rates["bare_httpx"]), 3),
+        "ratio_of_best": round(best_ours / best_bare, 3),
+        # CPU milliseconds of this process per request: on a busy shared machine the rates
+        # swing with other load, the CPU each client spends per request much less.
+        "cpu_ms_per_request": {k: [round(v, 3) for v in vs] for k, vs in cpu.items()},
+        "target_ratio": 0.90,
+        "cpus": os.cpu_count(),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+    }
+    text = json.dumps(result, indent=2)
+    print(text)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = RESULTS / f"judges-{datetime.now(UTC):%Y%m%dT%H%M%S}.json"
+    out.write_text(text + "\n", encoding="utf-8")
+    print(f"wrote {out}")
+    return 0 if result["ratio"] >= 0.90 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
