@@ -229,6 +229,27 @@ def test_an_always_a_worker_is_caught_by_gold_battles_and_position_bias(research
     assert row["left_share"] == 1.0 and row["flagged"]
 
 
+def test_gold_battles_always_alter_the_caption_even_with_human_captions(researcher):
+    # The rating protocols' catch trials alternate with controls (a human caption shown
+    # untouched); in a battle that would be a caption against itself, with no right answer.
+    study = arena_study(
+        researcher,
+        systems=("Human", "beta", "gamma"),
+        images=30,
+        catch_rate=0.5,
+        catch_min_seen=100,
+    )
+    person = worker(study)
+    for _ in range(25):
+        judge(person, "tie")
+    gold = list(Item.objects.filter(study=study, kind=CATCH))
+    assert len(gold) >= 4
+    texts = dict(study.captions.values_list("pk", "text"))
+    for item in gold:
+        assert item.spec["catch"]["kind"] in ("T_RC", "T_WP", "T_RW")
+        assert item.spec["catch"]["text"] != texts[item.spec["caption_id"]]
+
+
 # ------------------------------------------------------------------ the report
 
 

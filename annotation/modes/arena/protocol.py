@@ -7,7 +7,7 @@ canonical order (``caption_a`` is the caption of the system whose name sorts fir
             "image_id": <id>}
 
 A gold battle is an ``Item`` of kind ``catch`` reserved for one worker
-(``annotation.modes.catch.new_catch_item``): a system caption against a Cui et al.
+(``annotation.modes.arena.gold``): a system caption against a Cui et al.
 alteration of it (``rubrics/transformations.py``); the real caption must win.
 
 The server decides everything a worker could game: which pair they get (drawn here, never
@@ -30,6 +30,7 @@ from django.db.models import F, QuerySet
 from annotation.errors import InvalidInput
 from annotation.models import Assignment, Caption, Item, Job, Judgment, Participant, Study
 from annotation.modes import catch
+from annotation.modes.arena.gold import new_gold_item
 from annotation.modes.base import Mode, Outcome
 from annotation.modes.settings import MAX_RESAMPLES, flag, number, text, whole
 from rubrics import arena as rules
@@ -370,13 +371,14 @@ class ArenaProtocol(Mode):
                 caught=judgment.result["catch"]["caught"],
                 min_seen=config.catch_min_seen,
                 max_missed_share=config.catch_max_missed_share,
+                kind=judgment.result["catch"]["kind"],
             )
         else:
             state["battles"] = state.get("battles", 0) + 1
             if catch.is_flagged(participant):
                 fields = {"exclusion": catch.LATER_REASON}
             if config.catch_rate:
-                made = catch.new_catch_item(
+                made = new_gold_item(
                     participant,
                     rate=config.catch_rate,
                     gammas=catch_rules.parse_gammas(config.catch_gammas),
