@@ -72,6 +72,10 @@ DEMO_FINISHED = [
     ("thumb", "Demo (finished): THumB rubric", 8, {"third_check_captions": 10}),
     ("vicr", "Demo (finished): VICR rating game", 12, {}),
     ("humanr", "Demo (finished): HUMANr head-to-head", 20, {"workers_per_comparison": 5}),
+    # Arena: 4 systems (Human and the three bots) give 6 pairs x 9 images = 54 battles, 2
+    # workers each; a worker meets each image once, so 9 battles (plus gold) is a worker's
+    # most: 14 workers fill the 108 slots with room for the gold battles' share.
+    ("arena", "Demo (finished): Arena caption battles", 14, {}),
 ]
 #: Seed of the simulated crowd (the same answers on every machine).
 CROWD_SEED = 2024
@@ -109,7 +113,7 @@ DESCRIPTION = (
 LOGINS = {
     "admin": "every study, and the Django admin at /admin/",
     "researcher": (
-        "owns every demo study: the live ones to try, three finished ones with a simulated "
+        "owns every demo study: the live ones to try, one finished study per mode with a simulated "
         "crowd's answers and their reports, and the published releases (when ../shared is there)"
     ),
     "annotator1": "the live studies on the start page, as a native English speaker",
