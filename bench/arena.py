@@ -235,6 +235,22 @@ def run_design(owner, *, seed, names, s, truth, args, adaptive: bool) -> dict:
                 raise SystemExit(f"report failed: {job.error}")
             board = job.result["leaderboard"]
             fitted = {row["system"]: row["score"] for row in board}
+            if set(fitted) != set(names):
+                # Too few battles for a fit (a system unmet, or a graph not strongly
+                # connected: the report says why): scored as not reached, nothing covered.
+                checkpoints.append(
+                    {
+                        "battles": battles,
+                        "kept": job.result["battles"],
+                        "tau": -1.0,
+                        "coverage": 0.0,
+                        "raw_coverage": 0.0,
+                        "mean_ci_width": None,
+                        "fit_error": job.result.get("leaderboard_error", "systems missing"),
+                    }
+                )
+                next_check += args.step
+                continue
             tau = float(kendalltau([fitted[n] for n in names], list(s)).statistic)
             coverage = np.mean(
                 [row["ci_low"] <= truth[row["system"]] <= row["ci_high"] for row in board]
@@ -294,6 +310,10 @@ def design_part(args) -> dict:
                 owner, seed=seed, names=names, s=s, truth=truth, args=args, adaptive=adaptive
             )
             runs.append(run)
+            # Written after every run, so an interrupted bench keeps what it measured.
+            partial = ROOT / "bench" / "results" / "arena-design-partial.json"
+            partial.parent.mkdir(exist_ok=True)
+            partial.write_text(json.dumps(runs, indent=1) + "\n")
             last = run["checkpoints"][-1]
             print(
                 f"seed {seed:2d} {run['design']:8s} {run['battles']} battles "
@@ -325,7 +345,14 @@ def design_part(args) -> dict:
                         statistics.mean(p["tau"] >= TAU_TARGET for p in points), 3
                     ),
                     "coverage_mean": round(statistics.mean(p["coverage"] for p in points), 4),
-                    "ci_width_mean": round(statistics.mean(p["mean_ci_width"] for p in points), 1),
+                    "fits_failed": sum(p["mean_ci_width"] is None for p in points),
+                    "ci_width_mean": round(
+                        statistics.mean(
+                            [p["mean_ci_width"] for p in points if p["mean_ci_width"] is not None]
+                            or [float("nan")]
+                        ),
+                        1,
+                    ),
                 }
                 for b, points in sorted(by_checkpoint.items())
             },
