@@ -16,6 +16,7 @@ urlpatterns = [
     path(
         "studies/<int:study_id>/metrics/", apis.StudyMetricsApi.as_view(), name="api_study_metrics"
     ),
+    path("studies/<int:study_id>/report/", apis.StudyReportApi.as_view(), name="api_study_report"),
     path("studies/<int:study_id>/plan/", apis.StudyPlanApi.as_view(), name="api_study_plan"),
     path("jobs/<int:job_id>/", apis.JobDetailApi.as_view(), name="api_job"),
 ]

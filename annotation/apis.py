@@ -199,6 +199,40 @@ class ModeListApi(APIView):
         return Response(ModeOutput(modes, many=True).data)
 
 
+class ReportOutput(serializers.Serializer):
+    study = serializers.IntegerField(help_text="Id of the study.")
+    mode = serializers.CharField(help_text="The study's mode; it decides the result's shape.")
+    job = serializers.IntegerField(help_text="Id of the report job that computed it.")
+    finished_at = serializers.DateTimeField()
+    result = serializers.JSONField(
+        help_text="The report as the page shows it. An arena study's holds `leaderboard` "
+        "([{system, score, ci_low, ci_high, rank_low, rank_high, battles}], bootstrap 95% "
+        "intervals on LMArena's scale), `length_leaderboard` (same fields but battles, "
+        "sandwich intervals) and `length_coefficient` ({value, ci_low, ci_high, unit})."
+    )
+
+
+class StudyReportApi(APIView):
+    @extend_schema(responses={200: ReportOutput})
+    def get(self, request, study_id: int):
+        """The study's latest finished report, any mode; 404 when none has been computed."""
+        study = selectors.study_for_researcher(request.user, study_id)
+        latest = selectors.report_latest(study)
+        if latest is None:
+            raise Http404("No report has been computed for this study yet.")
+        return Response(
+            ReportOutput(
+                {
+                    "study": study.pk,
+                    "mode": study.mode,
+                    "job": latest.pk,
+                    "finished_at": latest.finished_at,
+                    "result": latest.result,
+                }
+            ).data
+        )
+
+
 class StudyJobsApi(APIView):
     @extend_schema(
         parameters=[

@@ -48,7 +48,7 @@ class StyleControl:
     coefficient_low: float
     coefficient_high: float
     feature_mean: float
-    feature_std: float
+    feature_std: float  # the root mean square of the feature, the unit of the coefficient
 
 
 def style_control(
@@ -64,10 +64,15 @@ def style_control(
 ) -> StyleControl:
     """Bradley-Terry with the standardised length difference as a covariate.
 
-    logit P(a wins) = theta_a - theta_b + beta * z, z = (feature - mean) / std as LMArena
-    standardises its style features. The system coefficients are the length-controlled
-    strengths; beta is the length effect. Intervals are sandwich intervals. Battles are
-    not aggregated (z is per battle), so this costs O(n k^2).
+    logit P(a wins) = theta_a - theta_b + beta * z, z = feature / rms(feature). LMArena
+    standardises with (feature - mean) / std, but its sides are in random order, so the
+    mean is about 0 there. Here side ``a`` may be a fixed system (a canonical order):
+    subtracting the mean would then add beta * mean to every battle, a constant the
+    model (no intercept) can only absorb into the strengths of whichever systems sit on
+    side ``a``, biasing them. Scaling by the root mean square keeps z = 0 meaning equal
+    lengths and equals the std whenever the mean is 0. The system coefficients are the
+    length-controlled strengths; beta is the length effect. Intervals are sandwich
+    intervals. Battles are not aggregated (z is per battle), so this costs O(n k^2).
     """
     names, a, b = _system_codes(systems_a, systems_b, systems)
     codes = _outcome_codes(outcomes)
@@ -78,10 +83,10 @@ def style_control(
     w = np.ones(n) if weights is None else np.asarray(weights, dtype=float)
     if w.shape != (n,) or np.any(~np.isfinite(w)) or np.any(w <= 0):
         raise ValueError("weights must be finite, positive, one per battle")
-    std = float(f.std())
-    if std == 0.0:
+    if float(np.ptp(f)) == 0.0:
         raise ValueError("the length difference is constant: its effect cannot be estimated")
-    z = (f - f.mean()) / std
+    std = float(np.sqrt(np.mean(f**2)))
+    z = f / std
     table = count_table([names[i] for i in a], [names[i] for i in b], outcomes, w, names)
     _check_connected(table)
     k = len(names)

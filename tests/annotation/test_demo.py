@@ -147,3 +147,28 @@ def test_demo_captions_serve_every_mode():
     assert all(row["explanation"].strip() for row in tutorial)
     truths = {int(row["truth"]) for row in tutorial + probation}
     assert truths == {1, 2, 3, 4, 5}
+
+
+def test_finished_arena_demo_has_a_leaderboard(db, django_capture_on_commit_callbacks):
+    """The finished arena study alone (fast): answered by the simulated crowd through the
+    services, closed, its report holding a leaderboard in the hidden qualities' order."""
+    if not registered("arena"):
+        return
+    from annotation.management.commands.load_demo import Command
+
+    mode, name, workers, settings = next(row for row in DEMO_FINISHED if row[0] == "arena")
+    command = Command(stdout=io.StringIO())
+    owner = User.objects.create_user("researcher", password="x", is_researcher=True)
+    with django_capture_on_commit_callbacks(execute=True):
+        command._finished(mode, name, owner, workers, settings)
+    study = Study.objects.get(name=name)
+    assert_answered_with_a_report(study)
+    # Every battle slot is filled: 6 system pairs x 9 images x 2 workers.
+    battles = Judgment.objects.filter(study=study, item__kind="battle")
+    assert battles.count() == 6 * len(DEMO_IMAGES) * 2
+    assert Judgment.objects.filter(study=study, item__kind="catch").exists()
+    result = study.jobs.get(kind=Job.Kind.REPORT).result
+    board = [row["system"] for row in result["leaderboard"]]
+    # The simulated crowd's hidden qualities: Human 4.6 > GoodBot 4.0 > MidBot 3.0 > BadBot 1.6.
+    assert board == ["Human", "GoodBot", "MidBot", "BadBot"]
+    assert result["length_leaderboard"] and result["length_coefficient"] is not None

@@ -216,3 +216,31 @@ def test_length_control_recovers_the_true_order_and_finds_no_effect_without_one(
     plain = arena_style.style_control(sa, sb, out, la, lb, systems=NAMES)
     assert plain.coefficient_low <= 0 <= plain.coefficient_high
     assert kendalltau(plain.scores, strengths).statistic >= 0.9
+
+
+def test_length_control_is_unbiased_when_side_a_is_always_the_same_system():
+    # The arena mode stores battles in a canonical order (system A sorts first), so side A
+    # is not random as on LMArena. Here A is always the shorter-captioned system. Centring
+    # the feature (LMArena's standardisation) made a constant shift that the fit put into
+    # the systems' strengths (alpha 930 instead of 1122); scaling without centring does not.
+    rng = np.random.default_rng(0)
+    base = {"alpha": 100, "beta": 170, "gamma": 300}
+    truth = {"alpha": 0.7, "beta": 0.0, "gamma": -0.7}
+    sa, sb, out, la, lb = [], [], [], [], []
+    for _ in range(3000):
+        for a, b in (("alpha", "beta"), ("alpha", "gamma"), ("beta", "gamma")):
+            len_a, len_b = (int(base[s] * rng.uniform(0.3, 1.7)) for s in (a, b))
+            logit = truth[a] - truth[b] + 5 * (len_a - len_b) / (len_a + len_b)
+            won = rng.random() < 1 / (1 + np.exp(-logit))
+            sa.append(a)
+            sb.append(b)
+            out.append("model_a" if won else "model_b")
+            la.append(len_a)
+            lb.append(len_b)
+
+    controlled = arena_style.style_control(sa, sb, out, la, lb)
+
+    expected = {s: 1000 + arena.ELO_PER_NATURAL * t for s, t in truth.items()}
+    # 9,000 battles give a standard error of about 10 points; the bias was about 190.
+    for i, system in enumerate(controlled.systems):
+        assert controlled.scores[i] == pytest.approx(expected[system], abs=30)

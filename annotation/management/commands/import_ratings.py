@@ -4,6 +4,13 @@
     manage.py import_ratings --format vicr-csv VICR_Sample250.csv --name "VICR sample"
     manage.py import_ratings --format pascal-50s pascal_50s.json
 
+    manage.py import_ratings --format battles arena_battles.jsonl
+    manage.py import_ratings --format iiw-sxs ../shared/datasets/imageinwords/DCI_Test.jsonl
+
+Battle logs (LMArena's JSON Lines) and ImageInWords' side-by-side files become closed
+arena studies (``annotation.services.imports.battles``); the command says what the file
+lacks (images, texts, an overall verdict).
+
 Pascal-50S (pairwise judgments with their references) becomes a closed study of pairs for
 the metric lab (``annotation.services.imports.pascal50s.dataset_import_pascal50s``).
 
@@ -19,6 +26,7 @@ from django.core.management.base import BaseCommand, CommandError
 from annotation.errors import ServiceError
 from annotation.models import User
 from annotation.services.datasets import RATING_FORMATS, dataset_import_ratings
+from annotation.services.imports.battles import BATTLE_FORMATS, dataset_import_battles
 from annotation.services.imports.pascal50s import dataset_import_pascal50s
 
 #: Pairwise judgments for the metric lab (a closed study of pairs, not of ratings).
@@ -26,12 +34,17 @@ PASCAL_50S = "pascal-50s"
 
 
 class Command(BaseCommand):
-    help = "Load a published rating dataset (Flickr8k-Expert, VICR CSV) as a closed VICR study."
+    help = (
+        "Load a published dataset as a closed study: ratings (Flickr8k-Expert, VICR CSV), "
+        "Pascal-50S pairs, or arena battles (LMArena JSON Lines, ImageInWords SxS)."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("file", type=Path)
         parser.add_argument(
-            "--format", required=True, choices=sorted([*RATING_FORMATS, PASCAL_50S])
+            "--format",
+            required=True,
+            choices=sorted([*RATING_FORMATS, PASCAL_50S, *BATTLE_FORMATS]),
         )
         parser.add_argument(
             "--owner", help="Researcher who owns the study (default: the first superuser)."
@@ -47,6 +60,18 @@ class Command(BaseCommand):
             user = User.objects.filter(is_superuser=True).order_by("pk").first()
             if user is None:
                 raise CommandError("no superuser exists; name the owner with --owner")
+        if format in BATTLE_FORMATS:
+            try:
+                done = dataset_import_battles(owner=user, path=file, fmt=format, name=name)
+            except ServiceError as exc:
+                raise CommandError(exc.report()) from exc
+            self.stdout.write(
+                f"Study {done.study.pk} ({done.study.name}): {done.battles} battles, "
+                f"{done.study.captions.count()} captions, closed."
+            )
+            for what in done.missing:
+                self.stdout.write(f"Missing: {what}.")
+            return
         try:
             if format == PASCAL_50S:
                 study = dataset_import_pascal50s(owner=user, path=file, name=name)

@@ -38,6 +38,7 @@ DEMO_STUDIES = [
     ("thumb", "Demo: THumB rubric"),
     ("vicr", "Demo: VICR rating game"),
     ("humanr", "Demo: HUMANr head-to-head"),
+    ("arena", "Demo: Arena caption battles"),
 ]
 
 # The demo's VICR pools hold 10 tutorial and 20 probation pairs, fewer than the protocol's
@@ -51,6 +52,9 @@ DEMO_STUDIES = [
 # no pass mark short of full marks stops every lucky draw, but at 8 a constant answer
 # passes an attempt on under 3% of draws (the test counts them).
 DEMO_SETTINGS = {
+    # Two workers per battle, so the report shows agreement on shared battles; the demo's
+    # captions are one sentence, so 3 s is enough to read both.
+    "arena": {"battle_target": 2, "min_seconds": 3},
     "vicr": {
         "tutorial_pairs": 5,
         "tutorial_pass": 8,
@@ -68,6 +72,10 @@ DEMO_FINISHED = [
     ("thumb", "Demo (finished): THumB rubric", 8, {"third_check_captions": 10}),
     ("vicr", "Demo (finished): VICR rating game", 12, {}),
     ("humanr", "Demo (finished): HUMANr head-to-head", 20, {"workers_per_comparison": 5}),
+    # Arena: 4 systems (Human and the three bots) give 6 pairs x 9 images = 54 battles, 2
+    # workers each; a worker meets each image once, so 9 battles (plus gold) is a worker's
+    # most: 14 workers fill the 108 slots with room for the gold battles' share.
+    ("arena", "Demo (finished): Arena caption battles", 14, {}),
 ]
 #: Seed of the simulated crowd (the same answers on every machine).
 CROWD_SEED = 2024
@@ -93,6 +101,7 @@ ITEM_WORDS = {
     "thumb": "caption sets to score (stage 1, stage-2 reviews and checks)",
     "vicr": "captions to rate (game, tutorial and probation)",
     "humanr": "groups of comparisons (one worker each)",
+    "arena": "battles (an image and the captions of two systems)",
 }
 
 DESCRIPTION = (
@@ -104,11 +113,11 @@ DESCRIPTION = (
 LOGINS = {
     "admin": "every study, and the Django admin at /admin/",
     "researcher": (
-        "owns every demo study: three live ones to try, three finished ones with a simulated "
+        "owns every demo study: the live ones to try, one finished study per mode with a simulated "
         "crowd's answers and their reports, and the published releases (when ../shared is there)"
     ),
-    "annotator1": "the three live studies on the start page, as a native English speaker",
-    "annotator2": "the three live studies on the start page, as a non-native speaker",
+    "annotator1": "the live studies on the start page, as a native English speaker",
+    "annotator2": "the live studies on the start page, as a non-native speaker",
 }
 
 

@@ -1,0 +1,87 @@
+"""Gold battles: a system caption against a Cui et al. alteration of it (never writes).
+
+Built like ``annotation.modes.catch.new_catch_item`` builds VICR's catch trials, and stored
+the same way (an ``Item`` of kind ``catch`` reserved for one worker, ``spec["catch"]``), so
+the catch-trial exclusion rule and report section read them unchanged. Unlike the rating
+protocols there are no *controls* (a known-good caption shown untouched): a battle is
+already two-sided, since the real caption is shown left or right at random, so a worker
+who always answers "A" misses about half of the gold battles, and one who always answers
+"B" too. A control would be a caption against itself, which has no right answer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from annotation.models import Caption, Item, Participant
+from annotation.modes import catch
+from rubrics import catch as rules
+from rubrics import transformations as tf
+
+
+def new_gold_item(
+    participant: Participant,
+    *,
+    rate: float,
+    gammas: tuple[float, ...],
+    caption_ids_of: Any,
+    draw: int,
+) -> Item | None:
+    """Maybe a new gold battle for the worker (unsaved), drawn at ``rate``.
+
+    ``draw`` numbers the worker's battles, so one study seed, worker and count give one
+    decision and one battle. The source is a study caption of an image the worker was never
+    shown (``caption_ids_of`` maps an item spec to the captions of its image); T_RC's text
+    is a caption of another such image, a human one when there is one.
+    """
+    study = participant.study
+    rng = np.random.default_rng([study.seed, participant.pk, draw, 0xCA7C])
+    if rng.random() >= rules.insert_probability(rate):
+        return None
+    if catch.pending(participant).exists():
+        return None
+    captions = list(
+        Caption.objects.filter(study_id=study.pk, purpose=Caption.Purpose.STUDY)
+        .exclude(text="")
+        .order_by("id")
+        .values_list("id", "image_id", "system", "text")
+    )
+    seen = catch.seen_captions(participant, caption_ids_of)
+    unseen = [row for row in captions if row[0] not in seen]
+    if not unseen:
+        return None
+    source = unseen[int(rng.integers(len(unseen)))]
+    others = [row for row in unseen if row[1] != source[1] and row[2] == Caption.HUMAN]
+    if not others:
+        others = [row for row in unseen if row[1] != source[1]]
+    other = others[int(rng.integers(len(others)))] if others else None
+    try:
+        made = rules.make_catch(
+            source=source[3],
+            others=[other[3]] if other else [],
+            vocabulary=tf.vocabulary([row[3] for row in captions]),
+            gammas=gammas,
+            rng=rng,
+        )
+    except ValueError:
+        return None
+    origin = other if made.kind == "T_RC" and other else source
+    return Item(
+        study_id=study.pk,
+        kind=catch.CATCH,
+        image_id=source[1],
+        position=0,
+        target=1,
+        spec={
+            "caption_id": source[0],
+            "catch": {
+                "kind": made.kind,
+                "gamma": made.gamma,
+                "text": made.text,
+                "source_caption_id": origin[0],
+                "participant_id": participant.pk,
+            },
+        },
+    )

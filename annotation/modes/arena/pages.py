@@ -1,0 +1,94 @@
+"""The arena's battle page: the image, two captions (A left, B right), four outcomes.
+
+Which caption is A was drawn for this lease (``protocol.left_is_a``); the page is handed
+texts only, never the caption rows or their systems, so a worker cannot tell which system
+wrote which caption.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+
+from annotation.models import Assignment, Caption, Participant
+from annotation.modes.arena.protocol import (
+    CATCH,
+    CRITERION_LABELS,
+    CRITERION_NAMES,
+    OUTCOME_LABELS,
+    battle_captions,
+    left_is_a,
+)
+from annotation.modes.base import Pages
+
+#: The key that chooses each outcome (listed on the page; ``arena.js`` binds them).
+OUTCOME_KEYS = {"a": "1", "b": "2", "tie": "3", "bothbad": "4"}
+
+
+class ArenaPages(Pages):
+    item_template = "modes/arena/item.html"
+    keeps_answers = True
+
+    def parse_form(self, post: dict[str, Any], part: int) -> dict[str, Any]:
+        data = {"outcome": post.get("outcome")}
+        for criterion in CRITERION_NAMES:
+            if criterion in post:
+                data[criterion] = post.get(criterion)
+        return data
+
+    def item_context(
+        self, assignment: Assignment, part: int, answers: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        participant = assignment.participant
+        study = participant.study
+        config = self.mode.settings(study)
+        item = assignment.item
+        first, second = battle_captions(item)
+        texts = dict(Caption.objects.filter(pk__in={first, second}).values_list("pk", "text"))
+        text_a, text_b = texts[first], texts[second]
+        if item.kind == CATCH:
+            text_b = item.spec["catch"]["text"]
+        left, right = (text_a, text_b) if left_is_a(study, assignment.pk) else (text_b, text_a)
+        image = Caption.objects.select_related("image").get(pk=first).image
+        waited = (timezone.now() - assignment.served_at).total_seconds()
+        remaining = max(0.0, float(config.min_seconds) - waited)
+        answers = answers or {}
+        battles = (participant.state or {}).get("battles", 0)
+        return {
+            "left": {"text": left, "words": len(left.split())},
+            "right": {"text": right, "words": len(right.split())},
+            "image": image,
+            "image_url": settings.MEDIA_URL + image.display if image.display else "",
+            "alt_text": image.alt_text or "Image the two captions describe",
+            "outcomes": [
+                {
+                    "value": value,
+                    "label": label,
+                    "key": OUTCOME_KEYS[value],
+                    "checked": answers.get("outcome") == value,
+                }
+                for value, label in OUTCOME_LABELS.items()
+            ],
+            "criteria": [
+                {
+                    "name": name,
+                    "label": label,
+                    "choices": [
+                        {"value": v, "label": text, "checked": answers.get(name) == v}
+                        for v, (_, text) in CRITERION_LABELS.items()
+                    ],
+                }
+                for name, label in CRITERION_NAMES.items()
+            ]
+            if config.criteria
+            else [],
+            "remaining_seconds": math.ceil(remaining * 10) / 10,
+            "minimum_seconds": config.min_seconds,
+            "battles_done": battles,
+            "battles_needed": config.completion_battles
+            if participant.source != Participant.Source.ACCOUNT
+            else None,
+        }

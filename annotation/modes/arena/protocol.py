@@ -1,0 +1,413 @@
+"""The arena protocol: battles between captioning systems (PROTOCOLS.md section 5).
+
+An item is one battle: an image and the captions of two different systems for it, in a
+canonical order (``caption_a`` is the caption of the system whose name sorts first)::
+
+    spec = {"caption_a": <id>, "caption_b": <id>, "system_a": "...", "system_b": "...",
+            "image_id": <id>}
+
+A gold battle is an ``Item`` of kind ``catch`` reserved for one worker
+(``annotation.modes.arena.gold``): a system caption against a Cui et al.
+alteration of it (``rubrics/transformations.py``); the real caption must win.
+
+The server decides everything a worker could game: which pair they get (drawn here, never
+chosen by them), which side each caption is shown on (drawn per lease from the study's seed
+and the lease id, stored in the payload as ``left``), and how long they looked (the
+service measures ``min_seconds`` from ``served_at``). The payload is in the terms of the
+page (``a``: the left caption is better); the result restates it in the canonical order
+(``winner`` in LMArena's names) so the report never has to know which side was shown.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from django.db.models import F, QuerySet
+
+from annotation.errors import InvalidInput
+from annotation.models import Assignment, Caption, Item, Job, Judgment, Participant, Study
+from annotation.modes import catch
+from annotation.modes.arena.gold import new_gold_item
+from annotation.modes.base import Mode, Outcome
+from annotation.modes.settings import MAX_RESAMPLES, flag, number, text, whole
+from rubrics import arena as rules
+from rubrics import catch as catch_rules
+from rubrics.battles import CRITERIA as IIW_CRITERIA
+
+BATTLE = "battle"
+CATCH = catch.CATCH
+
+#: The four outcomes as the page posts them (sides as shown) and their LMArena names
+#: when the left caption is the canonical ``a`` side.
+OUTCOMES: dict[str, str] = {
+    "a": "model_a",
+    "b": "model_b",
+    "tie": "tie",
+    "bothbad": "tie (bothbad)",
+}
+OUTCOME_LABELS: dict[str, str] = {
+    "a": "A is better",
+    "b": "B is better",
+    "tie": "Tie: both are good",
+    "bothbad": "Tie: both are bad",
+}
+#: ImageInWords' five SxS labels as the page posts them, coded from the left side's view.
+CRITERION_LABELS: dict[str, tuple[int, str]] = {
+    "a2": (2, "A substantially better"),
+    "a1": (1, "A marginally better"),
+    "0": (0, "Neutral"),
+    "b1": (-1, "B marginally better"),
+    "b2": (-2, "B substantially better"),
+}
+CRITERION_NAMES: dict[str, str] = {
+    "comprehensiveness": "Comprehensiveness",
+    "specificity": "Specificity",
+    "hallucination": "Hallucination (fewer is better)",
+    "tldr": "First lines as a summary",
+    "human_like": "Human-like",
+}
+#: The form's criterion keys to ImageInWords' names (``rubrics.battles.CRITERIA``).
+IIW_NAMES: dict[str, str] = dict(zip(CRITERION_NAMES, IIW_CRITERIA, strict=True))
+_SWAP = {"model_a": "model_b", "model_b": "model_a"}
+
+
+@dataclass(frozen=True)
+class ArenaSettings(catch.CatchSettings):
+    # Battles per pair of captions; 2 or more lets the report measure agreement between
+    # workers on shared battles. 100 is far past any use and bounds the work.
+    battle_target: int = whole(
+        1, low=1, high=100, doc="Workers who judge each battle (2 or more: agreement)."
+    )
+    # Server-measured; 10 minutes covers the longest detailed caption pair.
+    min_seconds: int = whole(
+        5, low=0, high=600, doc="Seconds a battle must be shown before an answer counts."
+    )
+    criteria: bool = flag(
+        False,
+        doc="Also ask ImageInWords' five per-criterion side-by-side labels.",
+    )
+    adaptive: bool = flag(
+        False,
+        doc="Serve the system pairs whose order is least settled (from the latest report), "
+        "weighting the leaderboard by inverse sampling probability.",
+    )
+    # The share spread uniformly so every pair keeps a positive probability (IPW needs it).
+    adaptive_explore: float = number(
+        0.2, low=0.01, high=1, doc="Share of adaptive draws spread uniformly over pairs."
+    )
+    # Battles one worker may judge of one system pair; 100,000 is "no cap".
+    cap_per_pair: int = whole(
+        20, low=1, high=100_000, doc="Battles of one system pair a worker may judge."
+    )
+    anchor_system: str = text(
+        "", max_length=100, doc="System whose score is fixed at the anchor score (empty: mean)."
+    )
+    anchor_score: float = number(1000, low=-100_000, high=100_000, doc="The anchor's score.")
+    bootstrap_rounds: int = whole(
+        1000,
+        low=20,
+        high=MAX_RESAMPLES,
+        doc="Bootstrap resamples of the leaderboard's intervals.",
+    )
+    # Gold battles are the arena's check of the worker: on by default, unlike the
+    # published rating protocols. An always-"A" worker misses half of them (sides are
+    # random), so the rule flags a missed share above a quarter.
+    catch_rate: float = number(
+        0.1,
+        low=0,
+        high=0.5,
+        doc="Share of served battles that are gold battles (a caption against an "
+        "alteration of it; 0: none).",
+    )
+    catch_max_missed_share: float = number(
+        0.25,
+        low=0,
+        high=1,
+        doc="Missing more than this share of gold battles flags the worker and excludes "
+        "their judgments.",
+    )
+
+    # Battles a crowd worker judges to earn the completion code.
+    completion_battles: int = whole(
+        20, low=1, high=10_000, doc="Battles a crowd worker judges to earn the completion code."
+    )
+
+
+def left_is_a(study: Study, assignment_id: int) -> bool:
+    """Whether the lease shows the canonical ``a`` caption on the left.
+
+    Drawn from the study's seed and the lease id: per presentation, reproducible, and the
+    same on the page and in ``validate`` (so the stored side is the side shown).
+    """
+    rng = np.random.default_rng([study.seed, assignment_id, 0xA7E4A])
+    return bool(rng.integers(2) == 0)
+
+
+def battle_captions(item: Item) -> tuple[int, int]:
+    """The canonical ``(a, b)`` caption ids a battle or gold battle shows (gold: both the
+    real caption; the altered text is in ``spec["catch"]``, shown as ``b``)."""
+    spec = item.spec
+    if "caption_a" in spec:
+        return int(spec["caption_a"]), int(spec["caption_b"])
+    return int(spec["caption_id"]), int(spec["caption_id"])
+
+
+def system_pairs(systems: list[str]) -> list[tuple[str, str]]:
+    return list(itertools.combinations(sorted(systems), 2))
+
+
+class ArenaProtocol(Mode):
+    name = "arena"
+    label = "Arena (caption battles)"
+    settings_class = ArenaSettings
+
+    # ------------------------------------------------------------------ items
+
+    def build_items(self, study: Study) -> list[Item]:
+        """One battle per image and pair of systems that both captioned it."""
+        config = self.settings(study)
+        by_image: dict[int, dict[str, int]] = {}
+        for caption_id, image_id, system in (
+            study.captions.filter(purpose=Caption.Purpose.STUDY)
+            .order_by("id")
+            .values_list("id", "image_id", "system")
+        ):
+            # A system's first caption of an image is its caption there.
+            by_image.setdefault(image_id, {}).setdefault(system, caption_id)
+        items = []
+        for image_id in sorted(by_image):
+            captions = by_image[image_id]
+            for system_a, system_b in system_pairs(list(captions)):
+                items.append(
+                    Item(
+                        study=study,
+                        kind=BATTLE,
+                        image_id=image_id,
+                        position=len(items),
+                        target=config.battle_target,
+                        spec={
+                            "caption_a": captions[system_a],
+                            "caption_b": captions[system_b],
+                            "system_a": system_a,
+                            "system_b": system_b,
+                            "image_id": image_id,
+                        },
+                    )
+                )
+        systems = {item.spec["system_a"] for item in items} | {
+            item.spec["system_b"] for item in items
+        }
+        if not items:
+            raise InvalidInput(
+                "An arena study needs images captioned by at least two systems; none is.",
+                field="captions",
+            )
+        if config.anchor_system and config.anchor_system not in systems:
+            raise InvalidInput(
+                f"The anchor system {config.anchor_system!r} has no battle in this study.",
+                field="anchor_system",
+            )
+        return items
+
+    # ------------------------------------------------------------------ serving
+
+    def _seen_images(self, participant: Participant) -> set[int]:
+        return set(
+            Assignment.objects.filter(participant_id=participant.pk).values_list(
+                "item__image_id", flat=True
+            )
+        )
+
+    def _pair_counts(self, participant: Participant) -> dict[tuple[str, str], int]:
+        counts: dict[tuple[str, str], int] = {}
+        for spec in Assignment.objects.filter(
+            participant_id=participant.pk, item__kind=BATTLE
+        ).values_list("item__spec", flat=True):
+            key = (spec["system_a"], spec["system_b"])
+            counts[key] = counts.get(key, 0) + 1
+        return counts
+
+    def pair_probabilities(self, study: Study) -> dict[tuple[str, str], float]:
+        """The design's probability of each system pair: uniform, or adaptive from the
+        latest report's covariance (``rubrics.arena.adaptive_pair_probabilities``)."""
+        config = self.settings(study)
+        # One read of the distinct pairs (the database does the work, not a scan here).
+        met = (
+            Item.objects.filter(study_id=study.pk, kind=BATTLE)
+            .values_list("spec__system_a", "spec__system_b")
+            .distinct()
+        )
+        systems = sorted({name for pair in met for name in pair})
+        pairs = system_pairs(systems)
+        uniform = {pair: 1.0 / len(pairs) for pair in pairs} if pairs else {}
+        if not config.adaptive or not pairs:
+            return uniform
+        latest = (
+            Job.objects.filter(study_id=study.pk, kind=Job.Kind.REPORT, status=Job.Status.DONE)
+            .order_by("-id")
+            .first()
+        )
+        fitted = (latest.result or {}).get("adaptive") if latest else None
+        if not fitted or sorted(fitted.get("systems", [])) != systems:
+            # No fit over these systems yet: the uniform design until a report has one.
+            return uniform
+        names = fitted["systems"]
+        index = {name: i for i, name in enumerate(names)}
+        chosen, probs = rules.adaptive_pair_probabilities(
+            np.array(fitted["covariance"]),
+            explore=config.adaptive_explore,
+            pairs=[(index[a], index[b]) for a, b in pairs],
+        )
+        return {
+            tuple(sorted((names[i], names[j]))): float(p)
+            for (i, j), p in zip(chosen, probs, strict=True)
+        }
+
+    def eligible_items(self, participant: Participant) -> QuerySet[Item]:
+        """A reserved gold battle first; else the battles of one system pair drawn by the
+        design among the pairs the worker may still judge, on images they never saw.
+
+        The draw is seeded by the study, the worker and how many leases they had, so a
+        reload gives the same pair and a worker cannot steer it.
+        """
+        items = Item.objects.filter(study_id=participant.study_id)
+        reserved = catch.pending(participant)
+        if reserved.exists():
+            return reserved
+        config = self.settings(participant.study)
+        battles = items.filter(kind=BATTLE).exclude(image_id__in=self._seen_images(participant))
+        counts = self._pair_counts(participant)
+        capped = [pair for pair, n in counts.items() if n >= config.cap_per_pair]
+        for system_a, system_b in capped:
+            battles = battles.exclude(spec__system_a=system_a, spec__system_b=system_b)
+        probabilities = self.pair_probabilities(participant.study)
+        open_pairs = sorted(
+            {
+                (a, b)
+                for a, b in battles.alias(taken=F("judgment_count") + F("open_lease_count"))
+                .filter(taken__lt=F("target"))
+                .values_list("spec__system_a", "spec__system_b")
+                .distinct()
+            }
+        )
+        open_pairs = [pair for pair in open_pairs if probabilities.get(pair, 0) > 0]
+        if not open_pairs:
+            return battles.none()
+        weights = np.array([probabilities[pair] for pair in open_pairs])
+        rng = np.random.default_rng(
+            [participant.study.seed, participant.pk, sum(counts.values()), 0xA7E4A]
+        )
+        system_a, system_b = open_pairs[int(rng.choice(len(open_pairs), p=weights / weights.sum()))]
+        return battles.filter(spec__system_a=system_a, spec__system_b=system_b)
+
+    def min_seconds(self, assignment: Assignment) -> float:
+        return float(self.settings(assignment.participant.study).min_seconds)
+
+    # ------------------------------------------------------------------ answers
+
+    def validate(self, assignment: Assignment, part: int, data: dict[str, Any]) -> dict[str, Any]:
+        """The outcome (one of the four), the side shown left, and the criteria if asked."""
+        outcome = data.get("outcome")
+        if not isinstance(outcome, str) or outcome not in OUTCOMES:
+            raise InvalidInput(
+                "Choose one of: " + ", ".join(OUTCOME_LABELS.values()) + ".", field="outcome"
+            )
+        study = assignment.participant.study
+        payload: dict[str, Any] = {
+            "outcome": outcome,
+            "left": "a" if left_is_a(study, assignment.pk) else "b",
+        }
+        if self.settings(study).criteria:
+            labels = {}
+            for criterion in CRITERION_NAMES:
+                value = data.get(criterion)
+                if not isinstance(value, str) or value not in CRITERION_LABELS:
+                    raise InvalidInput(
+                        f"Choose a label for {CRITERION_NAMES[criterion].lower()}.",
+                        field=criterion,
+                    )
+                labels[criterion] = CRITERION_LABELS[value][0]
+            payload["criteria"] = labels
+        return payload
+
+    def score(
+        self, *, item: Item, assignment: Assignment, part: int, payload: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The outcome in canonical order, the pair's sampling probability, gold checks."""
+        left_a = payload["left"] == "a"
+        winner = OUTCOMES[payload["outcome"]]
+        if not left_a:
+            winner = _SWAP.get(winner, winner)
+        result: dict[str, Any] = {"winner": winner}
+        if "criteria" in payload:
+            sign = 1 if left_a else -1
+            result["criteria"] = {k: sign * v for k, v in payload["criteria"].items()}
+        if item.kind == CATCH:
+            # Gold: the real caption is ``a``; the altered text is ``b``.
+            made = item.spec["catch"]
+            result["catch"] = {
+                "kind": made["kind"],
+                "gamma": made["gamma"],
+                "caught": winner == "model_a",
+            }
+        else:
+            pair = (item.spec["system_a"], item.spec["system_b"])
+            study = assignment.participant.study
+            # The design's probability at answer time (the latest report's fit); the
+            # report weights each battle by its inverse (LMArena's IPW).
+            result["pair_probability"] = self.pair_probabilities(study).get(pair, 1.0)
+        return result
+
+    def after_submit(self, participant: Participant, judgment: Judgment) -> Outcome:
+        config = self.settings(participant.study)
+        state = dict(participant.state or {})
+        fields: dict[str, Any] = {}
+        if judgment.item.kind == CATCH:
+            fields = catch.rule_outcome(
+                participant,
+                caught=judgment.result["catch"]["caught"],
+                min_seen=config.catch_min_seen,
+                max_missed_share=config.catch_max_missed_share,
+                kind=judgment.result["catch"]["kind"],
+            )
+        else:
+            state["battles"] = state.get("battles", 0) + 1
+            if catch.is_flagged(participant):
+                fields = {"exclusion": catch.LATER_REASON}
+            if config.catch_rate:
+                made = new_gold_item(
+                    participant,
+                    rate=config.catch_rate,
+                    gammas=catch_rules.parse_gammas(config.catch_gammas),
+                    caption_ids_of=self._caption_ids_of(participant.study),
+                    draw=state["battles"],
+                )
+                if made is not None and made.image_id not in self._seen_images(participant):
+                    fields["new_items"] = (made,)
+        return Outcome(state=state, **fields)
+
+    def _caption_ids_of(self, study: Study):
+        """``spec -> caption ids`` for ``catch.seen_captions``: every caption of the image
+        a spec shows, so a gold battle never shows a worker an image a second time."""
+        image_of: dict[int, int] = {}
+        by_image: dict[int, list[int]] = {}
+        for caption_id, image_id in Caption.objects.filter(study_id=study.pk).values_list(
+            "id", "image_id"
+        ):
+            image_of[caption_id] = image_id
+            by_image.setdefault(image_id, []).append(caption_id)
+
+        def caption_ids_of(spec: dict[str, Any]) -> list[int]:
+            shown = spec.get("caption_a", spec.get("caption_id"))
+            if shown is None:
+                return []
+            return by_image.get(image_of.get(int(shown), -1), [])
+
+        return caption_ids_of
+
+    def completion_earned(self, participant: Participant) -> bool:
+        needed = self.settings(participant.study).completion_battles
+        return (participant.state or {}).get("battles", 0) >= needed

@@ -1,0 +1,360 @@
+"""The arena report: the Bradley-Terry leaderboard with intervals, length control, the
+win-rate and battle-count matrices, position bias, per-criterion results, gold battles,
+reliability and agreement between workers on shared battles.
+
+Every statistic is ``rubrics.arena`` / ``rubrics.arena_style`` (pure, documented in
+``docs/protocol-choices.md``, "Arena battles"); this module reads the judgments and shapes
+the JSON. A statistic that cannot be computed (too few battles, a disconnected comparison
+graph) leaves its section empty with the reason, never a NaN.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+from scipy import stats
+
+from annotation.models import Caption, Judgment, Participant, Study
+from annotation.modes import catch
+from annotation.modes.arena.protocol import BATTLE, CRITERION_NAMES, OUTCOMES
+from annotation.modes.base import Report
+from annotation.modes.reliability import reliability_section
+from rubrics import arena as rules
+from rubrics import arena_style
+from rubrics.agreement import fleiss_kappa
+
+#: A worker whose share of "A" (left) wins has a two-sided binomial p below this, over at
+#: least ``MIN_DECISIVE`` decisive battles, is flagged for position bias.
+POSITION_P = 0.01
+MIN_DECISIVE = 10
+
+
+def battle_rows(study: Study) -> list[dict[str, Any]]:
+    """The study's battle judgments (excluded ones flagged) with what the report needs."""
+    rows = list(
+        Judgment.objects.filter(study=study, item__kind=BATTLE)
+        .order_by("id")
+        .values_list(
+            "id", "participant_id", "item_id", "item__spec", "payload", "result", "excluded"
+        )
+    )
+    ids = {spec[key] for _, _, _, spec, _, _, _ in rows for key in ("caption_a", "caption_b")}
+    words = {
+        pk: len(text.split())
+        for pk, text in Caption.objects.filter(pk__in=ids).values_list("pk", "text")
+    }
+    return [
+        {
+            "judgment": pk,
+            "participant": participant,
+            "item": item,
+            "system_a": spec["system_a"],
+            "system_b": spec["system_b"],
+            "len_a": words.get(spec["caption_a"], 0),
+            "len_b": words.get(spec["caption_b"], 0),
+            # None: an imported comparison without an overall verdict (ImageInWords SxS).
+            "winner": result.get("winner"),
+            # As shown: the left caption's view, for position bias.
+            "shown": OUTCOMES.get(payload.get("outcome"), ""),
+            "criteria": result.get("criteria") or {},
+            "probability": result.get("pair_probability", 1.0),
+            "excluded": excluded,
+        }
+        for pk, participant, item, spec, payload, result, excluded in rows
+    ]
+
+
+def leaderboard(
+    rows: list[dict[str, Any]], *, anchor: tuple[str, float] | None, rounds: int, seed: int
+) -> dict[str, Any]:
+    """The leaderboard (bootstrap intervals, rank intervals), its sandwich covariance (what
+    adaptive pairing reads) and the count table's matrices."""
+    probabilities = [row["probability"] for row in rows]
+    weighted = len(set(probabilities)) > 1
+    weights = rules.ipw_weights(probabilities) if weighted else None
+    table = rules.count_table(
+        [r["system_a"] for r in rows],
+        [r["system_b"] for r in rows],
+        [r["winner"] for r in rows],
+        weights,
+    )
+    point = rules.fit(table, anchor)
+    intervals, _ = rules.bootstrap(table, anchor, rounds=rounds, seed=seed)
+    best, worst = rules.rank_intervals(intervals.low, intervals.high)
+    counts = rules.battle_count_matrix(table)
+    _, cov = rules.sandwich(table, anchor)
+    board = [
+        {
+            "system": system,
+            "score": float(point.scores[i]),
+            "ci_low": float(intervals.low[i]),
+            "ci_high": float(intervals.high[i]),
+            "rank_low": int(best[i]),
+            "rank_high": int(worst[i]),
+            "battles": int(round(counts[i].sum())),
+        }
+        for i, system in enumerate(table.systems)
+    ]
+    board.sort(key=lambda row: (-row["score"], row["system"]))
+    rates = rules.win_rate_matrix(table)
+    return {
+        "leaderboard": board,
+        "weighted": weighted,
+        "adaptive": {"systems": list(table.systems), "covariance": cov.tolist()},
+        "matrices": {
+            "systems": list(table.systems),
+            "win_rate": [
+                [None if rates.mask[i, j] else float(rates[i, j]) for j in range(len(rates))]
+                for i in range(len(rates))
+            ],
+            "battles": [[int(round(v)) for v in row] for row in counts],
+        },
+    }
+
+
+def length_controlled(
+    rows: list[dict[str, Any]], *, anchor: tuple[str, float] | None
+) -> dict[str, Any]:
+    probabilities = [row["probability"] for row in rows]
+    weights = rules.ipw_weights(probabilities) if len(set(probabilities)) > 1 else None
+    control = arena_style.style_control(
+        [r["system_a"] for r in rows],
+        [r["system_b"] for r in rows],
+        [r["winner"] for r in rows],
+        [r["len_a"] for r in rows],
+        [r["len_b"] for r in rows],
+        weights=weights,
+        anchor=anchor,
+    )
+    best, worst = rules.rank_intervals(control.low, control.high)
+    board = [
+        {
+            "system": system,
+            "score": float(control.scores[i]),
+            "ci_low": float(control.low[i]),
+            "ci_high": float(control.high[i]),
+            "rank_low": int(best[i]),
+            "rank_high": int(worst[i]),
+        }
+        for i, system in enumerate(control.systems)
+    ]
+    board.sort(key=lambda row: (-row["score"], row["system"]))
+    return {
+        "length_leaderboard": board,
+        "length_coefficient": {
+            "value": control.coefficient,
+            "ci_low": control.coefficient_low,
+            "ci_high": control.coefficient_high,
+            "unit": "log-odds per standard deviation of (words A - words B) / (words A + words B)",
+        },
+    }
+
+
+def position_section(
+    rows: list[dict[str, Any]], all_rows: list[dict[str, Any]], pseudonyms: dict[int, str]
+) -> dict[str, Any]:
+    """The share of decisive battles won by the caption shown left, overall (kept battles)
+    and per worker (every stored battle, so a flagged worker's answers are still judged)."""
+    section: dict[str, Any] = {}
+    try:
+        bias = rules.position_bias([r["shown"] for r in rows])
+        section["overall"] = {
+            "left_share": bias.left_share,
+            "ci_low": bias.low,
+            "ci_high": bias.high,
+            "decisive": bias.decisive,
+            "p_value": bias.p_value,
+        }
+    except ValueError as exc:
+        section["overall_error"] = str(exc)
+    workers = []
+    for participant, group in itertools.groupby(
+        sorted(all_rows, key=lambda r: r["participant"]), key=lambda r: r["participant"]
+    ):
+        shown = [r["shown"] for r in group]
+        left = shown.count("model_a")
+        decisive = left + shown.count("model_b")
+        p = float(stats.binomtest(left, decisive, 0.5).pvalue) if decisive else 1.0
+        workers.append(
+            {
+                "participant": pseudonyms.get(participant, str(participant)),
+                "decisive": decisive,
+                "left_share": left / decisive if decisive else None,
+                "p_value": p,
+                "flagged": decisive >= MIN_DECISIVE and p < POSITION_P,
+            }
+        )
+    workers.sort(key=lambda w: (not w["flagged"], w["p_value"], w["participant"]))
+    section["workers"] = workers
+    section["rule"] = (
+        f"a worker is flagged when the two-sided binomial test of their share of left wins "
+        f"against 1/2 gives p < {POSITION_P:g} over at least {MIN_DECISIVE} decisive battles"
+    )
+    return section
+
+
+def criteria_section(rows: list[dict[str, Any]], seed: int) -> list[dict[str, Any]]:
+    """Per system pair and criterion: the mean label (positive: system A of the pair) with
+    a bootstrap interval, and which system the interval shows winning."""
+    out = []
+    pairs = sorted({(r["system_a"], r["system_b"]) for r in rows if r["criteria"]})
+    for system_a, system_b in pairs:
+        labelled = [r for r in rows if (r["system_a"], r["system_b"]) == (system_a, system_b)]
+        for criterion, label in CRITERION_NAMES.items():
+            values = [r["criteria"][criterion] for r in labelled if criterion in r["criteria"]]
+            if not values:
+                continue
+            summary = rules.criterion_preference(values, seed=seed)
+            if summary["low"] > 0:
+                winner = system_a
+            elif summary["high"] < 0:
+                winner = system_b
+            else:
+                winner = ""
+            counts = {str(v): values.count(v) for v in (2, 1, 0, -1, -2)}
+            out.append(
+                {
+                    "system_a": system_a,
+                    "system_b": system_b,
+                    "criterion": criterion,
+                    "label": label,
+                    **{k: float(v) for k, v in summary.items() if k != "n"},
+                    "n": len(values),
+                    "counts": counts,
+                    "winner": winner,
+                }
+            )
+    return out
+
+
+def agreement_section(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Agreement between workers on battles two or more of them judged: the share of
+    pairs of judgments with the same outcome, and Fleiss' kappa over the first two."""
+    by_item: dict[int, list[str]] = {}
+    for r in rows:
+        by_item.setdefault(r["item"], []).append(r["winner"])
+    shared = [winners for winners in by_item.values() if len(winners) >= 2]
+    if not shared:
+        return {"shared_battles": 0, "note": "no battle was judged by two workers"}
+    same = total = 0
+    for winners in shared:
+        for x, y in itertools.combinations(winners, 2):
+            total += 1
+            same += x == y
+    section: dict[str, Any] = {
+        "shared_battles": len(shared),
+        "pairs": total,
+        "percent_agreement": same / total,
+    }
+    try:
+        section["fleiss_kappa"] = fleiss_kappa(
+            np.array([winners[:2] for winners in shared]), categories=list(rules.OUTCOMES)
+        )
+    except ValueError as exc:
+        section["fleiss_kappa_error"] = str(exc)
+    return section
+
+
+class ArenaReport(Report):
+    template = "modes/arena/report.html"
+    figure_names = ("win-rate", "battle-count")
+    summary_keys = ("agreement", "position_bias_overall")
+
+    def human_pairs(self, study: Study) -> dict[str, list[tuple[int, int, int]]]:
+        """Decisive kept battles as the metric lab's pairwise judgments, by system pair:
+        ``(caption a, caption b, 0 if a won else 1)``; ties carry no preference."""
+        pairs: dict[str, list[tuple[int, int, int]]] = {}
+        for spec, winner in Judgment.objects.filter(
+            study=study, item__kind=BATTLE, excluded=False
+        ).values_list("item__spec", "result__winner"):
+            if winner in ("model_a", "model_b"):
+                group = f"{spec['system_a']} vs {spec['system_b']}"
+                choice = 0 if winner == "model_a" else 1
+                pairs.setdefault(group, []).append((spec["caption_a"], spec["caption_b"], choice))
+        return pairs
+
+    def run(self, study: Study, progress) -> dict[str, Any]:
+        config = self.mode.settings(study)
+        anchor = (config.anchor_system, config.anchor_score) if config.anchor_system else None
+        pseudonyms = dict(Participant.objects.filter(study=study).values_list("pk", "pseudonym"))
+        people = {pk: {"pseudonym": name} for pk, name in pseudonyms.items()}
+        every = battle_rows(study)
+        # Per-criterion results use every kept battle; the rest needs an overall verdict.
+        labelled = [r for r in every if not r["excluded"]]
+        all_rows = [r for r in every if r["winner"]]
+        rows = [r for r in all_rows if not r["excluded"]]
+        progress(10, "battles read")
+        result: dict[str, Any] = {
+            "battles": len(rows),
+            "battles_stored": len(all_rows),
+            "anchor": {"system": anchor[0], "score": anchor[1]} if anchor else None,
+            "bootstrap_rounds": config.bootstrap_rounds,
+            "leaderboard": [],
+            "length_leaderboard": [],
+            "length_coefficient": None,
+        }
+        if not rows:
+            result["leaderboard_error"] = result["length_error"] = "no battle is kept yet"
+        else:
+            try:
+                result.update(
+                    leaderboard(
+                        rows, anchor=anchor, rounds=config.bootstrap_rounds, seed=study.seed
+                    )
+                )
+            except ValueError as exc:
+                result["leaderboard_error"] = str(exc)
+            progress(60, "leaderboard fitted")
+            try:
+                result.update(length_controlled(rows, anchor=anchor))
+            except ValueError as exc:
+                result["length_error"] = str(exc)
+        position = position_section(rows, all_rows, pseudonyms)
+        result["position_bias"] = position
+        result["position_bias_overall"] = position.get("overall")
+        result["criteria"] = criteria_section(labelled, study.seed)
+        result["without_verdict"] = len(labelled) - len(rows)
+        result["agreement"] = agreement_section(rows)
+        result["reliability"] = reliability_section(
+            ((r["participant"], r["item"], r["winner"]) for r in all_rows),
+            pseudonyms=pseudonyms,
+            note=(
+                "Each worker's competence (the chance their outcome equals a battle's true "
+                "outcome among the four), estimated from every stored battle two or more "
+                "workers judged, excluded ones too"
+            ),
+        )
+        result["catch"] = catch.report_section(study.pk, people=people)
+        progress(100, "done")
+        return result
+
+    def figure(self, name: str, result: dict[str, Any]) -> Figure:
+        matrices = result.get("matrices")
+        if name not in self.figure_names or not matrices:
+            raise KeyError(name)
+        systems = matrices["systems"]
+        key = "win_rate" if name == "win-rate" else "battles"
+        values = np.array(
+            [[np.nan if v is None else v for v in row] for row in matrices[key]], dtype=float
+        )
+        size = 2.5 + 0.45 * len(systems)
+        figure = Figure(figsize=(size, size * 0.85))
+        axes = figure.add_subplot()
+        image = axes.imshow(
+            np.ma.masked_invalid(values), cmap="RdBu" if key == "win_rate" else "Blues"
+        )
+        axes.set_xticks(range(len(systems)), systems, rotation=45, ha="right")
+        axes.set_yticks(range(len(systems)), systems)
+        axes.set_xlabel("opponent")
+        axes.set_ylabel("system")
+        axes.set_title("Share of battles won (ties half)" if key == "win_rate" else "Battles")
+        for i, j in itertools.product(range(len(systems)), repeat=2):
+            if not np.isnan(values[i, j]):
+                text = f"{values[i, j]:.2f}" if key == "win_rate" else f"{int(values[i, j])}"
+                axes.text(j, i, text, ha="center", va="center", fontsize=7)
+        figure.colorbar(image, ax=axes)
+        figure.tight_layout()
+        return figure

@@ -1,0 +1,435 @@
+"""Benchmark the arena mode (issue 23; not a test): adaptive against uniform pairing and
+the leaderboard fit at 1,000,000 battles.
+
+    .venv/bin/python bench/arena.py [--part all|design|fit] [--seeds 20] [--systems 6]
+        [--images 40] [--budget 240] [--step 60] [--workers 40] [--clickers 3]
+
+The defaults fit this 2-core machine: 6 systems, 40 images (15 pairs x 40 = 600 battles
+per study), 240 battles per study, 20 seeds x 2 designs, about 6 minutes (about 40 ms a
+served and submitted battle on SQLite, plus a report job every 60 battles).
+
+``design``: each seed is its own study in one scratch SQLite file (migrated once), run twice:
+the mode's default settings (uniform pairing), and the same with ``adaptive=True``. The crowd
+answers through ``assignment_next`` and ``judgment_submit`` (the calls the views make, as
+``annotation/services/simulation.py`` does) until ``--budget`` battle judgments are stored;
+every ``--step`` battles a report job is created by ``report_request`` and run by
+``services.runner.job_run`` (the Celery task's code path): its stored leaderboard is what
+is scored, and the adaptive design reads its covariance for the next draws, as it does live.
+
+Assumptions of the simulated crowd (stated, not measured):
+
+- ``--systems`` systems with true Bradley-Terry strengths evenly spaced over
+  [-1.5, 1.5] natural log-odds (6 systems: adjacent ones 65% of decisive battles);
+- honest workers answer the Bradley-Terry choice of the two captions' strengths; with
+  probability 0.05 they pick the caption shown left whatever it is (the 5% position bias);
+  they never tie;
+- ``--clickers`` of the ``--workers`` workers (default 3 of 40) click one of the four
+  outcomes at random on every battle, gold battles included;
+- every worker takes 6 to 20 s per battle (the server's clock, so ``min_seconds`` = 5 holds);
+  workers arrive round by round, one battle each, as in ``crowd_simulate``.
+
+Scored at every checkpoint, per design: Kendall tau of the leaderboard's order with the
+true order, and coverage: the share of systems whose 95% interval holds its true score.
+The true score is the estimand of the fit: Bradley-Terry fitted (``rubrics.arena.fit``) to
+the honest crowd's expected outcome shares per pair with equal weight per pair (the
+position bias averaged over random sides makes the raw strengths unreachable: a pair
+with win probability p is seen as 0.95 p + 0.025); coverage of the raw strengths is shown
+too. "Battles to tau >= 0.9": the first checkpoint from which tau stays >= 0.9 to the
+budget (budget + step when never), per seed; compared by the median over seeds.
+
+``fit``: ``bench/arena_fit.py`` (1,000,000 battles through ``count_table`` + ``fit``, the
+report's fitting functions) as a subprocess. Not measured here yet: judgments/s of the
+battle page through gunicorn beside ``bench/humanr_load.py``. Results:
+``bench/results/arena-<part>.json``; summary: ``bench/results-arena.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "platform")]
+
+POSITION_BIAS = 0.05
+SPREAD = 1.5
+TAU_TARGET = 0.9
+
+
+def setup_django() -> Path:
+    scratch = Path(tempfile.mkdtemp(prefix="capeval-bench-arena-"))
+    os.environ["DATABASE_URL"] = f"sqlite:///{scratch / 'bench.sqlite3'}"
+    os.environ["CAPEVAL_VAR_DIR"] = str(scratch)
+    os.environ.pop("REDIS_URL", None)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "capeval.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    return scratch
+
+
+def strengths(k: int) -> np.ndarray:
+    return np.linspace(-SPREAD, SPREAD, k)
+
+
+def estimand(names: list[str], s: np.ndarray) -> dict[str, float]:
+    """The score the fit converges to on the honest crowd with equal weight per pair."""
+    from rubrics import arena as rules
+
+    a, b, out, w = [], [], [], []
+    for i in range(len(names)):
+        for j in range(i + 1, len(names)):
+            p = 1 / (1 + np.exp(-(s[i] - s[j])))
+            seen = (1 - POSITION_BIAS) * p + POSITION_BIAS / 2
+            a += [names[i], names[i]]
+            b += [names[j], names[j]]
+            out += ["model_a", "model_b"]
+            w += [seen, 1 - seen]
+    fitted = rules.fit(rules.count_table(a, b, out, np.array(w)))
+    return dict(zip(fitted.systems, map(float, fitted.scores), strict=True))
+
+
+def build_study(owner, *, seed: int, names: list[str], images: int, adaptive: bool):
+    from annotation.models import Caption, Image
+    from annotation.services.studies import study_create, study_open
+
+    settings = {"adaptive": True} if adaptive else {}
+    study = study_create(
+        owner=owner,
+        name=f"bench arena {seed} {'adaptive' if adaptive else 'uniform'}",
+        mode="arena",
+        settings=settings,
+        seed=seed,
+    )
+    rng = random.Random(seed)
+    captions = []
+    for index in range(images):
+        number = seed * 100_000 + index + (50_000 if adaptive else 0)
+        image = Image.objects.create(
+            study=study,
+            name=f"img-{number}.jpg",
+            sha256=f"{number:064d}",
+            file=f"images/{number}.jpg",
+            display=f"display/{number}.webp",
+            width=640,
+            height=480,
+            format="JPEG",
+            alt_text=f"Photo {number}",
+        )
+        for k, system in enumerate(names):
+            # Lengths independent of the system: no length preference is planted here.
+            text = " ".join(["word"] * rng.randint(60, 200))
+            captions.append(
+                Caption(
+                    study=study,
+                    image=image,
+                    system=system,
+                    raw_text=text,
+                    text=text,
+                    line=index * len(names) + k + 2,
+                )
+            )
+    Caption.objects.bulk_create(captions)
+    study_open(study=study)
+    study.refresh_from_db()
+    return study
+
+
+def answer(lease, strength: dict[str, float], clicker: bool, rng: random.Random) -> str:
+    """The outcome as the page posts it (sides as shown)."""
+    from annotation.modes.arena.protocol import CATCH, left_is_a
+
+    if clicker:
+        return rng.choice(["a", "b", "tie", "bothbad"])
+    left_a = left_is_a(lease.participant.study, lease.pk)
+    if rng.random() < POSITION_BIAS:
+        return "a"
+    spec = lease.item.spec
+    if lease.item.kind == CATCH:
+        canonical_a_wins = True  # the real caption beats its alteration
+    else:
+        d = strength[spec["system_a"]] - strength[spec["system_b"]]
+        canonical_a_wins = rng.random() < 1 / (1 + np.exp(-d))
+    return "a" if canonical_a_wins == left_a else "b"
+
+
+def run_design(owner, *, seed, names, s, truth, args, adaptive: bool) -> dict:
+    from scipy.stats import kendalltau
+
+    from annotation.errors import ServiceError
+    from annotation.models import Job, Judgment, Participant
+    from annotation.services.assignments import assignment_next
+    from annotation.services.judgments import judgment_submit
+    from annotation.services.participants import participant_for_crowd_worker
+    from annotation.services.reports import report_request
+    from annotation.services.runner import job_run
+
+    study = build_study(owner, seed=seed, names=names, images=args.images, adaptive=adaptive)
+    strength = dict(zip(names, s, strict=True))
+    raw_truth = {
+        n: float(v) for n, v in zip(names, 1000 + 400 / np.log(10) * (s - s.mean()), strict=True)
+    }
+    crowd = []
+    for number in range(args.workers):
+        external_id = f"bench-{seed}-{number}"
+        participant, _ = participant_for_crowd_worker(
+            study=study,
+            source=Participant.Source.PROLIFIC,
+            external_id=external_id,
+            meta={"PROLIFIC_PID": external_id, "STUDY_ID": "bench", "SESSION_ID": "bench"},
+        )
+        crowd.append((participant, number < args.clickers, random.Random(f"{seed}:{number}")))
+    checkpoints = []
+    battles = 0
+    refusals = 0
+    serve_submit = 0.0
+    report_seconds = []
+    next_check = args.step
+    started = time.perf_counter()
+    while battles < args.budget and crowd:
+        still = []
+        for participant, clicker, rng in crowd:
+            if battles >= next_check or battles >= args.budget:
+                still.append((participant, clicker, rng))
+                continue
+            t0 = time.perf_counter()
+            try:
+                lease = assignment_next(participant=participant)
+                if lease is None:
+                    continue
+                judgment_submit(
+                    participant=participant,
+                    token=lease.token,
+                    data={"outcome": answer(lease, strength, clicker, rng)},
+                    part=0,
+                    now=lease.served_at + timedelta(seconds=rng.uniform(6, 20)),
+                )
+            except ServiceError:
+                refusals += 1
+                continue
+            serve_submit += time.perf_counter() - t0
+            battles = Judgment.objects.filter(study=study, item__kind="battle").count()
+            still.append((participant, clicker, rng))
+        crowd = still
+        if battles >= next_check or not crowd:
+            t0 = time.perf_counter()
+            job = report_request(study=study, user=owner)
+            job_run(job=job)
+            job.refresh_from_db()
+            report_seconds.append(time.perf_counter() - t0)
+            if job.status != Job.Status.DONE:
+                raise SystemExit(f"report failed: {job.error}")
+            board = job.result["leaderboard"]
+            fitted = {row["system"]: row["score"] for row in board}
+            if set(fitted) != set(names):
+                # Too few battles for a fit (a system unmet, or a graph not strongly
+                # connected: the report says why): scored as not reached, nothing covered.
+                checkpoints.append(
+                    {
+                        "battles": battles,
+                        "kept": job.result["battles"],
+                        "tau": -1.0,
+                        "coverage": 0.0,
+                        "raw_coverage": 0.0,
+                        "mean_ci_width": None,
+                        "fit_error": job.result.get("leaderboard_error", "systems missing"),
+                    }
+                )
+                next_check += args.step
+                continue
+            tau = float(kendalltau([fitted[n] for n in names], list(s)).statistic)
+            coverage = np.mean(
+                [row["ci_low"] <= truth[row["system"]] <= row["ci_high"] for row in board]
+            )
+            raw_coverage = np.mean(
+                [row["ci_low"] <= raw_truth[row["system"]] <= row["ci_high"] for row in board]
+            )
+            checkpoints.append(
+                {
+                    "battles": battles,
+                    "kept": job.result["battles"],
+                    "tau": round(tau, 4),
+                    "coverage": float(coverage),
+                    "raw_coverage": float(raw_coverage),
+                    "mean_ci_width": float(np.mean([r["ci_high"] - r["ci_low"] for r in board])),
+                    "weighted": job.result.get("weighted"),
+                }
+            )
+            next_check += args.step
+    excluded = Judgment.objects.filter(study=study, excluded=True).count()
+    return {
+        "seed": seed,
+        "design": "adaptive" if adaptive else "uniform",
+        "checkpoints": checkpoints,
+        "battles": battles,
+        "judgments": Judgment.objects.filter(study=study).count(),
+        "excluded": excluded,
+        "refusals": refusals,
+        "serve_submit_ms_mean": round(1000 * serve_submit / max(battles, 1), 2),
+        "report_seconds_mean": round(statistics.mean(report_seconds), 3),
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+
+
+def battles_to_target(run: dict, budget: int, step: int) -> int:
+    """First checkpoint from which tau stays >= the target (budget + step when never)."""
+    reached = budget + step
+    for point in reversed(run["checkpoints"]):
+        if point["tau"] < TAU_TARGET:
+            break
+        reached = point["battles"]
+    return reached
+
+
+def design_part(args) -> dict:
+    setup_django()
+    from annotation.models import User
+
+    owner = User.objects.create_user("bench", is_researcher=True)
+    names = [f"system-{i:02d}" for i in range(args.systems)]
+    s = strengths(args.systems)
+    truth = estimand(names, s)
+    runs = []
+    for seed in range(1, args.seeds + 1):
+        for adaptive in (False, True):
+            run = run_design(
+                owner, seed=seed, names=names, s=s, truth=truth, args=args, adaptive=adaptive
+            )
+            runs.append(run)
+            # Written after every run, so an interrupted bench keeps what it measured.
+            partial = ROOT / "bench" / "results" / "arena-design-partial.json"
+            partial.parent.mkdir(exist_ok=True)
+            partial.write_text(json.dumps(runs, indent=1) + "\n")
+            last = run["checkpoints"][-1]
+            print(
+                f"seed {seed:2d} {run['design']:8s} {run['battles']} battles "
+                f"({run['excluded']} judgments excluded) tau {last['tau']:.3f} "
+                f"coverage {last['coverage']:.2f} to-target "
+                f"{battles_to_target(run, args.budget, args.step)} [{run['seconds']} s]",
+                flush=True,
+            )
+    summary = {}
+    for design in ("uniform", "adaptive"):
+        mine = [r for r in runs if r["design"] == design]
+        needed = [battles_to_target(r, args.budget, args.step) for r in mine]
+        by_checkpoint = {}
+        for point in (p for r in mine for p in r["checkpoints"]):
+            by_checkpoint.setdefault(point["battles"], []).append(point)
+        summary[design] = {
+            "battles_to_tau_median": statistics.median(needed),
+            "battles_to_tau_mean": statistics.mean(needed),
+            "reached_within_budget": sum(n <= args.budget for n in needed),
+            "final_coverage_mean": statistics.mean(r["checkpoints"][-1]["coverage"] for r in mine),
+            "final_raw_coverage_mean": statistics.mean(
+                r["checkpoints"][-1]["raw_coverage"] for r in mine
+            ),
+            "per_checkpoint": {
+                str(b): {
+                    "runs": len(points),
+                    "tau_mean": round(statistics.mean(p["tau"] for p in points), 4),
+                    "tau_ge_target_share": round(
+                        statistics.mean(p["tau"] >= TAU_TARGET for p in points), 3
+                    ),
+                    "coverage_mean": round(statistics.mean(p["coverage"] for p in points), 4),
+                    "fits_failed": sum(p["mean_ci_width"] is None for p in points),
+                    "ci_width_mean": round(
+                        statistics.mean(
+                            [p["mean_ci_width"] for p in points if p["mean_ci_width"] is not None]
+                            or [float("nan")]
+                        ),
+                        1,
+                    ),
+                }
+                for b, points in sorted(by_checkpoint.items())
+            },
+            "serve_submit_ms_mean": round(
+                statistics.mean(r["serve_submit_ms_mean"] for r in mine), 2
+            ),
+            "report_seconds_mean": round(
+                statistics.mean(r["report_seconds_mean"] for r in mine), 3
+            ),
+        }
+    u, a = summary["uniform"]["battles_to_tau_median"], summary["adaptive"]["battles_to_tau_median"]
+    summary["adaptive_saving"] = round(1 - a / u, 3) if u else None
+    summary["target"] = "adaptive >= 30% fewer battles to tau >= 0.9, coverage >= 0.90"
+    return {
+        "assumptions": {
+            "systems": args.systems,
+            "strengths_natural": [round(float(v), 4) for v in s],
+            "estimand_scores": truth,
+            "position_bias": POSITION_BIAS,
+            "workers": args.workers,
+            "random_clickers": args.clickers,
+            "images": args.images,
+            "budget": args.budget,
+            "step": args.step,
+            "seeds": args.seeds,
+        },
+        "summary": summary,
+        "runs": runs,
+    }
+
+
+def fit_part() -> dict:
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "arena_fit.py"), "--runs", "3"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
+    print(out.stdout[-2000:], flush=True)
+    path = ROOT / "bench" / "results" / "arena_fit.json"
+    return json.loads(path.read_text()) if path.is_file() else {"error": out.stderr[-2000:]}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--part", choices=["all", "design", "fit"], default="all")
+    parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--systems", type=int, default=6)
+    parser.add_argument("--images", type=int, default=40)
+    parser.add_argument("--budget", type=int, default=240)
+    parser.add_argument("--step", type=int, default=60)
+    parser.add_argument("--workers", type=int, default=40)
+    parser.add_argument("--clickers", type=int, default=3)
+    args = parser.parse_args()
+    if not (
+        1 <= args.seeds <= 200
+        and 3 <= args.systems <= 20
+        and 10 <= args.images <= 1000
+        and 50 <= args.budget <= 10_000
+        and 10 <= args.step <= args.budget
+        and 0 <= args.clickers < args.workers <= 500
+    ):
+        parser.error("sizes out of bounds (see --help)")
+    results_dir = ROOT / "bench" / "results"
+    results_dir.mkdir(exist_ok=True)
+    result: dict = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    started = time.perf_counter()
+    if args.part in ("all", "fit"):
+        result["fit"] = fit_part()
+    if args.part in ("all", "design"):
+        result["design"] = design_part(args)
+        print(json.dumps(result["design"]["summary"], indent=2), flush=True)
+    result["seconds"] = round(time.perf_counter() - started, 1)
+    (results_dir / f"arena-{args.part}.json").write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

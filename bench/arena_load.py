@@ -1,0 +1,260 @@
+"""Benchmark: crowd workers answering arena battles through gunicorn and PostgreSQL, beside
+``bench/humanr_load.py`` in the same run (issue 23; not a test).
+
+    .venv/bin/python bench/arena_load.py [--workers 20] [--images 300] [--seconds 20] \
+        [--gunicorn-workers 2] [--server postgres://postgres@127.0.0.1:5432] \
+        [--database capeval_bench_arena_load] [--no-humanr]
+
+Follows ``bench/humanr_load.py``: recreates the scratch database, builds a live arena study
+(``--images`` fileless images, 6 systems: 15 pairs x images battles; the mode's defaults but
+``min_seconds=0``, since the minimum time would measure sleeping, and the per-address crowd
+limits lifted, since every worker comes from 127.0.0.1), serves it with gunicorn on a free
+loopback port, and lets ``--workers`` threads (each its own ``requests.Session``) arrive
+through the signed Prolific link, then GET the battle page and POST one of the four
+outcomes at random until ``--seconds`` pass (at most 60). Gold battles are served and
+answered like any battle. Then ``bench/humanr_load.py`` runs as a subprocess with the same
+crowd size, seconds and gunicorn workers, so both judgments/s come from the same machine
+at about the same load. Checked: every POST answered 302 is one stored judgment, no worker
+met an image twice. Writes ``bench/results/arena_load.json``; exits 1 if a check fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import _harness as harness
+
+FORM = re.compile(r'<form method="post" action="([^"]+)" class="arena-form"')
+PART = re.compile(r'name="part" value="(\d+)"')
+SYSTEMS = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def build_study(images: int):
+    from annotation.models import Caption, Image, User
+    from annotation.services.datasets import fileless_image
+    from annotation.services.participants import crowd_link_token
+    from annotation.services.studies import study_create, study_open
+
+    owner = User.objects.create_user("bench", password="bench", is_researcher=True)
+    study = study_create(
+        owner=owner,
+        name="Arena benchmark",
+        mode="arena",
+        seed=7,
+        settings={
+            "min_seconds": 0,
+            "crowd_arrivals_per_address_per_hour": 100_000,
+            "crowd_open_leases_per_address": 100_000,
+        },
+    )
+    rows = Image.objects.bulk_create(
+        fileless_image(study=study, name=f"img-{i}.jpg", alt_text=f"Benchmark image {i}")
+        for i in range(images)
+    )
+    rng = random.Random(7)
+    captions = []
+    for i, image in enumerate(rows):
+        for k, system in enumerate(SYSTEMS):
+            # Detailed captions (100-300 words), the arena's subject.
+            text = " ".join(f"{system}{j % 17}" for j in range(rng.randint(100, 300)))
+            captions.append(
+                Caption(
+                    study=study,
+                    image=image,
+                    system=system,
+                    raw_text=text,
+                    text=text,
+                    line=i * 10 + k + 2,
+                )
+            )
+    Caption.objects.bulk_create(captions, batch_size=2000)
+    study_open(study=study)
+    return study, f"/p/{crowd_link_token(study)}/"
+
+
+def arrive(base: str, link: str, k: int) -> dict:
+    import requests
+
+    session = requests.Session()
+    entry = session.get(
+        f"{base}{link}?PROLIFIC_PID=bench-{k}&STUDY_ID=bench&SESSION_ID=s{k}",
+        timeout=harness.REQUEST_TIMEOUT,
+    )
+    entry.raise_for_status()
+    return {"session": session, "next": entry.url.rstrip("/") + "/next/"}
+
+
+def battle_until_deadline(base: str, k: int, arrived: dict, deadline: float) -> dict:
+    """GET the battle page, POST a random outcome, until the deadline or nothing left."""
+    import requests
+
+    pid = f"bench-{k}"
+    rng = random.Random(k)
+    session, next_url = arrived["session"], arrived["next"]
+    run = {"sent": [], "post": [], "get": [], "errors": []}
+    try:
+        while time.monotonic() < deadline:
+            began = time.perf_counter()
+            page = session.get(next_url, timeout=harness.REQUEST_TIMEOUT)
+            run["get"].append(time.perf_counter() - began)
+            form = FORM.search(page.text)
+            if form is None:
+                if page.status_code != 200:
+                    run["errors"].append(f"{pid}: GET {page.status_code}")
+                break  # nothing left for this worker
+            action = form.group(1)
+            token = action.rstrip("/").rsplit("/", 1)[-1]
+            data = {
+                "csrfmiddlewaretoken": session.cookies.get("csrftoken", ""),
+                "part": PART.search(page.text).group(1),
+                "outcome": rng.choice(["a", "b", "tie", "bothbad"]),
+            }
+            began = time.perf_counter()
+            answer = session.post(
+                base + action, data=data, allow_redirects=False, timeout=harness.REQUEST_TIMEOUT
+            )
+            run["post"].append(time.perf_counter() - began)
+            if answer.status_code == 302:
+                run["sent"].append((pid, token))
+            else:
+                run["errors"].append(f"{pid}: POST {answer.status_code} {answer.text[:100]!r}")
+    except requests.RequestException as exc:
+        run["errors"].append(f"{pid}: {type(exc).__name__}: {exc}")
+    return run
+
+
+def integrity_check(study, sent: list[tuple[str, str]]) -> dict:
+    from django.db.models import Count
+
+    from annotation.models import Judgment
+
+    stored = set(
+        Judgment.objects.filter(study=study).values_list(
+            "participant__external_id", "assignment__token"
+        )
+    )
+    sent_set = {(pid, str(token)) for pid, token in sent}
+    stored = {(pid, str(token)) for pid, token in stored}
+    repeats = (
+        Judgment.objects.filter(study=study)
+        .values("participant_id", "item__image_id")
+        .annotate(n=Count("id"))
+        .filter(n__gt=1)
+        .count()
+    )
+    return {
+        "sent": len(sent_set),
+        "stored": len(stored),
+        "equal": sent_set == stored,
+        "image_repeats": repeats,
+        "ok": sent_set == stored and repeats == 0,
+    }
+
+
+def humanr_same_run(args) -> dict:
+    """``bench/humanr_load.py`` at the same size, as a subprocess (its own database)."""
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "humanr_load.py"),
+            "--workers",
+            str(args.workers),
+            "--seconds",
+            str(args.seconds),
+            "--gunicorn-workers",
+            str(args.gunicorn_workers),
+            "--server",
+            args.server,
+            "--database",
+            f"{args.database}_humanr",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
+    # humanr_load writes humanr_load-<UTC time>.json; the newest one is this run's.
+    written = sorted(harness.RESULTS.glob("humanr_load-*.json"))
+    if out.returncode not in (0, 1) or not written:
+        return {"error": out.stderr[-1500:]}
+    path = written[-1]
+    result = json.loads(path.read_text())
+    return {
+        key: result.get(key)
+        for key in (
+            "responses_per_second",
+            "responses",
+            "seconds",
+            "answer_post_ms",
+            "trial_page_get_ms",
+            "error_count",
+        )
+    } | {"integrity_ok": result.get("integrity", {}).get("ok")}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, default=20)
+    parser.add_argument("--images", type=int, default=300)
+    parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--gunicorn-workers", type=int, default=2)
+    parser.add_argument("--server", default=harness.DEFAULT_SERVER)
+    parser.add_argument("--database", default="capeval_bench_arena_load")
+    parser.add_argument("--no-humanr", action="store_true")
+    args = parser.parse_args()
+    if not (1 <= args.workers <= 200 and 10 <= args.images <= 5000):
+        parser.error("--workers 1..200, --images 10..5,000")
+    seconds = harness.bounded_seconds(args.seconds)
+    env = harness.prepare_database(args.server, args.database)
+    study, link = build_study(args.images)
+    with harness.gunicorn(env, workers=args.gunicorn_workers) as server:
+        print(f"arena: gunicorn on {server.base}, {args.workers} workers, {seconds:.0f} s")
+        crowd = harness.run_crowd(
+            args.workers,
+            arrive=lambda k: arrive(server.base, link, k),
+            play=lambda k, arrived, deadline: battle_until_deadline(
+                server.base, k, arrived, deadline
+            ),
+            seconds=seconds,
+            server=server,
+        )
+    sent = [row for run in crowd.results for row in run["sent"]]
+    errors = crowd.errors + [error for run in crowd.results for error in run["errors"]]
+    check = integrity_check(study, sent)
+    result = {
+        "when": harness.now_iso(),
+        "arena": {
+            "crowd_workers": args.workers,
+            "images": args.images,
+            "gunicorn_workers": args.gunicorn_workers,
+            "seconds": round(crowd.elapsed, 2),
+            "judgments": len(sent),
+            "judgments_per_second": round(len(sent) / crowd.elapsed, 1),
+            "answer_post_ms": harness.summary([t for run in crowd.results for t in run["post"]]),
+            "battle_page_get_ms": harness.summary([t for run in crowd.results for t in run["get"]]),
+            "cpu": crowd.cpu,
+            "load_average_at_start": crowd.load_at_start,
+            "errors": errors[:20],
+            "error_count": len(errors),
+            "integrity": check,
+        },
+    }
+    print(json.dumps(result["arena"], indent=2, default=str), flush=True)
+    if not args.no_humanr:
+        result["humanr"] = humanr_same_run(args)
+        print(json.dumps({"humanr": result["humanr"]}, indent=2, default=str), flush=True)
+    harness.write_result("arena_load", result)
+    if not check["ok"] or errors:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

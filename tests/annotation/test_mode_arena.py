@@ -1,0 +1,581 @@
+"""The arena mode through the services and the views: items, serving, sides, refusals,
+gold battles, the report against an independent fit, the export and the report API.
+
+Studies and workers come from ``tests.factories.arena``.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import re
+from collections import Counter
+
+import numpy as np
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from annotation.errors import ServiceError
+from annotation.models import Assignment, Item, Judgment, Participant
+from annotation.modes.arena.protocol import BATTLE, CATCH, CRITERION_NAMES, OUTCOMES
+from annotation.services.exports import export_file
+from annotation.services.participants import crowd_link_token
+from annotation.services.reports import report_request
+from annotation.services.runner import job_run
+from annotation.services.simulation import crowd_simulate
+from tests.factories.arena import MODE, arena_study, judge, shown_left, worker
+
+pytestmark = pytest.mark.django_db
+
+# ------------------------------------------------------------------ settings and items
+
+
+def test_defaults_and_bounds_of_the_settings():
+    settings = MODE.clean_settings({})
+    assert settings["battle_target"] == 1
+    assert settings["adaptive"] is False
+    assert settings["catch_rate"] == 0.1
+    for bad in ({"min_seconds": -1}, {"bootstrap_rounds": 10}, {"cap_per_pair": 0}):
+        with pytest.raises(ServiceError) as refused:
+            MODE.clean_settings(bad)
+        assert refused.value.field == next(iter(bad))
+
+
+def test_each_image_gives_one_battle_per_pair_of_systems(researcher):
+    study = arena_study(researcher, systems=("alpha", "beta", "gamma", "delta"), images=3)
+
+    items = list(Item.objects.filter(study=study, kind=BATTLE))
+
+    # C(4, 2) = 6 pairs on each of 3 images.
+    assert len(items) == 18
+    for item in items:
+        assert item.spec["system_a"] < item.spec["system_b"]
+    assert Counter((i.spec["system_a"], i.spec["system_b"]) for i in items) == {
+        pair: 3
+        for pair in [
+            ("alpha", "beta"),
+            ("alpha", "delta"),
+            ("alpha", "gamma"),
+            ("beta", "delta"),
+            ("beta", "gamma"),
+            ("delta", "gamma"),
+        ]
+    }
+
+
+def test_an_unknown_anchor_is_refused_when_the_study_opens(researcher):
+    with pytest.raises(ServiceError) as refused:
+        arena_study(researcher, anchor_system="nobody")
+    assert refused.value.field == "anchor_system"
+
+
+# ------------------------------------------------------------------ serving and sides
+
+
+def test_the_side_shown_left_is_stored_and_the_winner_is_restated_canonically(researcher):
+    study = arena_study(researcher, images=12, catch_rate=0)
+    person = worker(study)
+    sides = Counter()
+    for _ in range(12):
+        lease, outcome = judge(person, "a")
+        left = shown_left(lease)
+        sides[left] += 1
+        judgment = outcome.judgment
+        assert judgment.payload["left"] == left
+        # "A is better" names the left caption: model_a when the left one is canonical a.
+        assert judgment.result["winner"] == ("model_a" if left == "a" else "model_b")
+    # Sides are drawn per lease: both occur among 12 leases (seeded, so this is fixed).
+    assert sides["a"] > 0 and sides["b"] > 0
+
+
+def test_a_worker_never_sees_an_image_twice_and_is_capped_per_pair(researcher):
+    study = arena_study(researcher, images=8, catch_rate=0, cap_per_pair=2, battle_target=3)
+    person = worker(study)
+    served = []
+    while True:
+        lease, _ = judge(person, "tie")
+        if lease is None:
+            break
+        served.append(lease.item)
+
+    # 3 pairs x cap 2 = 6 battles at most, every one on a different image.
+    pairs = Counter((i.spec["system_a"], i.spec["system_b"]) for i in served)
+    assert len(served) == 6
+    assert set(pairs.values()) == {2}
+    assert len({item.image_id for item in served}) == len(served)
+
+
+def test_the_page_shows_both_captions_and_lists_a_key_per_outcome(client, researcher):
+    study = arena_study(researcher, catch_rate=0)
+    arrive(client, study, "page-worker")
+
+    html = client.get(next_url(study)).content.decode()
+
+    lease = Assignment.objects.get(participant__external_id="page-worker")
+    texts = [c.text for c in lease.item.study.captions.filter(image_id=lease.item.image_id)]
+    left = shown_left(lease)
+    spec = lease.item.spec
+    left_text = texts_by_id(lease)[spec["caption_a" if left == "a" else "caption_b"]]
+    assert html.index("Caption A") < html.index(left_text) < html.index("Caption B")
+    for key, label in (("1", "A is better"), ("2", "B is better")):
+        assert f"<kbd>{key}</kbd> {label}" in html
+    for value in OUTCOMES:
+        assert f'id="outcome-{value}" value="{value}"' in html
+    assert len(texts) == 3
+    # The systems are never named on the page.
+    for system in ("alpha", "beta", "gamma"):
+        assert f">{system}<" not in html
+
+
+# ------------------------------------------------------------------ attacks, through the views
+
+
+def next_url(study):
+    return reverse("participate_next", args=[study.public_id])
+
+
+def arrive(client, study, pid):
+    return client.get(
+        reverse("crowd_entry", args=[crowd_link_token(study)]),
+        {"PROLIFIC_PID": pid, "STUDY_ID": "S", "SESSION_ID": "X"},
+    )
+
+
+def texts_by_id(lease):
+    return dict(lease.item.study.captions.values_list("pk", "text"))
+
+
+def token_on(html: str) -> str:
+    return re.search(r'action="[^"]*/submit/([^/"]+)/', html).group(1)
+
+
+def test_an_outcome_outside_the_four_is_a_400_naming_the_field(client, researcher):
+    study = arena_study(researcher, catch_rate=0)
+    arrive(client, study, "odd-outcome")
+    html = client.get(next_url(study)).content.decode()
+    submit = reverse("participate_submit", args=[study.public_id, token_on(html)])
+
+    for bad in ("left", "A", "model_a", "", "tie (bothbad)"):
+        page = client.post(submit, {"part": "0", "outcome": bad})
+        assert page.status_code == 400
+        body = page.content.decode()
+        assert 'aria-describedby="arena-error"' in body
+        assert "Choose one of: A is better, B is better" in body
+    missing = client.post(submit, {"part": "0"})
+    assert missing.status_code == 400
+    assert Judgment.objects.filter(study=study).count() == 0
+
+
+def test_a_worker_cannot_answer_a_battle_served_to_someone_else(researcher):
+    study = arena_study(researcher, catch_rate=0, battle_target=2)
+    first, second = Client(REMOTE_ADDR="10.0.0.1"), Client(REMOTE_ADDR="10.0.0.2")
+    arrive(first, study, "first")
+    arrive(second, study, "second")
+    token_first = token_on(first.get(next_url(study)).content.decode())
+    token_second = token_on(second.get(next_url(study)).content.decode())
+
+    # The second worker posts the first worker's lease token: refused, nothing stored.
+    stolen = second.post(
+        reverse("participate_submit", args=[study.public_id, token_first]),
+        {"part": "0", "outcome": "a"},
+    )
+    # A made-up token, as if choosing an item of their own.
+    invented = second.post(
+        reverse("participate_submit", args=[study.public_id, "not-a-token"]),
+        {"part": "0", "outcome": "a"},
+    )
+    # Asking for an item or a pair in the query changes nothing: the server serves.
+    again = second.get(next_url(study), {"item": "1", "pair": "alpha,beta"}).content.decode()
+
+    assert stolen.status_code in (400, 404, 409)
+    assert invented.status_code in (400, 404, 409)
+    assert token_on(again) == token_second
+    assert Judgment.objects.filter(study=study).count() == 0
+
+
+def test_an_always_a_worker_is_caught_by_gold_battles_and_position_bias(researcher):
+    study = arena_study(
+        researcher,
+        images=40,
+        catch_rate=0.5,
+        catch_min_seen=3,
+        bootstrap_rounds=20,
+    )
+    client = Client(REMOTE_ADDR="10.0.0.9")
+    arrive(client, study, "always-a")
+    for _ in range(60):
+        html = client.get(next_url(study)).content.decode()
+        if "action=" not in html or "/submit/" not in html:
+            break
+        page = client.post(
+            reverse("participate_submit", args=[study.public_id, token_on(html)]),
+            {"part": "0", "outcome": "a"},
+        )
+        assert page.status_code in (200, 302), page.content[:300]
+    person = Participant.objects.get(study=study, external_id="always-a")
+    gold = Judgment.objects.filter(participant=person, item__kind=CATCH)
+
+    # Gold sides are random: an always-"A" worker misses about half, above the quarter rule.
+    missed = sum(not j.result["catch"]["caught"] for j in gold)
+    assert gold.count() >= 3 and missed / gold.count() > 0.25
+    assert any(flag["kind"] == "catch_failed" for flag in person.flags)
+    assert not Judgment.objects.filter(participant=person, excluded=False).exists()
+    # The report's position-bias check flags them too (all decisive answers on the left).
+    report = run_report(study, researcher)
+    row = next(
+        w for w in report["position_bias"]["workers"] if w["participant"] == person.pseudonym
+    )
+    assert row["left_share"] == 1.0 and row["flagged"]
+
+
+def test_gold_battles_always_alter_the_caption_even_with_human_captions(researcher):
+    # The rating protocols' catch trials alternate with controls (a human caption shown
+    # untouched); in a battle that would be a caption against itself, with no right answer.
+    study = arena_study(
+        researcher,
+        systems=("Human", "beta", "gamma"),
+        images=30,
+        catch_rate=0.5,
+        catch_min_seen=100,
+    )
+    person = worker(study)
+    for _ in range(25):
+        judge(person, "tie")
+    gold = list(Item.objects.filter(study=study, kind=CATCH))
+    assert len(gold) >= 4
+    texts = dict(study.captions.values_list("pk", "text"))
+    for item in gold:
+        assert item.spec["catch"]["kind"] in ("T_RC", "T_WP", "T_RW")
+        assert item.spec["catch"]["text"] != texts[item.spec["caption_id"]]
+
+
+# ------------------------------------------------------------------ the report
+
+
+def run_report(study, user):
+    """Run a report job as the worker does (the runner stores the result on the job)."""
+    job = report_request(study=study, user=user)
+    job_run(job=job)
+    job.refresh_from_db()
+    assert job.status == "done", job.message
+    return job.result
+
+
+def mm_bradley_terry(pairs, systems, weights=None):
+    """Hunter's (2004) MM algorithm, ties as half a win to each side, each battle counted
+    ``weight`` times; LMArena's scale with mean 1000. Written here, independent of choix
+    and of rubrics.arena."""
+    k = len(systems)
+    index = {s: i for i, s in enumerate(systems)}
+    wins = np.zeros((k, k))
+    for (a, b, winner), weight in zip(pairs, weights or [1.0] * len(pairs), strict=True):
+        i, j = index[a], index[b]
+        score = {"model_a": 1.0, "model_b": 0.0}.get(winner, 0.5)
+        wins[i, j] += weight * score
+        wins[j, i] += weight * (1.0 - score)
+    n = wins + wins.T
+    p = np.ones(k)
+    for _ in range(200_000):
+        new = wins.sum(axis=1) / (n / (p[:, None] + p[None, :])).sum(axis=1)
+        new /= np.exp(np.log(new).mean())
+        if np.max(np.abs(new - p)) < 1e-14:
+            p = new
+            break
+        p = new
+    scores = 400 * np.log10(p)
+    return dict(zip(systems, scores - scores.mean() + 1000, strict=True))
+
+
+def test_the_leaderboard_equals_an_independent_fit(researcher):
+    systems = ("alpha", "beta", "gamma")
+    strength = {"alpha": 2, "beta": 1, "gamma": 0}
+    study = arena_study(
+        researcher, systems=systems, images=30, catch_rate=0, battle_target=2, bootstrap_rounds=50
+    )
+    rng = np.random.default_rng(3)
+    people = [worker(study) for _ in range(3)]
+
+    def answer(lease):
+        # A noisy crowd favouring the stronger system, answering in the page's terms.
+        spec = lease.item.spec
+        gap = strength[spec["system_a"]] - strength[spec["system_b"]]
+        draw = rng.random()
+        canonical = "model_a" if draw < 1 / (1 + np.exp(-gap)) - 0.1 else "model_b"
+        if draw > 0.9:
+            return "tie" if draw > 0.95 else "bothbad"
+        a_won = canonical == "model_a"
+        return "a" if a_won == (shown_left(lease) == "a") else "b"
+
+    for person in people:
+        while judge(person, answer)[0] is not None:
+            pass
+    report = run_report(study, researcher)
+
+    kept = Judgment.objects.filter(study=study, item__kind=BATTLE, excluded=False)
+    pairs = [(j.item.spec["system_a"], j.item.spec["system_b"], j.result["winner"]) for j in kept]
+    expected = mm_bradley_terry(pairs, sorted(systems))
+    board = {row["system"]: row for row in report["leaderboard"]}
+    assert report["battles"] == len(pairs) > 60
+    for system in systems:
+        assert board[system]["score"] == pytest.approx(expected[system], abs=1e-6)
+        assert board[system]["ci_low"] <= board[system]["score"] <= board[system]["ci_high"]
+        assert board[system]["battles"] == sum(system in (a, b) for a, b, _ in pairs)
+    assert [row["system"] for row in report["leaderboard"]] == ["alpha", "beta", "gamma"]
+    # The count matrix counted independently.
+    names = report["matrices"]["systems"]
+    for i, a in enumerate(names):
+        for j, b in enumerate(names):
+            assert report["matrices"]["battles"][i][j] == sum(
+                {x, y} == {a, b} for x, y, _ in pairs
+            ) * (a != b)
+    # Position bias: share of decisive answers won by the left caption, counted here.
+    shown = Counter(j.payload["outcome"] for j in kept)
+    overall = report["position_bias"]["overall"]
+    assert overall["decisive"] == shown["a"] + shown["b"]
+    assert overall["left_share"] == pytest.approx(shown["a"] / (shown["a"] + shown["b"]))
+    # Agreement on shared battles, counted here.
+    by_item = {}
+    for j in kept:
+        by_item.setdefault(j.item_id, []).append(j.result["winner"])
+    shared = [w for w in by_item.values() if len(w) == 2]
+    assert report["agreement"]["shared_battles"] == len(shared)
+    assert report["agreement"]["percent_agreement"] == pytest.approx(
+        sum(x == y for x, y in shared) / len(shared)
+    )
+    assert report["reliability"]["method"].startswith("Dawid-Skene")
+    assert report["length_leaderboard"] and report["length_coefficient"] is not None
+
+
+def test_adaptive_pairing_stores_its_probabilities_and_the_report_weights_by_them(
+    researcher,
+):
+    systems = ("alpha", "beta", "gamma", "delta")
+    strength = {"alpha": 1.5, "beta": 0.5, "gamma": 0.0, "delta": -1.0}
+    study = arena_study(
+        researcher,
+        systems=systems,
+        images=40,
+        catch_rate=0,
+        adaptive=True,
+        battle_target=5,
+        bootstrap_rounds=20,
+        cap_per_pair=1000,
+    )
+    rng = np.random.default_rng(8)
+
+    def answer(lease):
+        spec = lease.item.spec
+        gap = strength[spec["system_a"]] - strength[spec["system_b"]]
+        a_won = rng.random() < 1 / (1 + np.exp(-gap))
+        return "a" if a_won == (shown_left(lease) == "a") else "b"
+
+    people = [worker(study) for _ in range(4)]
+    for person in people[:2]:
+        while judge(person, answer)[0] is not None:
+            pass
+    # No report yet: the uniform design, 1/6 for each of the 6 pairs.
+    first = Judgment.objects.filter(study=study)
+    assert all(j.result["pair_probability"] == pytest.approx(1 / 6) for j in first)
+    fitted = run_report(study, researcher)["adaptive"]
+    for person in people[2:]:
+        while judge(person, answer)[0] is not None:
+            pass
+
+    # Independently: Var(s_i - s_j) from the stored covariance, 80% greedy + 20% uniform.
+    cov = np.array(fitted["covariance"])
+    names = fitted["systems"]
+    var = {}
+    for i, j in itertools.combinations(range(len(names)), 2):
+        var[(names[i], names[j])] = cov[i, i] + cov[j, j] - 2 * cov[i, j]
+    total = sum(var.values())
+    later = Judgment.objects.filter(study=study).exclude(pk__in=[j.pk for j in first])
+    assert later.exists()
+    for j in later:
+        pair = (j.item.spec["system_a"], j.item.spec["system_b"])
+        expected = 0.8 * var[pair] / total + 0.2 / 6
+        assert j.result["pair_probability"] == pytest.approx(expected)
+    assert len({round(j.result["pair_probability"], 9) for j in later}) > 1
+
+    report = run_report(study, researcher)
+    kept = list(Judgment.objects.filter(study=study))
+    pairs = [(j.item.spec["system_a"], j.item.spec["system_b"], j.result["winner"]) for j in kept]
+    weights = [1 / j.result["pair_probability"] for j in kept]
+    expected = mm_bradley_terry(pairs, sorted(systems), weights)
+    assert report["weighted"] is True
+    for row in report["leaderboard"]:
+        assert row["score"] == pytest.approx(expected[row["system"]], abs=1e-6)
+
+
+def test_length_control_undoes_a_planted_preference_for_longer_captions(researcher):
+    # True order alpha > beta > gamma, but gamma writes the longest captions and the crowd
+    # strongly prefers the longer caption. Lengths also vary within each system, so the
+    # length effect and the systems can be told apart.
+    base = {"alpha": 100, "beta": 170, "gamma": 300}
+    strength = {"alpha": 0.7, "beta": 0.0, "gamma": -0.7}
+
+    def words(system, index):
+        draw = np.random.default_rng([index, ord(system[0])]).uniform(0.3, 1.7)
+        return int(base[system] * draw)
+
+    study = arena_study(
+        researcher,
+        images=60,
+        words=words,
+        catch_rate=0,
+        battle_target=3,
+        bootstrap_rounds=20,
+        cap_per_pair=1000,
+    )
+    rng = np.random.default_rng(11)
+    length = {c.pk: len(c.text.split()) for c in study.captions.all()}
+
+    def prefers_longer(lease):
+        spec = lease.item.spec
+        la, lb = length[spec["caption_a"]], length[spec["caption_b"]]
+        logit = strength[spec["system_a"]] - strength[spec["system_b"]] + 5 * (la - lb) / (la + lb)
+        a_wins = rng.random() < 1 / (1 + np.exp(-logit))
+        return "a" if a_wins == (shown_left(lease) == "a") else "b"
+
+    for person in [worker(study) for _ in range(3)]:
+        while judge(person, prefers_longer)[0] is not None:
+            pass
+    report = run_report(study, researcher)
+
+    raw = [row["system"] for row in report["leaderboard"]]
+    controlled = [row["system"] for row in report["length_leaderboard"]]
+    assert raw[0] == "gamma"  # distorted by length
+    assert controlled == ["alpha", "beta", "gamma"]
+    assert report["length_coefficient"]["ci_low"] > 0
+
+
+def test_a_simulated_crowd_answers_through_the_services_and_ranks_by_quality(researcher):
+    study = arena_study(
+        researcher,
+        systems=("good-one", "mid-one", "bad-one"),
+        images=30,
+        battle_target=2,
+        bootstrap_rounds=20,
+        min_seconds=2,
+        criteria=True,
+    )
+
+    summary = crowd_simulate(study=study, workers=4, seed=1)
+
+    assert summary.refusals == {}
+    assert summary.judgments == Judgment.objects.filter(study=study).count() > 60
+    report = run_report(study, researcher)
+    assert [r["system"] for r in report["leaderboard"]] == ["good-one", "mid-one", "bad-one"]
+    assert {c["criterion"] for c in report["criteria"]} == set(CRITERION_NAMES)
+
+
+def test_the_report_page_and_figures_render(client, researcher):
+    study = arena_study(researcher, catch_rate=0, bootstrap_rounds=20, battle_target=2)
+    for person in [worker(study) for _ in range(2)]:
+        while judge(person, lambda lease: "a" if lease.pk % 3 else "b")[0] is not None:
+            pass
+    run_report(study, researcher)
+    client.force_login(researcher)
+
+    page = client.get(reverse("study_report", args=[study.pk]))
+    figure = client.get(reverse("report_figure", args=[study.pk, "win-rate", "svg"]))
+
+    assert page.status_code == 200
+    assert "Length-controlled leaderboard" in page.content.decode()
+    assert figure.status_code == 200 and b"<svg" in figure.content
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        "study_detail",
+        "study_dashboard",
+        "study_settings",
+        "study_metrics",
+        "study_plan",
+    ],
+)
+def test_the_researcher_pages_of_an_arena_study_render(client, researcher, page):
+    study = arena_study(researcher, catch_rate=0.5, catch_min_seen=50)
+    for person in [worker(study) for _ in range(2)]:
+        for _ in range(4):
+            judge(person, "a")
+    client.force_login(researcher)
+
+    answer = client.get(reverse(page, args=[study.pk]))
+
+    assert answer.status_code == 200
+    if page == "study_dashboard":
+        html = answer.content.decode()
+        assert "Battles" in html and "gold battles" in html
+
+
+def test_the_new_study_page_offers_the_arena(client, researcher):
+    client.force_login(researcher)
+    html = client.get(reverse("study_new")).content.decode()
+    assert 'value="arena"' in html and "Arena (caption battles)" in html
+
+
+# ------------------------------------------------------------------ export and API
+
+
+def test_the_export_has_one_row_per_battle_with_sides_and_gold(researcher, tmp_path):
+    study = arena_study(researcher, images=20, catch_rate=0.5, catch_min_seen=50)
+    person = worker(study)
+    for _ in range(12):
+        judge(person, "b")
+
+    summary = export_file(study=study, path=tmp_path / "out", export_format="csv")
+
+    with open(summary.path, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    judgments = {j.pk: j for j in Judgment.objects.filter(study=study)}
+    assert len(rows) == len(judgments) >= 12
+    assert any(row["gold"] == "true" for row in rows)
+    for row in rows:
+        judgment = judgments[int(row["judgment_id"])]
+        assert row["left"] == judgment.payload["left"]
+        assert row["outcome"] == "b"
+        assert row["winner"] == judgment.result["winner"]
+        assert row["gold"] == ("true" if judgment.item.kind == CATCH else "false")
+        if row["gold"] == "true":
+            assert row["caption_b"] == judgment.item.spec["catch"]["text"]
+        else:
+            assert row["system_a"] == judgment.item.spec["system_a"]
+            assert int(row["caption_a_id"]) == judgment.item.spec["caption_a"]
+
+
+def test_the_report_api_returns_the_latest_report_to_who_may_read_it(
+    client, researcher, other_researcher
+):
+    study = arena_study(researcher, catch_rate=0, bootstrap_rounds=20, battle_target=2)
+    url = reverse("api_study_report", args=[study.pk])
+    client.force_login(researcher)
+    assert client.get(url).status_code == 404  # no report yet
+    for person in [worker(study) for _ in range(2)]:
+        while judge(person, lambda lease: "a" if lease.pk % 2 else "tie")[0] is not None:
+            pass
+    stored = run_report(study, researcher)
+
+    answer = client.get(url)
+    client.force_login(other_researcher)
+    stranger = client.get(url)
+
+    assert answer.status_code == 200
+    body = answer.json()
+    assert body["mode"] == "arena"
+    assert body["result"]["leaderboard"] == stored["leaderboard"]
+    assert set(body["result"]["leaderboard"][0]) == {
+        "system",
+        "score",
+        "ci_low",
+        "ci_high",
+        "rank_low",
+        "rank_high",
+        "battles",
+    }
+    assert "length_coefficient" in body["result"]
+    assert stranger.status_code == 404
+    client.force_login(researcher)
+    schema = client.get(reverse("schema")).content.decode()
+    assert "/api/studies/{study_id}/report/" in schema

@@ -1,0 +1,144 @@
+"""Builders of arena studies and a worker's moves, for the arena tests.
+
+Studies are built from Image/Caption rows made here (not through the importer). Each image
+gets one caption per system; a caption's text is ``words`` words long so length control
+has something to measure. ``judge`` leases the next battle and answers it a few seconds
+later on the server's clock (``min_seconds`` is measured from ``served_at``).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from itertools import count
+
+from django.utils import timezone
+
+from annotation.models import Assignment, Caption, Image, Participant, Study
+from annotation.modes import get_mode
+from annotation.modes.arena.protocol import left_is_a
+from annotation.services.assignments import assignment_next
+from annotation.services.judgments import judgment_submit
+from annotation.services.studies import study_create, study_open
+
+_numbers = count(5000)
+WORDS = [
+    *[
+        "a",
+        "dog",
+        "runs",
+        "across",
+        "green",
+        "grass",
+        "near",
+        "a",
+        "red",
+        "barn",
+        "while",
+        "two",
+        "children",
+        "watch",
+        "from",
+    ],
+    *[
+        "the",
+        "wooden",
+        "fence",
+        "and",
+        "clouds",
+        "drift",
+        "over",
+        "the",
+        "hills",
+        "behind",
+        "them",
+        "in",
+        "the",
+        "late",
+        "light",
+    ],
+]
+
+
+def detailed_text(system: str, image: int, words: int) -> str:
+    body = [WORDS[(image + i) % len(WORDS)] for i in range(words)]
+    return f"{system} says: " + " ".join(body) + "."
+
+
+def arena_study(
+    owner,
+    *,
+    systems=("alpha", "beta", "gamma"),
+    images=6,
+    words=None,
+    live=True,
+    seed=0,
+    **settings,
+) -> Study:
+    """A live arena study: ``images`` images, each captioned by every system.
+
+    ``words(system, image index)`` gives a caption's length in words (default: 100 to
+    160, varying by image and system, so length control is estimable).
+    """
+    settings.setdefault("min_seconds", 0)
+    study = study_create(owner=owner, name="Arena test", mode="arena", settings=settings, seed=seed)
+    line = count(2)
+    for index in range(images):
+        number = next(_numbers)
+        image = Image.objects.create(
+            study=study,
+            name=f"img-{number}.jpg",
+            sha256=f"{number:064d}",
+            file=f"images/{number}.jpg",
+            display=f"display/{number}.webp",
+            width=640,
+            height=480,
+            format="JPEG",
+            alt_text=f"Photo {number}",
+        )
+        for k, system in enumerate(systems):
+            length = words(system, index) if words else 100 + 10 * ((index + 3 * k) % 7)
+            text = detailed_text(system, number, length)
+            Caption.objects.create(
+                study=study,
+                image=image,
+                system=system,
+                raw_text=text,
+                text=text,
+                line=next(line),
+            )
+    if live:
+        study_open(study=study)
+        study.refresh_from_db()
+    return study
+
+
+def worker(study: Study, name: str | None = None) -> Participant:
+    return Participant.objects.create(
+        study=study,
+        source=Participant.Source.PROLIFIC,
+        external_id=name or f"w{next(_numbers)}",
+    )
+
+
+def shown_left(lease: Assignment) -> str:
+    """``a`` or ``b``: which canonical caption the page shows on the left for ``lease``."""
+    return "a" if left_is_a(lease.participant.study, lease.pk) else "b"
+
+
+def judge(participant: Participant, outcome="a", *, seconds=30, **extra):
+    """Lease the next battle and answer ``outcome`` (or ``outcome(lease)``) later."""
+    lease = assignment_next(participant=participant)
+    if lease is None:
+        return None, None
+    value = outcome(lease) if callable(outcome) else outcome
+    result = judgment_submit(
+        participant=participant,
+        token=lease.token,
+        data={"outcome": value, **extra},
+        part=0,
+        now=timezone.now() + timedelta(seconds=seconds),
+    )
+    return lease, result
+
+
+MODE = get_mode("arena")
