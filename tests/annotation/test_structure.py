@@ -30,6 +30,9 @@ ALLOWED_LAZY_IMPORTS = {
     # crowd-kit costs about a second to import (pandas extras, nltk through its embeddings
     # package): every web and worker process would pay it, while only a report job fits it.
     ("rubrics/reliability.py", "dawid_skene"),
+    # `tokenizers` is the optional "clip" extra, needed only to read a real CLIP export's
+    # tokenizer.json; the default install and the tests' tiny models do without it.
+    ("annotation/judges/clip.py", "hf_tokenizer"),
 }
 #: Settings modules other than the one the tests run with (production refuses to load
 #: without its secrets, by design).
