@@ -11,15 +11,17 @@ from annotation.modes.base import register
 from annotation.modes.spans.export import SpansExport
 from annotation.modes.spans.pages import SpansPages
 from annotation.modes.spans.protocol import CAPTION, SpansProtocol, SpansSettings
+from annotation.modes.spans.report import SpansReport
 
 
 @register
 class SpansMode(SpansProtocol):
     pages_class = SpansPages
+    report_class = SpansReport
     export_class = SpansExport
     kind_labels = {CAPTION: "Captions to mark"}
     # After the arena.
     menu_order = 50
 
 
-__all__ = ["SpansExport", "SpansMode", "SpansPages", "SpansSettings"]
+__all__ = ["SpansExport", "SpansMode", "SpansPages", "SpansReport", "SpansSettings"]
