@@ -33,7 +33,9 @@ CAPTION = "caption"
 MAX_SPANS_JSON = 64_000
 #: Most categories a study may list (a page of radio buttons stays usable).
 MAX_CATEGORIES = 30
-_OVERRIDE = re.compile(r"^\s*([^/=;]+?)\s*/\s*(minor|major|\*)\s*=\s*([0-9]+(?:\.[0-9]+)?)\s*$")
+# The category may itself hold a slash (MQM's "Fluency/Punctuation"): the severity is
+# whatever follows the last one.
+_OVERRIDE = re.compile(r"^\s*(.+?)\s*/\s*(minor|major|\*)\s*=\s*([0-9]+(?:\.[0-9]+)?)\s*$")
 
 
 def parse_categories(value: str) -> tuple[str, ...]:
@@ -123,13 +125,22 @@ class SpansSettings(CrowdSettings):
 
 
 def weighted_errors(payload: dict[str, Any], config: SpansSettings) -> float:
-    """The MQM-weighted errors of one judgment with the study's weights."""
+    """The MQM-weighted errors of one judgment with the study's weights.
+
+    A severity the weights do not know counts 0: only imports store one (ESA's
+    "undecided"; MQM's Neutral and No-error are 0 by definition), and a study's own
+    judgments are minor or major by validation.
+    """
     if payload.get("unusable"):
         return float(config.unusable_weight)
     weights = config.weights()
-    return float(
-        sum(weights.weight(mark["category"], mark["severity"]) for mark in payload["spans"])
-    )
+    total = 0.0
+    for mark in payload["spans"]:
+        try:
+            total += weights.weight(mark["category"], mark["severity"])
+        except ValueError:
+            continue
+    return total
 
 
 def caption_of(item: Item) -> Caption:

@@ -94,9 +94,11 @@ class SpansReport(Report):
         progress(40, "ESA scores")
         weighted: dict[str, list[float]] = defaultdict(list)
         words: dict[str, int] = defaultdict(int)
+        severities: dict[str, Counter[str]] = defaultdict(Counter)
         for r in rows:
             weighted[r["system"]].append(weighted_errors(r["payload"], config))
             words[r["system"]] += len(r["text"].split())
+            severities[r["system"]].update(m["severity"] for m in r["payload"]["spans"])
         systems = []
         for system in sorted(weighted):
             values = weighted[system]
@@ -105,6 +107,8 @@ class SpansReport(Report):
                 {
                     "system": system,
                     "judgments": len(values),
+                    "minor": severities[system]["minor"],
+                    "major": severities[system]["major"],
                     "esa": score.mean if score else None,
                     "esa_low": score.low if score else None,
                     "esa_high": score.high if score else None,
@@ -150,7 +154,8 @@ class SpansReport(Report):
                     [
                         (m["start"], m["end"], m["severity"])
                         for m in r["payload"]["spans"]
-                        if not m.get("omission")
+                        # Omissions have no characters; an imported empty span neither.
+                        if not m.get("omission") and m["start"] < m["end"]
                     ]
                     for r in group
                 ],
@@ -172,6 +177,10 @@ class SpansReport(Report):
             section["span_agreement"] = None
             section["span_agreement_error"] = str(exc)
         scored = [r for r in rows if r["payload"].get("score") is not None]
+        if not scored:
+            section["score_alpha"] = None
+            section["score_alpha_error"] = "no judgment has a score (MQM has none)"
+            return section
         try:
             section["score_alpha"] = spans_agreement.score_alpha(
                 [r["caption"] for r in scored],
