@@ -98,7 +98,8 @@ class SpansReport(Report):
         for r in rows:
             weighted[r["system"]].append(weighted_errors(r["payload"], config))
             words[r["system"]] += len(r["text"].split())
-            severities[r["system"]].update(m["severity"] for m in r["payload"]["spans"])
+            for mark in r["payload"]["spans"]:
+                severities[r["system"]][mark["severity"]] += 1
         systems = []
         for system in sorted(weighted):
             values = weighted[system]
