@@ -395,3 +395,55 @@ def test_the_export_has_one_row_per_judged_caption_with_its_spans(researcher, tm
         expected = sum(5 if m["severity"] == "major" else 1 for m in marks)
         assert float(row["weighted"]) == expected
         assert int(row["major"]) == sum(m["severity"] == "major" for m in marks)
+
+
+@pytest.mark.parametrize(
+    "page", ["study_detail", "study_dashboard", "study_settings", "study_metrics", "study_plan"]
+)
+def test_the_researcher_pages_of_a_spans_study_render(client, researcher, page):
+    study = spans_study(researcher, images=1)
+    for name in ("w1", "w2"):
+        judge(worker(study, name), answer_for(name))
+    client.force_login(researcher)
+    answer = client.get(reverse(page, args=[study.pk]))
+    assert answer.status_code == 200
+    if page == "study_dashboard":
+        assert "Captions to mark" in answer.content.decode()
+
+
+def test_the_new_study_page_offers_the_spans_mode(client, researcher):
+    client.force_login(researcher)
+    html = client.get(reverse("study_new")).content.decode()
+    assert 'value="spans"' in html and "Error spans (ESA / MQM)" in html
+
+
+def test_an_imported_item_without_an_image_shows_its_source_text(researcher):
+    study = spans_study(researcher, systems=("alpha",), images=1)
+    item = Item.objects.get(study=study)
+    item.spec = {**item.spec, "source": "Ein brauner Hund."}
+    item.image.display = ""
+    item.image.save()
+    item.save()
+    client = Client()
+    _, _, html = leased(client, study, "reader")
+    assert "Source text (this item has no image)" in html
+    assert "Ein brauner Hund." in html
+
+
+def test_category_weights_apply_to_the_stored_weighted_errors(researcher):
+    study = spans_study(
+        researcher, systems=("alpha",), images=1, weight_overrides="count/major=10; object/*=0.5"
+    )
+
+    def answer(lease, text):
+        marks = [mark(text, "dog", "major", "object"), mark(text, "two", "major", "count")]
+        marks.append(mark(text, "red", "minor", "attribute"))
+        return {"spans": json.dumps(marks), "score": 20}
+
+    _, outcome = judge(worker(study), answer)
+    # object: 0.5 whatever the severity; count major: 10; attribute minor: the default 1.
+    assert outcome.judgment.result["weighted"] == pytest.approx(11.5)
+    config = MODE.settings(study)
+    assert config.weights().weight("Fluency/Punctuation", "minor") == 1.0
+    mqm = MODE.clean_settings({"weight_overrides": "Fluency/Punctuation/minor=0.1"})
+    assert mqm["weight_overrides"] == "Fluency/Punctuation/minor=0.1"
