@@ -6,10 +6,16 @@
 
     manage.py import_ratings --format battles arena_battles.jsonl
     manage.py import_ratings --format iiw-sxs ../shared/datasets/imageinwords/DCI_Test.jsonl
+    manage.py import_ratings --format mqm-tsv ../shared/datasets/wmt-mqm-ted/mqm_ted_ende.tsv
+    manage.py import_ratings --format esa-csv 240315rc5ESA.scores.csv --batches batches.json
 
 Battle logs (LMArena's JSON Lines) and ImageInWords' side-by-side files become closed
 arena studies (``annotation.services.imports.battles``); the command says what the file
 lacks (images, texts, an overall verdict).
+
+MQM TSV files and ESA campaign CSVs become closed spans studies
+(``annotation.services.imports.spans``); they have no images, so each item shows its
+source text.
 
 Pascal-50S (pairwise judgments with their references) becomes a closed study of pairs for
 the metric lab (``annotation.services.imports.pascal50s.dataset_import_pascal50s``).
@@ -28,6 +34,7 @@ from annotation.models import User
 from annotation.services.datasets import RATING_FORMATS, dataset_import_ratings
 from annotation.services.imports.battles import BATTLE_FORMATS, dataset_import_battles
 from annotation.services.imports.pascal50s import dataset_import_pascal50s
+from annotation.services.imports.spans import SPAN_FORMATS, dataset_import_spans
 
 #: Pairwise judgments for the metric lab (a closed study of pairs, not of ratings).
 PASCAL_50S = "pascal-50s"
@@ -44,14 +51,26 @@ class Command(BaseCommand):
         parser.add_argument(
             "--format",
             required=True,
-            choices=sorted([*RATING_FORMATS, PASCAL_50S, *BATTLE_FORMATS]),
+            choices=sorted([*RATING_FORMATS, PASCAL_50S, *BATTLE_FORMATS, *SPAN_FORMATS]),
+        )
+        parser.add_argument(
+            "--batches", type=Path, help="esa-csv: the campaign's batches JSON (the texts)."
         )
         parser.add_argument(
             "--owner", help="Researcher who owns the study (default: the first superuser)."
         )
         parser.add_argument("--name", default="", help="Study name (default: the file name).")
 
-    def handle(self, *args, file: Path, format: str, owner: str | None, name: str, **options):
+    def handle(
+        self,
+        *args,
+        file: Path,
+        format: str,
+        owner: str | None,
+        name: str,
+        batches: Path | None = None,
+        **options,
+    ):
         if owner:
             user = User.objects.filter(username=owner).first()
             if user is None:
@@ -60,6 +79,19 @@ class Command(BaseCommand):
             user = User.objects.filter(is_superuser=True).order_by("pk").first()
             if user is None:
                 raise CommandError("no superuser exists; name the owner with --owner")
+        if format in SPAN_FORMATS:
+            try:
+                spans = dataset_import_spans(
+                    owner=user, path=file, fmt=format, batches=batches, name=name
+                )
+            except ServiceError as exc:
+                raise CommandError(exc.report()) from exc
+            self.stdout.write(
+                f"Study {spans.study.pk} ({spans.study.name}): {spans.judgments} judgments, "
+                f"{spans.marks} marks, {spans.study.captions.count()} texts, closed. "
+                "No images: each item shows its source text."
+            )
+            return
         if format in BATTLE_FORMATS:
             try:
                 done = dataset_import_battles(owner=user, path=file, fmt=format, name=name)

@@ -1,0 +1,27 @@
+"""Error spans: mark what is wrong in a detailed caption, then score it (PROTOCOLS.md
+section 6; ESA, Kocmi et al. 2024; MQM, Freitag et al. 2021).
+
+One item per caption: the annotator marks spans (code-point offsets, severity, category),
+omissions and a whole-caption "unusable" mark, then gives a 0-100 score. The report gives
+per-system mean ESA scores with intervals, MQM-weighted errors per caption and per 100
+words, error counts, span and score agreement, and the adjudication view.
+"""
+
+from annotation.modes.base import register
+from annotation.modes.spans.export import SpansExport
+from annotation.modes.spans.pages import SpansPages
+from annotation.modes.spans.protocol import CAPTION, SpansProtocol, SpansSettings
+from annotation.modes.spans.report import SpansReport
+
+
+@register
+class SpansMode(SpansProtocol):
+    pages_class = SpansPages
+    report_class = SpansReport
+    export_class = SpansExport
+    kind_labels = {CAPTION: "Captions to mark"}
+    # After the arena.
+    menu_order = 50
+
+
+__all__ = ["SpansExport", "SpansMode", "SpansPages", "SpansReport", "SpansSettings"]

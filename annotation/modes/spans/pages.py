@@ -1,0 +1,134 @@
+"""The error-span page: the image, the caption as selectable words, the marks, the score.
+
+The page works without JavaScript: each mark is a row of number fields (start, end in
+characters counted from 0), severity and category, and the score a number box. With
+``spans.js`` the annotator selects words by mouse, touch or keyboard instead, the marks
+are listed as text with Edit and Remove buttons, and the list is posted as JSON in
+``spans`` (each mark with its ``text``, so the server checks the offsets).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+
+from annotation.models import Assignment
+from annotation.modes.base import Pages
+from annotation.modes.spans.protocol import MAX_SPANS_JSON, caption_of
+from rubrics.spans import SEVERITIES
+
+_NUMBER = re.compile(r"^[0-9]{1,7}(?:\.[0-9]{1,6})?$")
+_WORD = re.compile(r"\S+")
+
+
+def _number(value: Any) -> Any:
+    """A form value as an int or float when it is a plain decimal, else as sent (so the
+    protocol's check names what was wrong with it) and None when blank."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    if not text:
+        return None
+    if _NUMBER.match(text):
+        return float(text) if "." in text else int(text)
+    return text
+
+
+def words(text: str) -> list[dict[str, Any]]:
+    """The caption cut into words and the spaces between them, with code-point offsets."""
+    pieces: list[dict[str, Any]] = []
+    at = 0
+    for match in _WORD.finditer(text):
+        if match.start() > at:
+            pieces.append({"text": text[at : match.start()], "word": False})
+        pieces.append(
+            {"text": match.group(), "word": True, "start": match.start(), "end": match.end()}
+        )
+        at = match.end()
+    if at < len(text):
+        pieces.append({"text": text[at:], "word": False})
+    return pieces
+
+
+def _marks_json(marks: Any) -> str:
+    if isinstance(marks, str):
+        return marks if len(marks) <= MAX_SPANS_JSON else "[]"
+    return json.dumps(marks or [])
+
+
+class SpansPages(Pages):
+    item_template = "modes/spans/item.html"
+    keeps_answers = True
+
+    def parse_form(self, post: dict[str, Any], part: int) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "score": _number(post.get("score")),
+            "unusable": post.get("unusable") in ("on", "true", "1"),
+        }
+        note = (post.get("omission-note") or "").strip()
+        if note:
+            data["omission"] = {
+                "omission": True,
+                "note": note,
+                "severity": post.get("omission-severity") or "major",
+                "category": post.get("omission-category"),
+            }
+        posted = post.get("spans")
+        if posted is not None and str(posted).strip():
+            data["spans"] = str(posted)
+            return data
+        # Without JavaScript: numbered rows, a row with no start and no end is unused.
+        marks = []
+        for i in range(50):
+            start, end = post.get(f"span-{i}-start"), post.get(f"span-{i}-end")
+            if not (start or "").strip() and not (end or "").strip():
+                continue
+            marks.append(
+                {
+                    "start": _number(start),
+                    "end": _number(end),
+                    "severity": post.get(f"span-{i}-severity"),
+                    "category": post.get(f"span-{i}-category"),
+                    "note": post.get(f"span-{i}-note") or "",
+                }
+            )
+        data["spans"] = marks
+        return data
+
+    def item_context(
+        self, assignment: Assignment, part: int, answers: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        participant = assignment.participant
+        config = self.mode.settings(participant.study)
+        caption = caption_of(assignment.item)
+        image = assignment.item.image
+        waited = (timezone.now() - assignment.served_at).total_seconds()
+        remaining = max(0.0, float(config.min_seconds) - waited)
+        answers = answers or {}
+        source = assignment.item.spec.get("source", "")
+        return {
+            "caption_text": caption.text,
+            "pieces": words(caption.text),
+            "length": len(caption.text),
+            "source_text": source,
+            "image": image,
+            "image_url": settings.MEDIA_URL + image.display if image and image.display else "",
+            "alt_text": (image.alt_text if image else "") or "Image the caption describes",
+            "categories": config.category_list(),
+            "severities": SEVERITIES,
+            "max_spans": config.max_spans,
+            "rows": range(config.max_spans),
+            "score": answers.get("score") if answers.get("score") is not None else "",
+            "omission": answers.get("omission") or {},
+            # A refused submission's marks, for the script to list again (JSON text).
+            "marks_json": _marks_json(answers.get("spans")),
+            "unusable": bool(answers.get("unusable")),
+            "remaining_seconds": math.ceil(remaining * 10) / 10,
+            "minimum_seconds": config.min_seconds,
+            "captions_done": (participant.state or {}).get("captions", 0),
+        }

@@ -1,0 +1,250 @@
+"""The error-span protocol: mark what is wrong in one caption, then score it (ESA, MQM).
+
+PROTOCOLS.md section 6; the rules are ``rubrics.spans`` (validation in code points, MQM
+weights) and ``docs/protocol-choices.md``, "Error spans". An item is one caption::
+
+    spec = {"caption": <id>, "system": "..."}
+
+The payload is the annotator's marks and score as ``rubrics.spans.validate_judgment``
+cleaned them: ``{"spans": [{"start", "end", "severity", "category", "text", "note",
+"omission"}], "score": 0-100, "unusable": bool}``. Offsets are half-open code-point
+indexes into the caption's stored text, and the page sends each span's ``text`` beside
+them, so offsets counted another way (UTF-16 units) are refused rather than stored
+pointing at the wrong characters. The result holds the MQM-weighted errors with the
+study's weights, so the report and the export need not re-weight every judgment.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from annotation.errors import InvalidInput
+from annotation.models import Assignment, Caption, Item, Judgment, Participant, Study
+from annotation.modes.base import Mode, Outcome
+from annotation.modes.settings import MAX_RESAMPLES, CrowdSettings, flag, number, text, whole
+from rubrics import spans as rules
+
+CAPTION = "caption"
+#: Longest JSON list of marks a page may post: 50 marks of a 500-character note each is
+#: about 30 kB; anything longer is refused before it is parsed.
+MAX_SPANS_JSON = 64_000
+#: Most categories a study may list (a page of radio buttons stays usable).
+MAX_CATEGORIES = 30
+# The category may itself hold a slash (MQM's "Fluency/Punctuation"): the severity is
+# whatever follows the last one.
+_OVERRIDE = re.compile(r"^\s*(.+?)\s*/\s*(minor|major|\*)\s*=\s*([0-9]+(?:\.[0-9]+)?)\s*$")
+
+
+def parse_categories(value: str) -> tuple[str, ...]:
+    """The comma-separated category list of the settings; ValueError if empty or repeated."""
+    names = tuple(part.strip() for part in value.split(",") if part.strip())
+    if not names:
+        raise ValueError("categories: list at least one category, separated by commas")
+    if len({n.casefold() for n in names}) != len(names):
+        raise ValueError("categories: a category is listed twice")
+    if len(names) > MAX_CATEGORIES:
+        raise ValueError(f"categories: at most {MAX_CATEGORIES} categories")
+    return names
+
+
+def parse_overrides(value: str) -> dict[tuple[str, str], float]:
+    """``"count/major=10; other/*=0.5"`` as MQM weight overrides (``rubrics.spans.MQMWeights``)."""
+    overrides: dict[tuple[str, str], float] = {}
+    for part in value.split(";"):
+        if not part.strip():
+            continue
+        match = _OVERRIDE.match(part)
+        if match is None:
+            raise ValueError(
+                f"weight_overrides: {part.strip()!r} is not category/severity=weight "
+                "(severity minor, major or *)"
+            )
+        category, severity, weight = match.groups()
+        overrides[(category, severity)] = float(weight)
+    return overrides
+
+
+@dataclass(frozen=True)
+class SpansSettings(CrowdSettings):
+    categories: str = text(
+        ", ".join(rules.DEFAULT_CATEGORIES),
+        max_length=1000,
+        doc="Error categories annotators choose from, separated by commas.",
+    )
+    # MQM asks for at most five errors per segment (Freitag et al. 2021); 50 marks is far
+    # past any caption of 400 words and bounds what one submission stores.
+    max_spans: int = whole(
+        rules.MQM_MAX_SPANS, low=1, high=50, doc="Marks one annotator may make on a caption."
+    )
+    allow_overlap: bool = flag(False, doc="Allow two marked spans to share characters.")
+    major_weight: float = number(5, low=0, high=1000, doc="MQM weight of a major error.")
+    minor_weight: float = number(1, low=0, high=1000, doc="MQM weight of a minor error.")
+    # MQM's Non-translation is worth 25 (Freitag et al.); a whole caption marked unusable
+    # is its analogue here.
+    unusable_weight: float = number(
+        25, low=0, high=1000, doc="MQM weight of a caption marked unusable as a whole."
+    )
+    weight_overrides: str = text(
+        "",
+        max_length=1000,
+        doc="Category weights, e.g. 'count/major=10; other/*=0.5' (severity minor, major, *).",
+    )
+    # Annotators per caption; 2 or more gives span agreement. 100 is far past any use.
+    target: int = whole(3, low=1, high=100, doc="Annotators who mark each caption.")
+    # Server-measured; a 400-word caption takes minutes, an hour is past any.
+    min_seconds: int = whole(
+        10, low=0, high=3600, doc="Seconds a caption must be shown before an answer counts."
+    )
+    bootstrap_resamples: int = whole(
+        1000,
+        low=100,
+        high=MAX_RESAMPLES,
+        doc="Resamples of the report's bootstrap intervals of the ESA scores.",
+    )
+
+    def check(self) -> None:
+        try:
+            self.category_list()
+            self.weights()
+        except ValueError as exc:
+            field = str(exc).split(":", 1)[0]
+            raise InvalidInput(str(exc), field=field) from None
+
+    def category_list(self) -> tuple[str, ...]:
+        return parse_categories(self.categories)
+
+    def weights(self) -> rules.MQMWeights:
+        return rules.MQMWeights(
+            major=self.major_weight,
+            minor=self.minor_weight,
+            overrides=parse_overrides(self.weight_overrides),
+        )
+
+
+def weighted_errors(payload: dict[str, Any], config: SpansSettings) -> float:
+    """The MQM-weighted errors of one judgment with the study's weights.
+
+    A severity the weights do not know counts 0: only imports store one (ESA's
+    "undecided"; MQM's Neutral and No-error are 0 by definition), and a study's own
+    judgments are minor or major by validation.
+    """
+    if payload.get("unusable"):
+        return float(config.unusable_weight)
+    weights = config.weights()
+    total = 0.0
+    for mark in payload["spans"]:
+        try:
+            total += weights.weight(mark["category"], mark["severity"])
+        except ValueError:
+            continue
+    return total
+
+
+def caption_of(item: Item) -> Caption:
+    return Caption.objects.get(pk=item.spec["caption"])
+
+
+def _field_of(message: str) -> str:
+    """The form field a ``validate_judgment`` message names (``spans[2].end: ...``)."""
+    head = re.split(r"[\s:.\[]", message, maxsplit=1)[0]
+    return head if head in ("score", "unusable") else "spans"
+
+
+class SpansProtocol(Mode):
+    name = "spans"
+    label = "Error spans (ESA / MQM)"
+    settings_class = SpansSettings
+
+    def build_items(self, study: Study) -> list[Item]:
+        """One item per study caption: the image and that caption."""
+        config = self.settings(study)
+        captions = study.captions.filter(purpose=Caption.Purpose.STUDY).order_by("id")
+        items = [
+            Item(
+                study=study,
+                kind=CAPTION,
+                image_id=image_id,
+                position=position,
+                target=config.target,
+                spec={"caption": caption_id, "system": system},
+            )
+            for position, (caption_id, image_id, system) in enumerate(
+                captions.values_list("id", "image_id", "system")
+            )
+        ]
+        if not items:
+            raise InvalidInput("An error-span study needs captions; it has none.", field="captions")
+        return items
+
+    def min_seconds(self, assignment: Assignment) -> float:
+        return float(self.settings(assignment.participant.study).min_seconds)
+
+    def validate(self, assignment: Assignment, part: int, data: dict[str, Any]) -> dict[str, Any]:
+        """The marks and score checked against the caption's text (``validate_judgment``)."""
+        config = self.settings(assignment.participant.study)
+        marks = data.get("spans", [])
+        if isinstance(marks, str):
+            if len(marks) > MAX_SPANS_JSON:
+                raise InvalidInput("spans: the list of marks is too long.", field="spans")
+            try:
+                marks = json.loads(marks) if marks.strip() else []
+            except ValueError:
+                raise InvalidInput("spans: the marks are not a JSON list.", field="spans") from None
+        if not isinstance(marks, list):
+            raise InvalidInput("spans: the marks must be a list.", field="spans")
+        if data.get("omission"):
+            # The page's omission fields are one more mark, counted against the cap.
+            marks = [*marks, data["omission"]]
+        caption = caption_of(assignment.item)
+        try:
+            clean = rules.validate_judgment(
+                caption.text,
+                marks,
+                score=data.get("score"),
+                unusable=data.get("unusable", False),
+                categories=config.category_list(),
+                max_spans=config.max_spans,
+                allow_overlap=config.allow_overlap,
+            )
+        except ValueError as exc:
+            message = str(exc)
+            raise InvalidInput(
+                message[:1].upper() + message[1:], field=_field_of(message)
+            ) from None
+        return {
+            "spans": [
+                {
+                    "start": mark.start,
+                    "end": mark.end,
+                    "severity": mark.severity,
+                    "category": mark.category,
+                    "text": mark.text,
+                    "note": mark.note,
+                    "omission": mark.omission,
+                }
+                for mark in clean.spans
+            ],
+            "score": clean.score,
+            "unusable": clean.unusable,
+        }
+
+    def score(
+        self, *, item: Item, assignment: Assignment, part: int, payload: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Counts by severity and the MQM-weighted errors with the study's weights."""
+        config = self.settings(assignment.participant.study)
+        marks = payload["spans"]
+        return {
+            "minor": sum(1 for m in marks if m["severity"] == "minor"),
+            "major": sum(1 for m in marks if m["severity"] == "major"),
+            "omissions": sum(1 for m in marks if m["omission"]),
+            "weighted": weighted_errors(payload, config),
+        }
+
+    def after_submit(self, participant: Participant, judgment: Judgment) -> Outcome:
+        state = dict(participant.state or {})
+        state["captions"] = state.get("captions", 0) + 1
+        return Outcome(state=state)
