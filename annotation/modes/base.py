@@ -356,6 +356,26 @@ class SimulatedAnswer:
     seconds: float
 
 
+@dataclass(frozen=True)
+class Demo:
+    """What ``manage.py load_demo`` makes of a mode with the demo's photographs and captions.
+
+    ``live``: the name of a live study to try; ``finished``: the name of a study answered by
+    ``finished_workers`` simulated crowd workers, then closed with its report ("": none).
+    ``settings`` apply to both, ``finished_settings`` to the finished one on top;
+    ``item_words`` says what one item is; ``extra_captions`` are further caption files under
+    ``annotation/demo/``, each imported with its purpose (e.g. VICR's tutorial pool).
+    """
+
+    live: str
+    finished: str = ""
+    finished_workers: int = 0
+    settings: dict[str, Any] = field(default_factory=dict)
+    finished_settings: dict[str, Any] = field(default_factory=dict)
+    item_words: str = "items"
+    extra_captions: tuple[tuple[str, str], ...] = ()
+
+
 class Mode:
     """A protocol: which items exist, who may get which now, what a submission is worth.
 
@@ -373,7 +393,7 @@ class Mode:
     ``worker_checks``, ``adaptive_saving`` and ``adaptive_allocation`` (the dashboard),
     ``simulate`` (the simulated crowd), and through the components ``planner`` (the
     planner), ``report.human_scores`` and ``report.human_pairs`` (the metric lab),
-    ``report.summary`` (an export's datasheet).
+    ``report.summary`` (an export's datasheet), ``demo`` (``manage.py load_demo``).
     No code outside ``annotation/modes/`` asks which mode a study has.
 
     Attributes: ``name`` (the registry key), ``label``, ``settings_class`` (a dataclass
@@ -386,6 +406,8 @@ class Mode:
     label: ClassVar[str] = ""
     #: Where pages list the mode among the others (lower first; ties by name).
     menu_order: ClassVar[int] = 100
+    #: The demo studies of the mode (``manage.py load_demo``); None: the demo has none.
+    demo: ClassVar[Demo | None] = None
     settings_class: ClassVar[type] = CrowdSettings
     #: How long a crowd worker may hold one lease unless ``crowd_lease_seconds`` says
     #: otherwise; registered annotators keep ``CAPEVAL_LEASE_SECONDS``.

@@ -27,7 +27,7 @@ from annotation.registry import MODES, mode_choices
 from tests.factories.core import skip_or_fail
 
 ROOT = Path(__file__).resolve().parents[2]
-PROTOCOLS = ("thumb", "vicr", "humanr")
+PROTOCOLS = ("thumb", "vicr", "humanr", "arena", "spans")
 #: Methods that write rows: a mode calls none of them.
 WRITES = {"save", "bulk_create", "bulk_update", "update", "delete", "create", "get_or_create"}
 #: (file, literal) allowed to name a mode outside the modes, each with its reason.
@@ -38,10 +38,8 @@ NAMED_MODES = {
     ("annotation/services/imports/pascal50s.py", "humanr"),
     # The references importer's "thumb" is a file format (THumB's JSONL), not a mode.
     ("annotation/services/imports/references.py", "thumb"),
-    # The demo builds one study of each protocol from the demo photographs.
-    ("annotation/management/commands/load_demo.py", "thumb"),
-    ("annotation/management/commands/load_demo.py", "vicr"),
-    ("annotation/management/commands/load_demo.py", "humanr"),
+    ("annotation/services/imports/battles.py", "arena"),
+    ("annotation/services/imports/spans.py", "spans"),
 }
 MAX_LINES = 600
 #: Modules allowed over MAX_LINES: none (vicr/protocol.py was, until issue 29's VICR work

@@ -14,8 +14,9 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from annotation.errors import ServiceError
-from annotation.models import Caption, Job, Study, User
+from annotation.models import Job, Study, User
 from annotation.modes import get_mode
+from annotation.registry import mode_names
 from annotation.services.datasets import dataset_import_ratings, dataset_import_thumb_release
 from annotation.services.imports import study_import
 from annotation.services.reports import report_request
@@ -34,49 +35,21 @@ DEMO_USERS: list[tuple[str, dict[str, bool]]] = [
     ("annotator2", {}),
 ]
 
-DEMO_STUDIES = [
-    ("thumb", "Demo: THumB rubric"),
-    ("vicr", "Demo: VICR rating game"),
-    ("humanr", "Demo: HUMANr head-to-head"),
-    ("arena", "Demo: Arena caption battles"),
-]
 
-# The demo's VICR pools hold 10 tutorial and 20 probation pairs, fewer than the protocol's
-# blocks need once they are drawn per player (10, and 20 for each of 2 attempts), and fewer
-# than the default gate_pool_multiple of 3 asks: the demo plays half-size blocks from pools
-# twice one player's draw. Its tutorial pass mark, 8 of 10, is one point above what any
-# constant answer (all 1s, ..., all 5s) can earn on any draw of 5 of its 10 pairs (at most
-# 7: two exact and three one level off), so a bot answering "3" cannot pass (issue 29 row
-# 17; tests/annotation/test_integrity2_vicr.py checks every constant on every draw).
-# Probation needs the same 8 of 10: its pool has five pairs rated 1 and five rated 2, so
-# no pass mark short of full marks stops every lucky draw, but at 8 a constant answer
-# passes an attempt on under 3% of draws (the test counts them).
-DEMO_SETTINGS = {
-    # Two workers per battle, so the report shows agreement on shared battles; the demo's
-    # captions are one sentence, so 3 s is enough to read both.
-    "arena": {"battle_target": 2, "min_seconds": 3},
-    "vicr": {
-        "tutorial_pairs": 5,
-        "tutorial_pass": 8,
-        "probation_pairs": 5,
-        "probation_pass": 8,
-        "gate_pool_multiple": 2,
-    },
-}
+def _demo_modes():
+    """Registered modes with demo studies (``Mode.demo``), in menu order."""
+    return [get_mode(name) for name in mode_names() if get_mode(name).demo is not None]
 
+
+# What each mode's demo is lives with the mode (``Mode.demo``); these are read from there.
+DEMO_STUDIES = [(mode.name, mode.demo.live) for mode in _demo_modes()]
+DEMO_SETTINGS = {mode.name: mode.demo.settings for mode in _demo_modes()}
 # Finished studies: the same photographs and captions answered by a seeded simulated crowd
 # (annotation/services/simulation.py) through the real services, then closed with a report.
-# HUMANr: a worker meets each image once, so a group of 9 images is all one worker can do;
-# 5 workers per comparison gives the report 20 workers to split in halves.
 DEMO_FINISHED = [
-    ("thumb", "Demo (finished): THumB rubric", 8, {"third_check_captions": 10}),
-    ("vicr", "Demo (finished): VICR rating game", 12, {}),
-    ("humanr", "Demo (finished): HUMANr head-to-head", 20, {"workers_per_comparison": 5}),
-    # Arena: 4 systems (Human and the three bots) give 6 pairs x 9 images = 54 battles, 2
-    # workers each; a worker meets each image once, so 9 battles (plus gold) is a worker's
-    # most. 14 workers (126 image visits) did not always fill the 108 slots: gold battles
-    # take some visits and the last battles may suit no worker left, so 20 leave slack.
-    ("arena", "Demo (finished): Arena caption battles", 20, {}),
+    (mode.name, mode.demo.finished, mode.demo.finished_workers, mode.demo.finished_settings)
+    for mode in _demo_modes()
+    if mode.demo.finished
 ]
 #: Seed of the simulated crowd (the same answers on every machine).
 CROWD_SEED = 2024
@@ -96,14 +69,6 @@ PUBLISHED = [
         ),
     ),
 ]
-
-#: What one item of each mode is, in words a researcher uses.
-ITEM_WORDS = {
-    "thumb": "caption sets to score (stage 1, stage-2 reviews and checks)",
-    "vicr": "captions to rate (game, tutorial and probation)",
-    "humanr": "groups of comparisons (one worker each)",
-    "arena": "battles (an image and the captions of two systems)",
-}
 
 DESCRIPTION = (
     "Nine public-domain photographs with human captions and three made-up systems "
@@ -210,17 +175,11 @@ class Command(BaseCommand):
                     f"{name}: {photos} photographs and {summary.captions} captions imported "
                     f"(systems: {', '.join(summary.systems)})."
                 )
-                if mode == "vicr":
-                    for purpose in (Caption.Purpose.TUTORIAL, Caption.Purpose.PROBATION):
-                        extra = study_import(
-                            study=study,
-                            captions=DEMO_DIR / f"vicr_{purpose}.csv",
-                            purpose=purpose,
-                        )
-                        self.stdout.write(
-                            f"{name}: {extra.captions} {purpose} captions with expert ratings "
-                            "imported."
-                        )
+                for filename, purpose in get_mode(mode).demo.extra_captions:
+                    extra = study_import(study=study, captions=DEMO_DIR / filename, purpose=purpose)
+                    self.stdout.write(
+                        f"{name}: {extra.captions} {purpose} captions with expert ratings imported."
+                    )
         else:
             self.stdout.write(f"{name}: exists (study {study.pk}), left unchanged.")
         study.annotators.add(*annotators)
@@ -233,7 +192,7 @@ class Command(BaseCommand):
             except ServiceError as exc:
                 self.stdout.write(self.style.WARNING(f"{study.name}: left as a draft: {exc}"))
             else:
-                words = ITEM_WORDS.get(study.mode, "items")
+                words = get_mode(study.mode).demo.item_words
                 self.stdout.write(f"{study.name}: open, with {built} {words}.")
             study.refresh_from_db()
         self._where(study)

@@ -14,7 +14,7 @@ from annotation.modes.arena.pages import ArenaPages
 from annotation.modes.arena.protocol import BATTLE, CATCH, ArenaProtocol, ArenaSettings
 from annotation.modes.arena.report import ArenaReport
 from annotation.modes.arena.simulate import simulated_answers
-from annotation.modes.base import WorkerChecks, register
+from annotation.modes.base import Demo, WorkerChecks, register
 
 
 @register
@@ -25,6 +25,18 @@ class ArenaMode(ArenaProtocol):
     kind_labels = {BATTLE: "Battles", CATCH: "Gold battles"}
     # After the three published rating protocols.
     menu_order = 40
+    # 4 systems (Human and the three bots) give 6 pairs x 9 images = 54 battles, 2 workers
+    # each (so the report shows agreement on shared battles); a worker meets each image
+    # once, so 9 battles (plus gold) is a worker's most. 14 workers (126 image visits) did
+    # not always fill the 108 slots: gold battles take some visits and the last battles may
+    # suit no worker left, so 20 leave slack. The captions are one sentence: 3 s to read.
+    demo = Demo(
+        live="Demo: Arena caption battles",
+        finished="Demo (finished): Arena caption battles",
+        finished_workers=20,
+        settings={"battle_target": 2, "min_seconds": 3},
+        item_words="battles (an image and the captions of two systems)",
+    )
     # A gold battle whose real caption did not win.
     worker_checks = WorkerChecks(
         "gold battles",

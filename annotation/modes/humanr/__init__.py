@@ -11,7 +11,7 @@ and ``export`` hold the rest.
 
 from django.db.models import Q
 
-from annotation.modes.base import WorkerChecks, register
+from annotation.modes.base import Demo, WorkerChecks, register
 from annotation.modes.humanr.export import HumanrExport
 from annotation.modes.humanr.pages import HumanrPages
 from annotation.modes.humanr.plan import HumanrPlanner
@@ -47,6 +47,15 @@ class HumanrMode(HumanrProtocol):
     export_class = HumanrExport
     planner_class = HumanrPlanner
     menu_order = 30
+    # A worker meets each image once, so a group of 9 images is all one worker can do; 5
+    # workers per comparison give the finished study's report 20 workers to split in halves.
+    demo = Demo(
+        live="Demo: HUMANr head-to-head",
+        finished="Demo (finished): HUMANr head-to-head",
+        finished_workers=20,
+        finished_settings={"workers_per_comparison": 5},
+        item_words="groups of comparisons (one worker each)",
+    )
     kind_labels = {GROUP: "Groups of comparisons"}
     # The attention check of each group (``result.check_failed``).
     worker_checks = WorkerChecks(

@@ -23,7 +23,7 @@ items, judgments and participants, ``pages``, ``report`` and ``export`` onto the
 report and the export table.
 """
 
-from annotation.modes.base import register
+from annotation.modes.base import Demo, register
 from annotation.modes.thumb.export import ThumbExport
 from annotation.modes.thumb.pages import ThumbPages
 from annotation.modes.thumb.plan import ThumbPlanner
@@ -48,6 +48,13 @@ class ThumbMode(ThumbProtocol):
     export_class = ThumbExport
     planner_class = ThumbPlanner
     menu_order = 10  # the new-study page's default
+    demo = Demo(
+        live="Demo: THumB rubric",
+        finished="Demo (finished): THumB rubric",
+        finished_workers=8,
+        finished_settings={"third_check_captions": 10},
+        item_words="caption sets to score (stage 1, stage-2 reviews and checks)",
+    )
     kind_labels = {
         STAGE1: "Stage 1: first scores",
         STAGE2: "Stage 2: second annotator's review",

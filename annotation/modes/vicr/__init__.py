@@ -9,7 +9,7 @@ the player's phases; ``pages``, ``report`` and ``export`` hold the rest.
 
 from django.db.models import Q
 
-from annotation.modes.base import WorkerChecks, register
+from annotation.modes.base import Demo, WorkerChecks, register
 from annotation.modes.vicr.export import VicrExport
 from annotation.modes.vicr.pages import VicrPages
 from annotation.modes.vicr.plan import VicrPlanner, adaptive_saving
@@ -35,6 +35,30 @@ class VicrMode(VicrProtocol):
     export_class = VicrExport
     planner_class = VicrPlanner
     menu_order = 20
+    # The demo's pools hold 10 tutorial and 20 probation pairs, fewer than the protocol's
+    # blocks need once they are drawn per player (10, and 20 for each of 2 attempts), and
+    # fewer than the default gate_pool_multiple of 3 asks: the demo plays half-size blocks
+    # from pools twice one player's draw. Its tutorial pass mark, 8 of 10, is one point above
+    # what any constant answer (all 1s, ..., all 5s) can earn on any draw of 5 of its 10
+    # pairs (at most 7: two exact and three one level off), so a bot answering "3" cannot
+    # pass (issue 29 row 17; tests/annotation/test_integrity2_vicr.py checks every constant
+    # on every draw). Probation needs the same 8 of 10: its pool has five pairs rated 1 and
+    # five rated 2, so no pass mark short of full marks stops every lucky draw, but at 8 a
+    # constant answer passes an attempt on under 3% of draws (the test counts them).
+    demo = Demo(
+        live="Demo: VICR rating game",
+        finished="Demo (finished): VICR rating game",
+        finished_workers=12,
+        settings={
+            "tutorial_pairs": 5,
+            "tutorial_pass": 8,
+            "probation_pairs": 5,
+            "probation_pass": 8,
+            "gate_pool_multiple": 2,
+        },
+        item_words="captions to rate (game, tutorial and probation)",
+        extra_captions=(("vicr_tutorial.csv", TUTORIAL), ("vicr_probation.csv", PROBATION)),
+    )
     kind_labels = {TUTORIAL: "Tutorial", PROBATION: "Probation", GAME: "Game pairs"}
     # The end of a tutorial, of a probation attempt and the first-game check
     # (``result.transition``), failed when it leads anywhere but the game.
