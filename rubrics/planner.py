@@ -46,8 +46,10 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import stats
 
+# scipy (about 60 MB) is imported in the functions that use it, not here: the export path
+# imports this module (through the mode registry) and must stay inside its memory
+# budget (issue 27; tests/annotation/test_exports.py checks it).
 from rubrics import adaptive, checks, humanr, resampling, thumb, vicr
 
 __all__ = [
@@ -465,6 +467,8 @@ def slider_pmf(mean_value: float, sd: float) -> NDArray[np.float64]:
         raise ValueError(f"sd must be in (0, 20], got {sd!r}")
     centre = 5 + 4 * float(mean_value)
     edges = np.concatenate(([-np.inf], np.arange(1.5, 9.5, 1.0), [np.inf]))
+    from scipy import stats
+
     return np.diff(stats.norm.cdf(edges, loc=centre, scale=float(sd)))
 
 
