@@ -859,21 +859,23 @@ def test_parquet_gathers_small_batches_into_row_groups(tmp_path, monkeypatch):
 # The libraries the export path does not use and must not load: each costs 30-60 MB of the
 # export process's 200 MB (issue 27: importing the exports alone took 254 MB).
 STATISTICS_LIBRARIES = ("pandas", "scipy", "matplotlib", "crowdkit", "choix", "sklearn")
+# The metric lab's libraries: the job runner imports a kind's service when it first runs.
+METRIC_LIBRARIES = ("sacrebleu", "portalocker")
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_export_path_imports_no_statistics_library():
     """A fresh interpreter (this one has them all loaded by other tests) sets Django up,
-    imports the exports, the worker's tasks and every mode's export table, and lists which
-    statistics libraries are in ``sys.modules``."""
+    imports the exports, the job runner, the worker's tasks and every mode's export table,
+    and lists which statistics and metric libraries are in ``sys.modules``."""
     program = (
         "import os, sys, json, django\n"
         "os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'capeval.settings')\n"
         "django.setup()\n"
-        "import annotation.services.exports, annotation.tasks\n"
+        "import annotation.services.exports, annotation.services.runner, annotation.tasks\n"
         "from annotation.modes.base import MODES\n"
         "tables = [mode.export.columns() for mode in MODES.values()]\n"
-        f"names = {STATISTICS_LIBRARIES!r}\n"
+        f"names = {STATISTICS_LIBRARIES + METRIC_LIBRARIES!r}\n"
         "print(json.dumps([len(tables), [n for n in names if n in sys.modules]]))\n"
     )
     env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'platform'}"}
