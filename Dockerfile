@@ -17,7 +17,10 @@ COPY rubrics ./rubrics
 COPY templates ./templates
 COPY static ./static
 COPY manage.py ./
+# The sources run from /app (PYTHONPATH) with PYTHONDONTWRITEBYTECODE: compiled here once,
+# or every web and worker process compiles them at start (about 1 s each; issue 27).
 RUN pip install --no-cache-dir -c constraints.txt . \
+ && python -m compileall -q platform annotation rubrics \
  && SECRET_KEY=collectstatic-only-$(python -c "print('x'*50)") ALLOWED_HOSTS=build \
     python manage.py collectstatic --no-input \
  && useradd --system --uid 10001 capeval && mkdir -p /var/capeval && chown capeval /var/capeval

@@ -413,7 +413,10 @@ class PlanForm(forms.Form):
             # page shows it beside the simulations field instead of after the work started.
             try:
                 planner.check_budget(
-                    data["sizes"], [data["judgments_per_item"]], data["simulations"]
+                    data["sizes"],
+                    [data["judgments_per_item"]],
+                    data["simulations"],
+                    weight=mode_planner.budget_weight,
                 )
             except ValueError as exc:
                 self.add_error("simulations", str(exc))

@@ -61,8 +61,10 @@ from itertools import permutations
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import stats
 
+# scipy (about 60 MB) is imported in the functions that use it, not here: the export path
+# imports this module (through the mode registry) and must stay inside its memory
+# budget (issue 27; tests/annotation/test_exports.py checks it).
 from rubrics import checks, resampling, vicr
 
 __all__ = [
@@ -558,6 +560,8 @@ def humanr_half_width(values: ArrayLike, *, confidence: float = 0.95) -> float:
     n = arr.size
     if n < 2:
         return math.inf
+    from scipy import stats
+
     return float(stats.t.ppf((1 + conf) / 2, n - 1)) * float(arr.std(ddof=1)) / math.sqrt(n)
 
 
@@ -628,6 +632,8 @@ def _prefix_half_widths(values: np.ndarray, sizes: np.ndarray, confidence: float
     total = np.cumsum(values)[sizes - 1]
     squares = np.cumsum(values * values)[sizes - 1]
     variance = np.maximum(squares - total * total / n, 0.0) / (n - 1)
+    from scipy import stats
+
     return stats.t.ppf((1 + confidence) / 2, n - 1) * np.sqrt(variance / n)
 
 

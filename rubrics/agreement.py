@@ -45,7 +45,10 @@ Input checks shared with the other rubrics modules live in :mod:`rubrics.checks`
 from typing import Literal
 
 import numpy as np
-import scipy.stats
+
+# scipy (about 60 MB) is imported in the functions that use it, not here: the export path
+# imports this module (through the mode registry) and must stay inside its memory
+# budget (issue 27; tests/annotation/test_exports.py checks it).
 from numpy.typing import ArrayLike, NDArray
 
 from rubrics import checks
@@ -429,6 +432,8 @@ def kendall_tau(x: ArrayLike, y: ArrayLike, variant: TauVariant = "b") -> float:
     if kx * ky <= _MAX_TABLE_CELLS:
         table = np.bincount(xi * ky + yi, minlength=kx * ky).reshape(kx, ky)
         return kendall_tau_from_table(table, variant)
+    import scipy.stats
+
     return float(scipy.stats.kendalltau(xa, ya, variant=variant).statistic)
 
 

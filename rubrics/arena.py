@@ -42,10 +42,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-import choix
 import numpy as np
-from scipy import stats
-from scipy.sparse.csgraph import connected_components
+
+# scipy (about 60 MB, also through choix) is imported in the functions that use it, not
+# here: the export path imports this module (through the mode registry) and must stay
+# inside its memory budget (issue 27; tests/annotation/test_exports.py checks it).
 
 OUTCOMES: tuple[str, ...] = ("model_a", "model_b", "tie", "tie (bothbad)")
 # Score of the A side per outcome code (index into OUTCOMES): a win, a loss, two half wins.
@@ -175,6 +176,8 @@ def _check_connected(table: CountTable, count: np.ndarray | None = None) -> None
     k = len(table.systems)
     c = table.count if count is None else count
     wins = _win_matrix(table, c)
+    from scipy.sparse.csgraph import connected_components
+
     n_comp, labels = connected_components(wins > 0, directed=True, connection="strong")
     if n_comp > 1:
         groups: dict[int, list[str]] = {}
@@ -259,6 +262,8 @@ def fit(table: CountTable, anchor: tuple[str, float] | None = None) -> Fit:
     _check_connected(table)
     wins = _win_matrix(table, table.count)
     try:
+        import choix
+
         start = choix.ilsr_pairwise_dense(wins, alpha=0.0, max_iter=1000, tol=1e-10)
     except RuntimeError:
         # ILSR converges slowly on nearly separated data; Newton from 0 (the log-likelihood
@@ -361,6 +366,8 @@ def sandwich(
         to_anchor[:, i] -= 1.0
     m = ELO_PER_NATURAL * to_anchor @ to_full
     cov = m @ cov_free @ m.T
+    from scipy import stats
+
     z = stats.norm.ppf(0.5 + level / 2.0)
     se = np.sqrt(np.clip(np.diag(cov), 0.0, None))
     return Intervals(point.scores - z * se, point.scores + z * se, "sandwich"), cov
@@ -426,6 +433,8 @@ def position_bias(outcomes: Sequence[str], level: float = 0.95) -> PositionBias:
     decisive = left + int((codes == 1).sum())
     if decisive == 0:
         raise ValueError("no decisive battles: position bias is undefined")
+    from scipy import stats
+
     test = stats.binomtest(left, decisive, 0.5)
     ci = test.proportion_ci(confidence_level=level, method="wilson")
     return PositionBias(

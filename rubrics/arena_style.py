@@ -14,8 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
+# scipy (about 60 MB) is imported in the functions that use it, not here: the export path
+# imports this module (through the mode registry) and must stay inside its memory
+# budget (issue 27; tests/annotation/test_exports.py checks it).
 from rubrics.arena import (
     _Y,
     ELO_PER_NATURAL,
@@ -123,6 +125,8 @@ def style_control(
         to_anchor[:, names.index(anchor[0])] -= 1.0
     m = ELO_PER_NATURAL * to_anchor @ to_full[:, : k - 1]
     cov = m @ cov_free[: k - 1, : k - 1] @ m.T
+    from scipy import stats
+
     zq = stats.norm.ppf(0.5 + level / 2.0)
     se = np.sqrt(np.clip(np.diag(cov), 0.0, None))
     beta = float(t[-1])

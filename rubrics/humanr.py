@@ -33,8 +33,10 @@ from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import stats
 
+# scipy (about 60 MB) is imported in the functions that use it, not here: the export path
+# imports this module (through the mode registry) and must stay inside its memory
+# budget (issue 27; tests/annotation/test_exports.py checks it).
 from rubrics import checks, resampling
 from rubrics.robustness import unpaired_reversal
 
@@ -472,6 +474,8 @@ def _t_interval(values: np.ndarray, confidence: float) -> tuple[float, float] | 
         return None
     mean = float(values.mean())
     sem = float(values.std(ddof=1)) / math.sqrt(n)
+    from scipy import stats
+
     half = float(stats.t.ppf((1 + confidence) / 2, n - 1)) * sem
     return mean - half, mean + half
 

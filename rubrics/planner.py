@@ -46,8 +46,10 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import stats
 
+# scipy (about 60 MB) is imported in the functions that use it, not here: the export path
+# imports this module (through the mode registry) and must stay inside its memory
+# budget (issue 27; tests/annotation/test_exports.py checks it).
 from rubrics import adaptive, checks, humanr, resampling, thumb, vicr
 
 __all__ = [
@@ -186,12 +188,18 @@ class Plan:
         }
 
 
-def check_budget(sizes: Sequence[int], judgments: Sequence[int], n_simulations: int) -> None:
+def check_budget(
+    sizes: Sequence[int], judgments: Sequence[int], n_simulations: int, *, weight: float = 1.0
+) -> None:
     """Refuse a plan that would draw more than ``MAX_SIMULATED_JUDGMENTS`` (ValueError).
 
-    The message says what to lower, so the planner page can show it as it is.
+    ``weight``: the CPU of the mode's unit relative to HUMANr's, which the planner's form
+    (the page and the API) passes from ``Planner.budget_weight``: THumB's simulations run
+    the report's paired bootstrap of 1,000 resamples, measured at 16-60 us a unit against
+    HUMANr's 1.5-7.5. The message says what to lower, so the page can show it as it is.
     """
     total = sum(sizes) * sum(k + IMAGE_OVERHEAD for k in judgments) * n_simulations
+    total = int(total * weight)
     if total > MAX_SIMULATED_JUDGMENTS:
         raise ValueError(
             f"This plan is too large to compute here: {total:,} units of work (sizes x "
@@ -354,7 +362,7 @@ def plan_thumb(
     target_half_width: float | None = None,
     power_target: float | None = 0.8,
     n_simulations: int = 100,
-    n_resamples: int = 200,
+    n_resamples: int = 1000,
     judgments_per_caption: int = 2,
     price_per_judgment: float | None = None,
     seconds_per_judgment: float | None = None,
@@ -424,7 +432,11 @@ def plan_thumb(
                         d[:, None], n_resamples, common.confidence, rng
                     )
                     separated.append(bool(boot.low[0] > 0 or boot.high[0] < 0))
-        points.append(_point(common, n, 1, widths, separated, n * len(systems) * per_caption))
+        # The point's judgments per item are the ones its cost counts (issue 27: it showed 1
+        # while the cost counted THumB's 2 per caption).
+        points.append(
+            _point(common, n, per_caption, widths, separated, n * len(systems) * per_caption)
+        )
     return Plan(
         mode="thumb",
         headline="Total per system",
@@ -465,6 +477,8 @@ def slider_pmf(mean_value: float, sd: float) -> NDArray[np.float64]:
         raise ValueError(f"sd must be in (0, 20], got {sd!r}")
     centre = 5 + 4 * float(mean_value)
     edges = np.concatenate(([-np.inf], np.arange(1.5, 9.5, 1.0), [np.inf]))
+    from scipy import stats
+
     return np.diff(stats.norm.cdf(edges, loc=centre, scale=float(sd)))
 
 

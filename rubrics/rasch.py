@@ -62,11 +62,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.optimize
-import scipy.sparse
 from numpy.typing import ArrayLike, NDArray
-from scipy.sparse.csgraph import connected_components
 
+# scipy (about 60 MB) is imported in the functions that use it, not here: the export path
+# imports this module (through the mode registry) and must stay inside its memory
+# budget (issue 27; tests/annotation/test_exports.py checks it).
 from rubrics import checks
 
 __all__ = [
@@ -178,6 +178,8 @@ def thurstonian_thresholds(thresholds: ArrayLike) -> NDArray[np.float64]:
 
     def at_least(b: float, k: int) -> float:
         return float(_probabilities(np.array([b]), cumulative)[0, k:].sum()) - 0.5
+
+    import scipy.optimize
 
     return np.array(
         [scipy.optimize.brentq(at_least, -span, span, args=(k,)) for k in range(1, tau.size + 1)]
@@ -467,6 +469,9 @@ def fit(
         ext_delta_se,
         ext_delta_ok,
     )
+    import scipy.sparse
+    from scipy.sparse.csgraph import connected_components
+
     graph = scipy.sparse.coo_matrix(
         (np.ones(p_core.size), (p_core, n_persons + i_core)),
         shape=(n_persons + n_items,) * 2,

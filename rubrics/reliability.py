@@ -49,9 +49,15 @@ from __future__ import annotations
 import warnings
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
+
+# pandas (about 40 MB) is imported in the functions that use it, not here: the export path
+# imports this module (through the mode registry) and must stay inside its memory
+# budget (issue 27; tests/annotation/test_exports.py checks it).
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "MIN_LABELS",
@@ -153,6 +159,8 @@ def dawid_skene(
         return not_estimable("no labels yet")
     if len(worker_ids) < 2:
         return not_estimable("only one worker has answered: nobody to compare them with")
+    import pandas as pd
+
     frame = pd.DataFrame(
         {
             "worker": [worker_ids[w] for w in workers],

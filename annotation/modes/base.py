@@ -313,6 +313,12 @@ class Planner:
     min_judgments_reason: ClassVar[str] = ""
     #: Appended to the page's note on interval half-widths (how to read this mode's).
     width_note: ClassVar[str] = ""
+    #: Seconds per judgment when the form leaves it empty and the study has no timed
+    #: judgments (an imported study's have no dwell): a stated assumption, shown as such.
+    default_seconds: ClassVar[float] = 30.0
+    #: CPU of one unit of ``rubrics.planner.check_budget`` relative to HUMANr's (a THumB
+    #: simulation's 1,000 bootstrap resamples cost more per image).
+    budget_weight: ClassVar[float] = 1.0
 
     def __init__(self, mode: Mode):
         self.mode = mode

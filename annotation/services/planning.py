@@ -33,18 +33,24 @@ def study_plan(
 
     ``assumptions``: the form's ``ASSUMPTIONS`` (the mode's planner says which it reads and
     when the study is its own pilot). Seconds per judgment: given, else the median dwell of
-    the study's kept judgments (None when it has none). ValueError from the planner for a
-    combination it refuses, or for a mode without a planner model.
+    the study's kept timed judgments, else the mode's stated ``planner.default_seconds``;
+    ``seconds_source`` says which (``given``, ``study``, ``default``). ValueError from the
+    planner for a combination it refuses, or for a mode without a planner model.
     """
     mode = get_mode(study.mode)
+    seconds_source = "given"
     if seconds_per_judgment is None:
+        # An imported judgment has no dwell (stored as 0): counting it gave a median of 0 s
+        # and 0.0 crowd hours (issue 27), so only timed judgments count.
         dwell = list(
-            Judgment.objects.filter(study=study, excluded=False)
+            Judgment.objects.filter(study=study, excluded=False, dwell_ms__gt=0)
             .order_by("-id")
             .values_list("dwell_ms", flat=True)[:10_000]
         )
         if dwell:
-            seconds_per_judgment = statistics.median(dwell) / 1000
+            seconds_per_judgment, seconds_source = statistics.median(dwell) / 1000, "study"
+        else:
+            seconds_per_judgment, seconds_source = mode.planner.default_seconds, "default"
     common = {
         "target_half_width": target_half_width,
         "n_simulations": simulations,
@@ -63,5 +69,6 @@ def study_plan(
         **plan.as_dict(),
         "pilot": pilot,
         "seconds_per_judgment": seconds_per_judgment,
+        "seconds_source": seconds_source,
         "price_per_judgment": price_per_judgment,
     }

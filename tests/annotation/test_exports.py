@@ -8,6 +8,9 @@ import csv
 import io
 import json
 import math
+import os
+import subprocess
+import sys
 import zipfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -851,3 +854,35 @@ def test_parquet_gathers_small_batches_into_row_groups(tmp_path, monkeypatch):
     parquet = pq.ParquetFile(tmp_path / "t.parquet")
     assert parquet.metadata.num_row_groups == 3
     assert parquet.read().column("n").to_pylist() == list(range(2500))
+
+
+# The libraries the export path does not use and must not load: each costs 30-60 MB of the
+# export process's 200 MB (issue 27: importing the exports alone took 254 MB).
+STATISTICS_LIBRARIES = ("pandas", "scipy", "matplotlib", "crowdkit", "choix", "sklearn")
+# The metric lab's libraries: the job runner imports a kind's service when it first runs.
+METRIC_LIBRARIES = ("sacrebleu", "portalocker")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_export_path_imports_no_statistics_library():
+    """A fresh interpreter (this one has them all loaded by other tests) sets Django up,
+    imports the exports, the job runner, the worker's tasks and every mode's export table,
+    and lists which statistics and metric libraries are in ``sys.modules``."""
+    program = (
+        "import os, sys, json, django\n"
+        "os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'capeval.settings')\n"
+        "django.setup()\n"
+        "import annotation.services.exports, annotation.services.runner, annotation.tasks\n"
+        "from annotation.modes.base import MODES\n"
+        "tables = [mode.export.columns() for mode in MODES.values()]\n"
+        f"names = {STATISTICS_LIBRARIES + METRIC_LIBRARIES!r}\n"
+        "print(json.dumps([len(tables), [n for n in names if n in sys.modules]]))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'platform'}"}
+    done = subprocess.run(
+        [sys.executable, "-c", program], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    modes, loaded = json.loads(done.stdout.strip().splitlines()[-1])
+    assert modes >= 5, "every mode's export table was imported"
+    assert loaded == [], f"the export path loaded {loaded}"

@@ -11,6 +11,9 @@ import pytest
 import yaml
 from django.urls import reverse
 
+from annotation.forms import PlanForm
+from annotation.models import Judgment
+from annotation.modes import get_mode
 from tests.factories.vicr import in_game, play, vicr_study
 
 pytestmark = pytest.mark.django_db
@@ -142,3 +145,63 @@ def test_the_schema_lists_the_planner(client, researcher):
     client.force_login(researcher)
     schema = yaml.safe_load(client.get(reverse("schema")).content)
     assert "/api/studies/{study_id}/plan/" in schema["paths"]
+
+
+def _vicr_with_ratings(researcher):
+    from annotation.modes.vicr.plan import PLAN_PILOT_MIN_PAIRS
+
+    study = vicr_study(researcher, game=PLAN_PILOT_MIN_PAIRS, min_ratings=2, max_ratings=2)
+    for rating in (4, 5):
+        player = in_game(study)
+        for _ in range(PLAN_PILOT_MIN_PAIRS):
+            play(player, rating)
+    return study
+
+
+def test_judgments_without_dwell_are_not_timed_ones(client, researcher):
+    """Issue 27: imported judgments store no dwell (0); counted, they pulled the median to
+    0 s. Most of this study's judgments lose their dwell; the rest were played at 3 s."""
+    study = _vicr_with_ratings(researcher)
+    ids = list(Judgment.objects.filter(study=study).order_by("id").values_list("id", flat=True))
+    untimed = ids[: len(ids) * 2 // 3]
+    Judgment.objects.filter(id__in=untimed).update(dwell_ms=0)
+    client.force_login(researcher)
+    data = client.get(reverse("api_study_plan", args=[study.pk]), SMALL).json()
+    assert data["seconds_source"] == "study"
+    assert data["seconds_per_judgment"] == pytest.approx(3.0)
+
+
+def test_a_study_without_timed_judgments_plans_with_the_stated_default(client, researcher):
+    study = _vicr_with_ratings(researcher)
+    Judgment.objects.filter(study=study).update(dwell_ms=0)  # as an import stores them
+    default = get_mode("vicr").planner.default_seconds
+    client.force_login(researcher)
+    data = client.get(reverse("api_study_plan", args=[study.pk]), SMALL).json()
+    assert data["seconds_source"] == "default"
+    assert data["seconds_per_judgment"] == default > 0
+    for point in data["points"]:
+        assert point["crowd_hours"] == pytest.approx(point["judgments"] * default / 3600)
+        assert point["crowd_hours"] > 0
+    page = client.get(reverse("study_plan", args=[study.pk]), SMALL).content.decode()
+    assert f"Crowd time at {default:.1f} s per judgment (an assumed default" in page
+
+
+def test_thumb_points_show_the_two_judgments_per_caption_their_cost_counts(
+    client, researcher, thumb_study
+):
+    client.force_login(researcher)
+    data = client.get(reverse("api_study_plan", args=[thumb_study.pk]), SMALL).json()
+    for point in data["points"]:
+        assert point["judgments_per_item"] == 2
+        assert point["judgments"] == point["n_images"] * 2 * point["judgments_per_item"]
+
+
+def test_the_form_refuses_a_thumb_plan_over_the_cpu_budget(client, researcher, thumb_study):
+    """THumB's simulations bootstrap 1,000 resamples: 10 times HUMANr's CPU per unit, so the
+    largest plans the form takes for HUMANr are refused for THumB, beside the field."""
+    client.force_login(researcher)
+    query = {"sizes": "1000, 2000", "simulations": "20"}  # 3000 x 5 x 20 x 10 > 2,000,000
+    response = client.get(reverse("api_study_plan", args=[thumb_study.pk]), query)
+    assert response.status_code == 400 and "simulations" in response.json()
+    # HUMANr: 3000 x (1 + 3) x 20 = 240,000 units, accepted by the same form.
+    assert PlanForm(query, mode="humanr").is_valid()

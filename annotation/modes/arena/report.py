@@ -11,12 +11,13 @@ graph) leaves its section empty with the reason, never a NaN.
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from matplotlib.figure import Figure
-from scipy import stats
 
+# matplotlib and scipy (about 90 MB) are imported where they are used, not here: the export path
+# imports this module through the mode registry and must stay inside its memory budget
+# (issue 27; tests/annotation/test_exports.py checks it).
 from annotation.models import Caption, Judgment, Participant, Study
 from annotation.modes import catch
 from annotation.modes.arena.protocol import BATTLE, CRITERION_NAMES, OUTCOMES
@@ -25,6 +26,9 @@ from annotation.modes.reliability import reliability_section
 from rubrics import arena as rules
 from rubrics import arena_style
 from rubrics.agreement import fleiss_kappa
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 #: A worker whose share of "A" (left) wins has a two-sided binomial p below this, over at
 #: least ``MIN_DECISIVE`` decisive battles, is flagged for position bias.
@@ -177,6 +181,8 @@ def position_section(
         shown = [r["shown"] for r in group]
         left = shown.count("model_a")
         decisive = left + shown.count("model_b")
+        from scipy import stats
+
         p = float(stats.binomtest(left, decisive, 0.5).pvalue) if decisive else 1.0
         workers.append(
             {
@@ -341,6 +347,8 @@ class ArenaReport(Report):
             [[np.nan if v is None else v for v in row] for row in matrices[key]], dtype=float
         )
         size = 2.5 + 0.45 * len(systems)
+        from matplotlib.figure import Figure
+
         figure = Figure(figsize=(size, size * 0.85))
         axes = figure.add_subplot()
         image = axes.imshow(

@@ -12,6 +12,9 @@ from rubrics import planner
 class HumanrPlanner(Planner):
     # One judgment per comparison, as in the paper.
     default_judgments = 1
+    # One comparison is two captions of one image on a slider: 10 s is our assumption, used
+    # only when the study has no timed judgments of its own.
+    default_seconds = 10.0
 
     def plan(self, study: Study, *, sizes, judgments_per_item, assumptions, common):
         """Always the stated assumptions (a pilot would need the report's assembly of

@@ -13,16 +13,21 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from matplotlib.figure import Figure
 
+# matplotlib (about 30 MB) is imported where a figure is drawn, not here: the export path
+# imports this module through the mode registry and must stay inside its memory budget
+# (issue 27; tests/annotation/test_exports.py checks it).
 from annotation.models import Assignment, Item, Judgment, Participant, Study
 from annotation.modes.base import Progress, Report
 from annotation.modes.humanr.protocol import CHECK, GROUP, HUMAN, numpy_seed
 from annotation.modes.reliability import reliability_section
 from rubrics import humanr as rules
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 class HumanrReport(Report):
@@ -121,6 +126,8 @@ class HumanrReport(Report):
         if name not in self.figure_names:
             raise KeyError(name)
         if not result.get("humanr"):
+            from matplotlib.figure import Figure
+
             figure = Figure(figsize=(5, 1.5))
             figure.text(0.5, 0.5, "No kept comparisons yet", ha="center", va="center")
             return figure
@@ -293,6 +300,8 @@ def reliability(
 def _figure_by_system(report: dict[str, Any]) -> Figure:
     """Paper Fig. 1 style: one bar per comparison type with its intervals."""
     rows = [row for row in report["rows"] if row["humanr"] is not None]
+    from matplotlib.figure import Figure
+
     figure = Figure(figsize=(6.4, 0.6 * len(rows) + 1.4))
     axes = figure.subplots()
     y = np.arange(len(rows))[::-1]
@@ -329,6 +338,8 @@ def _figure_by_system(report: dict[str, Any]) -> Figure:
 
 def _figure_half_splits(report: dict[str, Any]) -> Figure:
     """Paper Fig. 4 left: HUMANr on random halves of the workers."""
+    from matplotlib.figure import Figure
+
     figure = Figure(figsize=(6.4, 3.4))
     axes = figure.subplots()
     drawn = False
@@ -351,6 +362,8 @@ def _figure_half_splits(report: dict[str, Any]) -> Figure:
 
 def _figure_std_vs_images(report: dict[str, Any]) -> Figure:
     """Paper Fig. 4 right: standard deviation of HUMANr against the number of images."""
+    from matplotlib.figure import Figure
+
     figure = Figure(figsize=(6.4, 3.4))
     axes = figure.subplots()
     points = report.get("std_by_image_count") or []

@@ -11,16 +11,21 @@ never a NaN.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from matplotlib.figure import Figure
 
+# matplotlib (about 30 MB) is imported where a figure is drawn, not here: the export path
+# imports this module through the mode registry and must stay inside its memory budget
+# (issue 27; tests/annotation/test_exports.py checks it).
 from annotation.models import Caption, Judgment, Participant, Study
 from annotation.modes.base import Report
 from annotation.modes.spans.protocol import CAPTION, weighted_errors
 from rubrics import spans as rules
 from rubrics import spans_agreement
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 #: Captions the adjudication view shows (those with the most annotators first): the view
 #: is for reading, and a stored report must stay small.
@@ -223,6 +228,8 @@ class SpansReport(Report):
         if name not in self.figure_names or not counts:
             raise KeyError(name)
         labels = [row["category"] or "(none)" for row in counts]
+        from matplotlib.figure import Figure
+
         figure = Figure(figsize=(6.4, 1.2 + 0.35 * len(labels)))
         axes = figure.add_subplot()
         left = np.zeros(len(labels))

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from matplotlib.figure import Figure
 
+# matplotlib (about 30 MB) is imported where a figure is drawn, not here: the export path
+# imports this module through the mode registry and must stay inside its memory budget
+# (issue 27; tests/annotation/test_exports.py checks it).
 from annotation.errors import ServiceError
 from annotation.models import Caption, Image, Item, Judgment, Participant, Study
 from annotation.modes import catch
@@ -30,6 +32,9 @@ from annotation.modes.thumb.protocol import (
     number_text,
 )
 from rubrics import thumb as rubric
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 HISTOGRAM_FIGURE = "precision-recall-histograms"
 TOTALS_FIGURE = "system-totals"
@@ -296,6 +301,8 @@ class ThumbReport(Report):
 
     def figure(self, name: str, result: dict[str, Any]) -> Figure:
         if name == HISTOGRAM_FIGURE:
+            from matplotlib.figure import Figure
+
             figure = Figure(figsize=(8, 3.2))
             # No layout engine: savefig(bbox_inches="tight") trims the margins, and layout
             # engines triple the drawing time of these small figures.
@@ -326,6 +333,8 @@ class ThumbReport(Report):
             return figure
         if name == TOTALS_FIGURE:
             systems = result["systems"]
+            from matplotlib.figure import Figure
+
             figure = Figure(figsize=(6, 0.5 + 0.45 * len(systems)))
             ax = figure.subplots()
             means = [result["per_system"][s]["total"]["mean"] for s in systems]

@@ -23,6 +23,9 @@ class VicrPlanner(Planner):
     # The planner's least: the agreement is measured between ratings of one pair.
     default_judgments = 3
     min_judgments = 3
+    # One rating of one image-caption pair on a 1-5 scale: 8 s is our assumption, used only
+    # when the study has no timed judgments of its own.
+    default_seconds = 8.0
     min_judgments_reason = "VICR's agreement needs at least 3 ratings."
     width_note = " (the spread of the agreement ×100 over the simulated studies)"
 

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter, defaultdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from matplotlib.figure import Figure
 
+# matplotlib (about 30 MB) is imported where a figure is drawn, not here: the export path
+# imports this module through the mode registry and must stay inside its memory budget
+# (issue 27; tests/annotation/test_exports.py checks it).
 from annotation.models import Caption, Item, Judgment, Participant, Study
 from annotation.modes import catch
 from annotation.modes.base import Progress, Report
@@ -30,6 +32,9 @@ from annotation.modes.reliability import reliability_section
 from annotation.modes.vicr.protocol import GAME
 from rubrics import rasch
 from rubrics import vicr as rules
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 AGREEMENT_LABELS = {
     "tau_x_yz": "τ X–YZ",
@@ -260,6 +265,8 @@ def _score(state: dict[str, Any]) -> int:
 
 
 def _distribution_figure(result: dict[str, Any]) -> Figure:
+    from matplotlib.figure import Figure
+
     figure = Figure(figsize=(5, 3.2))
     axes = figure.subplots()
     levels = [row["level"] for row in result["distribution"]]
@@ -396,6 +403,8 @@ def _competency(
 
 def _wright_map(competency: dict[str, Any] | None) -> Figure:
     """Players (left) and pairs' two difficulty thresholds (right) on one logit scale."""
+    from matplotlib.figure import Figure
+
     figure = Figure(figsize=(7, 4.8))
     players_axes, pairs_axes = figure.subplots(
         1, 2, sharey=True, gridspec_kw={"width_ratios": [1, 2]}
