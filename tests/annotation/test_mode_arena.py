@@ -7,7 +7,6 @@ Studies and workers come from ``tests.factories.arena``.
 from __future__ import annotations
 
 import csv
-import itertools
 import re
 from collections import Counter
 
@@ -24,6 +23,7 @@ from annotation.services.participants import crowd_link_token
 from annotation.services.reports import report_request
 from annotation.services.runner import job_run
 from annotation.services.simulation import crowd_simulate
+from rubrics import arena as arena_rules
 from tests.factories.arena import MODE, arena_study, judge, shown_left, worker
 
 pytestmark = pytest.mark.django_db
@@ -382,19 +382,17 @@ def test_adaptive_pairing_stores_its_probabilities_and_the_report_weights_by_the
         while judge(person, answer)[0] is not None:
             pass
 
-    # Independently: Var(s_i - s_j) from the stored covariance, 80% greedy + 20% uniform.
-    cov = np.array(fitted["covariance"])
+    # The stored fit fed to the pure rule (tested by hand in tests/rubrics/test_arena.py).
     names = fitted["systems"]
-    var = {}
-    for i, j in itertools.combinations(range(len(names)), 2):
-        var[(names[i], names[j])] = cov[i, i] + cov[j, j] - 2 * cov[i, j]
-    total = sum(var.values())
+    pairs, probs = arena_rules.adaptive_pair_probabilities(
+        np.array(fitted["scores"]), np.array(fitted["covariance"]), explore=0.2
+    )
+    design = {(names[i], names[j]): p for (i, j), p in zip(pairs, probs, strict=True)}
     later = Judgment.objects.filter(study=study).exclude(pk__in=[j.pk for j in first])
     assert later.exists()
     for j in later:
         pair = (j.item.spec["system_a"], j.item.spec["system_b"])
-        expected = 0.8 * var[pair] / total + 0.2 / 6
-        assert j.result["pair_probability"] == pytest.approx(expected)
+        assert j.result["pair_probability"] == pytest.approx(design[pair])
     assert len({round(j.result["pair_probability"], 9) for j in later}) > 1
 
     report = run_report(study, researcher)

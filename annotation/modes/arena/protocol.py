@@ -232,7 +232,8 @@ class ArenaProtocol(Mode):
 
     def pair_probabilities(self, study: Study) -> dict[tuple[str, str], float]:
         """The design's probability of each system pair: uniform, or adaptive from the
-        latest report's covariance (``rubrics.arena.adaptive_pair_probabilities``)."""
+        latest report's scores and covariance (``rubrics.arena.adaptive_pair_probabilities``:
+        the pairs that settle the unsettled adjacent orders)."""
         config = self.settings(study)
         # One read of the distinct pairs (the database does the work, not a scan here).
         met = (
@@ -251,12 +252,14 @@ class ArenaProtocol(Mode):
             .first()
         )
         fitted = (latest.result or {}).get("adaptive") if latest else None
-        if not fitted or sorted(fitted.get("systems", [])) != systems:
-            # No fit over these systems yet: the uniform design until a report has one.
+        if not fitted or "scores" not in fitted or sorted(fitted.get("systems", [])) != systems:
+            # No fit over these systems yet (or a report from before the scores were
+            # stored): the uniform design until a report has one.
             return uniform
         names = fitted["systems"]
         index = {name: i for i, name in enumerate(names)}
         chosen, probs = rules.adaptive_pair_probabilities(
+            np.array(fitted["scores"]),
             np.array(fitted["covariance"]),
             explore=config.adaptive_explore,
             pairs=[(index[a], index[b]) for a, b in pairs],
