@@ -9,16 +9,20 @@ from __future__ import annotations
 import csv
 import re
 from collections import Counter
+from datetime import timedelta
 
 import numpy as np
 import pytest
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from annotation.errors import ServiceError
 from annotation.models import Assignment, Item, Judgment, Participant
 from annotation.modes.arena.protocol import BATTLE, CATCH, CRITERION_NAMES, OUTCOMES
+from annotation.services.assignments import assignment_next
 from annotation.services.exports import export_file
+from annotation.services.judgments import judgment_submit
 from annotation.services.participants import crowd_link_token
 from annotation.services.reports import report_request
 from annotation.services.runner import job_run
@@ -577,3 +581,52 @@ def test_the_report_api_returns_the_latest_report_to_who_may_read_it(
     client.force_login(researcher)
     schema = client.get(reverse("schema")).content.decode()
     assert "/api/studies/{study_id}/report/" in schema
+
+
+# ------------------------------------------------------------------ serving cost
+
+
+@pytest.mark.parametrize("adaptive", [False, True])
+def test_serving_a_battle_costs_the_same_queries_whatever_the_history(researcher, adaptive):
+    """The queries (and rows read) to serve a battle do not grow with the worker's history:
+    serving reads per-worker state, not every past lease. Measured on the 3rd and the 25th
+    battle of one worker (gold battles on, so their bookkeeping is included)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    study = arena_study(
+        researcher,
+        systems=("alpha", "beta", "gamma", "delta"),
+        images=40,
+        catch_rate=0.1,
+        adaptive=adaptive,
+        bootstrap_rounds=20,
+        cap_per_pair=100,
+    )
+    person = worker(study)
+    for _ in range(3):
+        judge(person, "a")
+    if adaptive:
+        run_report(study, researcher)
+
+    def serve_queries():
+        person.refresh_from_db()
+        with CaptureQueriesContext(connection) as queries:
+            lease = assignment_next(participant=person)
+        assert lease is not None
+        judgment_submit(
+            participant=person,
+            token=lease.token,
+            data={"outcome": "a"},
+            part=0,
+            now=timezone.now() + timedelta(seconds=30),
+        )
+        # Rows the queries return would grow with history if serving read every past
+        # lease's spec; the count of queries is what a grouped read keeps fixed.
+        return len(queries)
+
+    early = serve_queries()
+    while Judgment.objects.filter(participant=person).count() < 24:
+        judge(person, "a")
+    late = serve_queries()
+    assert early == late
