@@ -163,11 +163,13 @@ def test_an_outcome_outside_the_four_is_a_400_naming_the_field(client, researche
     for bad in ("left", "A", "model_a", "", "tie (bothbad)"):
         page = client.post(submit, {"part": "0", "outcome": bad})
         assert page.status_code == 400
+        assert page.context["error_fields"] == ["outcome"]
         body = page.content.decode()
         assert 'aria-describedby="arena-error"' in body
         assert "Choose one of: A is better, B is better" in body
     missing = client.post(submit, {"part": "0"})
     assert missing.status_code == 400
+    assert missing.context["error_fields"] == ["outcome"]
     assert Judgment.objects.filter(study=study).count() == 0
 
 
@@ -196,6 +198,40 @@ def test_a_worker_cannot_answer_a_battle_served_to_someone_else(researcher):
     assert invented.status_code in (400, 404, 409)
     assert token_on(again) == token_second
     assert Judgment.objects.filter(study=study).count() == 0
+
+
+def test_a_worker_cannot_choose_the_pair_the_item_or_the_side_by_posting_them(researcher):
+    """Fields a worker might add to the answer (another item, another pair, the side shown
+    left) are ignored: the judgment is of the served battle, with the server's side."""
+    study = arena_study(researcher, catch_rate=0, images=4)
+    client = Client(REMOTE_ADDR="10.0.0.7")
+    arrive(client, study, "chooser")
+    html = client.get(next_url(study)).content.decode()
+    token = token_on(html)
+    lease = Assignment.objects.get(token=token)
+    other = (
+        Item.objects.filter(study=study, kind=BATTLE)
+        .exclude(
+            spec__system_a=lease.item.spec["system_a"], spec__system_b=lease.item.spec["system_b"]
+        )
+        .first()
+    )
+    page = client.post(
+        reverse("participate_submit", args=[study.public_id, token]),
+        {
+            "part": "0",
+            "outcome": "a",
+            "item": str(other.pk),
+            "system_a": other.spec["system_a"],
+            "system_b": other.spec["system_b"],
+            "left": "b" if shown_left(lease) == "a" else "a",
+        },
+    )
+    assert page.status_code == 302
+    judgment = Judgment.objects.get(study=study)
+    assert judgment.item_id == lease.item_id
+    assert judgment.payload["left"] == shown_left(lease)
+    assert judgment.result["winner"] == ("model_a" if shown_left(lease) == "a" else "model_b")
 
 
 def test_an_always_a_worker_is_caught_by_gold_battles_and_position_bias(researcher):
