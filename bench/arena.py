@@ -1,8 +1,8 @@
 """Benchmark the arena mode (issue 23; not a test): adaptive against uniform pairing and
 the leaderboard fit at 1,000,000 battles.
 
-    .venv/bin/python bench/arena.py [--part all|design|fit] [--seeds 20] [--systems 6]
-        [--images 40] [--budget 240] [--step 60] [--workers 40] [--clickers 3]
+    .venv/bin/python bench/arena.py [--part all|design|fit] [--seeds 20] [--first-seed 1]
+        [--systems 6] [--images 40] [--budget 240] [--step 60] [--workers 40] [--clickers 3]
 
 The defaults fit this 2-core machine: 6 systems, 40 images (15 pairs x 40 = 600 battles
 per study), 240 battles per study, 20 seeds x 2 designs, about 6 minutes (about 40 ms a
@@ -38,8 +38,8 @@ too. "Battles to tau >= 0.9": the first checkpoint from which tau stays >= 0.9 t
 budget (budget + step when never), per seed; compared by the median over seeds.
 
 ``fit``: ``bench/arena_fit.py`` (1,000,000 battles through ``count_table`` + ``fit``, the
-report's fitting functions) as a subprocess. Not measured here yet: judgments/s of the
-battle page through gunicorn beside ``bench/humanr_load.py``. Results:
+report's fitting functions) as a subprocess. Judgments/s of the battle page through
+gunicorn beside ``bench/humanr_load.py``: ``bench/arena_load.py``. Results:
 ``bench/results/arena-<part>.json``; summary: ``bench/results-arena.md``.
 """
 
