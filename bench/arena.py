@@ -1,8 +1,8 @@
 """Benchmark the arena mode (issue 23; not a test): adaptive against uniform pairing and
 the leaderboard fit at 1,000,000 battles.
 
-    .venv/bin/python bench/arena.py [--part all|design|fit] [--seeds 20] [--systems 6]
-        [--images 40] [--budget 240] [--step 60] [--workers 40] [--clickers 3]
+    .venv/bin/python bench/arena.py [--part all|design|fit] [--seeds 20] [--first-seed 1]
+        [--systems 6] [--images 40] [--budget 240] [--step 60] [--workers 40] [--clickers 3]
 
 The defaults fit this 2-core machine: 6 systems, 40 images (15 pairs x 40 = 600 battles
 per study), 240 battles per study, 20 seeds x 2 designs, about 6 minutes (about 40 ms a
@@ -38,8 +38,8 @@ too. "Battles to tau >= 0.9": the first checkpoint from which tau stays >= 0.9 t
 budget (budget + step when never), per seed; compared by the median over seeds.
 
 ``fit``: ``bench/arena_fit.py`` (1,000,000 battles through ``count_table`` + ``fit``, the
-report's fitting functions) as a subprocess. Not measured here yet: judgments/s of the
-battle page through gunicorn beside ``bench/humanr_load.py``. Results:
+report's fitting functions) as a subprocess. Judgments/s of the battle page through
+gunicorn beside ``bench/humanr_load.py``: ``bench/arena_load.py``. Results:
 ``bench/results/arena-<part>.json``; summary: ``bench/results-arena.md``.
 """
 
@@ -304,7 +304,7 @@ def design_part(args) -> dict:
     s = strengths(args.systems)
     truth = estimand(names, s)
     runs = []
-    for seed in range(1, args.seeds + 1):
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
         for adaptive in (False, True):
             run = run_design(
                 owner, seed=seed, names=names, s=s, truth=truth, args=args, adaptive=adaptive
@@ -378,6 +378,7 @@ def design_part(args) -> dict:
             "budget": args.budget,
             "step": args.step,
             "seeds": args.seeds,
+            "first_seed": args.first_seed,
         },
         "summary": summary,
         "runs": runs,
@@ -401,6 +402,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--part", choices=["all", "design", "fit"], default="all")
     parser.add_argument("--seeds", type=int, default=20)
+    # Seeds used while designing a rule must not be the ones reported: pick fresh ones.
+    parser.add_argument("--first-seed", type=int, default=1)
     parser.add_argument("--systems", type=int, default=6)
     parser.add_argument("--images", type=int, default=40)
     parser.add_argument("--budget", type=int, default=240)

@@ -7,23 +7,27 @@ Studies and workers come from ``tests.factories.arena``.
 from __future__ import annotations
 
 import csv
-import itertools
 import re
 from collections import Counter
+from datetime import timedelta
 
 import numpy as np
 import pytest
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from annotation.errors import ServiceError
 from annotation.models import Assignment, Item, Judgment, Participant
 from annotation.modes.arena.protocol import BATTLE, CATCH, CRITERION_NAMES, OUTCOMES
+from annotation.services.assignments import assignment_next
 from annotation.services.exports import export_file
+from annotation.services.judgments import judgment_submit
 from annotation.services.participants import crowd_link_token
 from annotation.services.reports import report_request
 from annotation.services.runner import job_run
 from annotation.services.simulation import crowd_simulate
+from rubrics import arena as arena_rules
 from tests.factories.arena import MODE, arena_study, judge, shown_left, worker
 
 pytestmark = pytest.mark.django_db
@@ -159,11 +163,13 @@ def test_an_outcome_outside_the_four_is_a_400_naming_the_field(client, researche
     for bad in ("left", "A", "model_a", "", "tie (bothbad)"):
         page = client.post(submit, {"part": "0", "outcome": bad})
         assert page.status_code == 400
+        assert page.context["error_fields"] == ["outcome"]
         body = page.content.decode()
         assert 'aria-describedby="arena-error"' in body
         assert "Choose one of: A is better, B is better" in body
     missing = client.post(submit, {"part": "0"})
     assert missing.status_code == 400
+    assert missing.context["error_fields"] == ["outcome"]
     assert Judgment.objects.filter(study=study).count() == 0
 
 
@@ -192,6 +198,40 @@ def test_a_worker_cannot_answer_a_battle_served_to_someone_else(researcher):
     assert invented.status_code in (400, 404, 409)
     assert token_on(again) == token_second
     assert Judgment.objects.filter(study=study).count() == 0
+
+
+def test_a_worker_cannot_choose_the_pair_the_item_or_the_side_by_posting_them(researcher):
+    """Fields a worker might add to the answer (another item, another pair, the side shown
+    left) are ignored: the judgment is of the served battle, with the server's side."""
+    study = arena_study(researcher, catch_rate=0, images=4)
+    client = Client(REMOTE_ADDR="10.0.0.7")
+    arrive(client, study, "chooser")
+    html = client.get(next_url(study)).content.decode()
+    token = token_on(html)
+    lease = Assignment.objects.get(token=token)
+    other = (
+        Item.objects.filter(study=study, kind=BATTLE)
+        .exclude(
+            spec__system_a=lease.item.spec["system_a"], spec__system_b=lease.item.spec["system_b"]
+        )
+        .first()
+    )
+    page = client.post(
+        reverse("participate_submit", args=[study.public_id, token]),
+        {
+            "part": "0",
+            "outcome": "a",
+            "item": str(other.pk),
+            "system_a": other.spec["system_a"],
+            "system_b": other.spec["system_b"],
+            "left": "b" if shown_left(lease) == "a" else "a",
+        },
+    )
+    assert page.status_code == 302
+    judgment = Judgment.objects.get(study=study)
+    assert judgment.item_id == lease.item_id
+    assert judgment.payload["left"] == shown_left(lease)
+    assert judgment.result["winner"] == ("model_a" if shown_left(lease) == "a" else "model_b")
 
 
 def test_an_always_a_worker_is_caught_by_gold_battles_and_position_bias(researcher):
@@ -382,19 +422,17 @@ def test_adaptive_pairing_stores_its_probabilities_and_the_report_weights_by_the
         while judge(person, answer)[0] is not None:
             pass
 
-    # Independently: Var(s_i - s_j) from the stored covariance, 80% greedy + 20% uniform.
-    cov = np.array(fitted["covariance"])
+    # The stored fit fed to the pure rule (tested by hand in tests/rubrics/test_arena.py).
     names = fitted["systems"]
-    var = {}
-    for i, j in itertools.combinations(range(len(names)), 2):
-        var[(names[i], names[j])] = cov[i, i] + cov[j, j] - 2 * cov[i, j]
-    total = sum(var.values())
+    pairs, probs = arena_rules.adaptive_pair_probabilities(
+        np.array(fitted["scores"]), np.array(fitted["covariance"]), explore=0.2
+    )
+    design = {(names[i], names[j]): p for (i, j), p in zip(pairs, probs, strict=True)}
     later = Judgment.objects.filter(study=study).exclude(pk__in=[j.pk for j in first])
     assert later.exists()
     for j in later:
         pair = (j.item.spec["system_a"], j.item.spec["system_b"])
-        expected = 0.8 * var[pair] / total + 0.2 / 6
-        assert j.result["pair_probability"] == pytest.approx(expected)
+        assert j.result["pair_probability"] == pytest.approx(design[pair])
     assert len({round(j.result["pair_probability"], 9) for j in later}) > 1
 
     report = run_report(study, researcher)
@@ -579,3 +617,52 @@ def test_the_report_api_returns_the_latest_report_to_who_may_read_it(
     client.force_login(researcher)
     schema = client.get(reverse("schema")).content.decode()
     assert "/api/studies/{study_id}/report/" in schema
+
+
+# ------------------------------------------------------------------ serving cost
+
+
+@pytest.mark.parametrize("adaptive", [False, True])
+def test_serving_a_battle_costs_the_same_queries_whatever_the_history(researcher, adaptive):
+    """The queries (and rows read) to serve a battle do not grow with the worker's history:
+    serving reads per-worker state, not every past lease. Measured on the 3rd and the 25th
+    battle of one worker (gold battles on, so their bookkeeping is included)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    study = arena_study(
+        researcher,
+        systems=("alpha", "beta", "gamma", "delta"),
+        images=40,
+        catch_rate=0.1,
+        adaptive=adaptive,
+        bootstrap_rounds=20,
+        cap_per_pair=100,
+    )
+    person = worker(study)
+    for _ in range(3):
+        judge(person, "a")
+    if adaptive:
+        run_report(study, researcher)
+
+    def serve_queries():
+        person.refresh_from_db()
+        with CaptureQueriesContext(connection) as queries:
+            lease = assignment_next(participant=person)
+        assert lease is not None
+        judgment_submit(
+            participant=person,
+            token=lease.token,
+            data={"outcome": "a"},
+            part=0,
+            now=timezone.now() + timedelta(seconds=30),
+        )
+        # Rows the queries return would grow with history if serving read every past
+        # lease's spec; the count of queries is what a grouped read keeps fixed.
+        return len(queries)
+
+    early = serve_queries()
+    while Judgment.objects.filter(participant=person).count() < 24:
+        judge(person, "a")
+    late = serve_queries()
+    assert early == late

@@ -174,14 +174,87 @@ def test_bad_input_is_refused_with_a_message():
         arena.ipw_weights([0.5, 0.0])
 
 
-def test_adaptive_probabilities_favour_the_least_settled_pair_and_stay_positive():
-    cov = np.diag([1.0, 1.0, 9.0])
-    cov[0, 1] = cov[1, 0] = 0.9  # systems 0 and 1 move together: their order is settled
-    pairs, p = arena.adaptive_pair_probabilities(cov, explore=0.3)
+def test_adaptive_probabilities_by_hand_neyman_for_the_one_unsettled_contrast():
+    """Three systems: 0 is 400 log10(3) points above 1 and 2, which are level.
+
+    Worked by hand: win probabilities 0.75 for 0 against 1 and 2, 0.5 for 1 against 2, so
+    one battle's information I = 3/16, 3/16, 1/4 for pairs 01, 02, 12. The covariance is
+    tiny, so the order 0 > 1 is settled (flip probability 0) and 1 vs 2 is a coin flip
+    (d = 0: flip 1/2). With H = sum_p I_p x_p x_p', H x_12 = (3/16 + 2/4) x_12, so
+    c' H^-1 x_p = x_12' x_p / (11/16) = (-1, 1, 2) x 16/11 for p = 01, 02, 12. Neyman:
+    p ~ sqrt(I_p) |c' H^-1 x_p| ~ sqrt(3)/4, sqrt(3)/4, 1, i.e. sqrt(3) - 3/2 for 01 and 02
+    and 4 - 2 sqrt(3) for 12; then 80% of that plus 20% uniform.
+    """
+    gap = 400 * np.log10(3)
+    scores = np.array([1000 + gap, 1000.0, 1000.0])
+    cov = np.eye(3)
+    pairs, p = arena.adaptive_pair_probabilities(scores, cov, explore=0.2)
     assert pairs == [(0, 1), (0, 2), (1, 2)]
-    var = np.array([0.2, 10.0, 10.0])
-    assert np.allclose(p, 0.7 * var / var.sum() + 0.1)
+    greedy = np.array([np.sqrt(3) - 1.5, np.sqrt(3) - 1.5, 4 - 2 * np.sqrt(3)])
+    assert np.allclose(p, 0.8 * greedy + 0.2 / 3, atol=1e-12)
     assert p.sum() == pytest.approx(1.0)
+
+
+def test_adaptive_probabilities_by_hand_two_systems_and_settled_orders():
+    # One pair: it is the whole design, settled or not.
+    _, p = arena.adaptive_pair_probabilities([1100.0, 1000.0], np.eye(2) * 400.0)
+    assert np.allclose(p, [1.0])
+    # Every adjacent order settled (gaps of 1000 points, sd about 1.4): uniform.
+    pairs, p = arena.adaptive_pair_probabilities([3000.0, 2000.0, 1000.0], np.eye(3))
+    assert np.allclose(p, np.full(3, 1 / 3))
+
+
+def test_adaptive_probabilities_minimise_the_flip_weighted_ipw_variance():
+    """Against scipy's SLSQP: over the simplex with the explore floor, the rule's greedy part
+    minimises sum_c f_c sum_p (c' H^-1 x_p)^2 I_p / p_p, the quantity it claims to minimise
+    (H^-1 from numpy's lstsq on the grounded Laplacian, not the module's pinv)."""
+    from scipy import optimize, stats
+
+    rng = np.random.default_rng(5)
+    k = 5
+    scores = np.sort(rng.normal(1000, 60, k))[::-1]
+    root = rng.normal(size=(k, k)) * 15
+    cov = root @ root.T
+    pairs, p = arena.adaptive_pair_probabilities(scores, cov, explore=0.2)
+    x = np.zeros((len(pairs), k))
+    for r, (i, j) in enumerate(pairs):
+        x[r, i], x[r, j] = 1.0, -1.0
+    win = 1 / (1 + 10 ** (-(x @ scores) / 400))
+    info = win * (1 - win)
+    lap = x.T @ (info[:, None] * x)
+    order = np.argsort(-scores)
+    objective_rows = []
+    for top, below in zip(order[:-1], order[1:], strict=True):
+        c = np.zeros(k)
+        c[top], c[below] = 1.0, -1.0
+        flip = stats.norm.cdf(-abs(c @ scores) / np.sqrt(c @ cov @ c))
+        # Solve H y = c with the last system grounded (y_k = 0): y differs from H^+ c by a
+        # constant, which x_p (summing to 0) ignores.
+        y = np.append(np.linalg.lstsq(lap[:-1, :-1], c[:-1], rcond=None)[0], 0.0)
+        objective_rows.append(flip * (x @ y) ** 2)
+    need = info * np.sum(objective_rows, axis=0)
+
+    def variance(q):
+        return float(np.sum(need / q))
+
+    n = len(pairs)
+    floor = 0.2 / n
+    best = optimize.minimize(
+        variance,
+        np.full(n, 1 / n),
+        method="SLSQP",
+        bounds=[(floor, 1.0)] * n,
+        constraints=[{"type": "eq", "fun": lambda q: q.sum() - 1.0}],
+        options={"ftol": 1e-14, "maxiter": 1000},
+    )
+    greedy = (p - floor) / 0.8
+    # The greedy part alone is the unconstrained optimum (Neyman) ...
+    q = np.sqrt(need) / np.sqrt(need).sum()
+    assert np.allclose(greedy, q, atol=1e-10)
+    # ... and with the floor it is within 2% of the constrained optimum found by SLSQP,
+    # and no worse than the uniform design (a feasible point).
+    assert variance(p) <= 1.02 * best.fun
+    assert variance(p) < variance(np.full(n, 1 / n))
 
 
 def test_length_control_recovers_the_true_order_and_finds_no_effect_without_one():

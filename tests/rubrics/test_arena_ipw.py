@@ -5,7 +5,7 @@ strongest loses to the weakest more often than BT says, and 1 to 4 likewise), so
 leaderboard's estimand depends on how often each pair is played. The target is LMArena's:
 the BT fit under uniform pairing, computed here from the exact win probabilities with an
 independent MM fit. Battles are served adaptively, 10 rounds of 1,000: after each round
-the weighted sandwich covariance feeds ``adaptive_pair_probabilities`` (explore 0.1) and
+the weighted fit and sandwich covariance feed ``adaptive_pair_probabilities`` (explore 0.1) and
 each battle keeps the probability of its pair when served. Over 20 seeds, the IPW scores'
 mean lies within 3.5 standard errors of the target for every system; the unweighted
 scores' mean misses it by more than 4 standard errors for at least one system (it is
@@ -58,7 +58,8 @@ def adaptive_run(seed, rounds=10, per_round=1000):
         served += list(probs[idx])
         table = arena.count_table(sa, sb, out, arena.ipw_weights(served), systems=NAMES)
         _, cov = arena.sandwich(table, anchor=("s0", 1000.0))
-        pairs, probs = arena.adaptive_pair_probabilities(cov, explore=0.1)
+        scores = arena.fit(table, anchor=("s0", 1000.0)).scores
+        pairs, probs = arena.adaptive_pair_probabilities(scores, cov, explore=0.1)
     weighted = arena.count_table(sa, sb, out, arena.ipw_weights(served), systems=NAMES)
     plain = arena.count_table(sa, sb, out, systems=NAMES)
     return (

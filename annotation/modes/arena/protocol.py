@@ -72,6 +72,8 @@ CRITERION_NAMES: dict[str, str] = {
 #: The form's criterion keys to ImageInWords' names (``rubrics.battles.CRITERIA``).
 IIW_NAMES: dict[str, str] = dict(zip(CRITERION_NAMES, IIW_CRITERIA, strict=True))
 _SWAP = {"model_a": "model_b", "model_b": "model_a"}
+#: ``study_pairs``' per-process memo: public id -> the system pairs of its battles.
+_STUDY_PAIRS: dict[str, list[tuple[str, str]]] = {}
 
 
 @dataclass(frozen=True)
@@ -214,34 +216,53 @@ class ArenaProtocol(Mode):
 
     # ------------------------------------------------------------------ serving
 
-    def _seen_images(self, participant: Participant) -> set[int]:
-        return set(
-            Assignment.objects.filter(participant_id=participant.pk).values_list(
-                "item__image_id", flat=True
-            )
-        )
-
-    def _pair_counts(self, participant: Participant) -> dict[tuple[str, str], int]:
+    def _history(self, participant: Participant) -> tuple[set[int], dict[tuple[str, str], int]]:
+        """The images the worker was ever shown and their leases per system pair, in one
+        query of two small columns (every lease counts, released ones too: a lapsed lease
+        still showed its battle)."""
+        seen: set[int] = set()
         counts: dict[tuple[str, str], int] = {}
-        for spec in Assignment.objects.filter(
-            participant_id=participant.pk, item__kind=BATTLE
-        ).values_list("item__spec", flat=True):
-            key = (spec["system_a"], spec["system_b"])
-            counts[key] = counts.get(key, 0) + 1
-        return counts
+        for image_id, kind, system_a, system_b in Assignment.objects.filter(
+            participant_id=participant.pk
+        ).values_list(
+            "item__image_id", "item__kind", "item__spec__system_a", "item__spec__system_b"
+        ):
+            seen.add(image_id)
+            if kind == BATTLE:
+                counts[(system_a, system_b)] = counts.get((system_a, system_b), 0) + 1
+        return seen, counts
+
+    def _seen_images(self, participant: Participant) -> set[int]:
+        return self._history(participant)[0]
+
+    def study_pairs(self, study: Study) -> list[tuple[str, str]]:
+        """The system pairs of the study's battles, read once per process and study.
+
+        Battles are made only by ``build_items`` when the study opens and never change
+        afterwards, so the distinct pairs (a scan of every battle) need not be read per
+        serve. Keyed by ``public_id`` (random, never reused, unlike a test database's pk).
+        """
+        key = str(study.public_id)
+        pairs = _STUDY_PAIRS.get(key)
+        if pairs is None:
+            met = (
+                Item.objects.filter(study_id=study.pk, kind=BATTLE)
+                .order_by()  # no default ordering column in the DISTINCT
+                .values_list("spec__system_a", "spec__system_b")
+                .distinct()
+            )
+            pairs = system_pairs(sorted({name for pair in met for name in pair}))
+            if study.status != Study.Status.DRAFT:
+                _STUDY_PAIRS[key] = pairs
+        return pairs
 
     def pair_probabilities(self, study: Study) -> dict[tuple[str, str], float]:
         """The design's probability of each system pair: uniform, or adaptive from the
-        latest report's covariance (``rubrics.arena.adaptive_pair_probabilities``)."""
+        latest report's scores and covariance (``rubrics.arena.adaptive_pair_probabilities``:
+        the pairs that settle the unsettled adjacent orders)."""
         config = self.settings(study)
-        # One read of the distinct pairs (the database does the work, not a scan here).
-        met = (
-            Item.objects.filter(study_id=study.pk, kind=BATTLE)
-            .values_list("spec__system_a", "spec__system_b")
-            .distinct()
-        )
-        systems = sorted({name for pair in met for name in pair})
-        pairs = system_pairs(systems)
+        pairs = self.study_pairs(study)
+        systems = sorted({name for pair in pairs for name in pair})
         uniform = {pair: 1.0 / len(pairs) for pair in pairs} if pairs else {}
         if not config.adaptive or not pairs:
             return uniform
@@ -251,12 +272,14 @@ class ArenaProtocol(Mode):
             .first()
         )
         fitted = (latest.result or {}).get("adaptive") if latest else None
-        if not fitted or sorted(fitted.get("systems", [])) != systems:
-            # No fit over these systems yet: the uniform design until a report has one.
+        if not fitted or "scores" not in fitted or sorted(fitted.get("systems", [])) != systems:
+            # No fit over these systems yet (or a report from before the scores were
+            # stored): the uniform design until a report has one.
             return uniform
         names = fitted["systems"]
         index = {name: i for i, name in enumerate(names)}
         chosen, probs = rules.adaptive_pair_probabilities(
+            np.array(fitted["scores"]),
             np.array(fitted["covariance"]),
             explore=config.adaptive_explore,
             pairs=[(index[a], index[b]) for a, b in pairs],
@@ -278,8 +301,8 @@ class ArenaProtocol(Mode):
         if reserved.exists():
             return reserved
         config = self.settings(participant.study)
-        battles = items.filter(kind=BATTLE).exclude(image_id__in=self._seen_images(participant))
-        counts = self._pair_counts(participant)
+        seen, counts = self._history(participant)
+        battles = items.filter(kind=BATTLE).exclude(image_id__in=seen)
         capped = [pair for pair, n in counts.items() if n >= config.cap_per_pair]
         for system_a, system_b in capped:
             battles = battles.exclude(spec__system_a=system_a, spec__system_b=system_b)
@@ -289,6 +312,7 @@ class ArenaProtocol(Mode):
                 (a, b)
                 for a, b in battles.alias(taken=F("judgment_count") + F("open_lease_count"))
                 .filter(taken__lt=F("target"))
+                .order_by()  # no default ordering column in the DISTINCT
                 .values_list("spec__system_a", "spec__system_b")
                 .distinct()
             }
@@ -391,16 +415,21 @@ class ArenaProtocol(Mode):
 
     def _caption_ids_of(self, study: Study):
         """``spec -> caption ids`` for ``catch.seen_captions``: every caption of the image
-        a spec shows, so a gold battle never shows a worker an image a second time."""
+        a spec shows, so a gold battle never shows a worker an image a second time.
+
+        The study's captions are read on the first call only: most submissions draw no
+        gold battle and never call it (a read of every caption per answer was the battle
+        page's largest cost)."""
         image_of: dict[int, int] = {}
         by_image: dict[int, list[int]] = {}
-        for caption_id, image_id in Caption.objects.filter(study_id=study.pk).values_list(
-            "id", "image_id"
-        ):
-            image_of[caption_id] = image_id
-            by_image.setdefault(image_id, []).append(caption_id)
 
         def caption_ids_of(spec: dict[str, Any]) -> list[int]:
+            if not image_of:
+                for caption_id, image_id in Caption.objects.filter(study_id=study.pk).values_list(
+                    "id", "image_id"
+                ):
+                    image_of[caption_id] = image_id
+                    by_image.setdefault(image_id, []).append(caption_id)
             shown = spec.get("caption_a", spec.get("caption_id"))
             if shown is None:
                 return []

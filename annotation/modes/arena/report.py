@@ -107,7 +107,11 @@ def leaderboard(
     return {
         "leaderboard": board,
         "weighted": weighted,
-        "adaptive": {"systems": list(table.systems), "covariance": cov.tolist()},
+        "adaptive": {
+            "systems": list(table.systems),
+            "scores": point.scores.tolist(),
+            "covariance": cov.tolist(),
+        },
         "matrices": {
             "systems": list(table.systems),
             "win_rate": [
