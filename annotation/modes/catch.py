@@ -453,8 +453,8 @@ def rule_outcome(
 
     Counts the participant's earlier catch judgments plus this one (not stored yet), the
     altered trials and the controls apart (``rules.breaks_two_sided``); the first time the
-    rule breaks, a ``catch_failed`` flag and the exclusion of every judgment of theirs. A
-    participant flagged before gets each new judgment excluded too.
+    rule breaks, a ``catch_failed`` flag, the exclusion of every judgment of theirs and a
+    screen-out. A participant flagged before gets each new judgment excluded too.
     """
     tally = counts(participant, (kind, caught))
     seen = tally["altered_seen"] + tally["control_seen"]
@@ -468,9 +468,12 @@ def rule_outcome(
         max_missed_share=max_missed_share,
     ):
         reason = exclusion_reason(seen, missed)
+        # Also a screen-out: a crowd worker caught before earning the code is sent to the
+        # study's screen-out code (the service ignores it once the code is earned).
         return {
             "flags": ({"kind": FLAG_KIND, "detail": reason},),
             "exclude_participant": reason,
+            "screen_out": reason,
         }
     return {}
 
