@@ -141,7 +141,6 @@ def test_vicr_intro_states_the_first_game_check_and_its_failure(page, researcher
         first_game_pass=9,
         max_probation_attempts=2,
         completion_game_ratings=12,
-        screen_out_code="SCRN",
     )
     enter(page, study, "E2E-INTRO")
 
@@ -149,10 +148,16 @@ def test_vicr_intro_states_the_first_game_check_and_its_failure(page, researcher
     expect(section.get_by_role("heading", name="The first-game check")).to_be_visible()
     expect(section).to_contain_text("Your first 7 game ratings must score at least 9 points")
     expect(section).to_contain_text("you go back to probation")
-    expect(section).to_contain_text("you receive this study's screen-out code")
+    expect(section).to_contain_text("you do not receive the completion code")
     expect(section).to_contain_text("The completion code comes after 12 game ratings")
     expect(page.get_by_text("You have 2 attempts")).to_be_visible()
     check_page(page, "VICR intro")
+
+    # A study that pays screen-outs says so instead.
+    study.settings = {**study.settings, "screen_out_code": "SCRN"}
+    study.save(update_fields=["settings"])
+    page.reload()
+    expect(section).to_contain_text("you receive this study's screen-out code")
 
 
 # ------------------------------------------------------------------- row 19: words
