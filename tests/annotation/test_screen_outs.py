@@ -22,6 +22,7 @@ from annotation.services.assignments import assignment_next
 from annotation.services.exports.datasheet import REDACTED, public_settings
 from annotation.services.participants import crowd_link_token
 from annotation.views.participate import BROWSER_COOKIE
+from tests.annotation.test_catch_trials import Player, catch_study
 from tests.factories.humanr import humanr_study
 from tests.factories.vicr import far, play_block, vicr_study
 
@@ -301,3 +302,28 @@ def test_exports_never_show_the_screen_out_code():
     public = public_settings({"screen_out_code": "TYPED", "prolific_screen_out_url": SCREEN_URL})
     assert public["screen_out_code"] == REDACTED
     assert "SCRN42" not in public["prolific_screen_out_url"]
+
+
+# ------------------------------------------------------------------------------ catch trials
+
+
+@pytest.mark.parametrize("pays", [True, False])
+def test_a_crowd_worker_caught_by_catch_trials_is_screened_out_when_the_study_pays(
+    researcher, pays
+):
+    settings = {"screen_out_code": "CSCREEN"} if pays else {}
+    study = catch_study(
+        researcher, catch_rate=0.5, catch_min_seen=3, catch_max_missed_share=0.5, **settings
+    )
+    bot = Player(study, "twos")
+
+    bot.play(lambda item: 2)
+
+    row = bot.participant
+    row.refresh_from_db()
+    kinds = [flag["kind"] for flag in row.flags]
+    assert "catch_failed" in kinds
+    assert (SCREEN_OUT_FLAG in kinds) is pays
+    assert row.completed_at is None
+    if pays:
+        assert assignment_next(participant=row) is None, "nothing more once screened out"
