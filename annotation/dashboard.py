@@ -31,6 +31,7 @@ from annotation.models import (
     Study,
 )
 from annotation.modes import get_mode
+from annotation.modes.base import screen_out_reason
 from annotation.selectors import crowd_integrity, open_leases, report_latest
 
 #: Kinds shown but not counted in the overall progress and the ETA: catch trials are made
@@ -263,7 +264,9 @@ def study_workers(
     source_names = dict(Participant.Source.choices)
     for row in rows:
         row["source_label"] = source_names.get(row["source"], row["source"])
-        row["flag_kinds"] = sorted({flag.get("kind", "?") for flag in row.pop("flags") or []})
+        flags = row.pop("flags") or []
+        row["flag_kinds"] = sorted({flag.get("kind", "?") for flag in flags})
+        row["screened_out"] = screen_out_reason(flags)
         meta = row.pop("external_meta") or {}
         external = row.pop("external_id")
         if raw_ids and row["source"] != Participant.Source.ACCOUNT:

@@ -162,6 +162,11 @@ class Outcome:
     ``item_target`` (``None``: unchanged) becomes the judged item's ``target``: a mode that
     stops an item early (VICR's adaptive stopping) sets it to the item's stored judgments
     plus its open leases, so no new lease is given and the leases out may still be answered.
+    ``screen_out`` (a reason; "": none) says the participant failed the mode's entry check
+    (VICR's gates, HUMANr's first attention check, early catch trials): a crowd worker who
+    has not earned the completion code is then screened out for good (a ``screened_out``
+    flag with the reason; their judgments are kept), is served nothing more and is shown
+    the study's screen-out code instead of ever earning the completion code.
     """
 
     state: dict[str, Any] | None = None
@@ -172,6 +177,36 @@ class Outcome:
     flags: tuple[dict[str, str], ...] = ()
     exclude_participant: str = ""
     item_target: int | None = None
+    screen_out: str = ""
+
+
+@dataclass(frozen=True)
+class CompletionProgress:
+    """How far a crowd worker is toward the completion code: ``done`` of ``needed``
+    ``unit`` (plural words, e.g. "images"); ``note`` says what else the code needs, if
+    anything ("after the tutorial"). The item pages show it as a line and a bar."""
+
+    done: int
+    needed: int
+    unit: str
+    note: str = ""
+
+    @property
+    def shown(self) -> int:
+        """``done``, at most ``needed`` (the bar's value)."""
+        return min(max(self.done, 0), self.needed)
+
+
+#: The flag kind of a screened-out participant (``Outcome.screen_out``); its detail is why.
+SCREEN_OUT_FLAG = "screened_out"
+
+
+def screen_out_reason(flags: list[dict[str, Any]] | None) -> str:
+    """Why a participant with these ``flags`` was screened out, "" if never."""
+    for flag in flags or []:
+        if isinstance(flag, dict) and flag.get("kind") == SCREEN_OUT_FLAG:
+            return str(flag.get("detail") or "failed the entry check")
+    return ""
 
 
 class Pages:
@@ -190,6 +225,10 @@ class Pages:
 
     def __init__(self, mode: Mode):
         self.mode = mode
+
+    def intro_context(self, study: Study) -> dict[str, Any]:
+        """What the intro template needs besides the study and its settings (``config``)."""
+        return {}
 
     def item_context(self, assignment: Assignment, part: int) -> dict[str, Any]:
         """What the item template needs to show one part of an assignment.
@@ -392,7 +431,8 @@ class Mode:
     * ``after_submit(participant, judgment)``: the ``Outcome`` of a submission.
 
     Methods with a default child classes may override: ``eligible_items``,
-    ``current_round``, ``parts``, ``min_seconds``, ``score`` and ``completion_earned``.
+    ``current_round``, ``parts``, ``min_seconds``, ``score``, ``completion_earned`` and
+    ``completion_progress``.
     Every method is called by a service, which owns the transaction and every write.
 
     Facts the rest of the platform asks of a mode (each has a default): ``kind_labels``,
@@ -504,6 +544,13 @@ class Mode:
         The default: never (a mode without a crowd completion step).
         """
         return False
+
+    def completion_progress(self, participant: Participant) -> CompletionProgress | None:
+        """How far a crowd worker is toward ``completion_earned``, for the item pages.
+
+        Default: None (a mode without a crowd completion step shows no progress line).
+        """
+        return None
 
     def adaptive_saving(self, study: Study) -> dict[str, int] | None:
         """What the mode's adaptive setting saved, for the dashboard (``pairs_stopped``,

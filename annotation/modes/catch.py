@@ -35,6 +35,7 @@ from django.db.models import Q, QuerySet
 
 from annotation.errors import ServiceError
 from annotation.models import Assignment, Caption, Item, Judgment, Participant
+from annotation.modes.base import get_mode
 from annotation.modes.settings import CrowdSettings, number, text, whole
 from rubrics import catch as rules
 from rubrics import transformations as tf
@@ -453,8 +454,9 @@ def rule_outcome(
 
     Counts the participant's earlier catch judgments plus this one (not stored yet), the
     altered trials and the controls apart (``rules.breaks_two_sided``); the first time the
-    rule breaks, a ``catch_failed`` flag and the exclusion of every judgment of theirs. A
-    participant flagged before gets each new judgment excluded too.
+    rule breaks, a ``catch_failed`` flag, the exclusion of every judgment of theirs and, in a
+    study that pays screen-outs, a screen-out. A participant flagged before gets each new
+    judgment excluded too.
     """
     tally = counts(participant, (kind, caught))
     seen = tally["altered_seen"] + tally["control_seen"]
@@ -468,9 +470,16 @@ def rule_outcome(
         max_missed_share=max_missed_share,
     ):
         reason = exclusion_reason(seen, missed)
+        # In a study that pays screen-outs, also a screen-out: a crowd worker caught before
+        # earning the code is sent to the screen-out code and served nothing more (the
+        # service ignores it once the code is earned). Without one, nothing changes: the
+        # worker may go on, flagged, as before screen-outs existed.
+        study = participant.study
+        pays = get_mode(study.mode).settings(study).screens_out
         return {
             "flags": ({"kind": FLAG_KIND, "detail": reason},),
             "exclude_participant": reason,
+            **({"screen_out": reason} if pays else {}),
         }
     return {}
 

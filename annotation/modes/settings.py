@@ -222,6 +222,23 @@ class CrowdSettings:
         hosts=completion_hosts,
         doc="Prolific's completion URL (on app.prolific.com); finished workers go there.",
     )
+    # A worker who fails the mode's entry check (``Outcome.screen_out``) is sent here
+    # instead: Prolific pays a screened-out submission its screen-out fee when it carries
+    # this code. Empty: the cc= of the URL below; both empty: the worker is asked to return
+    # the submission (nothing is paid, as before screen-outs existed).
+    screen_out_code: str = text(
+        "",
+        doc="The code a worker who fails the entry check reports (Prolific's screen-out "
+        "code); empty: the cc= of the screen-out URL.",
+    )
+    # e.g. https://app.prolific.com/submissions/complete?cc=SCREENED; checked like the
+    # completion URL, for the same reason (a foreign host would phish every screened worker).
+    prolific_screen_out_url: str = https_url(
+        "",
+        hosts=completion_hosts,
+        doc="Prolific's screen-out URL (on app.prolific.com); workers who fail the entry "
+        "check go there.",
+    )
     # Prolific's STUDY_ID; when set, an arrival naming another study is refused.
     prolific_study_id: str = text(
         "", doc="Prolific's STUDY_ID; an arrival naming another study is refused."
@@ -253,3 +270,16 @@ class CrowdSettings:
             return self.completion_code
         from_url = parse_qs(urlsplit(self.prolific_completion_url).query).get("cc")
         return from_url[0] if from_url and from_url[0] else study.completion_code
+
+    def screen_out_code_for(self) -> str:
+        """The code a screened-out worker reports: the setting, else the screen-out URL's
+        cc=, else "" (the study has no screen-out code: the worker returns the submission)."""
+        if self.screen_out_code:
+            return self.screen_out_code
+        from_url = parse_qs(urlsplit(self.prolific_screen_out_url).query).get("cc")
+        return from_url[0] if from_url and from_url[0] else ""
+
+    @property
+    def screens_out(self) -> bool:
+        """Whether the study pays screen-outs (a screen-out code or URL is set)."""
+        return bool(self.screen_out_code or self.prolific_screen_out_url)

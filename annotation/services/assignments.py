@@ -35,6 +35,7 @@ from annotation.errors import ServiceError, TooFast
 from annotation.identities import linked_q
 from annotation.models import Assignment, Item, Judgment, Participant, Study
 from annotation.modes import get_mode
+from annotation.modes.base import screen_out_reason
 
 # A claim can only fail if a candidate's capacity changed between reading and claiming it
 # (not possible while its row is locked); a few retries cover databases without row locks.
@@ -176,6 +177,10 @@ def assignment_next(*, participant: Participant, now: datetime | None = None) ->
         )
         locked = next((row for row in rows if row.pk == participant.pk), None)
         if locked is None or locked.study.status != Study.Status.LIVE:
+            return None
+        if screen_out_reason(locked.flags):
+            # Screened out (Outcome.screen_out): nothing more, so no later answer can earn
+            # the completion code; the finished page shows the screen-out code.
             return None
         mode = get_mode(locked.study.mode)
         round_number = mode.current_round(locked)

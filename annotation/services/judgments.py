@@ -16,7 +16,7 @@ from django.utils import timezone
 from annotation.errors import Conflict, NotFound, ServiceError, TooFast
 from annotation.models import Assignment, Item, Judgment, Participant, Study
 from annotation.modes import get_mode
-from annotation.modes.base import Mode, Outcome
+from annotation.modes.base import SCREEN_OUT_FLAG, Mode, Outcome, screen_out_reason
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,8 @@ def judgment_submit(
             )
             participant.state, participant.status = fresh.state, fresh.status
             participant.completed_at = fresh.completed_at
+            # As locked: a screen-out (a flag) must be seen by this submission.
+            participant.flags = fresh.flags
             participant.study = study = fresh.study
             mode = get_mode(study.mode)
             assignment = (
@@ -125,7 +127,7 @@ def judgment_submit(
         if stored is None:
             raise
         # The winner's after_submit may have changed the state this caller carries.
-        participant.refresh_from_db(fields=["state", "status", "completed_at"])
+        participant.refresh_from_db(fields=["state", "status", "completed_at", "flags"])
         stored.participant = participant
         return Submitted(stored, created=False)
 
@@ -180,9 +182,25 @@ def _update_participant(
             *(stored[0] or []),
             *({**flag, "at": now.isoformat()} for flag in outcome.flags),
         ]
+    crowd = participant.source != Participant.Source.ACCOUNT
+    # Screened out once, for good: the flag is never removed, so no later submission (nor a
+    # new session of the same worker) earns the completion code. ``participant.flags`` is
+    # as locked (judgment_submit), with this outcome's flags appended above.
+    if (
+        outcome.screen_out
+        and crowd
+        and participant.completed_at is None
+        and not screen_out_reason(participant.flags)
+    ):
+        flag = {"kind": SCREEN_OUT_FLAG, "detail": outcome.screen_out[:200]}
+        participant.flags = changes["flags"] = [
+            *(participant.flags or []),
+            {**flag, "at": now.isoformat()},
+        ]
     if (
         participant.completed_at is None
-        and participant.source != Participant.Source.ACCOUNT
+        and crowd
+        and not screen_out_reason(participant.flags)
         and mode.completion_earned(participant)
     ):
         participant.completed_at = changes["completed_at"] = now

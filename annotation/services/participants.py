@@ -22,6 +22,7 @@ from annotation.errors import Forbidden, Gone, ServiceError, TooFast
 from annotation.identities import network_of
 from annotation.models import CrowdRefusal, Participant, Study, User
 from annotation.modes import get_mode
+from annotation.modes.base import screen_out_reason
 from annotation.modes.settings import completion_hosts, url_on_hosts
 from annotation.selectors import PROLIFIC_COMPLETE, completion_code
 
@@ -296,23 +297,36 @@ def _arrivals_this_hour(study: Study, network: str, now: datetime) -> int:
 def crowd_completion(participant: Participant) -> dict[str, Any]:
     """What a crowd worker who earned completion is shown: the code and where to report it.
 
-    Empty until the worker has earned it (``completed_at``), and always for accounts.
+    Empty until the worker has earned it (``completed_at``), and always for accounts. A
+    worker screened out before earning it (``Outcome.screen_out``) gets ``screened_out``
+    (the reason) with the study's screen-out code and URL instead, when the study has one.
     ``participant.study`` should be loaded.
     """
-    if participant.completed_at is None or participant.source == Participant.Source.ACCOUNT:
+    if participant.source == Participant.Source.ACCOUNT:
         return {}
     study = participant.study
     config = get_mode(study.mode).settings(study)
-    code = completion_code(study)
-    context: dict[str, Any] = {"completion_code": code}
+    screened = screen_out_reason(participant.flags) if participant.completed_at is None else ""
+    if screened:
+        code, url = config.screen_out_code_for(), config.prolific_screen_out_url
+        context: dict[str, Any] = {"screened_out": screened}
+        if not code and not url:
+            return context  # the study pays no screen-out: the page asks for a return
+        context["completion_code"] = code
+    elif participant.completed_at is None:
+        return {}
+    else:
+        code, url = completion_code(study), config.prolific_completion_url
+        context = {"completion_code": code}
     meta = participant.external_meta or {}
     if participant.source == Participant.Source.PROLIFIC:
-        stored = config.prolific_completion_url
+        stored = url
         # Checked again here: a URL stored before hosts were checked (or a host the admin
         # has since removed) must not send workers away; Prolific's own page is the fallback.
         if not (stored and url_on_hosts(stored, completion_hosts())):
-            stored = PROLIFIC_COMPLETE + "?" + urlencode({"cc": code})
-        context["prolific_url"] = stored
+            stored = PROLIFIC_COMPLETE + "?" + urlencode({"cc": code}) if code else ""
+        if stored:
+            context["prolific_url"] = stored
     elif participant.source == Participant.Source.MTURK:
         submit_to = urlsplit(meta.get("turkSubmitTo", ""))
         if (

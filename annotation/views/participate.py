@@ -225,10 +225,12 @@ def crowd_entry(request: HttpRequest, token: str) -> HttpResponse:
     try:
         study = study_from_crowd_token(token)
         if is_mturk_preview(params):
+            mode = get_mode(study.mode)
+            context = {"study": study, "preview": True, "config": mode.settings(study)}
             response = render(
                 request,
-                get_mode(study.mode).pages.intro_template,
-                {"study": study, "preview": True},
+                mode.pages.intro_template,
+                {**context, **mode.pages.intro_context(study)},
             )
             return _framed_by_mturk(response)
         source, external_id, meta = crowd_identity(params)
@@ -274,8 +276,18 @@ def participate_intro(request: HttpRequest, public_id) -> HttpResponse:
         return _not_a_participant(request)
     mode = get_mode(study.mode)
     context = {"study": study, "participant": participant, "config": mode.settings(study)}
+    context.update(mode.pages.intro_context(study))
     response = render(request, mode.pages.intro_template, context)
     return _allow_mturk_frame(response, participant)
+
+
+def _crowd_context(mode, participant: Participant) -> dict:
+    """The completion code (or screen-out) a crowd worker is shown, else their progress."""
+    completion = crowd_completion(participant)
+    progress = None
+    if not completion and participant.source != Participant.Source.ACCOUNT:
+        progress = mode.completion_progress(participant)
+    return {"completion": completion, "crowd_progress": progress}
 
 
 def _field_errors(error: ServiceError | None) -> list[dict[str, str]]:
@@ -307,7 +319,7 @@ def _render_item(
         "field_errors": field_errors,
         "error_fields": [problem["field"] for problem in field_errors],
         "submit_url": reverse("participate_submit", args=[study.public_id, assignment.token]),
-        "completion": crowd_completion(participant),
+        **_crowd_context(mode, participant),
         **mode.pages.item_context(assignment, part, **keep),
     }
     return _allow_mturk_frame(
@@ -379,7 +391,7 @@ def participate_submit(request: HttpRequest, public_id, token: str) -> HttpRespo
             "participant": participant,
             "judgment": outcome.judgment,
             "next_url": reverse("participate_next", args=[study.public_id]),
-            "completion": crowd_completion(participant),
+            **_crowd_context(mode, participant),
             **feedback,
         }
         return _allow_mturk_frame(

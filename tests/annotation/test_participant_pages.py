@@ -356,4 +356,4 @@ def test_a_thumb_mturk_worker_ends_on_the_form_back_to_mturk(client, make_study)
     assert "Thank you" in html
     assert 'action="https://www.mturk.com/mturk/externalSubmit"' in html
     assert 'name="assignmentId" value="ASSIGN-1"' in html
-    assert "by submitting the task to MTurk with the button below" in html
+    assert "by submitting the task to MTurk with the button at the top of this page" in html

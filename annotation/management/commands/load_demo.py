@@ -70,9 +70,11 @@ PUBLISHED = [
     ),
 ]
 
+# Shown to annotators on every intro: plain words, no repository path (issue 26, row 19);
+# the sources and licences are in annotation/demo/LICENCES.md and each Image.source.
 DESCRIPTION = (
-    "Nine public-domain photographs with human captions and three made-up systems "
-    "(GoodBot, MidBot, BadBot). Sources and licences: annotation/demo/LICENCES.md."
+    "Nine public-domain photographs from scikit-image's sample data, with human captions "
+    "and three made-up systems (GoodBot, MidBot, BadBot)."
 )
 
 

@@ -31,7 +31,7 @@ from annotation.errors import InvalidInput
 from annotation.models import Assignment, Caption, Item, Job, Judgment, Participant, Study
 from annotation.modes import catch
 from annotation.modes.arena.gold import new_gold_item
-from annotation.modes.base import Mode, Outcome
+from annotation.modes.base import CompletionProgress, Mode, Outcome
 from annotation.modes.settings import MAX_RESAMPLES, flag, number, text, whole
 from rubrics import arena as rules
 from rubrics import catch as catch_rules
@@ -440,3 +440,7 @@ class ArenaProtocol(Mode):
     def completion_earned(self, participant: Participant) -> bool:
         needed = self.settings(participant.study).completion_battles
         return (participant.state or {}).get("battles", 0) >= needed
+
+    def completion_progress(self, participant: Participant) -> CompletionProgress:
+        needed = self.settings(participant.study).completion_battles
+        return CompletionProgress((participant.state or {}).get("battles", 0), needed, "battles")

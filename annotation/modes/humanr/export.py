@@ -28,7 +28,10 @@ from annotation.modes.humanr.protocol import CHECK
 
 
 class HumanrExport(Export):
-    row_unit = "trial (9 comparisons and 1 attention check per group)"
+    row_unit = (
+        "trial (a full group: 9 comparisons and 1 attention check; comparisons left over "
+        "make shorter groups, each with its check)"
+    )
     exclusion_rules = (
         "A failed attention check (oriented answer >= 5) flags every response of its group; "
         "flagged responses and unfinished groups are left out of HUMANr."
@@ -38,7 +41,12 @@ class HumanrExport(Export):
         return [
             *judgment_export_columns(),
             ExportColumn("group", "int", "Group index (the item's position)."),
-            ExportColumn("trial", "int", "Trial number within the group, 1-10."),
+            ExportColumn(
+                "trial",
+                "int",
+                "Trial number within the group, from 1 to the group's size (10 in a full "
+                "group, fewer in a group of leftover comparisons).",
+            ),
             ExportColumn("trial_kind", "str", "comparison or attention_check."),
             ExportColumn("image", "str", "Name of the image shown.", "images"),
             ExportColumn(

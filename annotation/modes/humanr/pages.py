@@ -14,10 +14,11 @@ from django.conf import settings as django_settings
 from django.db.models import F
 from django.utils import timezone
 
-from annotation.models import Assignment, Caption, Judgment, Participant
+from annotation.models import Assignment, Caption, Item, Judgment, Participant, Study
 from annotation.modes.base import Pages
 from annotation.modes.humanr.checks import shown_trial
-from annotation.modes.humanr.protocol import adaptive_summary, sides_shown
+from annotation.modes.humanr.protocol import GROUP, adaptive_summary, sides_shown
+from rubrics import humanr as rules
 
 #: Accessible name of each answer; the page shows the digits and the three anchors. The
 #: captions are "A" and "B", not "left" and "right": on a phone they stack, A above B, and
@@ -44,6 +45,9 @@ class HumanrPages(Pages):
 
     def parse_form(self, post: dict[str, Any], part: int) -> dict[str, Any]:
         return {"raw": post.get("raw"), "left": post.get("left")}
+
+    def intro_context(self, study: Study) -> dict[str, Any]:
+        return {"group_sizes": group_sizes(study)}
 
     def item_context(self, assignment: Assignment, part: int) -> dict[str, Any]:
         item = assignment.item
@@ -106,3 +110,21 @@ class HumanrPages(Pages):
             "groups_done": (participant.state or {}).get("groups_done", 0),
             "adaptive": adaptive if adaptive and adaptive["groups_not_served"] else None,
         }
+
+
+def group_sizes(study: Study) -> str:
+    """The study's group sizes in trials, largest first, as the intro says them ("10",
+    "8 or 7"): a full group has ``rules.GROUP_SIZE`` trials and only the few groups of
+    leftover comparisons (``spec["short"]``) are read, so the page costs two small queries.
+    """
+    groups = Item.objects.filter(study_id=study.pk, kind=GROUP)
+    sizes = {
+        len(spec.get("trials") or ())
+        for spec in groups.filter(spec__short=True).values_list("spec", flat=True)
+    }
+    if groups.exclude(spec__short=True).exists():
+        sizes.add(rules.GROUP_SIZE)
+    words = [str(size) for size in sorted(sizes - {0}, reverse=True)]
+    if len(words) > 1:
+        return f"{', '.join(words[:-1])} or {words[-1]}"
+    return words[0] if words else str(rules.GROUP_SIZE)

@@ -54,7 +54,9 @@ submitted and its check failed, the outcome flags every judgment of that group
 ``excluded=True, exclusion_reason="attention check failed in group <n>"`` (never deleted).
 
 Completion codes: crowd workers get one at the end of every group, also when their check
-failed (whether to approve such a submission is the researcher's decision).
+failed (whether to approve such a submission is the researcher's decision), except that a
+study with a screen-out code screens out a worker whose first group's check failed
+(``Outcome.screen_out``): they get the screen-out code and no further group.
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ from django.db.models import Count, F, Q, QuerySet
 
 from annotation.errors import Conflict, ServiceError
 from annotation.models import Assignment, Caption, Item, ItemImage, Judgment, Participant, Study
-from annotation.modes.base import Mode, Outcome, get_mode, parse_choice
+from annotation.modes.base import CompletionProgress, Mode, Outcome, get_mode, parse_choice
 from annotation.modes.humanr.allocation import ADAPTIVE_MIN_WORKERS, counted_values
 from annotation.modes.humanr.checks import (
     CHECK_IMAGES,
@@ -335,9 +337,21 @@ class HumanrProtocol(Mode):
         state["groups_done"] = state.get("groups_done", 0) + 1
         state["groups_failed"] = state.get("groups_failed", 0) + int(failed)
         group = judgment.item.spec["group"]
+        # The first group's check is the entry check: when the study pays screen-outs, a
+        # worker who fails it is screened out instead of earning the completion code (a
+        # study without a screen-out code keeps the paper's rule: a code after every group).
+        first = state["groups_done"] == 1 and failed
+        screen = first and self.settings(participant.study).screens_out
         return Outcome(
-            state=state, exclusion=f"attention check failed in group {group}" if failed else ""
+            state=state,
+            exclusion=f"attention check failed in group {group}" if failed else "",
+            screen_out="failed the attention check of the first group" if screen else "",
         )
+
+    def completion_progress(self, participant: Participant) -> CompletionProgress:
+        needed = self.settings(participant.study).completion_groups
+        done = (participant.state or {}).get("groups_done", 0)
+        return CompletionProgress(done, needed, "groups")
 
     def completion_earned(self, participant: Participant) -> bool:
         # Every complete group counts, a failed check included: the export shows the

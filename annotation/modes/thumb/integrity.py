@@ -20,6 +20,7 @@ from typing import Any
 from annotation.identities import linked_q
 from annotation.models import Assignment, Item, Judgment, Participant
 from annotation.modes import catch
+from annotation.modes.base import CompletionProgress
 from annotation.modes.settings import number
 from rubrics import catch as catch_rules
 
@@ -70,6 +71,14 @@ def completion_earned(participant: Participant, config: Any) -> bool:
         min_seen=config.catch_min_seen,
         max_missed_share=config.catch_max_missed_share,
     )
+
+
+def completion_progress(participant: Participant, config: Any) -> CompletionProgress:
+    """Images judged toward ``completion_earned``, counted as it counts them (every
+    judgment is one image's caption set)."""
+    done = Judgment.objects.filter(participant_id=participant.pk).count()
+    note = "and enough attention checks passed" if config.catch_rate else ""
+    return CompletionProgress(done, config.completion_images, "images", note)
 
 
 #: Flag of a participant linked to another annotator of the study (issue 29, row 3).

@@ -20,7 +20,7 @@ from annotation.errors import Forbidden, ServiceError
 from annotation.identities import linked_q
 from annotation.models import Assignment, Caption, Image, Item, Judgment, Participant, Study
 from annotation.modes import catch
-from annotation.modes.base import Mode, Outcome
+from annotation.modes.base import CompletionProgress, Mode, Outcome
 from annotation.modes.settings import (
     MAX_RESAMPLES,
     MAX_SAMPLED_IMAGES,
@@ -503,6 +503,9 @@ class ThumbProtocol(Mode):
 
     def completion_earned(self, participant: Participant) -> bool:
         return integrity.completion_earned(participant, self.settings(participant.study))
+
+    def completion_progress(self, participant: Participant) -> CompletionProgress:
+        return integrity.completion_progress(participant, self.settings(participant.study))
 
 
 def _is_native(participant: Participant) -> bool:

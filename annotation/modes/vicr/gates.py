@@ -77,6 +77,18 @@ def _first_game_transition(
     }
 
 
+def gate_screen_out(kind: str, before: rules.PlayerState, config: VicrSettings) -> str:
+    """Why the gates turned the player away (``Outcome.screen_out``): the last probation
+    attempt failed, or the first-game check failed with no probation attempt left."""
+    attempts = config.max_probation_attempts
+    if kind in (TUTORIAL, PROBATION):
+        return f"failed probation ({attempts} attempt{'s' if attempts != 1 else ''})"
+    return (
+        f"failed the first-game check ({config.first_game_ratings} ratings) with no "
+        "probation attempt left"
+    )
+
+
 # ---------------------------------------------------------------------- issue 29
 
 #: Integrity flag kind of the replayed-gate rule (shown with the other flags).

@@ -51,11 +51,12 @@ from django.db.models import QuerySet
 from annotation.errors import Conflict, ServiceError
 from annotation.models import Assignment, Caption, Item, Judgment, Participant, Study
 from annotation.modes import catch
-from annotation.modes.base import Mode, Outcome, parse_choice
+from annotation.modes.base import CompletionProgress, Mode, Outcome, parse_choice
 from annotation.modes.settings import MAX_RESAMPLES, flag, number, whole
 from annotation.modes.vicr.gates import (
     _block_transition,
     _first_game_transition,
+    gate_screen_out,
     pool_needed,
     replay_flags,
 )
@@ -480,6 +481,9 @@ class VicrProtocol(Mode):
             flags = replay_flags(participant, judgment, config)
             if flags:
                 catch_fields["flags"] = (*catch_fields.get("flags", ()), *flags)
+        if after.phase == rules.Phase.EXCLUDED and before.phase != rules.Phase.EXCLUDED:
+            # The gates are VICR's entry check: a player they turn away is screened out.
+            catch_fields.setdefault("screen_out", gate_screen_out(kind, before, config))
         outcome = Outcome(
             state=state,
             status=str(after.phase),
@@ -534,6 +538,16 @@ class VicrProtocol(Mode):
             if made is not None:
                 fields["new_items"] = (made,)
         return fields
+
+    def completion_progress(self, participant: Participant) -> CompletionProgress:
+        needed = self.settings(participant.study).completion_game_ratings
+        phase = player_state(participant).phase
+        done = (participant.state or {}).get("game_total", 0)
+        note = {
+            rules.Phase.TUTORIAL: "game ratings count once you pass the tutorial",
+            rules.Phase.PROBATION: "game ratings count once you pass probation",
+        }.get(phase, "")
+        return CompletionProgress(done, needed, "game ratings", note)
 
     def completion_earned(self, participant: Participant) -> bool:
         # Earned by game ratings in good standing: the phase must be the game when the count

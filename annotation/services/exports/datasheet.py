@@ -110,13 +110,16 @@ class _Tally:
 def public_settings(settings_: dict[str, Any] | None) -> dict[str, Any]:
     """Study settings without secrets: the completion code, also inside a Prolific URL."""
     public = dict(settings_ or {})
-    if "completion_code" in public:
-        public["completion_code"] = REDACTED
-    url = public.get("prolific_completion_url")
-    if isinstance(url, str) and url:
-        parts = urlsplit(url)
-        query = [(k, REDACTED if k.lower() == "cc" else v) for k, v in parse_qsl(parts.query)]
-        public["prolific_completion_url"] = urlunsplit(parts._replace(query=urlencode(query)))
+    # The screen-out code is a secret too: with it anyone could claim the screen-out fee.
+    for key in ("completion_code", "screen_out_code"):
+        if key in public:
+            public[key] = REDACTED
+    for key in ("prolific_completion_url", "prolific_screen_out_url"):
+        url = public.get(key)
+        if isinstance(url, str) and url:
+            parts = urlsplit(url)
+            query = [(k, REDACTED if k.lower() == "cc" else v) for k, v in parse_qsl(parts.query)]
+            public[key] = urlunsplit(parts._replace(query=urlencode(query)))
     return public
 
 
