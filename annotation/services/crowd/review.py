@@ -326,9 +326,7 @@ def ledger_resolve(*, study: Study, entry_id: int, paid: bool, user: User) -> Cr
     """The researcher checked Prolific for an uncertain bonus: paid (done) or not (retry)."""
     with transaction.atomic():
         entry = (
-            CrowdLedgerEntry.objects.select_for_update()
-            .filter(pk=entry_id, study=study)
-            .first()
+            CrowdLedgerEntry.objects.select_for_update().filter(pk=entry_id, study=study).first()
         )
         if entry is None:
             raise NotFound("No such ledger entry.")
