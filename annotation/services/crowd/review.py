@@ -47,6 +47,19 @@ FILTERS = {
 REJECT_CATEGORIES = ("FAILED_CHECK", "LOW_EFFORT", "FAILED_INSTRUCTIONS", "OTHER")
 
 
+def parse_money(text: str, *, field: str) -> int:
+    """An amount typed as "1.50" (or "1") in cents; "" is 0."""
+    text = (text or "").strip()
+    if not text:
+        return 0
+    whole, _dot, part = text.partition(".")
+    if not (whole.isascii() and whole.isdigit() and len(whole) <= 4) or not (
+        part == "" or (part.isascii() and part.isdigit() and len(part) <= 2)
+    ):
+        raise InvalidInput(f"{text[:20]!r} is not an amount like 1.50", field=field)
+    return int(whole) * 100 + int(part.ljust(2, "0") or 0)
+
+
 def money(cents: int) -> str:
     """Cents as the platforms write amounts ("1.50")."""
     return f"{cents // 100}.{cents % 100:02d}"
