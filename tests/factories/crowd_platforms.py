@@ -24,6 +24,7 @@ class PlatformState:
     requests: list = field(default_factory=list)  # (platform, operation, path, body, headers)
     pays: dict = field(default_factory=dict)  # set-up id -> times paid
     bonus_tokens: dict = field(default_factory=dict)  # MTurk UniqueRequestToken -> times
+    bonuses_paid: list = field(default_factory=list)  # MTurk bonuses actually paid
     pay_delay: float = 0.0
     set_ups: int = 0
 
@@ -129,6 +130,7 @@ class _Handler(BaseHTTPRequestHandler):
             if state.bonus_tokens[token] > 1:
                 message = f"The UniqueRequestToken {token} has already been used."
                 return self._send(400, {"__type": "RequestError", "Message": message}, kind)
+            state.bonuses_paid.append((body["WorkerId"], body["BonusAmount"]))
             return self._send(200, {}, kind)
         self._send(400, {"__type": "RequestError", "Message": f"unknown {operation}"}, kind)
 
