@@ -388,3 +388,29 @@ def test_the_token_is_never_in_a_page_an_export_a_log_or_the_database(
     for secret in (TOKEN, SECRET):
         for text in [*pages, dump.getvalue(), rows, caplog.text]:
             assert secret not in text
+
+
+def test_only_the_owner_reviews_and_pays(client, study, other_researcher, platform):
+    person = completed(study, "pidG", "subG")
+    study.members.add(other_researcher)
+    client.force_login(other_researcher)
+    url = reverse("study_crowd_review", args=[study.pk])
+    assert client.get(url).status_code == 404
+    data = {"filter": "all", "step": "confirm", "action": "approve", "participants": [person.pk]}
+    assert client.post(url, data).status_code == 404
+    assert client.post(reverse("study_crowd_sync", args=[study.pk])).status_code == 404
+    assert platform.state.requests == [] and not CrowdLedgerEntry.objects.exists()
+
+
+def test_a_credential_with_spaces_is_refused_and_nothing_is_written(client, researcher):
+    client.force_login(researcher)
+    response = client.post(
+        reverse("account_crowd"),
+        {"prolific_token": "two words", "mturk_access_key_id": "AKIAOK", "mturk_mode": "live"},
+    )
+    assert response.status_code == 400
+    assert "no spaces" in response.content.decode()
+    assert "two words" not in response.content.decode()
+    from annotation.models import CrowdCredential
+
+    assert not CrowdCredential.objects.exists()
