@@ -414,3 +414,19 @@ def test_a_credential_with_spaces_is_refused_and_nothing_is_written(client, rese
     from annotation.models import CrowdCredential
 
     assert not CrowdCredential.objects.exists()
+
+
+def test_the_beat_task_syncs_linked_studies_and_logs_a_failing_one(
+    study, other_researcher, platform, caplog
+):
+    from annotation.tasks import crowd_sync_live
+
+    a, b, held = started(study)
+    rating_study(other_researcher, captions=1, target=1, prolific_study_id="OTHER")  # no token
+    rating_study(other_researcher, captions=1, target=1)  # linked to nothing: skipped
+    platform.state.submissions = [
+        {"id": "subA", "participant_id": "pidA", "status": "TIMED-OUT", "study_id": PSTUDY}
+    ]
+    assert crowd_sync_live() == 1
+    assert "has not stored a Prolific API token" in caplog.text
+    assert assignment_next(participant=b).item_id == held.item_id
