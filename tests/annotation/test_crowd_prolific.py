@@ -430,3 +430,16 @@ def test_the_beat_task_syncs_linked_studies_and_logs_a_failing_one(
     assert crowd_sync_live() == 1
     assert "has not stored a Prolific API token" in caplog.text
     assert assignment_next(participant=b).item_id == held.item_id
+
+
+def test_a_missing_token_refuses_the_review_before_any_row_is_claimed(
+    client, other_researcher, platform
+):
+    study = rating_study(other_researcher, captions=1, target=1, prolific_study_id=PSTUDY)
+    person = completed(study, "pidG", "subG")
+    client.force_login(other_researcher)
+    data = {"filter": "all", "step": "confirm", "action": "approve", "participants": [person.pk]}
+    response = review(client, study, **data)
+    assert response.status_code == 400
+    assert "has not stored a Prolific API token" in response.content.decode()
+    assert not CrowdLedgerEntry.objects.exists() and platform.state.requests == []

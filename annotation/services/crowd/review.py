@@ -25,6 +25,7 @@ from annotation.crowd import PlatformError
 from annotation.crowd.prolific import REJECT_MIN_CHARS
 from annotation.errors import Conflict, InvalidInput, NotFound
 from annotation.models import CrowdLedgerEntry, Participant, Study, User
+from annotation.modes import get_mode
 from annotation.services.crowd.credentials import mturk_client, prolific_client
 
 logger = logging.getLogger(__name__)
@@ -214,7 +215,13 @@ def crowd_review(
     )
     if dry_run:
         return plan
+    # Clients first: a missing credential must refuse the whole review before any row is
+    # claimed (a claimed row would block a retry until it goes stale).
     clients: dict[str, object] = {}
+    for source in {row["participant"].source for row in plan["rows"]}:
+        clients[source] = (
+            prolific_client(study) if source == Participant.Source.PROLIFIC else mturk_client(study)
+        )
     try:
         for row in plan["rows"]:
             person = row["participant"]
@@ -232,12 +239,6 @@ def crowd_review(
                     participant=person, action=action, reason=_reason_key(action, reason)
                 )
                 continue
-            if person.source not in clients:
-                clients[person.source] = (
-                    prolific_client(study)
-                    if person.source == Participant.Source.PROLIFIC
-                    else mturk_client(study)
-                )
             row["entry"] = _send(entry, person, clients[person.source], category)
     finally:
         for client in clients.values():
@@ -297,8 +298,9 @@ def _send(entry: CrowdLedgerEntry, person: Participant, client, category: str):
                 answer = client.reject(submission, message=entry.message, category=category)
             else:
                 if not entry.platform_ref:
+                    linked = get_mode(entry.study.mode).settings(entry.study).prolific_study_id
                     ref = client.bonus_set_up(
-                        study_id=(person.external_meta or {}).get("STUDY_ID", ""),
+                        study_id=linked or (person.external_meta or {}).get("STUDY_ID", ""),
                         participant_id=person.external_id,
                         amount=amount,
                     )
