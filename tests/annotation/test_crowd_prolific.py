@@ -8,6 +8,7 @@ import hmac
 import json
 import logging
 import time
+from io import StringIO
 
 import pytest
 from django.core.management import call_command
@@ -15,11 +16,19 @@ from django.db import connection
 from django.urls import reverse
 
 from annotation.crowd.signature import prolific_signature
-from annotation.models import Assignment, CrowdEvent, CrowdLedgerEntry, Judgment, Participant
+from annotation.models import (
+    Assignment,
+    CrowdCredential,
+    CrowdEvent,
+    CrowdLedgerEntry,
+    Judgment,
+    Participant,
+)
 from annotation.services.assignments import assignment_next
 from annotation.services.crowd.credentials import credential_save
 from annotation.services.judgments import judgment_submit
 from annotation.services.participants import participant_for_crowd_worker
+from annotation.tasks import crowd_sync_live
 from tests.factories.core import rating_study
 from tests.factories.crowd_platforms import PlatformServer
 
@@ -377,8 +386,6 @@ def test_the_token_is_never_in_a_page_an_export_a_log_or_the_database(
         client.get(reverse("study_detail", args=[study.pk])).content.decode(),
         client.get(f"/api/studies/{study.pk}/crowd/ledger/").content.decode(),
     ]
-    from io import StringIO
-
     dump = StringIO()
     call_command("dumpdata", "annotation", stdout=dump)
     with connection.cursor() as cursor:
@@ -411,16 +418,12 @@ def test_a_credential_with_spaces_is_refused_and_nothing_is_written(client, rese
     assert response.status_code == 400
     assert "no spaces" in response.content.decode()
     assert "two words" not in response.content.decode()
-    from annotation.models import CrowdCredential
-
     assert not CrowdCredential.objects.exists()
 
 
 def test_the_beat_task_syncs_linked_studies_and_logs_a_failing_one(
     study, other_researcher, platform, caplog
 ):
-    from annotation.tasks import crowd_sync_live
-
     a, b, held = started(study)
     rating_study(other_researcher, captions=1, target=1, prolific_study_id="OTHER")  # no token
     rating_study(other_researcher, captions=1, target=1)  # linked to nothing: skipped
