@@ -3,6 +3,7 @@ the ledger of a study. Thin over ``annotation/services/crowd``; the study's owne
 only (they pay the workers), like the review page."""
 
 from django.http import Http404
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -58,6 +59,26 @@ class ReviewInput(serializers.Serializer):
     dry_run = serializers.BooleanField(default=False)
 
 
+class SyncOutput(serializers.Serializer):
+    seen = serializers.IntegerField(help_text="Submissions read from the platforms.")
+    matched = serializers.IntegerField(help_text="Matched to a participant.")
+    reclaimed = serializers.IntegerField(help_text="Workers who left, reclaimed now.")
+    released = serializers.IntegerField(help_text="Open leases released.")
+
+
+class ReviewRowOutput(serializers.Serializer):
+    participant = serializers.CharField()
+    amount_cents = serializers.IntegerField()
+    message = serializers.CharField()
+    ledger = LedgerOutput(allow_null=True)
+
+
+class ReviewOutput(serializers.Serializer):
+    action = serializers.CharField()
+    total_cents = serializers.IntegerField()
+    rows = ReviewRowOutput(many=True)
+
+
 def _plan_output(plan: dict) -> dict:
     return {
         "action": plan["action"],
@@ -75,6 +96,7 @@ def _plan_output(plan: dict) -> dict:
 
 
 class StudyCrowdSyncApi(APIView):
+    @extend_schema(request=None, responses={200: SyncOutput})
     def post(self, request, study_id: int):
         """Read the linked Prolific study / MTurk HITs and reclaim leases of workers who left."""
         study = _owned(request, study_id)
@@ -85,6 +107,7 @@ class StudyCrowdSyncApi(APIView):
 
 
 class StudyCrowdReviewApi(APIView):
+    @extend_schema(request=ReviewInput, responses={200: ReviewOutput})
     def post(self, request, study_id: int):
         """Approve, reject or bonus a filtered selection (``dry_run``: the plan and total only)."""
         study = _owned(request, study_id)
@@ -113,6 +136,7 @@ class StudyCrowdReviewApi(APIView):
 
 
 class StudyCrowdLedgerApi(APIView):
+    @extend_schema(responses={200: LedgerOutput(many=True)})
     def get(self, request, study_id: int):
         """Every approve, reject and bonus call of the study, newest first."""
         study = _owned(request, study_id)
