@@ -1,6 +1,7 @@
 from django.urls import path
 
 from annotation import apis
+from annotation.views import crowd_api
 
 urlpatterns = [
     path("studies/", apis.StudyListApi.as_view(), name="api_studies"),
@@ -19,4 +20,7 @@ urlpatterns = [
     path("studies/<int:study_id>/report/", apis.StudyReportApi.as_view(), name="api_study_report"),
     path("studies/<int:study_id>/plan/", apis.StudyPlanApi.as_view(), name="api_study_plan"),
     path("jobs/<int:job_id>/", apis.JobDetailApi.as_view(), name="api_job"),
+    path("studies/<int:study_id>/crowd/sync/", crowd_api.StudyCrowdSyncApi.as_view()),
+    path("studies/<int:study_id>/crowd/review/", crowd_api.StudyCrowdReviewApi.as_view()),
+    path("studies/<int:study_id>/crowd/ledger/", crowd_api.StudyCrowdLedgerApi.as_view()),
 ]

@@ -11,6 +11,7 @@ from kombu.exceptions import OperationalError as BrokerUnavailable
 from annotation.errors import Unavailable
 from annotation.models import Job
 from annotation.services.assignments import assignment_release_expired
+from annotation.services.crowd.sync import crowd_sync_live as _crowd_sync_live
 from annotation.services.exports import export_delete_old
 from annotation.services.jobs import (
     QUEUE_RETRY_AFTER_S,
@@ -62,6 +63,12 @@ def sweep_stale_jobs() -> int:
 @shared_task
 def release_expired_leases() -> int:
     return assignment_release_expired()
+
+
+@shared_task
+def crowd_sync_live() -> int:
+    """Reclaim leases of crowd workers who left, for live studies linked to a crowd study."""
+    return _crowd_sync_live()
 
 
 @shared_task

@@ -1,6 +1,7 @@
 from django.urls import path
 
 from annotation.views import (
+    crowd,
     dashboard,
     exports,
     health,
@@ -49,6 +50,15 @@ urlpatterns = [
     path("jobs/<int:job_id>/", studies.job_status, name="job_status"),
     path("jobs/<int:job_id>/download/", studies.job_download, name="job_download"),
     path("jobs/<int:job_id>/datasheet/", exports.job_datasheet, name="job_datasheet"),
+    path("account/crowd/", crowd.account_crowd, name="account_crowd"),
+    path("crowd/prolific/webhook/", crowd.prolific_webhook, name="prolific_webhook"),
+    path("studies/<int:study_id>/crowd/", crowd.study_crowd_review, name="study_crowd_review"),
+    path("studies/<int:study_id>/crowd/sync/", crowd.study_crowd_sync, name="study_crowd_sync"),
+    path(
+        "studies/<int:study_id>/crowd/ledger/<int:entry_id>/resolve/",
+        crowd.study_crowd_resolve,
+        name="study_crowd_resolve",
+    ),
     path("p/<str:token>/", participate.crowd_entry, name="crowd_entry"),
     path("s/<uuid:public_id>/", participate.participate_intro, name="participate_intro"),
     path("s/<uuid:public_id>/next/", participate.participate_next, name="participate_next"),

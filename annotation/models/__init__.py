@@ -491,3 +491,6 @@ class Reference(models.Model):
 
     def __str__(self) -> str:
         return self.text[:60]
+
+
+from annotation.models.crowd import CrowdCredential, CrowdEvent, CrowdLedgerEntry  # noqa: E402, F401

@@ -243,6 +243,10 @@ class CrowdSettings:
     prolific_study_id: str = text(
         "", doc="Prolific's STUDY_ID; an arrival naming another study is refused."
     )
+    # MTurk HIT ids of the study (comma-separated), read by the crowd sync (docs/crowd.md).
+    mturk_hit_ids: str = text(
+        "", max_length=500, doc="MTurk HIT ids of this study, comma-separated (crowd sync)."
+    )
     # None: the mode's own default (Mode.crowd_lease_seconds). A lease holds an item back
     # from everyone else; a day is longer than any item takes.
     crowd_lease_seconds: int | None = whole(

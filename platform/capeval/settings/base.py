@@ -306,6 +306,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "annotation.tasks.release_expired_leases",
         "schedule": 60.0,
     },
+    # Crowd reclaim for studies without webhooks (docs/crowd.md).
+    "crowd-sync": {
+        "task": "annotation.tasks.crowd_sync_live",
+        "schedule": 300.0,
+    },
     "delete-old-exports": {
         "task": "annotation.tasks.delete_old_exports",
         "schedule": 24 * 3600.0,
@@ -393,6 +398,18 @@ PERMISSIONS_POLICY = {
         "xr-spatial-tracking",
     )
 }
+
+# Crowd platforms (docs/crowd.md): API base URLs (tests point them at a local server),
+# the oldest webhook timestamp accepted, and how long a platform call may take.
+CAPEVAL_PROLIFIC_API_URL = os.environ.get("CAPEVAL_PROLIFIC_API_URL", "https://api.prolific.com")
+CAPEVAL_MTURK_ENDPOINT = os.environ.get(
+    "CAPEVAL_MTURK_ENDPOINT", "https://mturk-requester.us-east-1.amazonaws.com"
+)
+CAPEVAL_MTURK_SANDBOX_ENDPOINT = os.environ.get(
+    "CAPEVAL_MTURK_SANDBOX_ENDPOINT", "https://mturk-requester-sandbox.us-east-1.amazonaws.com"
+)
+CAPEVAL_CROWD_WEBHOOK_MAX_AGE = env_int("CAPEVAL_CROWD_WEBHOOK_MAX_AGE", 300)
+CAPEVAL_CROWD_TIMEOUT = env_int("CAPEVAL_CROWD_TIMEOUT", 10)
 
 LOGGING = {
     "version": 1,

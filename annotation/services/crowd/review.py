@@ -1,0 +1,359 @@
+"""Approve, reject and bonus crowd submissions through the ledger (``CrowdLedgerEntry``).
+
+Every call is claimed first: a ledger row unique per (participant, action, reason) is
+committed before the platform is called, so a retry, a double click or two researchers at
+once find the row and do not call again. The steps of one call are committed one by one on
+purpose (not one transaction): a row must say what was sent even when the process dies
+after the platform answered.
+
+Prolific's bonus is two calls, set up then pay, and pay is not idempotent. The set-up id is
+stored before paying, and the row is marked ``uncertain`` before the pay call: if no answer
+comes (a timeout after the request left), a retry does not pay again; the researcher checks
+Prolific and says whether it was paid (``ledger_resolve``). A set-up that was never paid
+(or a pay Prolific refused) is paid with the stored id on retry, never set up twice. MTurk's
+SendBonus carries the row's key as ``UniqueRequestToken``, which MTurk refuses twice.
+"""
+
+import logging
+from datetime import timedelta
+
+from django.db import IntegrityError, transaction
+from django.db.models import Count, F, Q
+from django.utils import timezone
+
+from annotation.crowd import PlatformError
+from annotation.crowd.prolific import REJECT_MIN_CHARS
+from annotation.errors import Conflict, InvalidInput, NotFound
+from annotation.models import CrowdLedgerEntry, Participant, Study, User
+from annotation.modes import get_mode
+from annotation.services.crowd.credentials import mturk_client, prolific_client
+
+logger = logging.getLogger(__name__)
+
+Action = CrowdLedgerEntry.Action
+Status = CrowdLedgerEntry.Status
+
+#: A row claimed this long ago and still "claimed" belongs to a process that died before
+#: any payment was sent (pay is only called from "uncertain"): it may be claimed again.
+CLAIM_STALE = timedelta(minutes=5)
+#: The largest bonus one participant may get in one call (in cents): a typo guard.
+MAX_BONUS_CENTS = 100_00
+FILTERS = {
+    "all": "Every crowd worker",
+    "completed_clean": "Completed, no integrity flag",
+    "flagged": "With integrity flags",
+    "incomplete": "Not completed",
+}
+#: Prolific's rejection categories CapEval uses.
+REJECT_CATEGORIES = ("FAILED_CHECK", "LOW_EFFORT", "FAILED_INSTRUCTIONS", "OTHER")
+
+
+def parse_money(text: str, *, field: str) -> int:
+    """An amount typed as "1.50" (or "1") in cents; "" is 0."""
+    text = (text or "").strip()
+    if not text:
+        return 0
+    whole, _dot, part = text.partition(".")
+    if not (whole.isascii() and whole.isdigit() and len(whole) <= 4) or not (
+        part == "" or (part.isascii() and part.isdigit() and len(part) <= 2)
+    ):
+        raise InvalidInput(f"{text[:20]!r} is not an amount like 1.50", field=field)
+    return int(whole) * 100 + int(part.ljust(2, "0") or 0)
+
+
+def money(cents: int) -> str:
+    """Cents as the platforms write amounts ("1.50")."""
+    return f"{cents // 100}.{cents % 100:02d}"
+
+
+def review_selection(*, study: Study, filter: str = "all", ids=None) -> list[Participant]:
+    """The study's crowd participants in a filter, optionally only the given ids."""
+    if filter not in FILTERS:
+        raise InvalidInput(f"unknown filter {filter!r}", field="filter")
+    people = (
+        Participant.objects.filter(study=study)
+        .exclude(source=Participant.Source.ACCOUNT)
+        .annotate(kept=Count("judgments", filter=Q(judgments__excluded=False)))
+        .annotate(failed=Count("judgments", filter=Q(judgments__excluded=True)))
+        .order_by("id")
+    )
+    if ids is not None:
+        people = people.filter(pk__in=list(ids))
+    chosen = []
+    for person in people:
+        flagged = bool(person.flags)
+        if filter == "completed_clean" and (person.completed_at is None or flagged):
+            continue
+        if filter == "flagged" and not flagged:
+            continue
+        if filter == "incomplete" and person.completed_at is not None:
+            continue
+        chosen.append(person)
+    return chosen
+
+
+def reject_message(participant: Participant) -> str:
+    """A rejection reason from the participant's integrity flags and failed checks, long
+    enough for Prolific (at least ``REJECT_MIN_CHARS`` characters)."""
+    kinds = sorted({flag.get("kind", "?") for flag in participant.flags or []})
+    failed = getattr(participant, "failed", 0)
+    reasons = []
+    if kinds:
+        named = ", ".join(kind.replace("_", " ") for kind in kinds)
+        reasons.append(f"integrity checks recorded: {named}")
+    if failed:
+        reasons.append(f"{failed} answer(s) failed the study's attention or quality checks")
+    if not reasons:
+        reasons.append("the submission did not meet the study's instructions")
+    return (
+        "Your submission was rejected because "
+        + "; ".join(reasons)
+        + ". The checks are described in the study's instructions; thank you for your time."
+    )
+
+
+def review_plan(
+    *,
+    study: Study,
+    action: str,
+    participants: list[Participant],
+    amount_cents: int = 0,
+    per_judgment_cents: int = 0,
+    reason: str = "",
+    message: str = "",
+) -> dict:
+    """What a review would do: per participant the amount and message, and the total.
+
+    Refuses (InvalidInput) a bonus without an amount or over the cap, a Prolific rejection
+    reason under 100 characters, a participant without a recorded submission id.
+    """
+    if action not in Action.values:
+        raise InvalidInput(f"unknown action {action!r}", field="action")
+    if not participants:
+        raise InvalidInput("No worker is selected.", field="participants")
+    rows, total = [], 0
+    for person in participants:
+        amount = 0
+        if action == Action.BONUS:
+            amount = amount_cents or per_judgment_cents * getattr(person, "kept", 0)
+            if amount <= 0 or amount > MAX_BONUS_CENTS:
+                raise InvalidInput(
+                    f"Bonus for {person.pseudonym}: {money(max(amount, 0))} is not between "
+                    f"0.01 and {money(MAX_BONUS_CENTS)}.",
+                    field="amount",
+                )
+        text = (message or reject_message(person)) if action == Action.REJECT else ""
+        prolific = person.source == Participant.Source.PROLIFIC
+        if action == Action.REJECT and prolific and len(text) < REJECT_MIN_CHARS:
+            raise InvalidInput(
+                f"Prolific needs a rejection reason of at least {REJECT_MIN_CHARS} "
+                f"characters ({len(text)} given).",
+                field="message",
+            )
+        if not _submission(person):
+            raise InvalidInput(
+                f"{person.pseudonym} has no recorded submission id (SESSION_ID or "
+                "assignmentId): approve, reject or pay them on the platform.",
+                field="participants",
+            )
+        existing = CrowdLedgerEntry.objects.filter(
+            participant=person, action=action, reason=_reason_key(action, reason)
+        ).first()
+        rows.append(
+            {
+                "participant": person,
+                "amount_cents": amount,
+                "amount": money(amount),
+                "message": text,
+                "existing": existing.get_status_display() if existing else "",
+            }
+        )
+        total += amount
+    return {"action": action, "rows": rows, "total_cents": total, "total": money(total)}
+
+
+def _reason_key(action: str, reason: str) -> str:
+    # Approve and reject happen once per participant whatever is typed; bonuses once per
+    # reason (two different bonuses need two different reasons).
+    return (reason.strip() or "bonus")[:200] if action == Action.BONUS else ""
+
+
+def _submission(person: Participant) -> str:
+    meta = person.external_meta or {}
+    key = "SESSION_ID" if person.source == Participant.Source.PROLIFIC else "assignmentId"
+    return str(meta.get(key, ""))
+
+
+def crowd_review(
+    *,
+    study: Study,
+    user: User | None,
+    action: str,
+    participants: list[Participant],
+    amount_cents: int = 0,
+    per_judgment_cents: int = 0,
+    reason: str = "",
+    message: str = "",
+    category: str = "FAILED_CHECK",
+    dry_run: bool = False,
+) -> dict:
+    """Approve, reject or bonus the participants (the plan is checked first, whole).
+
+    Returns the plan with each row's ledger entry (``entry``) after the calls. A row
+    already done, or claimed by someone else just now, is not called again.
+    """
+    if category not in REJECT_CATEGORIES:
+        raise InvalidInput(f"unknown rejection category {category!r}", field="category")
+    plan = review_plan(
+        study=study,
+        action=action,
+        participants=participants,
+        amount_cents=amount_cents,
+        per_judgment_cents=per_judgment_cents,
+        reason=reason,
+        message=message,
+    )
+    if dry_run:
+        return plan
+    # Clients first: a missing credential must refuse the whole review before any row is
+    # claimed (a claimed row would block a retry until it goes stale).
+    clients: dict[str, object] = {}
+    for source in {row["participant"].source for row in plan["rows"]}:
+        clients[source] = (
+            prolific_client(study) if source == Participant.Source.PROLIFIC else mturk_client(study)
+        )
+    try:
+        for row in plan["rows"]:
+            person = row["participant"]
+            entry = _claim(
+                study=study,
+                person=person,
+                action=action,
+                reason=_reason_key(action, reason),
+                amount_cents=row["amount_cents"],
+                message=row["message"],
+                user=user,
+            )
+            if entry is None:
+                row["entry"] = CrowdLedgerEntry.objects.get(
+                    participant=person, action=action, reason=_reason_key(action, reason)
+                )
+                continue
+            row["entry"] = _send(entry, person, clients[person.source], category)
+    finally:
+        for client in clients.values():
+            getattr(client, "close", lambda: None)()
+    return plan
+
+
+def _claim(*, study, person, action, reason, amount_cents, message, user):
+    """The ledger row, claimed for this call; None if it is done or another call holds it."""
+    try:
+        with transaction.atomic():
+            return CrowdLedgerEntry.objects.create(
+                study=study,
+                participant=person,
+                action=action,
+                reason=reason,
+                amount_cents=amount_cents,
+                message=message,
+                created_by=user,
+                attempts=1,
+            )
+    except IntegrityError:
+        pass
+    entry = CrowdLedgerEntry.objects.get(participant=person, action=action, reason=reason)
+    retry = {Status.FAILED, Status.SET_UP}
+    if action != Action.BONUS or person.source == Participant.Source.MTURK:
+        retry.add(Status.UNCERTAIN)  # approving twice, or a token MTurk refuses, is harmless
+    stale = entry.status == Status.CLAIMED and entry.updated_at < timezone.now() - CLAIM_STALE
+    if entry.status not in retry and not stale:
+        return None
+    # Conditional: of two retries at once, one wins.
+    won = CrowdLedgerEntry.objects.filter(
+        pk=entry.pk, status=entry.status, updated_at=entry.updated_at
+    ).update(status=Status.CLAIMED, attempts=F("attempts") + 1, updated_at=timezone.now())
+    if not won:
+        return None
+    entry.refresh_from_db()
+    return entry
+
+
+def _save(entry: CrowdLedgerEntry, status: str, answer: str, **fields) -> CrowdLedgerEntry:
+    entry.status, entry.answer = status, answer[:2000]
+    for name, value in fields.items():
+        setattr(entry, name, value)
+    entry.save(update_fields=["status", "answer", "updated_at", *fields])
+    return entry
+
+
+def _send(entry: CrowdLedgerEntry, person: Participant, client, category: str):
+    submission = _submission(person)
+    amount = money(entry.amount_cents)
+    try:
+        if person.source == Participant.Source.PROLIFIC:
+            if entry.action == Action.APPROVE:
+                answer = client.approve(submission)
+            elif entry.action == Action.REJECT:
+                answer = client.reject(submission, message=entry.message, category=category)
+            else:
+                if not entry.platform_ref:
+                    linked = get_mode(entry.study.mode).settings(entry.study).prolific_study_id
+                    ref = client.bonus_set_up(
+                        study_id=linked or (person.external_meta or {}).get("STUDY_ID", ""),
+                        participant_id=person.external_id,
+                        amount=amount,
+                    )
+                    _save(entry, Status.SET_UP, f"set up {ref}", platform_ref=ref)
+                # Marked before paying: a lost answer leaves it uncertain, never re-paid.
+                _save(entry, Status.UNCERTAIN, "pay sent, no answer yet")
+                answer = client.bonus_pay(entry.platform_ref)
+        elif entry.action == Action.APPROVE:
+            answer = client.approve(submission)
+        elif entry.action == Action.REJECT:
+            answer = client.reject(submission, message=entry.message)
+        else:
+            answer = client.bonus(
+                worker_id=person.external_id,
+                assignment_id=submission,
+                amount=amount,
+                reason=entry.reason,
+                token=f"capeval-ledger-{entry.pk}",
+            )
+    except PlatformError as exc:
+        logger.warning("crowd %s of %s failed: %s", entry.action, person.pseudonym, exc)
+        if entry.status == Status.UNCERTAIN and exc.sent and exc.status is None:
+            return _save(entry, Status.UNCERTAIN, f"{exc}; check Prolific before paying again")
+        if (
+            entry.action == Action.BONUS
+            and person.source == Participant.Source.MTURK
+            and entry.attempts > 1
+            and "UniqueRequestToken" in exc.message
+        ):
+            return _save(entry, Status.DONE, f"already paid (MTurk: {exc})")
+        if entry.platform_ref:
+            return _save(entry, Status.SET_UP, str(exc))
+        return _save(entry, Status.FAILED, str(exc))
+    return _save(entry, Status.DONE, str(answer)[:2000])
+
+
+def ledger_resolve(*, study: Study, entry_id: int, paid: bool, user: User) -> CrowdLedgerEntry:
+    """The researcher checked Prolific for an uncertain bonus: paid (done) or not (retry)."""
+    with transaction.atomic():
+        entry = (
+            CrowdLedgerEntry.objects.select_for_update().filter(pk=entry_id, study=study).first()
+        )
+        if entry is None:
+            raise NotFound("No such ledger entry.")
+        if entry.status != Status.UNCERTAIN:
+            raise Conflict("Only a payment with no answer needs checking.")
+        note = f"{user.get_username()} checked Prolific: {'paid' if paid else 'not paid'}"
+        return _save(entry, Status.DONE if paid else Status.SET_UP, note)
+
+
+def ledger_rows(study: Study, *, limit: int = 200) -> list[CrowdLedgerEntry]:
+    return list(
+        CrowdLedgerEntry.objects.filter(study=study)
+        .select_related("participant", "created_by")
+        .order_by("-updated_at", "-id")[:limit]
+    )

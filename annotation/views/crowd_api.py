@@ -1,0 +1,143 @@
+"""The crowd review in the REST API (DRF): sync, review (approve, reject, bonus; dry run) and
+the ledger of a study. Thin over ``annotation/services/crowd``; the study's owner and staff
+only (they pay the workers), like the review page."""
+
+from django.http import Http404
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from annotation import selectors
+from annotation.crowd import PlatformError
+from annotation.errors import Unavailable
+from annotation.models import CrowdLedgerEntry
+from annotation.services.crowd import review
+from annotation.services.crowd.sync import crowd_sync
+
+
+def _owned(request, study_id: int):
+    study = selectors.study_for_researcher(request.user, study_id)
+    if not (request.user.is_staff or request.user.pk == study.owner_id):
+        raise Http404("No such study.")
+    return study
+
+
+class LedgerOutput(serializers.ModelSerializer):
+    participant = serializers.CharField(source="participant.pseudonym")
+    created_by = serializers.CharField(source="created_by.username", default=None)
+
+    class Meta:
+        model = CrowdLedgerEntry
+        fields = [
+            "id",
+            "participant",
+            "action",
+            "reason",
+            "amount_cents",
+            "status",
+            "platform_ref",
+            "answer",
+            "attempts",
+            "created_by",
+            "created_at",
+            "updated_at",
+        ]
+
+
+class ReviewInput(serializers.Serializer):
+    action = serializers.ChoiceField(choices=CrowdLedgerEntry.Action.values)
+    filter = serializers.ChoiceField(choices=list(review.FILTERS), default="completed_clean")
+    participants = serializers.ListField(
+        child=serializers.IntegerField(min_value=1), required=False, max_length=10_000
+    )
+    amount_cents = serializers.IntegerField(min_value=0, default=0)
+    per_judgment_cents = serializers.IntegerField(min_value=0, default=0)
+    reason = serializers.CharField(max_length=200, default="", allow_blank=True)
+    message = serializers.CharField(max_length=2000, default="", allow_blank=True)
+    category = serializers.ChoiceField(choices=review.REJECT_CATEGORIES, default="FAILED_CHECK")
+    dry_run = serializers.BooleanField(default=False)
+
+
+class SyncOutput(serializers.Serializer):
+    seen = serializers.IntegerField(help_text="Submissions read from the platforms.")
+    matched = serializers.IntegerField(help_text="Matched to a participant.")
+    reclaimed = serializers.IntegerField(help_text="Workers who left, reclaimed now.")
+    released = serializers.IntegerField(help_text="Open leases released.")
+
+
+class ReviewRowOutput(serializers.Serializer):
+    participant = serializers.CharField()
+    amount_cents = serializers.IntegerField()
+    message = serializers.CharField()
+    ledger = LedgerOutput(allow_null=True)
+
+
+class ReviewOutput(serializers.Serializer):
+    action = serializers.CharField()
+    total_cents = serializers.IntegerField()
+    rows = ReviewRowOutput(many=True)
+
+
+def _plan_output(plan: dict) -> dict:
+    return {
+        "action": plan["action"],
+        "total_cents": plan["total_cents"],
+        "rows": [
+            {
+                "participant": row["participant"].pseudonym,
+                "amount_cents": row["amount_cents"],
+                "message": row["message"],
+                "ledger": LedgerOutput(row["entry"]).data if row.get("entry") else None,
+            }
+            for row in plan["rows"]
+        ],
+    }
+
+
+class StudyCrowdSyncApi(APIView):
+    @extend_schema(request=None, responses={200: SyncOutput})
+    def post(self, request, study_id: int):
+        """Read the linked Prolific study / MTurk HITs and reclaim leases of workers who left."""
+        study = _owned(request, study_id)
+        try:
+            return Response(crowd_sync(study=study))
+        except PlatformError as exc:
+            raise Unavailable(f"crowd platform: {exc}") from None
+
+
+class StudyCrowdReviewApi(APIView):
+    @extend_schema(request=ReviewInput, responses={200: ReviewOutput})
+    def post(self, request, study_id: int):
+        """Approve, reject or bonus a filtered selection (``dry_run``: the plan and total only)."""
+        study = _owned(request, study_id)
+        data = ReviewInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        given = data.validated_data
+        people = review.review_selection(
+            study=study, filter=given["filter"], ids=given.get("participants")
+        )
+        try:
+            plan = review.crowd_review(
+                study=study,
+                user=request.user,
+                action=given["action"],
+                participants=people,
+                amount_cents=given["amount_cents"],
+                per_judgment_cents=given["per_judgment_cents"],
+                reason=given["reason"],
+                message=given["message"],
+                category=given["category"],
+                dry_run=given["dry_run"],
+            )
+        except PlatformError as exc:
+            raise Unavailable(f"crowd platform: {exc}") from None
+        return Response(_plan_output(plan))
+
+
+class StudyCrowdLedgerApi(APIView):
+    @extend_schema(responses={200: LedgerOutput(many=True)})
+    def get(self, request, study_id: int):
+        """Every approve, reject and bonus call of the study, newest first."""
+        study = _owned(request, study_id)
+        return Response(LedgerOutput(review.ledger_rows(study, limit=10_000), many=True).data)
