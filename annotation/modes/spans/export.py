@@ -49,6 +49,12 @@ class SpansExport(Export):
                 "The marks as JSON: start, end (half-open code points), text, severity, "
                 "category, note, omission.",
             ),
+            ExportColumn(
+                "suggestions",
+                "str",
+                "Suggested spans shown (ESA-AI) as JSON: id, source, decision (accepted or "
+                "rejected); empty when none was shown.",
+            ),
             *judgment_trailing_columns(),
         ]
 
@@ -59,12 +65,17 @@ class SpansExport(Export):
             if sql.postgresql
             else "json_extract(j.payload, '$.spans')"
         )
+        suggestions = (
+            "(j.payload -> 'suggestions')::text"
+            if sql.postgresql
+            else "json_extract(j.payload, '$.suggestions')"
+        )
         return (
             f"SELECT {JUDGMENT_SELECT}, i.id, c.id, im.name, c.system, c.text, "
             f"{sql.float('j.payload', 'score')}, {sql.bool('j.payload', 'unusable')}, "
             f"{sql.int('j.result', 'minor')}, {sql.int('j.result', 'major')}, "
             f"{sql.int('j.result', 'omissions')}, {sql.float('j.result', 'weighted')}, "
-            f"{spans}, {JUDGMENT_TRAILING} "
+            f"{spans}, {suggestions}, {JUDGMENT_TRAILING} "
             f"FROM {JUDGMENT_FROM} JOIN annotation_item i ON i.id = j.item_id "
             f"LEFT JOIN annotation_caption c ON c.id = {caption_id} "
             "LEFT JOIN annotation_image im ON im.id = i.image_id "

@@ -67,6 +67,25 @@ def highlighted(text: str, marks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return pieces
 
 
+def suggestion_rates(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per source of suggestions (ESA-AI): suggestions decided, accepted, rejected, and the
+    acceptance rate (accepted / decided), over the kept judgments."""
+    counts: dict[str, Counter[str]] = defaultdict(Counter)
+    for r in rows:
+        for decision in r["payload"].get("suggestions", ()):
+            counts[decision["source"]][decision["decision"]] += 1
+    return [
+        {
+            "source": source,
+            "decided": c["accepted"] + c["rejected"],
+            "accepted": c["accepted"],
+            "rejected": c["rejected"],
+            "acceptance_rate": c["accepted"] / (c["accepted"] + c["rejected"]),
+        }
+        for source, c in sorted(counts.items())
+    ]
+
+
 class SpansReport(Report):
     template = "modes/spans/report.html"
     figure_names = ("errors",)
@@ -123,6 +142,7 @@ class SpansReport(Report):
         systems.sort(key=lambda row: (row["mqm_per_caption"], row["system"]))
         result["systems"] = systems
         result["counts"] = self._counts(rows)
+        result["suggestions"] = suggestion_rates(rows)
         progress(60, "errors counted")
         result.update(self._agreement(rows))
         result["adjudication"] = self._adjudication(rows, pseudonyms)
