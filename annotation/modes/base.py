@@ -385,8 +385,10 @@ class Demo:
     ``live``: the name of a live study to try; ``finished``: the name of a study answered by
     ``finished_workers`` simulated crowd workers, then closed with its report ("": none).
     ``settings`` apply to both, ``finished_settings`` to the finished one on top;
-    ``item_words`` says what one item is; ``extra_captions`` are further caption files under
-    ``annotation/demo/``, each imported with its purpose (e.g. VICR's tutorial pool).
+    ``item_words`` says what one item is; ``captions`` is the caption file under
+    ``annotation/demo/`` the studies are built from (the spans mode's detailed captions);
+    ``extra_captions`` are further caption files there, each imported with its purpose (e.g.
+    VICR's tutorial pool).
     """
 
     live: str
@@ -395,6 +397,7 @@ class Demo:
     settings: dict[str, Any] = field(default_factory=dict)
     finished_settings: dict[str, Any] = field(default_factory=dict)
     item_words: str = "items"
+    captions: str = "captions.csv"
     extra_captions: tuple[tuple[str, str], ...] = ()
 
 
