@@ -129,16 +129,19 @@ class SpansSettings(CrowdSettings):
         )
 
 
-def weighted_errors(payload: dict[str, Any], config: SpansSettings) -> float:
+def weighted_errors(
+    payload: dict[str, Any], config: SpansSettings, weights: rules.MQMWeights | None = None
+) -> float:
     """The MQM-weighted errors of one judgment with the study's weights.
 
     A severity the weights do not know counts 0: only imports store one (ESA's
     "undecided"; MQM's Neutral and No-error are 0 by definition), and a study's own
-    judgments are minor or major by validation.
+    judgments are minor or major by validation. ``weights``: ``config.weights()`` made
+    once by a caller weighting many judgments (parsing them is most of the cost).
     """
     if payload.get("unusable"):
         return float(config.unusable_weight)
-    weights = config.weights()
+    weights = weights or config.weights()
     total = 0.0
     for mark in payload["spans"]:
         try:

@@ -29,22 +29,24 @@ ADJUDICATION_CAPTIONS = 30
 
 def judgment_rows(study: Study) -> list[dict[str, Any]]:
     """The study's kept error-span judgments with their caption's text and system."""
+    # Two keys of the spec, not the spec: an imported item's spec also holds its source text.
     rows = list(
         Judgment.objects.filter(study=study, item__kind=CAPTION, excluded=False)
         .order_by("id")
-        .values_list("participant_id", "item__spec", "payload")
+        .values_list("participant_id", "item__spec__caption", "item__spec__system", "payload")
     )
-    ids = {spec["caption"] for _, spec, _ in rows}
-    texts = dict(Caption.objects.filter(pk__in=ids).values_list("pk", "text"))
+    # The study's captions, not "pk in (the 7,000 ids judged)": psycopg takes a second to
+    # bind that many parameters, and a study's captions are the ones its items point at.
+    texts = dict(Caption.objects.filter(study=study).values_list("pk", "text"))
     return [
         {
             "participant": participant,
-            "caption": spec["caption"],
-            "system": spec.get("system", ""),
-            "text": texts.get(spec["caption"], ""),
+            "caption": caption,
+            "system": system or "",
+            "text": texts.get(caption, ""),
             "payload": payload,
         }
-        for participant, spec, payload in rows
+        for participant, caption, system, payload in rows
     ]
 
 
@@ -114,8 +116,9 @@ class SpansReport(Report):
         weighted: dict[str, list[float]] = defaultdict(list)
         words: dict[str, int] = defaultdict(int)
         severities: dict[str, Counter[str]] = defaultdict(Counter)
+        weights = config.weights()
         for r in rows:
-            weighted[r["system"]].append(weighted_errors(r["payload"], config))
+            weighted[r["system"]].append(weighted_errors(r["payload"], config, weights))
             words[r["system"]] += len(r["text"].split())
             for mark in r["payload"]["spans"]:
                 severities[r["system"]][mark["severity"]] += 1

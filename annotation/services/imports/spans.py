@@ -249,6 +249,7 @@ def dataset_import_spans(
             batch_size=_BATCH,
         )
         config = get_mode("spans").settings(study)
+        weights = config.weights()
         Judgment.objects.bulk_create(
             [
                 Judgment(
@@ -260,7 +261,7 @@ def dataset_import_spans(
                     payload={"spans": unit.marks, "score": unit.score, "unusable": False},
                     result={
                         "imported": True,
-                        "weighted": weighted_errors({"spans": unit.marks}, config),
+                        "weighted": weighted_errors({"spans": unit.marks}, config, weights),
                         "minor": sum(m["severity"] == "minor" for m in unit.marks),
                         "major": sum(m["severity"] == "major" for m in unit.marks),
                         "omissions": sum(m["omission"] for m in unit.marks),
