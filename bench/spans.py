@@ -359,7 +359,9 @@ def main() -> None:
     print(json.dumps({"spans": result["spans"]}, indent=2, default=str), flush=True)
     if not args.no_vicr:
         result["vicr_game"] = vicr_same_run(args)
-        rate = result["vicr_game"].get("ratings_per_second")
+        vicr = result["vicr_game"]
+        # From VICR's counts, not its rounded ratings_per_second.
+        rate = vicr["ratings"] / vicr["seconds"] if vicr.get("seconds") else None
         if rate:
             result["spans_over_vicr"] = down(len(sent) / crowd.elapsed / rate)
     result["load_average_after"] = harness.load_average()
