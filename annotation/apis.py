@@ -270,11 +270,12 @@ class StudyExportsApi(APIView):
             default="csv",
             help_text="dataset: a zip of Parquet tables with a README dataset card.",
         )
-        table = serializers.ChoiceField(
-            choices=list(EXPORT_TABLES),
+        # A mode may add tables (Export.extra_tables): the service checks the name per study.
+        table = serializers.CharField(
+            max_length=40,
             default="judgments",
-            help_text="The mode's judgments table or one row per participant "
-            "(a dataset holds both).",
+            help_text=f"One of {', '.join(EXPORT_TABLES)} (the mode's judgments table, one "
+            "row per participant) or a table the study's mode adds; a dataset holds them all.",
         )
         raw_ids = serializers.BooleanField(
             default=False,

@@ -298,11 +298,29 @@ class Report:
         raise KeyError(name)
 
 
+@dataclass(frozen=True)
+class ExportTable:
+    """A further table of a mode's export, beside its judgments table (``Export.extra_tables``).
+
+    ``name`` is what a download asks for (``table=<name>``) and the dataset folder's
+    ``data/<name>.parquet``; ``label`` what the export form lists; ``row_unit`` what one row
+    is (the datasheet). ``columns`` and ``query`` work as ``Export.columns`` and
+    ``Export.query``: typed columns, and SQL giving their values in judgment-id order.
+    """
+
+    name: str
+    label: str
+    row_unit: str
+    columns: Callable[[], list[ExportColumn]]
+    query: Callable[[Study, ExportSql], tuple[str, list[Any]]]
+
+
 class Export:
     """A mode's export table: typed, described columns and one SQL query computing them.
 
     The default, for a mode that declares no table of its own: the common judgment columns
-    with the payload and the server's result as JSON text.
+    with the payload and the server's result as JSON text. ``extra_tables`` may add tables
+    (every format writes them: a download each, a Parquet file each in a dataset folder).
     """
 
     #: What one row of the table is, and which rows count as data (both go in the datasheet).
@@ -336,6 +354,10 @@ class Export:
             "JOIN annotation_item i ON i.id = j.item_id WHERE j.study_id = %s ORDER BY j.id",
             [study.pk],
         )
+
+    def extra_tables(self) -> tuple[ExportTable, ...]:
+        """Tables the mode exports beside the judgments table. Default: none."""
+        return ()
 
 
 class Planner:
@@ -408,8 +430,10 @@ class Demo:
     ``live``: the name of a live study to try; ``finished``: the name of a study answered by
     ``finished_workers`` simulated crowd workers, then closed with its report ("": none).
     ``settings`` apply to both, ``finished_settings`` to the finished one on top;
-    ``item_words`` says what one item is; ``extra_captions`` are further caption files under
-    ``annotation/demo/``, each imported with its purpose (e.g. VICR's tutorial pool).
+    ``item_words`` says what one item is; ``captions`` is the caption file under
+    ``annotation/demo/`` the studies are built from (the spans mode's detailed captions);
+    ``extra_captions`` are further caption files there, each imported with its purpose (e.g.
+    VICR's tutorial pool).
     """
 
     live: str
@@ -418,6 +442,7 @@ class Demo:
     settings: dict[str, Any] = field(default_factory=dict)
     finished_settings: dict[str, Any] = field(default_factory=dict)
     item_words: str = "items"
+    captions: str = "captions.csv"
     extra_captions: tuple[tuple[str, str], ...] = ()
 
 

@@ -133,3 +133,52 @@ def test_a_span_is_selected_by_touch_on_a_phone(browser, live_server, researcher
     (mark,) = judgment.payload["spans"]
     assert mark["text"] == "red sofa" and mark["category"] == "attribute"
     assert judgment.payload["score"] == 70
+
+
+def test_suggested_spans_are_accepted_and_rejected_with_the_keyboard(page, researcher, tmp_path):
+    """ESA-AI: two suggestions, one accepted (Space) and one rejected (arrow key), by keyboard
+    only; the page passes axe and fits at 390 and 1280 px with the suggestions shown."""
+    import json
+
+    from annotation.models import Caption
+    from annotation.services.imports.spans import span_suggestions_import
+
+    study = spans_study(researcher, systems=("alpha",), images=1, min_seconds=0, suggestions=True)
+    caption = Caption.objects.get(study=study)
+    text = caption.text
+    spans = [
+        {"start": text.index(w), "end": text.index(w) + len(w), "severity": s, "category": c}
+        for w, s, c in (("red sofa", "minor", "attribute"), ("two cats", "major", "count"))
+    ]
+    path = tmp_path / "judge.jsonl"
+    path.write_text(json.dumps({"caption_id": caption.pk, "spans": spans}) + "\n")
+    span_suggestions_import(study=study, path=path, source="judge-e2e")
+
+    for width in (1280, 390):
+        page.set_viewport_size({"width": width, "height": 900})
+        if width == 1280:
+            start(page, study, "E2E-SPANS-SUGGEST")
+        expect(page.locator(".spans-suggestion")).to_have_count(2)
+        assert page.evaluate(NO_HORIZONTAL_SCROLL), width
+        assert_no_serious_a11y_violations(page, context=f"spans suggestions at {width} px")
+
+    radios = 'input[name^="suggestion-"]'
+    for _ in range(30):
+        page.keyboard.press("Tab")
+        if page.evaluate(f"document.activeElement.matches('{radios}')"):
+            break
+    page.keyboard.press("Space")  # the first group's Accept
+    expect(page.locator(f"{radios}[value=accept]").first).to_be_checked()
+    page.keyboard.press("Tab")  # the second group
+    page.keyboard.press("ArrowRight")  # Accept -> Reject
+    expect(page.locator(f"{radios}[value=reject]").nth(1)).to_be_checked()
+    while page.evaluate("document.activeElement.id") != "score":
+        page.keyboard.press("Tab")
+    page.keyboard.type("50")
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+
+    judgment = Judgment.objects.get(participant__external_id="E2E-SPANS-SUGGEST")
+    assert [m["text"] for m in judgment.payload["spans"]] == ["red sofa"]
+    decisions = {d["id"].rsplit(":", 1)[1]: d["decision"] for d in judgment.payload["suggestions"]}
+    assert decisions == {"0": "accepted", "1": "rejected"}

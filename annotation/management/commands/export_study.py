@@ -19,7 +19,12 @@ class Command(BaseCommand):
         parser.add_argument("study_id", type=int)
         parser.add_argument("--format", choices=EXPORT_FORMATS, default="csv")
         parser.add_argument("--output", type=Path, required=True, help="File to write.")
-        parser.add_argument("--table", choices=EXPORT_TABLES, default="judgments")
+        # No choices: a mode may add tables (Export.extra_tables); the service checks them.
+        parser.add_argument(
+            "--table",
+            default="judgments",
+            help=f"{', '.join(EXPORT_TABLES)} or a table the study's mode adds.",
+        )
         parser.add_argument(
             "--raw-ids",
             action="store_true",

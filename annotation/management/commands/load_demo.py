@@ -170,7 +170,7 @@ class Command(BaseCommand):
                 summary = study_import(
                     study=study,
                     image_sources=[DEMO_DIR / "images"],
-                    captions=DEMO_DIR / "captions.csv",
+                    captions=DEMO_DIR / get_mode(mode).demo.captions,
                 )
                 photos = summary.images_new + summary.images_existing
                 self.stdout.write(

@@ -7,11 +7,12 @@ per-system mean ESA scores with intervals, MQM-weighted errors per caption and p
 words, error counts, span and score agreement, and the adjudication view.
 """
 
-from annotation.modes.base import register
+from annotation.modes.base import Demo, register
 from annotation.modes.spans.export import SpansExport
 from annotation.modes.spans.pages import SpansPages
 from annotation.modes.spans.protocol import CAPTION, SpansProtocol, SpansSettings
 from annotation.modes.spans.report import SpansReport
+from annotation.modes.spans.simulate import simulated_answers
 
 
 @register
@@ -22,6 +23,19 @@ class SpansMode(SpansProtocol):
     kind_labels = {CAPTION: "Captions to mark"}
     # After the arena.
     menu_order = 50
+    # Detailed captions (125-165 words) written for six of the demo's photographs, a
+    # careful one (GoodBot, one planted minor error) and a careless one (BadBot, six to
+    # eight); 12 captions x 3 annotators = 36 judgments, 6 workers answering 6 each. Up to 10
+    # marks: the careless captions hold more errors than MQM's five.
+    demo = Demo(
+        live="Demo: Error spans in detailed captions",
+        finished="Demo (finished): Error spans in detailed captions",
+        finished_workers=6,
+        settings={"target": 3, "max_spans": 10, "min_seconds": 20},
+        item_words="detailed captions to mark",
+        captions="spans_captions.csv",
+    )
+    simulate = simulated_answers
 
 
 __all__ = ["SpansExport", "SpansMode", "SpansPages", "SpansReport", "SpansSettings"]

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from annotation.models import Assignment
 from annotation.modes.base import Pages
-from annotation.modes.spans.protocol import MAX_SPANS_JSON, caption_of
+from annotation.modes.spans.protocol import MAX_SPANS_JSON, caption_of, shown_suggestions
 from rubrics.spans import SEVERITIES
 
 _NUMBER = re.compile(r"^[0-9]{1,7}(?:\.[0-9]{1,6})?$")
@@ -78,6 +78,14 @@ class SpansPages(Pages):
                 "severity": post.get("omission-severity") or "major",
                 "category": post.get("omission-category"),
             }
+        # ESA-AI: one radio group per suggestion, "suggestion-<id>" = accept / reject.
+        decisions = {
+            key.removeprefix("suggestion-"): post.get(key)
+            for key in post
+            if key.startswith("suggestion-")
+        }
+        if decisions:
+            data["suggestions"] = decisions
         posted = post.get("spans")
         if posted is not None and str(posted).strip():
             data["spans"] = str(posted)
@@ -111,6 +119,11 @@ class SpansPages(Pages):
         remaining = max(0.0, float(config.min_seconds) - waited)
         answers = answers or {}
         source = assignment.item.spec.get("source", "")
+        decided = answers.get("suggestions") or {}
+        suggestions = [
+            {**s, "decision": decided.get(s["id"], "") if isinstance(decided, dict) else ""}
+            for s in shown_suggestions(assignment.item, config)
+        ]
         return {
             "caption_text": caption.text,
             "pieces": words(caption.text),
@@ -128,6 +141,7 @@ class SpansPages(Pages):
             # A refused submission's marks, for the script to list again (JSON text).
             "marks_json": _marks_json(answers.get("spans")),
             "unusable": bool(answers.get("unusable")),
+            "suggestions": suggestions,
             "remaining_seconds": math.ceil(remaining * 10) / 10,
             "minimum_seconds": config.min_seconds,
             "captions_done": (participant.state or {}).get("captions", 0),

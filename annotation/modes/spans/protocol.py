@@ -98,6 +98,11 @@ class SpansSettings(CrowdSettings):
     min_seconds: int = whole(
         10, low=0, high=3600, doc="Seconds a caption must be shown before an answer counts."
     )
+    # ESA-AI (Zouhar et al. 2025): spans a judge or metric suggested
+    # (``manage.py import_span_suggestions``), each accepted or rejected by the annotator.
+    suggestions: bool = flag(
+        False, doc="Show imported suggested spans for annotators to accept or reject."
+    )
     bootstrap_resamples: int = whole(
         1000,
         low=100,
@@ -124,16 +129,19 @@ class SpansSettings(CrowdSettings):
         )
 
 
-def weighted_errors(payload: dict[str, Any], config: SpansSettings) -> float:
+def weighted_errors(
+    payload: dict[str, Any], config: SpansSettings, weights: rules.MQMWeights | None = None
+) -> float:
     """The MQM-weighted errors of one judgment with the study's weights.
 
     A severity the weights do not know counts 0: only imports store one (ESA's
     "undecided"; MQM's Neutral and No-error are 0 by definition), and a study's own
-    judgments are minor or major by validation.
+    judgments are minor or major by validation. ``weights``: ``config.weights()`` made
+    once by a caller weighting many judgments (parsing them is most of the cost).
     """
     if payload.get("unusable"):
         return float(config.unusable_weight)
-    weights = config.weights()
+    weights = weights or config.weights()
     total = 0.0
     for mark in payload["spans"]:
         try:
@@ -141,6 +149,44 @@ def weighted_errors(payload: dict[str, Any], config: SpansSettings) -> float:
         except ValueError:
             continue
     return total
+
+
+def shown_suggestions(item: Item, config: SpansSettings) -> list[dict[str, Any]]:
+    """The item's imported suggestions when the study shows them, else none."""
+    return list(item.spec.get("suggestions") or []) if config.suggestions else []
+
+
+def suggestion_decisions(item: Item, config: SpansSettings, posted: Any) -> list[dict[str, Any]]:
+    """Each shown suggestion with the annotator's ``decision`` (accepted / rejected) and the
+    mark it adds; InvalidInput when one is undecided or a decision names no suggestion."""
+    shown = shown_suggestions(item, config)
+    posted = posted or {}
+    if not isinstance(posted, dict):
+        raise InvalidInput("suggestions: the decisions must be a mapping.", field="suggestions")
+    known = {s["id"] for s in shown}
+    if set(posted) - known:
+        raise InvalidInput(
+            "suggestions: a decision names a suggestion this caption does not have.",
+            field="suggestions",
+        )
+    undecided = [s["text"] for s in shown if posted.get(s["id"]) not in ("accept", "reject")]
+    if undecided:
+        raise InvalidInput(
+            f"Suggestions: accept or reject each suggested error ({len(undecided)} left: "
+            f"{', '.join(repr(t[:40]) for t in undecided[:3])}).",
+            field="suggestions",
+        )
+    return [
+        {
+            "id": s["id"],
+            "source": s["source"],
+            "decision": "accepted" if posted[s["id"]] == "accept" else "rejected",
+            "mark": {
+                key: s[key] for key in ("start", "end", "text", "severity", "category", "note")
+            },
+        }
+        for s in shown
+    ]
 
 
 def caption_of(item: Item) -> Caption:
@@ -198,6 +244,9 @@ class SpansProtocol(Mode):
         if data.get("omission"):
             # The page's omission fields are one more mark, counted against the cap.
             marks = [*marks, data["omission"]]
+        decisions = suggestion_decisions(assignment.item, config, data.get("suggestions"))
+        # An accepted suggestion is one more mark, as suggested (checked as any mark is).
+        marks = [*marks, *(d["mark"] for d in decisions if d["decision"] == "accepted")]
         caption = caption_of(assignment.item)
         try:
             clean = rules.validate_judgment(
@@ -229,6 +278,16 @@ class SpansProtocol(Mode):
             ],
             "score": clean.score,
             "unusable": clean.unusable,
+            **(
+                {
+                    "suggestions": [
+                        {"id": d["id"], "source": d["source"], "decision": d["decision"]}
+                        for d in decisions
+                    ]
+                }
+                if decisions
+                else {}
+            ),
         }
 
     def score(

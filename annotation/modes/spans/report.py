@@ -34,22 +34,24 @@ ADJUDICATION_CAPTIONS = 30
 
 def judgment_rows(study: Study) -> list[dict[str, Any]]:
     """The study's kept error-span judgments with their caption's text and system."""
+    # Two keys of the spec, not the spec: an imported item's spec also holds its source text.
     rows = list(
         Judgment.objects.filter(study=study, item__kind=CAPTION, excluded=False)
         .order_by("id")
-        .values_list("participant_id", "item__spec", "payload")
+        .values_list("participant_id", "item__spec__caption", "item__spec__system", "payload")
     )
-    ids = {spec["caption"] for _, spec, _ in rows}
-    texts = dict(Caption.objects.filter(pk__in=ids).values_list("pk", "text"))
+    # The study's captions, not "pk in (the 7,000 ids judged)": psycopg takes a second to
+    # bind that many parameters, and a study's captions are the ones its items point at.
+    texts = dict(Caption.objects.filter(study=study).values_list("pk", "text"))
     return [
         {
             "participant": participant,
-            "caption": spec["caption"],
-            "system": spec.get("system", ""),
-            "text": texts.get(spec["caption"], ""),
+            "caption": caption,
+            "system": system or "",
+            "text": texts.get(caption, ""),
             "payload": payload,
         }
-        for participant, spec, payload in rows
+        for participant, caption, system, payload in rows
     ]
 
 
@@ -70,6 +72,25 @@ def highlighted(text: str, marks: list[dict[str, Any]]) -> list[dict[str, Any]]:
         else:
             pieces.append({"text": ch, "severity": codes[i]})
     return pieces
+
+
+def suggestion_rates(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per source of suggestions (ESA-AI): suggestions decided, accepted, rejected, and the
+    acceptance rate (accepted / decided), over the kept judgments."""
+    counts: dict[str, Counter[str]] = defaultdict(Counter)
+    for r in rows:
+        for decision in r["payload"].get("suggestions", ()):
+            counts[decision["source"]][decision["decision"]] += 1
+    return [
+        {
+            "source": source,
+            "decided": c["accepted"] + c["rejected"],
+            "accepted": c["accepted"],
+            "rejected": c["rejected"],
+            "acceptance_rate": c["accepted"] / (c["accepted"] + c["rejected"]),
+        }
+        for source, c in sorted(counts.items())
+    ]
 
 
 class SpansReport(Report):
@@ -100,8 +121,9 @@ class SpansReport(Report):
         weighted: dict[str, list[float]] = defaultdict(list)
         words: dict[str, int] = defaultdict(int)
         severities: dict[str, Counter[str]] = defaultdict(Counter)
+        weights = config.weights()
         for r in rows:
-            weighted[r["system"]].append(weighted_errors(r["payload"], config))
+            weighted[r["system"]].append(weighted_errors(r["payload"], config, weights))
             words[r["system"]] += len(r["text"].split())
             for mark in r["payload"]["spans"]:
                 severities[r["system"]][mark["severity"]] += 1
@@ -128,6 +150,7 @@ class SpansReport(Report):
         systems.sort(key=lambda row: (row["mqm_per_caption"], row["system"]))
         result["systems"] = systems
         result["counts"] = self._counts(rows)
+        result["suggestions"] = suggestion_rates(rows)
         progress(60, "errors counted")
         result.update(self._agreement(rows))
         result["adjudication"] = self._adjudication(rows, pseudonyms)

@@ -4,7 +4,8 @@ Tables.
 
 - ``judgments``: the mode's own table (``mode.export.columns`` and ``mode.export.query``):
   THumB one row per caption per stage, VICR one per rating, HUMANr one per trial; typed
-  columns, each described in the datasheet.
+  columns, each described in the datasheet. A mode may add tables (``Export.extra_tables``,
+  e.g. one row per marked error): a download each, and a Parquet file each in a dataset.
 - ``participants``: one row per participant: pseudonym, source, status, when they joined
   and completed (``Participant.completed_at``), judgments, integrity flags (count and
   kinds) and, only when the study's owner asks for raw ids, the Prolific/MTurk worker and
@@ -75,6 +76,7 @@ from annotation.services.exports.files import (
     export_file,
     export_request,
     export_run,
+    study_tables,
     table_columns,
 )
 from annotation.services.exports.participants import participant_columns
@@ -102,5 +104,6 @@ __all__ = [
     "neutralise",
     "participant_columns",
     "public_settings",
+    "study_tables",
     "table_columns",
 ]

@@ -139,7 +139,7 @@ def _datasheet(
     for table, tally in tallies.items():
         tables[table] = {
             "file": files[table],
-            "row": mode.export.row_unit if table == "judgments" else "participant",
+            "row": _row_unit(mode, table),
             "counts": tally.counts(),
             "columns": [
                 {"name": c.name, "type": c.type, "description": c.description}
@@ -201,6 +201,13 @@ def _datasheet(
             "platform": sys.platform,
         },
     }
+
+
+def _row_unit(mode, table: str) -> str:
+    if table == "judgments":
+        return mode.export.row_unit
+    extra = {t.name: t.row_unit for t in mode.export.extra_tables()}
+    return extra.get(table, "participant")
 
 
 _FORMAT_NOTES = {

@@ -25,7 +25,7 @@ from django.utils import timezone
 from annotation.errors import DiskFull, Forbidden, ServiceError
 from annotation.models import Image, Job, Judgment, Study, User
 from annotation.modes import get_mode
-from annotation.modes.base import ExportColumn, ExportSql
+from annotation.modes.base import ExportColumn, ExportSql, ExportTable
 from annotation.services.exports.common import (
     ARROW_TYPES,
     DEFAULT_CHUNK_SIZE,
@@ -60,7 +60,7 @@ def export_request(
 ) -> Job:
     """Queue an export job; ServiceError for an unknown format or table, and (403) when
     someone other than the study's owner asks for raw crowd ids."""
-    _check_options(export_format, table)
+    _check_options(export_format, table, study)
     if raw_ids and study.owner_id != user.pk:
         raise Forbidden(
             "Only the study's owner may export raw Prolific/MTurk ids.", field="raw_ids"
@@ -75,13 +75,25 @@ def export_request(
     return job_create(kind=Job.Kind.EXPORT, study=study, created_by=user, params=params)
 
 
-def _check_options(export_format: str, table: str) -> None:
+def _check_options(export_format: str, table: str, study: Study) -> None:
     if export_format not in EXPORT_FORMATS:
         raise ServiceError(
             f"Unknown export format {export_format!r}; choose one of {', '.join(EXPORT_FORMATS)}."
         )
-    if table not in EXPORT_TABLES:
-        raise ServiceError(f"Unknown table {table!r}; choose one of {', '.join(EXPORT_TABLES)}.")
+    tables = study_tables(study)
+    if table not in tables:
+        raise ServiceError(
+            f"Unknown table {table!r}; choose one of {', '.join(tables)}.", field="table"
+        )
+
+
+def study_tables(study: Study) -> tuple[str, ...]:
+    """The tables a study's export has: the common ones and its mode's extra tables."""
+    return (*EXPORT_TABLES, *(t.name for t in get_mode(study.mode).export.extra_tables()))
+
+
+def _extra_table(study: Study, table: str) -> ExportTable | None:
+    return next((t for t in get_mode(study.mode).export.extra_tables() if t.name == table), None)
 
 
 def export_delete_old(*, days: int = DEFAULT_KEEP_DAYS, now: datetime | None = None) -> int:
@@ -137,7 +149,7 @@ def export_run(*, job: Job, progress: Progress) -> dict[str, Any]:
     export_format = params.get("format", "csv")
     table = params.get("table", "judgments")
     try:
-        _check_options(export_format, table)
+        _check_options(export_format, table, study)
     except ValueError as exc:
         raise ServiceError(str(exc)) from exc
     root = _export_dir()
@@ -156,7 +168,7 @@ def export_run(*, job: Job, progress: Progress) -> dict[str, Any]:
     )
     result = {
         "format": export_format,
-        "table": "judgments+participants" if export_format == "dataset" else table,
+        "table": "+".join(study_tables(study)) if export_format == "dataset" else table,
         "rows": summary.rows,
         "judgments": summary.judgments,
     }
@@ -190,7 +202,7 @@ def export_file(
     """Write one export of ``study`` to ``path`` (and its datasheet beside it, except for
     a dataset, which holds it); the job, the API and ``manage.py export_study`` all call
     this. Nothing appears under the final names unless the whole export succeeded."""
-    _check_options(export_format, table)
+    _check_options(export_format, table, study)
     progress = progress or _no_progress
     path = Path(path)
     sheet = path.with_name(f"{path.stem}.datasheet.json") if export_format != "dataset" else None
@@ -265,7 +277,8 @@ def table_columns(study: Study, table: str, *, raw_ids: bool = False) -> list[Ex
     """The columns of one table of the study's export, in file order."""
     if table == "participants":
         return participant_columns(raw_ids=raw_ids)
-    return list(get_mode(study.mode).export.columns())
+    extra = _extra_table(study, table)
+    return list(extra.columns() if extra else get_mode(study.mode).export.columns())
 
 
 def _write_table(study: Study, table: str, sink, *, raw_ids: bool, progress: Progress) -> _Tally:
@@ -282,8 +295,9 @@ def _write_table(study: Study, table: str, sink, *, raw_ids: bool, progress: Pro
         return tally
     total = Judgment.objects.filter(study_id=study.pk).count()
     progress(0, f"Exporting {total:,} judgments")
-    mode = get_mode(study.mode)
-    sql, params = mode.export.query(study, ExportSql(connection.vendor))
+    extra = _extra_table(study, table)
+    query = extra.query if extra else get_mode(study.mode).export.query
+    sql, params = query(study, ExportSql(connection.vendor))
     shown = 0
     with _sql_batches(sql, params, schema) as batches:
         for batch in _slowed_for_tests(batches):
@@ -327,11 +341,11 @@ def _write_dataset(
     study: Study, out: BinaryIO, *, raw_ids: bool, images: bool, progress: Progress
 ) -> tuple[dict[str, _Tally], dict[str, Any]]:
     """The dataset folder as a zip: Parquet tables, README card, datasheet, images."""
-    files = {table: f"data/{table}.parquet" for table in EXPORT_TABLES}
+    files = {table: f"data/{table}.parquet" for table in study_tables(study)}
     tallies: dict[str, _Tally] = {}
     # Parquet is compressed already; storing keeps the zip as fast as the files.
     with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_STORED) as archive:
-        for table in EXPORT_TABLES:
+        for table in files:
             with archive.open(files[table], "w", force_zip64=True) as out:
                 tallies[table] = _write_table(
                     study, table, _ParquetSink(out), raw_ids=raw_ids, progress=progress
