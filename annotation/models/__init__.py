@@ -491,3 +491,6 @@ class Reference(models.Model):
 
     def __str__(self) -> str:
         return self.text[:60]
+
+
+from annotation.models.judges import Judge, JudgeAnswer  # noqa: E402, F401

@@ -1,0 +1,30 @@
+"""A judge's arena answer: one of LMArena's four outcomes for the two captions as shown."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from annotation.errors import InvalidInput
+from annotation.models import Study
+from annotation.modes.arena.protocol import OUTCOME_LABELS, OUTCOMES
+from annotation.modes.base import Judging
+
+#: Preference of each outcome code: the caption shown first (a), the second (b), a tie.
+_CHOICE = {"model_a": 0.0, "model_b": 1.0, "tie": 0.5, "tie (bothbad)": 0.5}
+
+
+class ArenaJudging(Judging):
+    unit = "pair"
+    answer_help = '{"outcome": "a" | "b" | "tie" | "bothbad"} (a: the caption shown first)'
+
+    def clean_answer(self, study: Study, captions: list[Any], data: Any) -> dict[str, Any]:
+        outcome = data.get("outcome") if isinstance(data, dict) else None
+        # The page's own list of outcomes (the criteria are not asked of a judge).
+        if not isinstance(outcome, str) or outcome not in OUTCOMES:
+            raise InvalidInput(
+                "Choose one of: " + ", ".join(OUTCOME_LABELS.values()) + ".", field="outcome"
+            )
+        return {"outcome": outcome, "winner": OUTCOMES[outcome]}
+
+    def scores(self, answer: dict[str, Any]) -> dict[str, float]:
+        return {"choice": _CHOICE[answer["winner"]]}
