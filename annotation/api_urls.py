@@ -1,6 +1,7 @@
 from django.urls import path
 
 from annotation import apis
+from annotation.views.judges import StudyJudgesApi
 
 urlpatterns = [
     path("studies/", apis.StudyListApi.as_view(), name="api_studies"),
@@ -18,5 +19,6 @@ urlpatterns = [
     ),
     path("studies/<int:study_id>/report/", apis.StudyReportApi.as_view(), name="api_study_report"),
     path("studies/<int:study_id>/plan/", apis.StudyPlanApi.as_view(), name="api_study_plan"),
+    path("studies/<int:study_id>/judges/", StudyJudgesApi.as_view(), name="api_study_judges"),
     path("jobs/<int:job_id>/", apis.JobDetailApi.as_view(), name="api_job"),
 ]

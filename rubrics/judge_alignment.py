@@ -45,6 +45,8 @@ __all__ = [
     "caption_report",
     "pair_report",
     "pair_ceiling",
+    "human_majority",
+    "judge_choices",
     "prompt_drift",
 ]
 
@@ -165,7 +167,7 @@ def _canonical(pair: Pair, choice: float) -> tuple[Pair, float]:
     return ((a, b), choice) if a < b else ((b, a), 1.0 - choice)
 
 
-def _human_majority(votes: Mapping[Pair, Sequence[float]]) -> dict[Pair, float]:
+def human_majority(votes: Mapping[Pair, Sequence[float]]) -> dict[Pair, float]:
     """Canonical pair -> 0 (first preferred), 1, or 0.5 when the votes split evenly."""
     tally: dict[Pair, list[float]] = {}
     for pair, choices in votes.items():
@@ -179,7 +181,7 @@ def _human_majority(votes: Mapping[Pair, Sequence[float]]) -> dict[Pair, float]:
     return out
 
 
-def _judge_choices(answers: Mapping[Pair, float]) -> dict[Pair, float]:
+def judge_choices(answers: Mapping[Pair, float]) -> dict[Pair, float]:
     """Canonical pair -> the judge's choice, both orders averaged (see the module doc)."""
     seen: dict[Pair, list[float]] = {}
     for pair, choice in answers.items():
@@ -263,8 +265,8 @@ def pair_report(
     b) -> every human choice in that order; ``systems`` and ``lengths`` (words) per
     caption; ``runs``: run -> answers, every run (self-consistency). See ``PAIR_TIE_RULE``.
     """
-    judge = _judge_choices(answers)
-    human = _human_majority(votes)
+    judge = judge_choices(answers)
+    human = human_majority(votes)
     shared = sorted(set(judge) & set(human))
     decided = [p for p in shared if human[p] != 0.5]
     out: dict[str, Any] = {
