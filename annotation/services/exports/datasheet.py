@@ -136,7 +136,9 @@ def _datasheet(
     for table, tally in tallies.items():
         tables[table] = {
             "file": files[table],
-            "row": mode.export.row_unit if table == "judgments" else "participant",
+            "row": {"judgments": mode.export.row_unit, "judges": "judge answer"}.get(
+                table, "participant"
+            ),
             "counts": tally.counts(),
             "columns": [
                 {"name": c.name, "type": c.type, "description": c.description}
