@@ -379,6 +379,14 @@ class Judging:
         human rating) the judge's ``scores`` are compared with. Default: the report's."""
         return self.mode.report.human_scores(study)[0]
 
+    def human_labels(self, study: Study) -> list[tuple[int, Any, Any]]:
+        """Every stored human label as ``(participant id, unit, label)`` for the
+        Dawid-Skene section with judges as raters (``services/judges.py``): a caption unit
+        is its id and the label the first score of ``scale``; a pair unit is ``(lower
+        caption id, higher)`` and the label ``"first"``, ``"second"`` or ``"tie"`` in that
+        order. Default: none (the mode offers no such section)."""
+        return []
+
     def human_pairs(self, study: Study) -> list[tuple[int, int, int]]:
         """Human pairwise choices ``(caption a, caption b, 0 | 1)`` over every group.
         Default: the report's ``human_pairs``."""

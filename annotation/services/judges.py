@@ -16,8 +16,9 @@ from typing import Any
 from django.db import transaction
 
 from annotation.errors import InvalidInput, ServiceError
-from annotation.models import Caption, Judge, JudgeAnswer, Study
+from annotation.models import Caption, Judge, JudgeAnswer, Participant, Study
 from annotation.modes import get_mode
+from annotation.modes.reliability import reliability_section
 from annotation.services.imports.limits import loads
 from rubrics import judge_alignment
 
@@ -278,7 +279,46 @@ def judges_report(study: Study, *, resamples: int = RESAMPLES) -> dict[str, Any]
         majority = judge_alignment.human_majority(votes)
         references = {"choice": majority}
     out["drift"] = _drift(judges, all_runs, unit, references)
+    out["reliability"] = _reliability(study, judging, judges, all_runs)
     return out
+
+
+_PAIR_LABELS = {0.0: "first", 1.0: "second", 0.5: "tie"}
+
+
+def _reliability(study, judging, judges, all_runs) -> dict[str, Any] | None:
+    """The mode's Dawid-Skene section over the same human labels as its report, with each
+    judge entered as one more rater (its first run), marked ``judge``; None when the mode
+    gives no labels (``Judging.human_labels``). The mode's own report never holds judges."""
+    labels = judging.human_labels(study)
+    if not labels:
+        return None
+    pseudonyms = dict(Participant.objects.filter(study=study).values_list("pk", "pseudonym"))
+    rows = list(labels)
+    score = next(iter(judging.scale(study)), None)
+    marked = set()
+    for number, judge in enumerate(judges, start=1):
+        key = -number  # never a participant id
+        pseudonyms[key] = f"Judge: {judge}"
+        marked.add(pseudonyms[key])
+        runs = all_runs[judge.pk]
+        answers = runs.get(min(runs), {}) if runs else {}
+        if judging.unit == "pair":
+            choices = judge_alignment.judge_choices({u: s["choice"] for u, s in answers.items()})
+            rows += [(key, unit, _PAIR_LABELS[c]) for unit, c in choices.items()]
+        elif score is not None:
+            rows += [(key, unit, int(s[score])) for unit, s in answers.items() if score in s]
+    section = reliability_section(
+        rows,
+        pseudonyms=pseudonyms,
+        note=(
+            "The report's Dawid-Skene model of rater competence with each judge entered as one "
+            "more rater (marked Judge), over every stored human label and the judge's first run"
+        ),
+    )
+    for worker in section["workers"]:
+        worker["judge"] = worker["participant"] in marked
+    return section
 
 
 def _drift(

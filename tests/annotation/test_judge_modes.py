@@ -190,3 +190,8 @@ def test_arena_judges_position_and_length_bias_through_the_api(arena, researcher
     expected = sum(1 for _, a, b in _pairs(arena) if lengths[a] > lengths[b]) / len(_pairs(arena))
     assert by_name["longer"]["accuracy"]["value"] == pytest.approx(expected)
     assert Judgment.objects.filter(study=arena).count() == human_judgments
+    # Dawid-Skene with the judges as three more raters, marked, beside the three people.
+    workers = report["reliability"]["workers"]
+    judges = sorted(w["participant"] for w in workers if w["judge"])
+    assert judges == ["Judge: always-left", "Judge: longer", "Judge: named"]
+    assert sum(1 for w in workers if not w["judge"]) == 3

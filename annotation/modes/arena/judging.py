@@ -5,12 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from annotation.errors import InvalidInput
-from annotation.models import Study
-from annotation.modes.arena.protocol import OUTCOME_LABELS, OUTCOMES
+from annotation.models import Judgment, Study
+from annotation.modes.arena.protocol import BATTLE, OUTCOME_LABELS, OUTCOMES
 from annotation.modes.base import Judging
 
 #: Preference of each outcome code: the caption shown first (a), the second (b), a tie.
 _CHOICE = {"model_a": 0.0, "model_b": 1.0, "tie": 0.5, "tie (bothbad)": 0.5}
+#: A choice as a Dawid-Skene label (``Judging.human_labels``).
+_LABELS = {0.0: "first", 1.0: "second", 0.5: "tie"}
 
 
 class ArenaJudging(Judging):
@@ -28,3 +30,17 @@ class ArenaJudging(Judging):
 
     def scores(self, answer: dict[str, Any]) -> dict[str, float]:
         return {"choice": _CHOICE[answer["winner"]]}
+
+    def human_labels(self, study: Study) -> list[tuple[int, Any, Any]]:
+        """Every stored battle verdict in the pair's id order (the reliability section)."""
+        rows = Judgment.objects.filter(study=study, item__kind=BATTLE).values_list(
+            "participant_id", "item__spec", "result__winner"
+        )
+        out = []
+        for participant, spec, winner in rows:
+            if winner not in _CHOICE:
+                continue
+            a, b = spec["caption_a"], spec["caption_b"]
+            choice = _CHOICE[winner] if a < b else 1.0 - _CHOICE[winner]
+            out.append((participant, (min(a, b), max(a, b)), _LABELS[choice]))
+        return out

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from annotation.errors import ServiceError
-from annotation.models import Study
+from annotation.models import Judgment, Study
 from annotation.modes.base import Judging
-from annotation.modes.vicr.protocol import _parse_rating
+from annotation.modes.vicr.protocol import GAME, _parse_rating
 
 
 class VicrJudging(Judging):
@@ -25,3 +25,11 @@ class VicrJudging(Judging):
 
     def scale(self, study: Study) -> dict[str, tuple[int, int]]:
         return {"rating": (1, self.mode.settings(study).scale_levels)}
+
+    def human_labels(self, study: Study) -> list[tuple[int, Any, Any]]:
+        """Every stored game rating, excluded ones too, as the report's reliability section
+        takes them (the model judges raters, not pairs)."""
+        rows = Judgment.objects.filter(study=study, item__kind=GAME).values_list(
+            "participant_id", "item__spec", "payload"
+        )
+        return [(p, spec["caption_id"], int(payload["rating"])) for p, spec, payload in rows]
