@@ -171,6 +171,15 @@ class JudgesReportOutput(serializers.Serializer):
     judges = JudgeOutput(many=True)
     drift = serializers.ListField(child=serializers.DictField())
     tie_rule = serializers.CharField(required=False)
+    reliability = serializers.DictField(
+        allow_null=True, help_text="Dawid-Skene with the judges as raters (marked judge)."
+    )
+
+
+class JudgeImportOutput(serializers.Serializer):
+    judge = serializers.IntegerField(help_text="The judge's id.")
+    answers = serializers.IntegerField(help_text="Answers imported.")
+    created = serializers.BooleanField(help_text="Whether the judge is new.")
 
 
 class StudyJudgesApi(APIView):
@@ -197,7 +206,7 @@ class StudyJudgesApi(APIView):
         study = selectors.study_for_researcher(request.user, study_id)
         return Response(judges_report(study))
 
-    @extend_schema(request=InputSerializer, responses={201: serializers.DictField()})
+    @extend_schema(request=InputSerializer, responses={201: JudgeImportOutput})
     def post(self, request, study_id: int):
         """Import one judge's answers; every bad line is listed and nothing is written."""
         study = selectors.study_for_researcher(request.user, study_id)
