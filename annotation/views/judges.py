@@ -9,7 +9,7 @@ from django import forms
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.response import Response
@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 from annotation import selectors
 from annotation.errors import InvalidInput, ServiceError
 from annotation.models import Judge
-from annotation.services.judges import judge_import, judges_report
+from annotation.services.judges import MAX_RESAMPLES, RESAMPLES, judge_import, judges_report
 from annotation.views.access import researcher_required
 
 #: Largest answers file read (a 200,000-line file of short answers is about 40 MB).
@@ -137,6 +137,7 @@ def study_judges(request: HttpRequest, study_id: int) -> HttpResponse:
         "refused": refused,
         "report": report,
         "sections": _sections(report),
+        "resamples": RESAMPLES,
     }
     return render(
         request, "judges/study.html", context, status=400 if request.method == "POST" else 200
@@ -200,11 +201,28 @@ class StudyJudgesApi(APIView):
         class Meta:
             ref_name = "JudgeImportRequest"
 
-    @extend_schema(responses=JudgesReportOutput)
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "resamples",
+                int,
+                required=False,
+                description=f"Bootstrap resamples of the intervals, 0 to {MAX_RESAMPLES} "
+                f"(default {RESAMPLES}).",
+            )
+        ],
+        responses=JudgesReportOutput,
+    )
     def get(self, request, study_id: int):
         """The alignment report of every judge of the study (computed on request)."""
         study = selectors.study_for_researcher(request.user, study_id)
-        return Response(judges_report(study))
+        raw = request.query_params.get("resamples", str(RESAMPLES))
+        if not (raw.isascii() and raw.isdigit()) or int(raw) > MAX_RESAMPLES:
+            return Response(
+                {"resamples": [f"A whole number from 0 to {MAX_RESAMPLES}."], "code": "invalid"},
+                status=status.HTTP_400_BAD_REQUEST,
+            )
+        return Response(judges_report(study, resamples=int(raw)))
 
     @extend_schema(request=InputSerializer, responses={201: JudgeImportOutput})
     def post(self, request, study_id: int):

@@ -218,3 +218,13 @@ def test_the_endpoint_is_in_the_openapi_schema(researcher):
     schema = yaml.safe_load(api.get(reverse("schema")).content)
     assert "/api/studies/{study_id}/judges/" in schema["paths"]
     assert {"get", "post"} <= set(schema["paths"]["/api/studies/{study_id}/judges/"])
+
+
+def test_resamples_are_bounded(vicr_study, researcher):
+    api = APIClient()
+    api.force_login(researcher)
+    url = reverse("api_study_judges", args=[vicr_study.pk])
+    for bad in ("-1", "1001", "ten", "1e3"):
+        response = api.get(url, {"resamples": bad})
+        assert response.status_code == 400 and "resamples" in response.json(), bad
+    assert api.get(url, {"resamples": "0"}).status_code == 200
