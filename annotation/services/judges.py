@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
-from annotation.errors import InvalidInput, ServiceError
+from annotation.errors import Conflict, InvalidInput, ServiceError
 from annotation.models import Caption, Judge, JudgeAnswer, Participant, Study
 from annotation.modes import get_mode
 from annotation.modes.reliability import reliability_section
@@ -173,17 +173,25 @@ def judge_import(
         )
     if not rows:
         raise InvalidInput("The file holds no answers; nothing was imported.", field="file")
-    with transaction.atomic():
-        judge, created = Judge.objects.get_or_create(
-            study=study,
-            name=name,
-            model=model,
-            prompt_version=prompt_version,
-            defaults={"kind": kind},
-        )
-        for row in rows:
-            row.judge = judge
-        JudgeAnswer.objects.bulk_create(rows, batch_size=2000)
+    try:
+        with transaction.atomic():
+            judge, created = Judge.objects.get_or_create(
+                study=study,
+                name=name,
+                model=model,
+                prompt_version=prompt_version,
+                defaults={"kind": kind},
+            )
+            for row in rows:
+                row.judge = judge
+            JudgeAnswer.objects.bulk_create(rows, batch_size=2000)
+    except IntegrityError:
+        # Another import of the same judge stored some of these units between the check
+        # above and this write; the unique constraints refused them, so nothing was written.
+        raise Conflict(
+            "Another import of this judge's answers ran at the same time; nothing was "
+            "imported from this file. Import it again to see which lines repeat."
+        ) from None
     return {"judge": judge.pk, "answers": len(rows), "created": created}
 
 
