@@ -14,8 +14,11 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 from rest_framework.test import APIClient
 
+from annotation.errors import Conflict
 from annotation.models import Caption, Judge, JudgeAnswer, Judgment, Study
 from annotation.modes import get_mode
+from annotation.services.judges import judge_import
+from tests.factories.core import require_postgres, run_together
 
 pytestmark = pytest.mark.django_db
 
@@ -228,3 +231,30 @@ def test_resamples_are_bounded(vicr_study, researcher):
         response = api.get(url, {"resamples": bad})
         assert response.status_code == 400 and "resamples" in response.json(), bad
     assert api.get(url, {"resamples": "0"}).status_code == 200
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_imports_of_one_judge_at_once_write_one_file(researcher, tmp_path):
+    """PostgreSQL: both read "not answered yet", one write wins, the other is a Conflict
+    with nothing of it written (the unique constraints, not a lock, decide)."""
+    require_postgres()
+    path = tmp_path / "vicr.csv"
+    lines = ["image,caption,ratings,rating_2,rating_3"]
+    lines += [f"img{i}.jpg,caption number {i},{a},{b},{c}" for i, (a, b, c) in enumerate(RATINGS)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    call_command(
+        "import_ratings", str(path), "--format", "vicr-csv", "--owner", researcher.username,
+        stdout=io.StringIO(),
+    )  # fmt: skip
+    study = Study.objects.get(owner=researcher)
+    text = "\n".join(
+        json.dumps({"caption_id": c.pk, "answer": {"rating": 3}}) for c in _captions(study)
+    )
+
+    def once():
+        return judge_import(study=study, text=text, name="twice")
+
+    results, errors = run_together([once, once])
+    assert len([r for r in results if r]) + len(errors) == 2
+    assert all(isinstance(e, Conflict) for e in errors), errors
+    assert JudgeAnswer.objects.filter(judge__name="twice").count() == 8
