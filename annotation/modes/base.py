@@ -369,10 +369,13 @@ class Judging:
         raise NotImplementedError
 
     def scale(self, study: Study) -> dict[str, tuple[int, int]]:
-        """``{score name: (lowest, highest)}`` of the caption scores that are whole-number
-        categories (weighted kappa, the confusion matrix); a score not listed is
-        continuous. Default: none."""
+        """``{score name: (lowest, highest)}`` of whole-number caption scores (kappa, the
+        confusion matrix); others are continuous. Default: none."""
         return {}
+
+    def item_unit(self, item: Item) -> tuple[int, int | None] | None:
+        """The unit an item asks about (imports keyed by ``item_id``); None: none."""
+        return None
 
     def human_scores(self, study: Study) -> dict[str, list[tuple[int, float]]]:
         """Caption-level human scores ``{name: [(caption id, value), ...]}`` (one row per
@@ -380,11 +383,9 @@ class Judging:
         return self.mode.report.human_scores(study)[0]
 
     def human_labels(self, study: Study) -> list[tuple[int, Any, Any]]:
-        """Every stored human label as ``(participant id, unit, label)`` for the
-        Dawid-Skene section with judges as raters (``services/judges.py``): a caption unit
-        is its id and the label the first score of ``scale``; a pair unit is ``(lower
-        caption id, higher)`` and the label ``"first"``, ``"second"`` or ``"tie"`` in that
-        order. Default: none (the mode offers no such section)."""
+        """Human labels ``(participant id, unit, label)`` for Dawid-Skene with judges as
+        raters: a caption id and the first ``scale`` score, or a pair ``(lower id, higher)``
+        and ``"first"``/``"second"``/``"tie"`` in that order. Default: none."""
         return []
 
     def human_pairs(self, study: Study) -> list[tuple[int, int, int]]:

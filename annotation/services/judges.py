@@ -16,7 +16,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from annotation.errors import Conflict, InvalidInput, ServiceError
-from annotation.models import Caption, Judge, JudgeAnswer, Participant, Study
+from annotation.models import Caption, Item, Judge, JudgeAnswer, Participant, Study
 from annotation.modes import get_mode
 from annotation.modes.reliability import reliability_section
 from annotation.services.imports.limits import loads
@@ -33,7 +33,6 @@ MAX_RAW_REPLY = 20_000
 #: 200 keep that near 6 s. The API takes ``?resamples=`` up to ``MAX_RESAMPLES``.
 RESAMPLES = 200
 MAX_RESAMPLES = 1000
-_KEYS = ("caption_id", "caption_a", "caption_b", "image", "system", "system_a", "system_b")
 
 
 def _text_field(value: Any, name: str, limit: int) -> str:
@@ -45,7 +44,9 @@ def _text_field(value: Any, name: str, limit: int) -> str:
 class _Captions:
     """The study's captions by id and by (image name, system), read once."""
 
-    def __init__(self, study: Study):
+    def __init__(self, study: Study, judging: Any):
+        self.study, self.judging = study, judging
+        self.items: dict[int, tuple[int, int | None] | None] | None = None
         rows = Caption.objects.filter(study=study, purpose=Caption.Purpose.STUDY).values_list(
             "pk", "image__name", "system", "text"
         )
@@ -57,6 +58,18 @@ class _Captions:
             self.texts[pk] = text
             # The first caption of a system for an image, as the modes show one per system.
             self.by_name.setdefault((image, system), pk)
+
+    def item(self, value: Any) -> tuple[int, int | None]:
+        """The unit of one of the study's items (``Judging.item_unit``), read once."""
+        if self.items is None:
+            items = Item.objects.filter(study=self.study)
+            self.items = {item.pk: self.judging.item_unit(item) for item in items}
+        if isinstance(value, bool) or not isinstance(value, int) or value not in self.items:
+            raise ValueError(f"item_id {value!r} is not an item of this study")
+        unit = self.items[value]
+        if unit is None:
+            raise ValueError(f"item {value} is not a question a judge answers in this mode")
+        return unit
 
     def one(self, row: dict[str, Any], id_key: str, system_key: str) -> int:
         if id_key in row:
@@ -75,6 +88,8 @@ class _Captions:
 
 def _unit(row: dict[str, Any], unit: str, captions: _Captions) -> tuple[int, int | None]:
     """(caption, None) or (caption shown first, caption shown second) of one line."""
+    if "item_id" in row:
+        return captions.item(row["item_id"])
     if unit == "caption":
         return captions.one(row, "caption_id", "system"), None
     first = captions.one(row, "caption_a", "system_a")
@@ -97,7 +112,7 @@ def judge_import(
 ) -> dict[str, Any]:
     """Import one judge's answers from JSON Lines ``text``; all lines or none.
 
-    Each line: the unit (``caption_id``, or ``image`` + ``system``; for a pair mode
+    Each line: the unit (``item_id``, ``caption_id``, or ``image`` + ``system``; for a pair mode
     ``caption_a`` + ``caption_b`` or ``image`` + ``system_a`` + ``system_b``, a shown first),
     ``answer`` (what the mode's judging checks), optional ``raw_reply`` and ``run`` (repeat
     number, default 0). Returns ``{"judge": id, "answers": n, "created": bool}``.
@@ -114,7 +129,7 @@ def judge_import(
     lines = text.splitlines()
     if len(lines) > MAX_LINES:
         raise InvalidInput(f"The file has {len(lines):,} lines; at most {MAX_LINES:,} a file.")
-    captions = _Captions(study)
+    captions = _Captions(study, judging)
     existing = Judge.objects.filter(
         study=study, name=name, model=model, prompt_version=prompt_version
     ).first()
@@ -153,6 +168,7 @@ def judge_import(
             continue
         rows.append(
             JudgeAnswer(
+                item_id=row.get("item_id"),  # checked by _unit when given
                 caption_id=first,
                 caption_b_id=second,
                 run=run,

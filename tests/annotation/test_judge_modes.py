@@ -195,3 +195,31 @@ def test_arena_judges_position_and_length_bias_through_the_api(arena, researcher
     judges = sorted(w["participant"] for w in workers if w["judge"])
     assert judges == ["Judge: always-left", "Judge: longer", "Judge: named"]
     assert sum(1 for w in workers if not w["judge"]) == 3
+
+
+def test_arena_answers_keyed_by_battle_item(arena, researcher, make_study):
+    from annotation.models import Item, JudgeAnswer
+
+    # The log battles each pair three times (three items); a judge answers a pair once
+    # per run, so one item of each pair.
+    battles = list(
+        {
+            (i.spec["caption_a"], i.spec["caption_b"]): i
+            for i in Item.objects.filter(study=arena).order_by("-id")
+        }.values()
+    )
+    assert len(battles) == 6
+    other = make_study("arena", name="other")
+    api = APIClient()
+    api.force_login(researcher)
+    rows = [{"item_id": item.pk, "answer": {"outcome": "b"}} for item in battles]
+    assert _post(api, arena, "by-item", rows).status_code == 201
+    for item in battles:
+        answer = JudgeAnswer.objects.get(judge__name="by-item", item=item)
+        assert (answer.caption_id, answer.caption_b_id) == (
+            item.spec["caption_a"],
+            item.spec["caption_b"],
+        )
+    refused = _post(api, arena, "bad", [{"item_id": other.pk * 1000, "answer": {"outcome": "a"}}])
+    assert refused.status_code == 400
+    assert "line 1: item_id" in json.dumps(refused.json())

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from annotation.errors import InvalidInput
-from annotation.models import Judgment, Study
+from annotation.models import Item, Judgment, Study
 from annotation.modes.arena.protocol import BATTLE, OUTCOME_LABELS, OUTCOMES
 from annotation.modes.base import Judging
 
@@ -44,3 +44,7 @@ class ArenaJudging(Judging):
             choice = _CHOICE[winner] if a < b else 1.0 - _CHOICE[winner]
             out.append((participant, (min(a, b), max(a, b)), _LABELS[choice]))
         return out
+
+    def item_unit(self, item: Item) -> tuple[int, int | None] | None:
+        """A battle: its caption a shown first (a gold battle is no question for a judge)."""
+        return (item.spec["caption_a"], item.spec["caption_b"]) if item.kind == BATTLE else None

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from annotation.errors import InvalidInput
-from annotation.models import Judgment, Study
+from annotation.models import Item, Judgment, Study
 from annotation.modes.base import Judging
 from annotation.modes.spans.protocol import CAPTION, MAX_SPANS_JSON, _field_of
 from rubrics import spans as rules
@@ -70,3 +70,6 @@ class SpansJudging(Judging):
             if payload.get("score") is not None
         ]
         return {"score": out} if out else {}
+
+    def item_unit(self, item: Item) -> tuple[int, int | None] | None:
+        return (item.spec["caption"], None) if item.kind == CAPTION else None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from annotation.errors import ServiceError
-from annotation.models import Judgment, Study
+from annotation.models import Item, Judgment, Study
 from annotation.modes.base import Judging
 from annotation.modes.vicr.protocol import GAME, _parse_rating
 
@@ -33,3 +33,6 @@ class VicrJudging(Judging):
             "participant_id", "item__spec", "payload"
         )
         return [(p, spec["caption_id"], int(payload["rating"])) for p, spec, payload in rows]
+
+    def item_unit(self, item: Item) -> tuple[int, int | None] | None:
+        return (item.spec["caption_id"], None) if item.kind == GAME else None
