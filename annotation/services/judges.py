@@ -247,8 +247,8 @@ def judges_report(study: Study, *, resamples: int = RESAMPLES) -> dict[str, Any]
     judging = get_mode(study.mode).judging
     unit = judging.unit
     judges = list(Judge.objects.filter(study=study))
-    out: dict[str, Any] = {"unit": unit, "judges": [], "drift": []}
-    if not unit:
+    out: dict[str, Any] = {"unit": unit, "judges": [], "drift": [], "reliability": None}
+    if not unit or not judges:
         return out
     captions = Caption.objects.filter(study=study).values_list("pk", "system", "text")
     systems = {pk: system for pk, system, _ in captions}

@@ -56,7 +56,10 @@ def test_researcher_imports_a_judge_and_reads_its_alignment(page, login, researc
 
     page.get_by_label("Judge name").fill("toy-vlm")
     page.get_by_label("Answers (JSON Lines)").set_input_files(str(answers))
-    page.get_by_role("button", name="Import the answers").click()
+    # The report is computed as the page loads (bootstrap intervals, Dawid-Skene): on a
+    # loaded test machine that can pass the default 10 s.
+    with page.expect_navigation(timeout=90_000):
+        page.get_by_role("button", name="Import the answers").click(no_wait_after=True)
     table = page.get_by_role("region", name="Judges table")
     expect(table.get_by_role("rowheader", name="toy-vlm")).to_be_visible()
     expect(page.get_by_role("heading", name="toy-vlm · rating")).to_be_visible()
