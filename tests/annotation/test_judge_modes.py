@@ -13,7 +13,7 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from annotation.errors import ServiceError
-from annotation.models import Caption, Judgment, Study
+from annotation.models import Caption, Item, JudgeAnswer, Judgment, Study
 from annotation.modes import get_mode
 from annotation.registry import MODES
 
@@ -198,8 +198,6 @@ def test_arena_judges_position_and_length_bias_through_the_api(arena, researcher
 
 
 def test_arena_answers_keyed_by_battle_item(arena, researcher, make_study):
-    from annotation.models import Item, JudgeAnswer
-
     # The log battles each pair three times (three items); a judge answers a pair once
     # per run, so one item of each pair.
     battles = list(
