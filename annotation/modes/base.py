@@ -437,28 +437,28 @@ class Demo:
 class Mode:
     """A protocol: which items exist, who may get which now, what a submission is worth.
 
-        Methods child classes must implement:
+    Methods child classes must implement:
 
-        * ``build_items(study)``: the study's items, built from its captions and unsaved.
-        * ``validate(assignment, part, data)``: the clean payload, or ServiceError.
-        * ``after_submit(participant, judgment)``: the ``Outcome`` of a submission.
+    * ``build_items(study)``: the study's items, built from its captions and unsaved.
+    * ``validate(assignment, part, data)``: the clean payload, or ServiceError.
+    * ``after_submit(participant, judgment)``: the ``Outcome`` of a submission.
 
-        Methods with a default child classes may override: ``eligible_items``,
-        ``current_round``, ``parts``, ``min_seconds``, ``score`` and ``completion_earned``.
-        Every method is called by a service, which owns the transaction and every write.
+    Methods with a default child classes may override: ``eligible_items``,
+    ``current_round``, ``parts``, ``min_seconds``, ``score`` and ``completion_earned``.
+    Every method is called by a service, which owns the transaction and every write.
 
-        Facts the rest of the platform asks of a mode (each has a default): ``kind_labels``,
-        ``worker_checks``, ``adaptive_saving`` and ``adaptive_allocation`` (the dashboard),
-        ``simulate`` (the simulated crowd), and through the components ``planner`` (the
-        planner), ``report.human_scores`` and ``report.human_pairs`` (the metric lab),
-        ``report.summary`` (an export's datasheet), ``judging`` (automatic judges' answers and
-    scores), ``demo`` (``manage.py load_demo``).
-        No code outside ``annotation/modes/`` asks which mode a study has.
+    Facts the rest of the platform asks of a mode (each has a default): ``kind_labels``,
+    ``worker_checks``, ``adaptive_saving`` and ``adaptive_allocation`` (the dashboard),
+    ``simulate`` (the simulated crowd), and through the components ``planner`` (the
+    planner), ``report.human_scores`` and ``report.human_pairs`` (the metric lab),
+    ``report.summary`` (an export's datasheet), ``judging`` (automatic judges' answers),
+    ``demo`` (``manage.py load_demo``).
+    No code outside ``annotation/modes/`` asks which mode a study has.
 
-        Attributes: ``name`` (the registry key), ``label``, ``settings_class`` (a dataclass
-        declared with ``annotation.modes.settings``), ``crowd_lease_seconds``, and the component
-        classes ``pages_class``, ``report_class``, ``export_class`` and ``planner_class``, whose
-        instances are ``mode.pages``, ``mode.report``, ``mode.export`` and ``mode.planner``.
+    Attributes: ``name`` (the registry key), ``label``, ``settings_class`` (a dataclass
+    declared with ``annotation.modes.settings``), ``crowd_lease_seconds``, and the component
+    classes ``pages_class``, ``report_class``, ``export_class`` and ``planner_class``, whose
+    instances are ``mode.pages``, ``mode.report``, ``mode.export`` and ``mode.planner``.
     """
 
     name: ClassVar[str] = ""
