@@ -2,6 +2,7 @@ from django.urls import path
 
 from annotation import apis
 from annotation.views import crowd_api
+from annotation.views.judges import StudyJudgesApi
 
 urlpatterns = [
     path("studies/", apis.StudyListApi.as_view(), name="api_studies"),
@@ -19,6 +20,7 @@ urlpatterns = [
     ),
     path("studies/<int:study_id>/report/", apis.StudyReportApi.as_view(), name="api_study_report"),
     path("studies/<int:study_id>/plan/", apis.StudyPlanApi.as_view(), name="api_study_plan"),
+    path("studies/<int:study_id>/judges/", StudyJudgesApi.as_view(), name="api_study_judges"),
     path("jobs/<int:job_id>/", apis.JobDetailApi.as_view(), name="api_job"),
     path("studies/<int:study_id>/crowd/sync/", crowd_api.StudyCrowdSyncApi.as_view()),
     path("studies/<int:study_id>/crowd/review/", crowd_api.StudyCrowdReviewApi.as_view()),

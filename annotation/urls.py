@@ -6,6 +6,7 @@ from annotation.views import (
     exports,
     health,
     imports,
+    judges,
     metrics,
     participate,
     plan,
@@ -39,6 +40,7 @@ urlpatterns = [
     ),
     path("studies/<int:study_id>/metrics/", metrics.study_metrics, name="study_metrics"),
     path("studies/<int:study_id>/plan/", plan.study_plan, name="study_plan"),
+    path("studies/<int:study_id>/judges/", judges.study_judges, name="study_judges"),
     path(
         "studies/<int:study_id>/plan/figure.svg", plan.study_plan_figure, name="study_plan_figure"
     ),

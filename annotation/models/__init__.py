@@ -494,3 +494,4 @@ class Reference(models.Model):
 
 
 from annotation.models.crowd import CrowdCredential, CrowdEvent, CrowdLedgerEntry  # noqa: E402, F401
+from annotation.models.judges import Judge, JudgeAnswer  # noqa: E402, F401

@@ -403,6 +403,64 @@ class Planner:
         raise ValueError(f"the planner has no model of the {self.mode.name!r} mode")
 
 
+class Judging:
+    """How an automatic judge (a VLM or a metric; ``annotation/models/judges.py``) answers
+    the mode's questions, and how its answer becomes the score the report gives humans.
+
+    A judge answers one *unit*: a caption (``unit = "caption"``: THumB, VICR, spans) or an
+    ordered pair of captions, the first one shown first (``unit = "pair"``: HUMANr, the
+    arena). ``clean_answer`` checks an answer with the mode's own parsing (the rules the
+    pages apply to people, without the lease and phase checks a person's answer needs);
+    ``scores`` turns the clean answer into ``{score name: value}``: for a caption unit the
+    names of ``human_scores``, for a pair unit ``{"choice": 0 | 0.5 | 1}`` (0: the caption
+    shown first preferred, 1: the second, 0.5: a tie), the coding of ``human_pairs``.
+    The default: the mode takes no judge (``unit = ""``; ``clean_answer`` refuses).
+    """
+
+    unit: ClassVar[str] = ""
+    #: What the answer fields are, shown in the docs and the API.
+    answer_help: ClassVar[str] = ""
+
+    def __init__(self, mode: Mode):
+        self.mode = mode
+
+    def clean_answer(self, study: Study, captions: list[Any], data: Any) -> dict[str, Any]:
+        """The clean answer to store, or ServiceError naming the field.
+
+        ``captions`` are the unit's ``Caption`` rows (one, or two in the order shown).
+        """
+        raise ServiceError(f"The {self.mode.label} mode takes no judge answers.")
+
+    def scores(self, answer: dict[str, Any]) -> dict[str, float]:
+        """The report's per-unit score(s) of a clean answer (see the class doc)."""
+        raise NotImplementedError
+
+    def scale(self, study: Study) -> dict[str, tuple[int, int]]:
+        """``{score name: (lowest, highest)}`` of whole-number caption scores (kappa, the
+        confusion matrix); others are continuous. Default: none."""
+        return {}
+
+    def item_unit(self, item: Item) -> tuple[int, int | None] | None:
+        """The unit an item asks about (imports keyed by ``item_id``); None: none."""
+        return None
+
+    def human_scores(self, study: Study) -> dict[str, list[tuple[int, float]]]:
+        """Caption-level human scores ``{name: [(caption id, value), ...]}`` (one row per
+        human rating) the judge's ``scores`` are compared with. Default: the report's."""
+        return self.mode.report.human_scores(study)[0]
+
+    def human_labels(self, study: Study) -> list[tuple[int, Any, Any]]:
+        """Human labels ``(participant id, unit, label)`` for Dawid-Skene with judges as
+        raters: a caption id and the first ``scale`` score, or a pair ``(lower id, higher)``
+        and ``"first"``/``"second"``/``"tie"`` in that order. Default: none."""
+        return []
+
+    def human_pairs(self, study: Study) -> list[tuple[int, int, int]]:
+        """Human pairwise choices ``(caption a, caption b, 0 | 1)`` over every group.
+        Default: the report's ``human_pairs``."""
+        return [row for rows in self.mode.report.human_pairs(study).values() for row in rows]
+
+
 @dataclass(frozen=True)
 class WorkerChecks:
     """Which judgments check the worker, and which of those the worker failed: filters on
@@ -464,7 +522,8 @@ class Mode:
     ``worker_checks``, ``adaptive_saving`` and ``adaptive_allocation`` (the dashboard),
     ``simulate`` (the simulated crowd), and through the components ``planner`` (the
     planner), ``report.human_scores`` and ``report.human_pairs`` (the metric lab),
-    ``report.summary`` (an export's datasheet), ``demo`` (``manage.py load_demo``).
+    ``report.summary`` (an export's datasheet), ``judging`` (automatic judges' answers),
+    ``demo`` (``manage.py load_demo``).
     No code outside ``annotation/modes/`` asks which mode a study has.
 
     Attributes: ``name`` (the registry key), ``label``, ``settings_class`` (a dataclass
@@ -487,6 +546,7 @@ class Mode:
     report_class: ClassVar[type[Report]] = Report
     export_class: ClassVar[type[Export]] = Export
     planner_class: ClassVar[type[Planner]] = Planner
+    judging_class: ClassVar[type[Judging]] = Judging
     #: What the dashboard calls each item kind (a kind not listed shows as stored).
     kind_labels: ClassVar[dict[str, str]] = {}
     #: The judgments that check the worker, for the dashboard's per-worker table; None: the
@@ -498,6 +558,7 @@ class Mode:
         self.report = self.report_class(self)
         self.export = self.export_class(self)
         self.planner = self.planner_class(self)
+        self.judging = self.judging_class(self)
 
     # Settings: declared by ``settings_class``, checked by one validator.
 

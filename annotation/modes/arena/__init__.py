@@ -10,6 +10,7 @@ Gold battles feed the catch-trial exclusion rule (``annotation/modes/catch.py``)
 from django.db.models import Q
 
 from annotation.modes.arena.export import ArenaExport
+from annotation.modes.arena.judging import ArenaJudging
 from annotation.modes.arena.pages import ArenaPages
 from annotation.modes.arena.protocol import BATTLE, CATCH, ArenaProtocol, ArenaSettings
 from annotation.modes.arena.report import ArenaReport
@@ -21,6 +22,7 @@ from annotation.modes.base import Demo, WorkerChecks, register
 class ArenaMode(ArenaProtocol):
     pages_class = ArenaPages
     report_class = ArenaReport
+    judging_class = ArenaJudging
     export_class = ArenaExport
     kind_labels = {BATTLE: "Battles", CATCH: "Gold battles"}
     # After the three published rating protocols.

@@ -13,6 +13,7 @@ from django.db.models import Q
 
 from annotation.modes.base import Demo, WorkerChecks, register
 from annotation.modes.humanr.export import HumanrExport
+from annotation.modes.humanr.judging import HumanrJudging
 from annotation.modes.humanr.pages import HumanrPages
 from annotation.modes.humanr.plan import HumanrPlanner
 from annotation.modes.humanr.protocol import (
@@ -44,6 +45,7 @@ __all__ = [
 class HumanrMode(HumanrProtocol):
     pages_class = HumanrPages
     report_class = HumanrReport
+    judging_class = HumanrJudging
     export_class = HumanrExport
     planner_class = HumanrPlanner
     menu_order = 30

@@ -9,6 +9,7 @@ words, error counts, span and score agreement, and the adjudication view.
 
 from annotation.modes.base import Demo, register
 from annotation.modes.spans.export import SpansExport
+from annotation.modes.spans.judging import SpansJudging
 from annotation.modes.spans.pages import SpansPages
 from annotation.modes.spans.protocol import CAPTION, SpansProtocol, SpansSettings
 from annotation.modes.spans.report import SpansReport
@@ -19,6 +20,7 @@ from annotation.modes.spans.simulate import simulated_answers
 class SpansMode(SpansProtocol):
     pages_class = SpansPages
     report_class = SpansReport
+    judging_class = SpansJudging
     export_class = SpansExport
     kind_labels = {CAPTION: "Captions to mark"}
     # After the arena.

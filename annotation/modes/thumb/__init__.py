@@ -25,6 +25,7 @@ report and the export table.
 
 from annotation.modes.base import Demo, register
 from annotation.modes.thumb.export import ThumbExport
+from annotation.modes.thumb.judging import ThumbJudging
 from annotation.modes.thumb.pages import ThumbPages
 from annotation.modes.thumb.plan import ThumbPlanner
 from annotation.modes.thumb.protocol import (
@@ -45,6 +46,7 @@ from annotation.modes.thumb.simulate import simulated_answers
 class ThumbMode(ThumbProtocol):
     pages_class = ThumbPages
     report_class = ThumbReport
+    judging_class = ThumbJudging
     export_class = ThumbExport
     planner_class = ThumbPlanner
     menu_order = 10  # the new-study page's default

@@ -11,6 +11,7 @@ from django.db.models import Q
 
 from annotation.modes.base import Demo, WorkerChecks, register
 from annotation.modes.vicr.export import VicrExport
+from annotation.modes.vicr.judging import VicrJudging
 from annotation.modes.vicr.pages import VicrPages
 from annotation.modes.vicr.plan import VicrPlanner, adaptive_saving
 from annotation.modes.vicr.protocol import (
@@ -32,6 +33,7 @@ from annotation.modes.vicr.simulate import simulated_answers
 class VicrMode(VicrProtocol):
     pages_class = VicrPages
     report_class = VicrReport
+    judging_class = VicrJudging
     export_class = VicrExport
     planner_class = VicrPlanner
     menu_order = 20

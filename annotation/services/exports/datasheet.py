@@ -206,6 +206,8 @@ def _datasheet(
 def _row_unit(mode, table: str) -> str:
     if table == "judgments":
         return mode.export.row_unit
+    if table == "judges":
+        return "judge answer"
     extra = {t.name: t.row_unit for t in mode.export.extra_tables()}
     return extra.get(table, "participant")
 

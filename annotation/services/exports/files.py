@@ -40,6 +40,7 @@ from annotation.services.exports.participants import _participant_batches, parti
 from annotation.services.exports.query import _sql_batches
 from annotation.services.exports.sinks import _SINKS, _ParquetSink
 from annotation.services.jobs import job_create
+from annotation.services.judges_export import judge_alignment_json, judge_batches, judge_columns
 from annotation.zipnames import safe_member_names
 
 logger = logging.getLogger(__name__)
@@ -277,6 +278,8 @@ def table_columns(study: Study, table: str, *, raw_ids: bool = False) -> list[Ex
     """The columns of one table of the study's export, in file order."""
     if table == "participants":
         return participant_columns(raw_ids=raw_ids)
+    if table == "judges":
+        return judge_columns()
     extra = _extra_table(study, table)
     return list(extra.columns() if extra else get_mode(study.mode).export.columns())
 
@@ -286,8 +289,12 @@ def _write_table(study: Study, table: str, sink, *, raw_ids: bool, progress: Pro
     schema = _schema(columns)
     tally = _Tally(columns)
     sink.open(schema)
-    if table == "participants":
-        batches = _participant_batches(study, schema, raw_ids=raw_ids)
+    if table in ("participants", "judges"):
+        batches = (
+            _participant_batches(study, schema, raw_ids=raw_ids)
+            if table == "participants"
+            else judge_batches(study, schema)
+        )
         for batch in batches:
             tally.observe(batch)
             sink.write(batch)
@@ -368,6 +375,10 @@ def _write_dataset(
                 ),
                 "renamed": renamed,
             }
+        alignment = judge_alignment_json(study)
+        if alignment is not None:
+            archive.writestr("judge_alignment.json", alignment)
+            datasheet["judge_alignment"] = "judge_alignment.json: docs/judges.md"
         archive.writestr("datasheet.json", json.dumps(datasheet, indent=2, ensure_ascii=False))
         archive.writestr("README.md", dataset_card(datasheet))
     return tallies, datasheet
