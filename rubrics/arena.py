@@ -524,6 +524,8 @@ def adaptive_pair_probabilities(
     contrasts[np.arange(k - 1), order[1:]] = -1.0
     gap = contrasts @ s
     sd = np.sqrt(np.clip(np.einsum("ci,ij,cj->c", contrasts, c, contrasts), 0.0, None))
+    from scipy import stats  # lazily, as every scipy use here (the export path's budget)
+
     flip = np.where(sd > 0, stats.norm.cdf(-np.abs(gap) / np.where(sd > 0, sd, 1.0)), 0.0)
     lever = contrasts @ h_inv @ x.T  # (contrasts, pairs): c' H^-1 x_p
     need = np.sqrt(info * (flip[:, None] * lever**2).sum(axis=0))
