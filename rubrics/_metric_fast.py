@@ -37,7 +37,6 @@ from numpy.typing import NDArray
 # rouge_score.tokenize is what its DefaultTokenizer(use_stemmer=False) calls; importing the
 # tokenizers module instead would load NLTK's stemmer (seconds) for nothing.
 from rouge_score import tokenize
-from sacrebleu.metrics import BLEU
 
 _N = 4
 _TINY = 1e-15
@@ -84,6 +83,11 @@ def sacrebleu_sentence_bleu(cands: list[str], refs: list[tuple[str, ...]]) -> ND
     These are private methods: the version is pinned below 3 and a test compares every
     score with ``sentence_score``.
     """
+
+    # sacrebleu (with portalocker) is imported here, not at module level: the judge
+    # alignment report reaches this module through rubrics.metaeval, and the export path,
+    # which imports that report, must load no metric library it does not use (issue 27).
+    from sacrebleu.metrics import BLEU
 
     scorer = BLEU(effective_order=True)
     cached: dict[tuple[str, ...], dict] = {}

@@ -35,6 +35,7 @@ LAZY_LIBRARIES = {
     "matplotlib",  # report figures, drawn only by a report job
     "choix",  # the arena's Bradley-Terry fit, only in a report job
     "pandas",  # crowd-kit's input frame, only for Dawid-Skene
+    "sacrebleu",  # BLEU of the metric lab; the judges report reaches its module
     "crowdkit",  # about a second to import (pandas extras, nltk); only a report job fits it
     # The optional "clip" extra, needed only to read a real CLIP export's tokenizer.json;
     # the default install and the tests' tiny models do without it.
