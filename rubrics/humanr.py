@@ -51,6 +51,7 @@ __all__ = [
     "attention_check_failed",
     "baseline_tests",
     "build_groups",
+    "build_system_groups",
     "choose_reference",
     "comparison_value",
     "orient",
@@ -272,6 +273,49 @@ def build_groups(
             if queues[i]:
                 buckets[len(queues[i])].append(i)
         groups.append(_with_check(len(groups), picked, need, check_images, human_captions, rng))
+    return groups
+
+
+def build_system_groups(
+    comparisons: Iterable[tuple[Hashable, Hashable, Hashable]],
+    human_captions: Mapping[Hashable, Sequence[Hashable]],
+    seed: int | np.random.Generator,
+    group_size: int = GROUP_SIZE,
+) -> list[Group]:
+    """Groups of one system each, interleaved across systems, for adaptive allocation.
+
+    ``comparisons``: ``(comparison_id, image_id, system)`` triples. Each system's
+    comparisons are split by ``build_groups`` (so ``group_size - 1`` comparisons of
+    different images and one attention check per group, leftovers in short groups); the
+    groups are then numbered round-robin over the systems in name order, so a server
+    taking the lowest index first gives every open system its next group in turn.
+
+    Why one system per group: a group serves one worker whole, so a group mixing systems
+    keeps costing judgments of systems whose intervals are settled (as mixed, adaptive
+    allocation saved 1.8%; issue 27). With one system per group, the groups of a settled
+    system are simply no longer served.
+    """
+    by_system: dict[Hashable, list[tuple[Hashable, Hashable]]] = {}
+    for item in comparisons:
+        if not isinstance(item, tuple | list) or len(item) != 3:
+            raise ValueError(
+                f"comparisons: expected (comparison_id, image_id, system) triples, got {item!r}"
+            )
+        cid, image, system = item
+        by_system.setdefault(system, []).append((cid, image))
+    if not by_system:
+        raise ValueError("comparisons: empty")
+    rng = resampling.as_generator(seed)
+    queues = [
+        build_groups(by_system[system], human_captions, rng, group_size)
+        for system in sorted(by_system, key=str)
+    ]
+    groups: list[Group] = []
+    for rank in range(max(len(queue) for queue in queues)):
+        for queue in queues:
+            if rank < len(queue):
+                group = queue[rank]
+                groups.append(Group(len(groups), group.trials, group.is_short))
     return groups
 
 
