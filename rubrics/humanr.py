@@ -743,7 +743,12 @@ def report(
       which is exactly the per-system cluster bootstrap when every system has
       comparisons on every image; an image without a comparison of the system
       contributes nothing to it (``rubrics.resampling.paired_cluster_bootstrap_means``);
-    * ``mean_raw`` of the system's kept comparisons.
+    * ``mean_raw`` of the system's kept comparisons;
+    * ``n_workers``, ``worker_mean`` and ``worker_t_interval``: the t-interval (clipped)
+      over one vote per worker, the mean of the worker's kept values of the system. It
+      allows for a worker's leaning moving all their values of a system at once (a
+      group of one system, as adaptive allocation builds them), which ``t_interval``
+      does not; None for fewer than 2 workers.
 
     Reproducibility: ``n_splits`` random half-splits of the workers that have
     kept comparisons (half A gets floor(W/2) workers): per system a summary of
@@ -869,6 +874,20 @@ def report(
     cell_cnts = np.zeros((max(n_w, 1), n_sys))
     np.add.at(cell_sums, (w_k, s_k), v)
     np.add.at(cell_cnts, (w_k, s_k), 1.0)
+    # Worker-clustered interval: the t-interval over one vote per worker (the mean of the
+    # worker's kept values of the system), as adaptive allocation measures a system
+    # (rubrics.adaptive.humanr_next_systems_by_worker). The t_interval above treats values
+    # as independent; when a worker answers a whole group of one system (adaptive studies,
+    # issue 27), a worker's leaning moves nine values at once and that interval is too
+    # narrow (bench/results-adaptive.md).
+    for j in range(n_sys):
+        has = cell_cnts[:, j] > 0
+        votes = cell_sums[has, j] / cell_cnts[has, j]
+        entry = entries[str(sys_names[j])]
+        entry["n_workers"] = int(has.sum())
+        entry["worker_mean"] = float(votes.mean()) if votes.size else None
+        wi = _t_interval(votes, conf)
+        entry["worker_t_interval"] = None if wi is None else [max(-1.0, wi[0]), min(1.0, wi[1])]
     split_report: dict[str, Any] | None = None
     if n_w >= 2:
         half = resampling.half_splits(n_w, n_splits, rng)

@@ -25,6 +25,7 @@ import pytest
 from annotation.dashboard import study_adaptive_saving
 from annotation.models import Item, Judgment
 from annotation.modes import get_mode
+from annotation.modes.humanr.allocation import ADAPTIVE_MIN_WORKERS
 from annotation.modes.vicr.protocol import ADAPTIVE_FIT_MIN_PAIRS, adaptive_rater_model
 from annotation.services.assignments import assignment_next
 from annotation.services.judgments import judgment_submit
@@ -231,48 +232,26 @@ def test_with_allocation_on_groups_hold_one_system_and_nine_images(researcher):
 
 
 def test_humanr_stops_serving_the_groups_of_settled_systems_only(researcher):
-    # 45 images: per system 5 groups of 9. Honest workers give Human and GIT comparisons
-    # one value each (sd 0), so each is settled as soon as it has ADAPTIVE_MIN_WORKERS (5)
-    # workers and 27 values: after its 5th group... which is all of them at 45 images. With
-    # 90 images (10 groups each), Human and GIT settle after 5 groups each and their other
-    # 5 are never served; noisy GPT never reaches 0.1 and all 10 of its groups are served.
+    # 135 images: per system 15 groups of 9. Honest workers give Human and GIT comparisons
+    # one value each (sd 0), so each is settled as soon as it has ADAPTIVE_MIN_WORKERS
+    # workers (10 groups, 90 values): its other 5 groups are never served. Noisy GPT never
+    # reaches 0.1, so all 15 of its groups are served.
+    assert ADAPTIVE_MIN_WORKERS == 10
     study = humanr_study(
-        researcher, images=90, systems=("GIT", "GPT"), adaptive_target_half_width=0.1
+        researcher, images=135, systems=("GIT", "GPT"), adaptive_target_half_width=0.1
     )
     systems = group_systems(study)
-    assert len(systems) == 30
+    assert len(systems) == 45
     done, last = serve_groups_until_none(study, noisy_gpt)
     served = Item.objects.filter(study=study, kind="group", judgment_count__gt=0)
     per_system = Counter(next(iter(systems[pk])) for pk in served.values_list("pk", flat=True))
-    assert per_system == {"Human": 5, "GIT": 5, "GPT": 10}
-    assert done == 20
-    assert last == {"Human": 45, "GIT": 45, "GPT": 90}
-    # What was saved is the settled systems' groups, and the page's summary says so.
+    assert per_system == {"Human": 10, "GIT": 10, "GPT": 15}
+    assert done == 35
+    assert last == {"Human": 90, "GIT": 90, "GPT": 135}
+    # What was saved is the settled systems' groups, and the dashboard's summary says so.
     summary = get_mode("humanr").adaptive_allocation(study)
     assert summary["settled_systems"] == ["GIT", "Human"]
     assert summary["groups_not_served"] == 10
-
-
-def test_humanr_allocation_counts_one_vote_per_linked_identity(researcher):
-    # Ids of one browser are one worker (identities): nine groups answered by ids sharing
-    # a browser are one vote, fewer than ADAPTIVE_MIN_WORKERS, so nothing settles.
-    study = humanr_study(researcher, images=90, systems=("GIT",), adaptive_target_half_width=0.1)
-    done = 0
-    for k in range(8):
-        worker = crowd(study, f"PID-same-{k}")
-        worker.browser_id = "one-browser"
-        worker.save(update_fields=["browser_id"])
-        if assignment_next(participant=worker) is None:
-            break
-        do_group(worker)
-        done += 1
-    # Enough groups that distinct workers would have settled a system (sd 0, 5 groups).
-    assert done >= 5
-    assert get_mode("humanr").adaptive_allocation(study)["settled_systems"] == []
-    # The same answers from distinct workers do settle it.
-    for k in range(6):
-        do_group(crowd(study, f"PID-other-{k}"))
-    assert get_mode("humanr").adaptive_allocation(study)["settled_systems"] != []
 
 
 def test_humanr_keeps_serving_while_a_system_is_noisy(researcher):
