@@ -1,7 +1,7 @@
 """Benchmark adaptive designs on the platform's own code path (issue 27; not a test).
 
     PYTHONPATH=$PWD:$PWD/platform .venv/bin/python bench/adaptive.py \
-        [--part all|humanr|vicr] [--seeds 20] [--images 180] [--target 0.12]
+        [--part all|humanr|vicr] [--seeds 20] [--images 270] [--target 0.12]
 
 Everything runs the real modes through the services, in one scratch SQLite file (migrated
 once), as ``bench/arena.py`` does: ``study_create`` and ``study_open`` build the items;
@@ -16,8 +16,9 @@ captions and one caption of each of 3 model systems, ``adaptive_target_half_widt
 ``--target`` and every other setting at its default (one worker per comparison). Phase 1:
 the crowd works until nothing is served (the adaptive design). Then the bench turns the
 setting off (a direct UPDATE: the settings service freezes a live study's settings) and the
-same crowd goes on through the same services until every comparison is judged: phase 1 plus
-phase 2 is the fixed design on the SAME answers. Compared:
+same crowd goes on through the same services until the best fixed design below is known
+(every system has at least its groups): phase 1 plus phase 2 holds the fixed design on the
+SAME answers. Compared:
 
 - judgments (comparisons plus attention checks) of the adaptive design against the best
   fixed design: the smallest number of whole groups per system at which every system's
@@ -27,9 +28,9 @@ phase 2 is the fixed design on the SAME answers. Compared:
 - coverage: the adaptive report's 95% ``worker_t_interval`` (one vote per worker, what the
   rule measures), ``t_interval`` and ``bootstrap_interval`` hold the true HUMANr (below);
   widths of the adaptive report against the target;
-- same conclusion: the adaptive report and the full study's report rank the systems in the
-  same order, and say the same of each model against the Human baseline (its permutation
-  test at 0.05).
+- same conclusion: the adaptive report and the report after phase 2 (every system with at
+  least the best fixed design's groups) rank the systems in the same order, and say the
+  same of each model against the Human baseline (its permutation test at 0.05).
 
 Simulated HUMANr crowd (assumptions, stated): the oriented answer is
 ``clip(round(5 + 4 * mu + b + e), 1, 9)`` with ``e ~ N(0, 2)`` slider steps per comparison
@@ -285,6 +286,18 @@ def best_fixed_groups(rows: list[tuple[int, int, str, float]], target: float) ->
     return None
 
 
+def kept_rows(study) -> list[tuple[int, int, str, float]]:
+    from annotation.models import Judgment
+
+    rows = Judgment.objects.filter(study=study, excluded=False, result__kind="comparison")
+    return [
+        (assignment_id, participant_id, system, float(value))
+        for assignment_id, participant_id, system, value in rows.order_by("id").values_list(
+            "assignment_id", "participant_id", "result__system", "result__value"
+        )
+    ]
+
+
 def humanr_seed(owner, *, seed: int, args, truth: dict[str, float]) -> dict:
     from annotation.models import Judgment, Study
 
@@ -304,20 +317,13 @@ def humanr_seed(owner, *, seed: int, args, truth: dict[str, float]) -> dict:
     )
     study.refresh_from_db()
     crowd.study = study
-    while crowd.one_group():
-        pass
+    fixed_groups = best_fixed_groups(kept_rows(study), args.target)
+    # Until the best fixed design is known (every system then has at least its groups):
+    # the rest of the study would not change it.
+    while fixed_groups is None and crowd.one_group():
+        fixed_groups = best_fixed_groups(kept_rows(study), args.target)
     full_report = run_report(study, owner)
-    rows = Judgment.objects.filter(study=study, excluded=False, result__kind="comparison").order_by(
-        "id"
-    )
-    kept = [
-        (assignment_id, participant_id, system, float(value))
-        for assignment_id, participant_id, system, value in rows.values_list(
-            "assignment_id", "participant_id", "result__system", "result__value"
-        )
-    ]
-    total_comparisons = len(kept)
-    fixed_groups = best_fixed_groups(kept, args.target)
+    total_comparisons = len(kept_rows(study))
     # A fixed design of g groups per system costs g groups of 10 judgments per system.
     fixed_judgments = None if fixed_groups is None else fixed_groups * 10 * len(HUMANR_MU)
     per_system = {}
@@ -344,7 +350,7 @@ def humanr_seed(owner, *, seed: int, args, truth: dict[str, float]) -> dict:
     return {
         "seed": seed,
         "adaptive_judgments": adaptive_judgments,
-        "full_judgments": Judgment.objects.filter(study=study).count(),
+        "phase2_judgments": Judgment.objects.filter(study=study).count(),
         "full_comparisons": total_comparisons,
         "best_fixed_groups_per_system": fixed_groups,
         "best_fixed_judgments": fixed_judgments,
@@ -373,7 +379,7 @@ def humanr_part(args) -> dict:
         runs.append(run)
         print(
             f"seed {seed}: adaptive {run['adaptive_judgments']} judgments, best fixed "
-            f"{run['best_fixed_judgments']}, full {run['full_judgments']}, saving "
+            f"{run['best_fixed_judgments']}, after phase 2 {run['phase2_judgments']}, saving "
             f"{run['saving_vs_best_fixed']}, {run['seconds']} s",
             flush=True,
         )
@@ -447,7 +453,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--part", choices=("all", "humanr", "vicr"), default="all")
     parser.add_argument("--seeds", type=int, default=20)
-    parser.add_argument("--images", type=int, default=180)
+    parser.add_argument("--images", type=int, default=270)
     parser.add_argument("--target", type=float, default=0.12)
     args = parser.parse_args()
     if not 1 <= args.seeds <= MAX_SEEDS:
