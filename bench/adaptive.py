@@ -475,7 +475,7 @@ def main() -> int:
         from bench.adaptive_vicr import vicr_part
 
         started = time.perf_counter()
-        result = vicr_part(args)
+        result = vicr_part(args, partial=out / "adaptive-vicr-partial.json")
         result["summary"]["seconds"] = round(time.perf_counter() - started, 1)
         (out / "adaptive-vicr.json").write_text(json.dumps(result, indent=2))
         print(json.dumps(result["summary"], indent=2))
