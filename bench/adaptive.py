@@ -366,15 +366,13 @@ def humanr_seed(owner, *, seed: int, args, truth: dict[str, float]) -> dict:
     }
 
 
-def humanr_part(args) -> dict:
+def humanr_part(args, partial: Path | None = None) -> dict:
     from django.contrib.auth import get_user_model
-
-    import annotation
 
     owner = get_user_model().objects.create_user("bench-humanr", is_researcher=True)
     truth = truths()
     runs = []
-    for seed in range(1, args.seeds + 1):
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
         run = humanr_seed(owner, seed=seed, args=args, truth=truth)
         runs.append(run)
         print(
@@ -383,6 +381,13 @@ def humanr_part(args) -> dict:
             f"{run['saving_vs_best_fixed']}, {run['seconds']} s",
             flush=True,
         )
+        if partial is not None:  # what is done so far, should the run be cut short
+            partial.write_text(json.dumps({"runs": runs}, indent=2))
+    return {"summary": humanr_summary(runs, args), "runs": runs}
+
+
+def humanr_summary(runs: list[dict], args) -> dict:
+    """The pooled numbers over ``runs`` (also of runs merged from several processes)."""
     savings = [r["saving_vs_best_fixed"] for r in runs if r["saving_vs_best_fixed"] is not None]
     covers = [
         s["t_covers"] for r in runs for s in r["systems"].values() if s["t_covers"] is not None
@@ -415,12 +420,13 @@ def humanr_part(args) -> dict:
             "-> report_request + job_run (HumanrReport); best fixed design: "
             "rubrics.adaptive.humanr_next_systems_by_worker on the same stored values"
         ),
-        "code_imported_from": str(Path(annotation.__file__).resolve().parent),
+        "code_imported_from": str(Path(__import__("annotation").__file__).resolve().parent),
         "seeds": len(runs),
+        "seeds_list": [r["seed"] for r in runs],
         "images": args.images,
         "target_half_width": args.target,
         "mu": HUMANR_MU,
-        "true_humanr": truth,
+        "true_humanr": truths(),
         "noise_steps": NOISE_STEPS,
         "worker_bias_steps": WORKER_BIAS_STEPS,
         "saving_pooled": None if not fixed_total else 1 - adaptive_total / fixed_total,
@@ -446,16 +452,28 @@ def humanr_part(args) -> dict:
         "load_average": os.getloadavg(),
         "cpus": os.cpu_count(),
     }
-    return {"summary": summary, "runs": runs}
+    return summary
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--part", choices=("all", "humanr", "vicr"), default="all")
     parser.add_argument("--seeds", type=int, default=20)
+    # Seeds first-seed .. first-seed + seeds - 1 (to split a run over processes).
+    parser.add_argument("--first-seed", type=int, default=1)
     parser.add_argument("--images", type=int, default=270)
     parser.add_argument("--target", type=float, default=0.12)
+    # Merge the per-seed runs of several HUMANr processes (their JSON files) and print the
+    # pooled summary (no Django, nothing run).
+    parser.add_argument("--merge", nargs="*", type=Path, default=None)
     args = parser.parse_args()
+    if args.merge:
+        runs = sorted(
+            (run for path in args.merge for run in json.loads(path.read_text())["runs"]),
+            key=lambda run: run["seed"],
+        )
+        print(json.dumps(humanr_summary(runs, args), indent=2))
+        return 0
     if not 1 <= args.seeds <= MAX_SEEDS:
         parser.error(f"--seeds must be 1-{MAX_SEEDS}")
     if not 27 <= args.images <= 2000:
@@ -467,9 +485,14 @@ def main() -> int:
     out.mkdir(exist_ok=True)
     if args.part in ("all", "humanr"):
         started = time.perf_counter()
-        result = humanr_part(args)
+        result = humanr_part(args, partial=out / f"adaptive-humanr-partial-{args.first_seed}.json")
         result["summary"]["seconds"] = round(time.perf_counter() - started, 1)
-        (out / "adaptive-humanr.json").write_text(json.dumps(result, indent=2))
+        name = (
+            "adaptive-humanr.json"
+            if args.first_seed == 1
+            else f"adaptive-humanr-{args.first_seed}.json"
+        )
+        (out / name).write_text(json.dumps(result, indent=2))
         print(json.dumps(result["summary"], indent=2))
     if args.part in ("all", "vicr"):
         from bench.adaptive_vicr import vicr_part

@@ -13,7 +13,10 @@ seeded with the study seed, so the same study gives the same comparisons and gro
 
 Items. ``rubrics.humanr.build_groups`` splits the comparisons into groups of 9 comparisons
 of 9 different images plus 1 attention check at a random position (leftover comparisons
-go to shorter groups). One ``Item`` per group, ``kind="group"``, ``target`` =
+go to shorter groups). With ``adaptive_target_half_width`` set, every group holds one
+system's comparisons instead (``rubrics.humanr.build_system_groups``, numbered in turn over
+the systems) so that a settled system's groups can stop being served (issue 27). One
+``Item`` per group, ``kind="group"``, ``target`` =
 ``workers_per_comparison``; ``spec``::
 
     {"group": index, "short": bool, "seed": study seed, "trials": [
