@@ -40,22 +40,23 @@ the target on pairs simulated from the model (no oracle needed). ``vicr_replay``
 
 HUMANr: serve the systems whose interval is still too wide
 ----------------------------------------------------------
-A system's HUMANr interval is the report's t-interval (``rubrics.humanr.report``,
-``t_interval``): mean +- t quantile x standard error. ``humanr_next_systems`` returns the
-systems whose half-width is still above the target (widest first, so the assignment service
-can serve them first); a system whose half-width has reached the target gets no more
-groups. Stopping on a random width makes the interval a little optimistic (a run of answers
-that happen to agree stops early), so a system is never stopped before ``min_values`` kept
-comparisons (default 3 groups' worth, 27): the bench measures coverage over 200 seeded
-crowds. ``humanr_simulate`` replays one seeded crowd and sizes the fixed design that
-reaches the same width on the same answers.
+A system's HUMANr interval is the report's t-interval (``rubrics.humanr.report``):
+mean +- t quantile x standard error. ``humanr_next_systems`` returns the systems whose
+half-width is still above the target (widest first); a system whose half-width has reached
+the target gets no more groups. As wired (``annotation/modes/humanr``), the interval is over
+one vote per worker (``humanr_next_systems_by_worker``, the report's ``worker_t_interval``)
+and every group holds one system, so a settled system's groups are simply not served.
+Stopping on a random width makes the interval a little optimistic (a run of votes that
+happen to agree stops early), so a system is never stopped before ``min_values`` values and
+``min_workers`` workers (the mode uses 27 and 10); ``tests/rubrics/test_adaptive_coverage.py``
+measures the coverage that leaves, and ``bench/adaptive.py`` the saving on the platform.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from itertools import permutations
 
@@ -68,7 +69,6 @@ from numpy.typing import ArrayLike, NDArray
 from rubrics import checks, resampling, vicr
 
 __all__ = [
-    "HumanrRun",
     "RaterModel",
     "RiskCalibration",
     "VicrExpectation",
@@ -77,7 +77,6 @@ __all__ = [
     "humanr_half_width",
     "humanr_next_systems",
     "humanr_next_systems_by_worker",
-    "humanr_simulate",
     "vicr_change_probability",
     "vicr_calibrate_risk",
     "vicr_needs_more",
@@ -624,114 +623,3 @@ def humanr_next_systems_by_worker(
         if total < min_values or votes.size < min_workers or width > target:
             open_systems.append((-width, str(name)))
     return [name for _, name in sorted(open_systems)]
-
-
-def _prefix_half_widths(values: np.ndarray, sizes: np.ndarray, confidence: float) -> np.ndarray:
-    """Half-width of the t-interval of values[:n] for each n of ``sizes`` (all >= 2)."""
-    n = sizes.astype(np.float64)
-    total = np.cumsum(values)[sizes - 1]
-    squares = np.cumsum(values * values)[sizes - 1]
-    variance = np.maximum(squares - total * total / n, 0.0) / (n - 1)
-    from scipy import stats
-
-    return stats.t.ppf((1 + confidence) / 2, n - 1) * np.sqrt(variance / n)
-
-
-@dataclass(frozen=True)
-class HumanrRun:
-    """One simulated HUMANr crowd, adaptive against fixed allocation on the same answers.
-
-    Per system: ``adaptive_n`` kept comparisons when the rule stopped it, its ``mean``,
-    ``half_width`` and whether the interval ``covered`` the true value. ``fixed_n``: the
-    smallest equal allocation (whole batches) at which every system's half-width is at or
-    below the target on the same answers: the best a fixed design sized in advance could
-    do. ``reached``: every system reached the target before ``max_values``.
-    """
-
-    systems: tuple[str, ...]
-    adaptive_n: dict[str, int]
-    mean: dict[str, float]
-    half_width: dict[str, float]
-    covered: dict[str, bool]
-    fixed_n: int
-    reached: bool
-    truth: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def judgments_adaptive(self) -> int:
-        return sum(self.adaptive_n.values())
-
-    @property
-    def judgments_fixed(self) -> int:
-        return self.fixed_n * len(self.systems)
-
-    @property
-    def saving(self) -> float:
-        return 1.0 - self.judgments_adaptive / self.judgments_fixed
-
-
-def humanr_simulate(
-    answer_pmfs: Mapping[str, ArrayLike],
-    *,
-    target_half_width: float,
-    confidence: float = 0.95,
-    batch: int = 9,
-    min_values: int = 27,
-    max_values: int = 20_000,
-    seed: resampling.Seed = 0,
-) -> HumanrRun:
-    """Simulate one crowd: adaptive allocation by ``humanr_next_systems`` vs fixed.
-
-    ``answer_pmfs[system]``: the probabilities of the oriented slider answers s = 1..9
-    (9 numbers); a comparison's value is ``(s - 5) / 4`` and the system's true HUMANr is
-    its expectation. Answers are drawn once per system (``max_values`` of them, one seeded
-    stream); the adaptive rule hands out ``batch`` comparisons (a group's nine) at a time to
-    every system ``humanr_next_systems`` still lists, and the fixed design takes the same
-    answers in the same order, so the two see exactly the same crowd.
-    """
-    if not answer_pmfs:
-        raise ValueError("answer_pmfs names no system")
-    batch = checks.integer(batch, "batch", 1, 10_000)
-    min_values = checks.integer(min_values, "min_values", 2, 10**7)
-    max_values = checks.integer(max_values, "max_values", 2 * batch, 10**6)
-    conf = checks.confidence(confidence)
-    rng = resampling.as_generator(seed)
-    levels = (np.arange(1, 10) - 5) / 4.0
-    names = tuple(str(name) for name in answer_pmfs)
-    draws, truth = {}, {}
-    for name, pmf in answer_pmfs.items():
-        p = checks.finite_array(pmf, f"answer_pmfs[{name!r}]")
-        if p.shape != (9,) or (p < 0).any() or not np.isclose(p.sum(), 1.0):
-            raise ValueError(f"answer_pmfs[{name!r}] must be 9 probabilities summing to 1")
-        draws[str(name)] = rng.choice(levels, size=max_values, p=p / p.sum())
-        truth[str(name)] = float(p @ levels / p.sum())
-    steps = np.arange(batch, max_values + 1, batch)  # values after each batch
-    steps = steps[steps >= 2]  # a t-interval needs two values
-    widths = {name: _prefix_half_widths(draws[name], steps, conf) for name in names}
-    adaptive_n, reached = {}, True
-    for name in names:
-        # humanr_next_systems lists a system while n < min_values or its width > target;
-        # it stops at the first batch where neither holds.
-        done = (steps >= min_values) & (widths[name] <= target_half_width)
-        stop = int(np.argmax(done)) if done.any() else steps.size - 1
-        reached &= bool(done.any())
-        adaptive_n[name] = int(steps[stop])
-    all_done = np.all([widths[name] <= target_half_width for name in names], axis=0)
-    all_done &= steps >= min_values
-    fixed_n = int(steps[int(np.argmax(all_done))]) if all_done.any() else int(steps[-1])
-    mean, half, covered = {}, {}, {}
-    for name in names:
-        values = draws[name][: adaptive_n[name]]
-        mean[name] = float(values.mean())
-        half[name] = humanr_half_width(values, confidence=conf)
-        covered[name] = abs(mean[name] - truth[name]) <= half[name]
-    return HumanrRun(
-        systems=names,
-        adaptive_n=adaptive_n,
-        mean=mean,
-        half_width=half,
-        covered=covered,
-        fixed_n=fixed_n,
-        reached=reached and bool(all_done.any()),
-        truth=truth,
-    )

@@ -53,6 +53,7 @@ __all__ = [
     "attention_check_failed",
     "baseline_tests",
     "build_groups",
+    "build_system_groups",
     "choose_reference",
     "comparison_value",
     "orient",
@@ -274,6 +275,49 @@ def build_groups(
             if queues[i]:
                 buckets[len(queues[i])].append(i)
         groups.append(_with_check(len(groups), picked, need, check_images, human_captions, rng))
+    return groups
+
+
+def build_system_groups(
+    comparisons: Iterable[tuple[Hashable, Hashable, Hashable]],
+    human_captions: Mapping[Hashable, Sequence[Hashable]],
+    seed: int | np.random.Generator,
+    group_size: int = GROUP_SIZE,
+) -> list[Group]:
+    """Groups of one system each, interleaved across systems, for adaptive allocation.
+
+    ``comparisons``: ``(comparison_id, image_id, system)`` triples. Each system's
+    comparisons are split by ``build_groups`` (so ``group_size - 1`` comparisons of
+    different images and one attention check per group, leftovers in short groups); the
+    groups are then numbered round-robin over the systems in name order, so a server
+    taking the lowest index first gives every open system its next group in turn.
+
+    Why one system per group: a group serves one worker whole, so a group mixing systems
+    keeps costing judgments of systems whose intervals are settled (as mixed, adaptive
+    allocation saved 1.8%; issue 27). With one system per group, the groups of a settled
+    system are simply no longer served.
+    """
+    by_system: dict[Hashable, list[tuple[Hashable, Hashable]]] = {}
+    for item in comparisons:
+        if not isinstance(item, tuple | list) or len(item) != 3:
+            raise ValueError(
+                f"comparisons: expected (comparison_id, image_id, system) triples, got {item!r}"
+            )
+        cid, image, system = item
+        by_system.setdefault(system, []).append((cid, image))
+    if not by_system:
+        raise ValueError("comparisons: empty")
+    rng = resampling.as_generator(seed)
+    queues = [
+        build_groups(by_system[system], human_captions, rng, group_size)
+        for system in sorted(by_system, key=str)
+    ]
+    groups: list[Group] = []
+    for rank in range(max(len(queue) for queue in queues)):
+        for queue in queues:
+            if rank < len(queue):
+                group = queue[rank]
+                groups.append(Group(len(groups), group.trials, group.is_short))
     return groups
 
 
@@ -703,7 +747,12 @@ def report(
       which is exactly the per-system cluster bootstrap when every system has
       comparisons on every image; an image without a comparison of the system
       contributes nothing to it (``rubrics.resampling.paired_cluster_bootstrap_means``);
-    * ``mean_raw`` of the system's kept comparisons.
+    * ``mean_raw`` of the system's kept comparisons;
+    * ``n_workers``, ``worker_mean`` and ``worker_t_interval``: the t-interval (clipped)
+      over one vote per worker, the mean of the worker's kept values of the system. It
+      allows for a worker's leaning moving all their values of a system at once (a
+      group of one system, as adaptive allocation builds them), which ``t_interval``
+      does not; None for fewer than 2 workers.
 
     Reproducibility: ``n_splits`` random half-splits of the workers that have
     kept comparisons (half A gets floor(W/2) workers): per system a summary of
@@ -829,6 +878,20 @@ def report(
     cell_cnts = np.zeros((max(n_w, 1), n_sys))
     np.add.at(cell_sums, (w_k, s_k), v)
     np.add.at(cell_cnts, (w_k, s_k), 1.0)
+    # Worker-clustered interval: the t-interval over one vote per worker (the mean of the
+    # worker's kept values of the system), as adaptive allocation measures a system
+    # (rubrics.adaptive.humanr_next_systems_by_worker). The t_interval above treats values
+    # as independent; when a worker answers a whole group of one system (adaptive studies,
+    # issue 27), a worker's leaning moves nine values at once and that interval is too
+    # narrow (bench/results-adaptive.md).
+    for j in range(n_sys):
+        has = cell_cnts[:, j] > 0
+        votes = cell_sums[has, j] / cell_cnts[has, j]
+        entry = entries[str(sys_names[j])]
+        entry["n_workers"] = int(has.sum())
+        entry["worker_mean"] = float(votes.mean()) if votes.size else None
+        wi = _t_interval(votes, conf)
+        entry["worker_t_interval"] = None if wi is None else [max(-1.0, wi[0]), min(1.0, wi[1])]
     split_report: dict[str, Any] | None = None
     if n_w >= 2:
         half = resampling.half_splits(n_w, n_splits, rng)

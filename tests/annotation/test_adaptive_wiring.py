@@ -25,6 +25,7 @@ import pytest
 from annotation.dashboard import study_adaptive_saving
 from annotation.models import Item, Judgment
 from annotation.modes import get_mode
+from annotation.modes.humanr.allocation import ADAPTIVE_MIN_WORKERS
 from annotation.modes.vicr.protocol import ADAPTIVE_FIT_MIN_PAIRS, adaptive_rater_model
 from annotation.services.assignments import assignment_next
 from annotation.services.judgments import judgment_submit
@@ -194,31 +195,69 @@ def test_humanr_allocation_is_off_by_default(researcher):
     assert done == groups
 
 
-def test_humanr_stops_serving_groups_whose_systems_reached_the_target(researcher):
-    # 45 images, one model system: 45 Human-vs-Human and 45 GIT comparisons in groups of 9.
-    # An honest worker's answers give every comparison the same value, so a system's sd
-    # and half-width are 0 and it is settled once it has 27 values (ADAPTIVE_MIN_VALUES).
-    # Every group holds both systems' comparisons, so groups stop only when both have 27.
-    study = humanr_study(researcher, images=45, systems=("GIT",), adaptive_target_half_width=0.1)
-    groups = Item.objects.filter(study=study, kind="group").count()
-    done, last = serve_groups_until_none(study)
-    assert last["Human"] >= 27 and last["GIT"] >= 27
-    assert done < groups  # the rest were never served
-    served = Item.objects.filter(study=study, kind="group", judgment_count__gt=0).count()
-    assert served == done
-    # One group fewer and a system would still be open: the last group was needed.
-    last_group = Judgment.objects.filter(study=study, result__kind="comparison").order_by("-id")
-    removed = Counter(
-        last_group.filter(assignment=last_group.first().assignment).values_list(
-            "result__system", flat=True
-        )
+def group_systems(study) -> dict[int, set[str]]:
+    """The systems of each group's comparisons, by item id."""
+    return {
+        item.pk: {t["system"] for t in item.spec["trials"] if t["kind"] == "comparison"}
+        for item in Item.objects.filter(study=study, kind="group")
+    }
+
+
+def noisy_gpt(trial, on_left):
+    """GPT's answers alternate between the two ends (sd ~1): its interval stays wide."""
+    if trial["kind"] == "comparison" and trial["system"] == "GPT":
+        return 1 if trial["image_id"] % 2 else 9
+    return honest(trial, on_left)
+
+
+def test_with_allocation_on_groups_hold_one_system_and_nine_images(researcher):
+    # 30 images, two systems and the baseline: per system 3 full groups and one short one
+    # (30 = 3 x 9 + 3), each with one attention check and no image twice.
+    study = humanr_study(
+        researcher, images=30, systems=("GIT", "GPT"), adaptive_target_half_width=0.1
     )
-    assert min(last["Human"] - removed["Human"], last["GIT"] - removed["GIT"]) < 27
+    items = list(Item.objects.filter(study=study, kind="group").order_by("position"))
+    assert len(items) == 3 * 4
+    for item in items:
+        trials = item.spec["trials"]
+        comparisons = [t for t in trials if t["kind"] == "comparison"]
+        assert sum(t["kind"] == "attention_check" for t in trials) == 1
+        assert len({t["system"] for t in comparisons}) == 1
+        assert len({t["image_id"] for t in comparisons}) == len(comparisons)
+        assert len(comparisons) == (3 if item.spec["short"] else 9)
+    # Every comparison once: 30 images x 3 systems.
+    assert sum(len(i.spec["trials"]) - 1 for i in items) == 90
+    # Served in turn: the first three positions are one group of each system.
+    assert {next(iter(group_systems(study)[i.pk])) for i in items[:3]} == {"GIT", "GPT", "Human"}
+
+
+def test_humanr_stops_serving_the_groups_of_settled_systems_only(researcher):
+    # 135 images: per system 15 groups of 9. Honest workers give Human and GIT comparisons
+    # one value each (sd 0), so each is settled as soon as it has ADAPTIVE_MIN_WORKERS
+    # workers (10 groups, 90 values): its other 5 groups are never served. Noisy GPT never
+    # reaches 0.1, so all 15 of its groups are served.
+    assert ADAPTIVE_MIN_WORKERS == 10
+    study = humanr_study(
+        researcher, images=135, systems=("GIT", "GPT"), adaptive_target_half_width=0.1
+    )
+    systems = group_systems(study)
+    assert len(systems) == 45
+    done, last = serve_groups_until_none(study, noisy_gpt)
+    served = Item.objects.filter(study=study, kind="group", judgment_count__gt=0)
+    per_system = Counter(next(iter(systems[pk])) for pk in served.values_list("pk", flat=True))
+    assert per_system == {"Human": 10, "GIT": 10, "GPT": 15}
+    assert done == 35
+    assert last == {"Human": 90, "GIT": 90, "GPT": 135}
+    # What was saved is the settled systems' groups, and the dashboard's summary says so.
+    summary = get_mode("humanr").adaptive_allocation(study)
+    assert summary["settled_systems"] == ["GIT", "Human"]
+    assert summary["groups_not_served"] == 10
 
 
 def test_humanr_keeps_serving_while_a_system_is_noisy(researcher):
     # GIT's answers alternate between the two ends (sd ~1, half-width ~0.4 over 30 values):
-    # it never reaches 0.1, and every group holds a GIT comparison, so all are served.
+    # it never reaches 0.1, so all its groups are served; Human, with 30 values from 4
+    # workers, never has ADAPTIVE_MIN_WORKERS, so all of its are served too.
     def split(trial, on_left):
         if trial["kind"] == "comparison" and trial["system"] == "GIT":
             return 1 if trial["image_id"] % 2 else 9

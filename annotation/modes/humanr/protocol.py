@@ -13,7 +13,10 @@ seeded with the study seed, so the same study gives the same comparisons and gro
 
 Items. ``rubrics.humanr.build_groups`` splits the comparisons into groups of 9 comparisons
 of 9 different images plus 1 attention check at a random position (leftover comparisons
-go to shorter groups). One ``Item`` per group, ``kind="group"``, ``target`` =
+go to shorter groups). With ``adaptive_target_half_width`` set, every group holds one
+system's comparisons instead (``rubrics.humanr.build_system_groups``, numbered in turn over
+the systems) so that a settled system's groups can stop being served (issue 27). One
+``Item`` per group, ``kind="group"``, ``target`` =
 ``workers_per_comparison``; ``spec``::
 
     {"group": index, "short": bool, "seed": study seed, "trials": [
@@ -214,6 +217,9 @@ class HumanrProtocol(Mode):
             image_names=dict(study.images.values_list("id", "name")),
             seed=study.seed,
             n_images=config.n_images,
+            # Adaptive allocation needs groups of one system each, so that a settled
+            # system's groups can stop being served (rubrics.humanr.build_system_groups).
+            per_system=bool(config.adaptive_target_half_width),
         )
         return [
             Item(
@@ -369,8 +375,12 @@ def build_group_specs(
     image_names: dict[int, str],
     seed: int,
     n_images: int | None = None,
+    per_system: bool = False,
 ) -> list[dict[str, Any]]:
     """The item specs of a study from its ``(caption id, image id, system)`` rows.
+
+    ``per_system``: every group holds comparisons of one system (adaptive allocation,
+    ``rubrics.humanr.build_system_groups``); otherwise groups mix systems as in the paper.
 
     Raises ServiceError naming what is missing (images with two human captions, a model).
     """
@@ -410,11 +420,17 @@ def build_group_specs(
             comparisons[f"{image}:{system}"] = _comparison(
                 image, system, human_caption, model_caption, image_names
             )
-    groups = rules.build_groups(
-        [(key, spec["image_id"]) for key, spec in comparisons.items()],
-        {image: humans[image] for image in images},
-        rng,
-    )
+    human_captions = {image: humans[image] for image in images}
+    if per_system:
+        groups = rules.build_system_groups(
+            [(key, spec["image_id"], spec["system"]) for key, spec in comparisons.items()],
+            human_captions,
+            rng,
+        )
+    else:
+        groups = rules.build_groups(
+            [(key, spec["image_id"]) for key, spec in comparisons.items()], human_captions, rng
+        )
     specs = []
     for group in groups:
         trials = []
@@ -549,11 +565,11 @@ def adaptive_settled_systems(study_id: int, target: float) -> set[str]:
 def adaptive_settled_groups(study_id: int, target: float) -> list[int]:
     """Ids of the groups still to serve whose every comparison is of a settled system.
 
-    The groups mix systems (nine images, each with its own system), so a group is dropped
-    only when nothing in it is still needed; a group with one open system is served whole
-    (its other trials are extra values for settled systems, which keeps the groups as the
-    paper built them). Only groups with capacity left are read, and only once a system is
-    settled.
+    With the setting on, a study's groups hold one system each (``build_items``), so every
+    group of a settled system is dropped and the groups served are composed of the
+    systems still open. (A study opened before issue 27 has mixed groups: there a group is
+    dropped only when nothing in it is still needed, which saved 1.8%.) Only groups with
+    capacity left are read, and only once a system is settled.
     """
     settled = adaptive_settled_systems(study_id, target)
     if not settled:
