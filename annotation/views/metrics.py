@@ -28,7 +28,10 @@ def study_metrics(request: HttpRequest, study_id: int) -> HttpResponse:
         try:
             job = enqueue(
                 lab.metrics_request(
-                    study=study, user=request.user, names=request.POST.getlist("metrics")
+                    study=study,
+                    user=request.user,
+                    names=request.POST.getlist("metrics"),
+                    cider_documents=request.POST.get("cider_documents", lab.CIDER_DEFAULT),
                 )
             )
         except ServiceError as exc:
@@ -64,6 +67,12 @@ def study_metrics(request: HttpRequest, study_id: int) -> HttpResponse:
             for name, spec in metric_rules.METRICS.items()
         ],
         "references": Reference.objects.filter(study=study).count(),
+        "imported": lab.imported_columns(study),
+        "cider_conventions": [
+            {"value": key, "label": label, "default": key == lab.CIDER_DEFAULT}
+            for key, label in lab.CIDER_CONVENTIONS.items()
+        ],
+        "cider_default": lab.CIDER_DEFAULT,
         "others": others,
         **(report_tables(latest.result) if latest else {}),
     }
@@ -168,6 +177,9 @@ def report_tables(result: dict[str, Any]) -> dict[str, Any]:
                 {
                     "metric": name,
                     "accuracy": f"{cell['mean'] * 100:.1f} ± {cell['std'] * 100:.1f}",
+                    "misses": _scaled(cell.get("ties_as_misses"), True),
+                    "half": _scaled(cell.get("ties_as_half"), True),
+                    "ties": cell.get("metric_ties", "–"),
                     "n": cell["n"],
                 }
                 for name, cell in data["metrics"].items()
@@ -204,6 +216,7 @@ def report_tables(result: dict[str, Any]) -> dict[str, Any]:
         "robustness_kinds": list(robustness["curves"]) if robustness else [],
         "robustness_rows": robust_rows,
         "coefficient_label": COEFFICIENTS.get(result.get("coefficient", ""), ""),
+        "cider_label": lab.CIDER_CONVENTIONS.get(result.get("cider_documents") or "", ""),
     }
 
 
