@@ -5,7 +5,7 @@ metric lab reads beside the metrics it computes) from a file of scores released 
 paper, matched to the study's captions by image and caption text:
 
 - ``fleur``: FLEUR's released score files (Lee et al., ACL 2024; github.com/Yebin46/FLEUR),
-  blocks separated by a blank line. Per caption (Flickr8k-Expert)::
+  one entry per caption (Flickr8k-Expert)::
 
       image file : Flickr8k_Dataset/1056338697_4f7d7ce270.jpg
       caption : A young child is wearing blue goggles ...
@@ -13,8 +13,10 @@ paper, matched to the study's captions by image and caption text:
       our score : 0.00751495361328125
 
   or per pair (Pascal-50S): ``image file``, ``label``, then two ``caption`` / ``model
-  score`` / ``our score`` groups. The column is ``our score`` (FLEUR's final score; ``model
-  score`` is the LLaVA answer before its smoothing).
+  score`` / ``our score`` groups, and at the end of the file FLEUR's own ``true count`` and
+  ``tie count`` (not scores; ignored). Each ``image file`` line starts an entry. The column
+  is ``our score`` (FLEUR's final score; ``model score`` is the LLaVA answer before its
+  smoothing).
 - ``csv``: UTF-8 CSV with ``image``, ``caption`` and one number column ``score``.
 
 Matching. An image matches by its file name without folder and extension, against the
@@ -52,13 +54,18 @@ from annotation.services.imports.captions import METRIC_NAME_MAX
 from annotation.text import shown, text_problem
 
 FORMATS = ("fleur", "csv")
-_FIELD = re.compile(r"^\s*(image file|caption|model score|our score|label)\s*:\s?(.*)$")
+_FIELD = re.compile(
+    r"^\s*(image file|caption|model score|our score|label|true count|tie count)\s*:\s?(.*)$"
+)
+#: The summary lines closing a FLEUR pair file (its own accuracy count): not scores.
+_SUMMARY = ("true count", "tie count")
 
 
 @dataclass
 class ScoreEntry:
     """One scored caption, or one scored pair (two captions), of the file."""
 
+    source: str
     line: int
     image: str
     captions: list[str]
@@ -94,29 +101,31 @@ def _number(text: str, where: str, errors: list[str]) -> float:
 
 
 def read_fleur(text: str, source: str, errors: list[str]) -> list[ScoreEntry]:
-    """The entries of a FLEUR score file; every problem goes to ``errors`` with its line."""
+    """The entries of a FLEUR score file; every problem goes to ``errors`` with its line.
+
+    Each ``image file`` line starts an entry (a pair's entry has blank lines inside).
+    """
     entries: list[ScoreEntry] = []
     block: list[tuple[int, str, str]] = []
-    lines = text.splitlines()
-    for number, line in enumerate([*lines, ""], start=1):
-        if line.strip():
-            found = _FIELD.match(line)
-            if found is None:
-                errors.append(f"{source} line {number}: not 'field : value' ({shown(line)})")
-            else:
-                block.append((number, found.group(1), found.group(2).strip()))
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
             continue
-        if block:
-            entry = _fleur_block(block, source, errors)
-            if entry is not None:
-                entries.append(entry)
+        found = _FIELD.match(line)
+        if found is None:
+            errors.append(f"{source} line {number}: not 'field : value' ({shown(line)})")
+            continue
+        if found.group(1) in _SUMMARY:
+            continue
+        if found.group(1) == "image file" and block:
+            entries.append(_fleur_block(block, source, errors))
             block = []
-    return entries
+        block.append((number, found.group(1), found.group(2).strip()))
+    if block:
+        entries.append(_fleur_block(block, source, errors))
+    return [entry for entry in entries if entry is not None]
 
 
-def _fleur_block(
-    block: list[tuple[int, str, str]], source: str, errors: list[str]
-) -> ScoreEntry | None:
+def _fleur_block(block: list[tuple[int, str, str]], source: str, errors: list[str]):
     first = block[0][0]
     where = f"{source} line {first}"
     keys = [key for _, key, _ in block]
@@ -143,7 +152,7 @@ def _fleur_block(
             errors.append(f"{where}: a pair needs 'label : 0' or 'label : 1'")
             return None
         label = int(labels[0])
-    return ScoreEntry(first, image[0], captions, values, label)
+    return ScoreEntry(source, first, image[0], captions, values, label)
 
 
 def read_csv(text: str, source: str, errors: list[str]) -> list[ScoreEntry]:
@@ -167,7 +176,7 @@ def read_csv(text: str, source: str, errors: list[str]) -> list[ScoreEntry]:
                 errors.append(f"{where}: empty image or caption")
                 continue
             value = _number(cells["score"].strip(), where, errors)
-            entries.append(ScoreEntry(reader.line_num, image, [caption], [value]))
+            entries.append(ScoreEntry(source, reader.line_num, image, [caption], [value]))
     except csv.Error as exc:
         errors.append(f"{source} line {reader.line_num}: {exc}")
     return entries
@@ -278,8 +287,8 @@ def _match(
             found = captions.get(key, [])
             if used[key] >= len(found):
                 errors.append(
-                    f"line {entry.line}: no caption {shown(entry.captions[0])!r} of image "
-                    f"{shown(image)} in {study.name}"
+                    f"{entry.source} line {entry.line}: no caption "
+                    f"{shown(entry.captions[0])!r} of image {shown(image)} in {study.name}"
                     + (" (or fewer than the file has)" if found else "")
                 )
                 continue
@@ -290,8 +299,8 @@ def _match(
         found_pairs = pairs.get(key, [])
         if used[key] >= len(found_pairs):
             errors.append(
-                f"line {entry.line}: no pair of image {shown(image)} with these two captions "
-                f"in {study.name}"
+                f"{entry.source} line {entry.line}: no pair of image {shown(image)} with these "
+                f"two captions in {study.name}"
             )
             continue
         a, b, choice = found_pairs[used[key]]
