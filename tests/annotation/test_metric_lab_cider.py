@@ -118,7 +118,7 @@ def test_page_shows_the_choice_with_its_default_and_the_job_keeps_it(
     client.force_login(researcher)
     url = reverse("study_metrics", args=[lab_study.pk])
     page = client.get(url).content.decode()
-    assert escape("CIDEr's document frequencies") in page
+    assert "<legend>CIDEr's document frequencies</legend>" in page
     for key, label in lab.CIDER_CONVENTIONS.items():
         assert f'value="{key}"' in page and escape(label) in page
     assert f'value="{lab.CIDER_DEFAULT}" checked' in page
