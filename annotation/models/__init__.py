@@ -491,3 +491,6 @@ class Reference(models.Model):
 
     def __str__(self) -> str:
         return self.text[:60]
+
+
+from annotation.models.metric_lab import DatasetScore  # noqa: E402, F401

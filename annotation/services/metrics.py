@@ -27,7 +27,15 @@ import numpy as np
 from django.db import transaction
 
 from annotation.errors import ServiceError
-from annotation.models import Caption, Job, PairJudgment, Reference, Study, User
+from annotation.models import (
+    Caption,
+    DatasetScore,
+    Job,
+    PairJudgment,
+    Reference,
+    Study,
+    User,
+)
 from annotation.modes import get_mode
 from annotation.services.jobs import job_create
 from annotation.services.metrics_robustness import metrics_robustness
@@ -299,10 +307,25 @@ def metrics_compute(*, job: Job, progress: Progress) -> dict[str, Any]:
 # ---------------------------------------------------------------------- human scores
 
 
+#: The coefficient for a dataset's released scores when the mode has none of its own: the
+#: Polaris paper reports Kendall's tau-c on Polaris and Nebula, as the survey on Flickr8k.
+DATASET_SCORE_COEFFICIENT = "kendall_tau_c"
+
+
 def human_scores(study: Study) -> tuple[dict[str, list[tuple[int, float]]], str]:
     """The study's caption-level human scores and the coefficient the field uses for them:
-    the mode's (``Report.human_scores``)."""
-    return get_mode(study.mode).report.human_scores(study)
+    the mode's (``Report.human_scores``), then a dataset's released scores
+    (``DatasetScore``, e.g. Nebula's) by name."""
+    scores, coefficient = get_mode(study.mode).report.human_scores(study)
+    released: dict[str, list[tuple[int, float]]] = defaultdict(list)
+    for name, caption_id, value in DatasetScore.objects.filter(study=study).values_list(
+        "name", "caption_id", "value"
+    ):
+        released[name].append((caption_id, value))
+    if released:
+        scores = {**scores, **released}
+        coefficient = coefficient or DATASET_SCORE_COEFFICIENT
+    return scores, coefficient
 
 
 def _pairs(study: Study) -> dict[str, list[tuple[int, int, int]]]:
