@@ -38,6 +38,7 @@ from annotation.models import (
 )
 from annotation.modes import get_mode
 from annotation.services.jobs import job_create
+from annotation.services.metrics_clip import CLIP_NAMES, clip_folder, clip_refusal, clip_scores
 from annotation.services.metrics_robustness import metrics_robustness
 from rubrics import alignment, metaeval
 from rubrics import metrics as metric_rules
@@ -132,9 +133,11 @@ def metrics_pending(study: Study) -> Job | None:
 
 
 def metric_names_available() -> list[str]:
-    """The metrics this machine can compute (the Java ones only with a Java runtime)."""
+    """The metrics this machine can compute (the Java ones only with a Java runtime, CLIP's
+    only with its encoders configured)."""
     java = metric_rules.java_available()
-    return [name for name, spec in metric_rules.METRICS.items() if java or not spec.needs_java]
+    text = [name for name, spec in metric_rules.METRICS.items() if java or not spec.needs_java]
+    return text + (list(CLIP_NAMES) if clip_folder() else [])
 
 
 def metrics_request(
@@ -174,14 +177,16 @@ def metrics_request(
                 field="metrics",
             )
         return job_create(kind=Job.Kind.METRICS, study=study, created_by=user, params=params)
-    unknown = [n for n in names if n not in metric_rules.METRICS]
+    unknown = [n for n in names if n not in metric_rules.METRICS and n not in CLIP_NAMES]
     if unknown:
         raise ServiceError(
             f"Unknown metric(s): {', '.join(unknown)}. "
-            f"Choose from: {', '.join(metric_rules.METRICS)}.",
+            f"Choose from: {', '.join([*metric_rules.METRICS, *CLIP_NAMES])}.",
             field="metrics",
         )
-    java = [n for n in names if metric_rules.METRICS[n].needs_java]
+    if clip_refusal(names):
+        raise ServiceError(clip_refusal(names) or "", field="metrics")
+    java = [n for n in names if n in metric_rules.METRICS and metric_rules.METRICS[n].needs_java]
     if java and not metric_rules.java_available():
         raise ServiceError(
             f"{', '.join(java)} need Java, which this server lacks. "
@@ -195,7 +200,8 @@ def metrics_request(
 def imported_columns(study: Study) -> list[str]:
     """The metric columns the study's captions carry that the lab does not compute."""
     scores, _ = caption_metrics(study)
-    return sorted({n for v in scores.values() for n in v if n not in metric_rules.METRICS})
+    computed = {*metric_rules.METRICS, *CLIP_NAMES}
+    return sorted({n for v in scores.values() for n in v if n not in computed})
 
 
 def _require_references(study: Study) -> None:
@@ -243,16 +249,23 @@ def metrics_compute(*, job: Job, progress: Progress) -> dict[str, Any]:
     def scoring(fraction: float, message: str) -> None:
         progress(5 + int(50 * fraction), f"Scoring {len(captions)} captions: {message}")
 
+    text_names = [n for n in names if n in metric_rules.METRICS]
     try:
-        scores = metric_rules.compute(
-            [c["text"] for c in captions],
-            refs,
-            names,
-            progress=scoring,
-            cider_documents=cider_documents,
+        scores = (
+            metric_rules.compute(
+                [c["text"] for c in captions],
+                refs,
+                text_names,
+                progress=scoring,
+                cider_documents=cider_documents,
+            )
+            if text_names
+            else {}
         )
     except ValueError as exc:
         raise ServiceError(f"The metrics could not be computed: {exc}") from None
+    if any(n in CLIP_NAMES for n in names):
+        scores.update(clip_scores(captions, refs, names, scoring))
     progress(56, "Storing the scores")
     with transaction.atomic():
         rows = list(
@@ -262,16 +275,22 @@ def metrics_compute(*, job: Job, progress: Progress) -> dict[str, Any]:
         for row in rows:
             stored = dict(row.metrics or {})
             for name in names:
-                stored[name] = float(scores[name][index[row.pk]])
+                value = float(scores[name][index[row.pk]])
+                if np.isfinite(value):  # CLIP-S of a caption without an image file: none
+                    stored[name] = value
             row.metrics = stored
         Caption.objects.bulk_update(rows, ["metrics"], batch_size=1000)
     progress(60, "Robustness to pathological transformations")
-    robustness = metrics_robustness(
-        captions=captions,
-        refs=refs,
-        names=names,
-        seed=study.seed,
-        progress=lambda f, m="": progress(60 + int(20 * f), f"Robustness: {m}"),
+    robustness = (
+        metrics_robustness(
+            captions=captions,
+            refs=refs,
+            names=text_names,
+            seed=study.seed,
+            progress=lambda f, m="": progress(60 + int(20 * f), f"Robustness: {m}"),
+        )
+        if text_names
+        else None  # CLIP-S alone: the transformations are of text metrics' references
     )
     progress(80, "Meta-evaluation")
     report = metaeval_report(study, computed=names, resamples=resamples)
@@ -286,7 +305,7 @@ def metrics_compute(*, job: Job, progress: Progress) -> dict[str, Any]:
             - len(captions),
             "robustness": robustness,
             "cider_documents": cider_documents
-            if any(metric_rules.METRICS[n].corpus_dependent for n in names)
+            if any(metric_rules.METRICS[n].corpus_dependent for n in text_names)
             else None,
             "tie_rules": TIE_RULES,
             "metric_info": {
@@ -297,7 +316,8 @@ def metrics_compute(*, job: Job, progress: Progress) -> dict[str, Any]:
                 }
                 for name, spec in metric_rules.METRICS.items()
                 if name in names
-            },
+            }
+            | {name: {"percent": False} for name in names if name in CLIP_NAMES},
         }
     )
     progress(100, "Done")

@@ -14,6 +14,7 @@ from annotation.errors import ServiceError, Unavailable
 from annotation.models import Job, Reference
 from annotation.services import metrics as lab
 from annotation.services.jobs import job_sweep_stale
+from annotation.services.metrics_clip import CLIP_NAMES, clip_folder
 from annotation.tasks import enqueue
 from annotation.views.access import researcher_required
 from annotation.views.errors import job_not_started
@@ -45,6 +46,7 @@ def study_metrics(request: HttpRequest, study_id: int) -> HttpResponse:
         return redirect("study_metrics", study_id=study.pk)
     latest = lab.metrics_latest(study)
     java = metric_rules.java_available()
+    clip_ready = clip_folder() is not None
     others = (
         selectors.studies_for_researcher(request.user)
         .exclude(pk=study.pk)
@@ -65,7 +67,18 @@ def study_metrics(request: HttpRequest, study_id: int) -> HttpResponse:
                 "implementation": spec.implementation,
             }
             for name, spec in metric_rules.METRICS.items()
+        ]
+        + [
+            {
+                "name": name,
+                "checked": clip_ready,
+                "disabled": not clip_ready,
+                "implementation": "onnxruntime",
+                "help": "clip-help",
+            }
+            for name in CLIP_NAMES
         ],
+        "clip_ready": clip_ready,
         "references": Reference.objects.filter(study=study).count(),
         "imported": lab.imported_columns(study),
         "cider_conventions": [

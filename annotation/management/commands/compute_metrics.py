@@ -21,6 +21,7 @@ from annotation.services.metrics import (
     RESAMPLES,
     metrics_request,
 )
+from annotation.services.metrics_clip import CLIP_NAMES
 from annotation.tasks import enqueue
 from rubrics.metrics import METRICS
 
@@ -33,9 +34,10 @@ class Command(BaseCommand):
         parser.add_argument(
             "--metrics",
             nargs="+",
-            choices=list(METRICS),
+            choices=[*METRICS, *CLIP_NAMES],
             metavar="NAME",
-            help=f"Metric names (default: all this machine can compute): {', '.join(METRICS)}.",
+            help="Metric names (default: all this machine can compute): "
+            f"{', '.join([*METRICS, *CLIP_NAMES])}.",
         )
         parser.add_argument(
             "--resamples",

@@ -52,6 +52,7 @@ from annotation.errors import ServiceError
 from annotation.models import Caption, PairJudgment, Study
 from annotation.services.imports.captions import METRIC_NAME_MAX
 from annotation.text import shown, text_problem
+from rubrics.metrics import METRICS
 
 FORMATS = ("fleur", "csv")
 _FIELD = re.compile(
@@ -195,8 +196,6 @@ def metric_scores_import(
     one that matches no caption of the study (every problem listed in
     ``details["errors"]``, at most ``CAPEVAL_MAX_IMPORT_ROWS`` entries in all).
     """
-    from rubrics.metrics import METRICS  # the computed columns' names
-
     if fmt not in READERS:
         raise ServiceError(
             f"Unknown scores format {fmt!r}; choose one of {', '.join(FORMATS)}.", field="format"
