@@ -27,6 +27,8 @@ from annotation.models import Caption, Job, Study
 from annotation.services.metrics_clip import CLIP_S, REFCLIP_S
 
 pytestmark = pytest.mark.django_db
+# Reading tokenizer.json needs the `clip` extra (tokenizers); without it, skip.
+tokenizers = pytest.importorskip("tokenizers")
 
 SIZE, DIM, CONTEXT = 8, 4, 77
 RNG = np.random.default_rng(5)
@@ -49,8 +51,6 @@ def _model(graph) -> bytes:
 
 
 def _write_clip(folder) -> None:
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
     folder.mkdir()
     (folder / "image.onnx").write_bytes(
         _model(
@@ -80,8 +80,8 @@ def _write_clip(folder) -> None:
             )
         )
     )
-    tok = Tokenizer(models.WordLevel(vocab=VOCAB, unk_token="[UNK]"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab=VOCAB, unk_token="[UNK]"))
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.WhitespaceSplit()
     tok.save(str(folder / "tokenizer.json"))
 
 
