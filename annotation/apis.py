@@ -19,6 +19,8 @@ from annotation.registry import mode_choices
 from annotation.services.exports import EXPORT_FORMATS, EXPORT_TABLES, export_request
 from annotation.services.jobs import job_sweep_stale
 from annotation.services.metrics import (
+    CIDER_CONVENTIONS,
+    CIDER_DEFAULT,
     RESAMPLES,
     metrics_ensemble,
     metrics_latest,
@@ -334,7 +336,14 @@ class StudyMetricsApi(APIView):
             child=serializers.CharField(max_length=100),
             required=False,
             help_text='Metric names, e.g. "CIDEr (pycocoevalcap)" (default: all this '
-            "server can compute).",
+            "server can compute; an empty list: report the imported columns only).",
+        )
+        cider_documents = serializers.ChoiceField(
+            choices=list(CIDER_CONVENTIONS),
+            default=CIDER_DEFAULT,
+            help_text="CIDEr's document frequencies: "
+            + "; ".join(f"{k}: {v}" for k, v in CIDER_CONVENTIONS.items())
+            + f" (default {CIDER_DEFAULT}).",
         )
         resamples = serializers.IntegerField(
             min_value=0,
@@ -394,6 +403,7 @@ class StudyMetricsApi(APIView):
                 user=request.user,
                 names=data.validated_data.get("metrics"),
                 resamples=data.validated_data["resamples"],
+                cider_documents=data.validated_data["cider_documents"],
             )
         )
         job.refresh_from_db()

@@ -495,3 +495,4 @@ class Reference(models.Model):
 
 from annotation.models.crowd import CrowdCredential, CrowdEvent, CrowdLedgerEntry  # noqa: E402, F401
 from annotation.models.judges import Judge, JudgeAnswer  # noqa: E402, F401
+from annotation.models.metric_lab import DatasetScore  # noqa: E402, F401

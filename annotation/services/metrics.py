@@ -27,10 +27,20 @@ import numpy as np
 from django.db import transaction
 
 from annotation.errors import ServiceError
-from annotation.models import Caption, Job, PairJudgment, Reference, Study, User
+from annotation.models import (
+    Caption,
+    DatasetScore,
+    Job,
+    PairJudgment,
+    Reference,
+    Study,
+    User,
+)
 from annotation.modes import get_mode
 from annotation.services.jobs import job_create
-from rubrics import metaeval, transformations
+from annotation.services.metrics_clip import CLIP_NAMES, clip_folder, clip_refusal, clip_scores
+from annotation.services.metrics_robustness import metrics_robustness
+from rubrics import alignment, metaeval
 from rubrics import metrics as metric_rules
 
 Progress = Callable[..., None]
@@ -39,11 +49,23 @@ Progress = Callable[..., None]
 RESAMPLES = 1000
 #: Random tie-breaking repeats of pairwise accuracy (survey Table 5: five).
 TIE_REPEATS = 5
-#: Robustness: the strengths of each transformation, and at most this many human captions.
-GAMMAS = (0.0, 0.25, 0.5, 0.75, 1.0)
-ROBUSTNESS_CAPTIONS = 500
 WITH_HUMAN, WITHOUT_HUMAN = "with Human", "without Human"
 IMPORTED, OTHER_HUMANS = "imported references", "the other human captions of the image"
+#: CIDEr's document frequencies (``rubrics.metrics.compute``'s ``cider_documents``): what
+#: each convention counts as one document; the first is the default.
+CIDER_CONVENTIONS = {
+    "reference_sets": "one document per image's reference set (pycocoevalcap called once "
+    "per system, as THumB's Table 2)",
+    "candidates": "one document per scored caption (pycocoevalcap called on the whole "
+    "dataset at once, as the survey's Tables 4 and 5)",
+}
+CIDER_DEFAULT = "reference_sets"
+#: How pairwise accuracy treats a metric's tie (equal scores for the two captions).
+TIE_RULES = {
+    "mean": f"ties broken by a fair coin, {TIE_REPEATS} times: mean and standard deviation",
+    "ties_as_misses": "a tie counts as wrong (FLEUR's and most papers' single number)",
+    "ties_as_half": "a tie counts 1/2",
+}
 
 
 # ---------------------------------------------------------------------- references
@@ -111,9 +133,11 @@ def metrics_pending(study: Study) -> Job | None:
 
 
 def metric_names_available() -> list[str]:
-    """The metrics this machine can compute (the Java ones only with a Java runtime)."""
+    """The metrics this machine can compute (the Java ones only with a Java runtime, CLIP's
+    only with its encoders configured)."""
     java = metric_rules.java_available()
-    return [name for name, spec in metric_rules.METRICS.items() if java or not spec.needs_java]
+    text = [name for name, spec in metric_rules.METRICS.items() if java or not spec.needs_java]
+    return text + (list(CLIP_NAMES) if clip_folder() else [])
 
 
 def metrics_request(
@@ -122,41 +146,62 @@ def metrics_request(
     user: User | None,
     names: Sequence[str] | None = None,
     resamples: int = RESAMPLES,
+    cider_documents: str = CIDER_DEFAULT,
 ) -> Job:
     """Queue a metrics job for the study; refuse at once what could not run.
 
     ``names``: metric names of ``rubrics.metrics.METRICS`` (None: all this machine can
-    compute). Refused: an unknown name, a Java metric without Java (the message says how to
-    install Java), a study none of whose captions has references.
+    compute; empty: compute none and report the imported columns only, e.g. FLEUR's
+    released scores). ``cider_documents``: one of ``CIDER_CONVENTIONS``. Refused: an
+    unknown name or convention, a Java metric without Java (the message says how to
+    install Java), a study none of whose captions has references (or, with no name, no
+    imported column).
     """
     if names is None:
         names = metric_names_available()
     names = list(dict.fromkeys(names))
+    if cider_documents not in CIDER_CONVENTIONS:
+        raise ServiceError(
+            f"Unknown CIDEr convention {cider_documents!r}; choose one of "
+            f"{', '.join(CIDER_CONVENTIONS)}.",
+            field="cider_documents",
+        )
+    if not 0 <= int(resamples) <= RESAMPLES:
+        raise ServiceError(f"resamples must be 0 to {RESAMPLES}.", field="resamples")
+    params = {"metrics": names, "resamples": int(resamples), "cider_documents": cider_documents}
     if not names:
-        raise ServiceError("Choose at least one metric.", field="metrics")
-    unknown = [n for n in names if n not in metric_rules.METRICS]
+        if not imported_columns(study):
+            raise ServiceError(
+                "Choose at least one metric (only a study with imported metric columns can "
+                "be reported without computing one).",
+                field="metrics",
+            )
+        return job_create(kind=Job.Kind.METRICS, study=study, created_by=user, params=params)
+    unknown = [n for n in names if n not in metric_rules.METRICS and n not in CLIP_NAMES]
     if unknown:
         raise ServiceError(
             f"Unknown metric(s): {', '.join(unknown)}. "
-            f"Choose from: {', '.join(metric_rules.METRICS)}.",
+            f"Choose from: {', '.join([*metric_rules.METRICS, *CLIP_NAMES])}.",
             field="metrics",
         )
-    java = [n for n in names if metric_rules.METRICS[n].needs_java]
+    if clip_refusal(names):
+        raise ServiceError(clip_refusal(names) or "", field="metrics")
+    java = [n for n in names if n in metric_rules.METRICS and metric_rules.METRICS[n].needs_java]
     if java and not metric_rules.java_available():
         raise ServiceError(
             f"{', '.join(java)} need Java, which this server lacks. "
             f"{metric_rules.JAVA_INSTALL_HINT}.",
             field="metrics",
         )
-    if not 0 <= int(resamples) <= RESAMPLES:
-        raise ServiceError(f"resamples must be 0 to {RESAMPLES}.", field="resamples")
     _require_references(study)
-    return job_create(
-        kind=Job.Kind.METRICS,
-        study=study,
-        created_by=user,
-        params={"metrics": names, "resamples": int(resamples)},
-    )
+    return job_create(kind=Job.Kind.METRICS, study=study, created_by=user, params=params)
+
+
+def imported_columns(study: Study) -> list[str]:
+    """The metric columns the study's captions carry that the lab does not compute."""
+    scores, _ = caption_metrics(study)
+    computed = {*metric_rules.METRICS, *CLIP_NAMES}
+    return sorted({n for v in scores.values() for n in v if n not in computed})
 
 
 def _require_references(study: Study) -> None:
@@ -182,8 +227,20 @@ def metrics_compute(*, job: Job, progress: Progress) -> dict[str, Any]:
     references or a metric that cannot run.
     """
     study = job.study
-    names = list(job.params.get("metrics") or metric_names_available())
+    names = list(job.params.get("metrics", metric_names_available()))
     resamples = int(job.params.get("resamples", RESAMPLES))
+    cider_documents = job.params.get("cider_documents", CIDER_DEFAULT)
+    if not names:  # the imported columns only: nothing to score
+        progress(80, "Meta-evaluation of the imported columns")
+        report = metaeval_report(study, resamples=resamples)
+        report.update(
+            {"computed": [], "references": None, "captions_scored": 0, "robustness": None}
+        )
+        report.update(
+            captions_without_references=0, metric_info={}, cider_documents=None, tie_rules=TIE_RULES
+        )
+        progress(100, "Done")
+        return {"result": report, "message": "Reported the imported columns"}
     progress(2, "Reading captions and references")
     captions, refs, source = caption_references(study)
     if not captions:
@@ -192,10 +249,23 @@ def metrics_compute(*, job: Job, progress: Progress) -> dict[str, Any]:
     def scoring(fraction: float, message: str) -> None:
         progress(5 + int(50 * fraction), f"Scoring {len(captions)} captions: {message}")
 
+    text_names = [n for n in names if n in metric_rules.METRICS]
     try:
-        scores = metric_rules.compute([c["text"] for c in captions], refs, names, progress=scoring)
+        scores = (
+            metric_rules.compute(
+                [c["text"] for c in captions],
+                refs,
+                text_names,
+                progress=scoring,
+                cider_documents=cider_documents,
+            )
+            if text_names
+            else {}
+        )
     except ValueError as exc:
         raise ServiceError(f"The metrics could not be computed: {exc}") from None
+    if any(n in CLIP_NAMES for n in names):
+        scores.update(clip_scores(captions, refs, names, scoring))
     progress(56, "Storing the scores")
     with transaction.atomic():
         rows = list(
@@ -205,16 +275,22 @@ def metrics_compute(*, job: Job, progress: Progress) -> dict[str, Any]:
         for row in rows:
             stored = dict(row.metrics or {})
             for name in names:
-                stored[name] = float(scores[name][index[row.pk]])
+                value = float(scores[name][index[row.pk]])
+                if np.isfinite(value):  # CLIP-S of a caption without an image file: none
+                    stored[name] = value
             row.metrics = stored
         Caption.objects.bulk_update(rows, ["metrics"], batch_size=1000)
     progress(60, "Robustness to pathological transformations")
-    robustness = metrics_robustness(
-        captions=captions,
-        refs=refs,
-        names=names,
-        seed=study.seed,
-        progress=lambda f, m="": progress(60 + int(20 * f), f"Robustness: {m}"),
+    robustness = (
+        metrics_robustness(
+            captions=captions,
+            refs=refs,
+            names=text_names,
+            seed=study.seed,
+            progress=lambda f, m="": progress(60 + int(20 * f), f"Robustness: {m}"),
+        )
+        if text_names
+        else None  # CLIP-S alone: the transformations are of text metrics' references
     )
     progress(80, "Meta-evaluation")
     report = metaeval_report(study, computed=names, resamples=resamples)
@@ -228,6 +304,10 @@ def metrics_compute(*, job: Job, progress: Progress) -> dict[str, Any]:
             ).count()
             - len(captions),
             "robustness": robustness,
+            "cider_documents": cider_documents
+            if any(metric_rules.METRICS[n].corpus_dependent for n in text_names)
+            else None,
+            "tie_rules": TIE_RULES,
             "metric_info": {
                 name: {
                     "implementation": spec.implementation,
@@ -236,71 +316,36 @@ def metrics_compute(*, job: Job, progress: Progress) -> dict[str, Any]:
                 }
                 for name, spec in metric_rules.METRICS.items()
                 if name in names
-            },
+            }
+            | {name: {"percent": False} for name in names if name in CLIP_NAMES},
         }
     )
     progress(100, "Done")
     return {"result": report, "message": f"Scored {len(captions)} captions"}
 
 
-# ---------------------------------------------------------------------- robustness
-
-
-def metrics_robustness(
-    *,
-    captions: list[dict[str, Any]],
-    refs: list[list[str]],
-    names: Sequence[str],
-    seed: int,
-    progress: Progress,
-) -> dict[str, Any] | None:
-    """Cui et al.'s robustness of each metric on the study's human captions (None without any).
-
-    For each transformation (T_RC, T_WP, T_RW) and gamma in ``GAMMAS``, the human captions
-    (at most ``ROBUSTNESS_CAPTIONS``, drawn with the study's seed) are transformed and
-    scored against their own references by ``rubrics.metaeval.robustness``: the mean score,
-    normalised to the unmodified captions' mean, is the curve, and its area (trapezoids over
-    gamma) the robustness (lower is more robust). T_RC has no strength of its own here: at
-    gamma a share gamma of the captions is replaced by a human caption of another image
-    (docs/protocol-choices.md).
-    """
-    humans = [i for i, c in enumerate(captions) if c["system"] == Caption.HUMAN]
-    images = {captions[i]["image_id"] for i in humans}
-    if len(humans) < 2 or len(images) < 2:
-        return None
-    rng = np.random.default_rng(seed)
-    if len(humans) > ROBUSTNESS_CAPTIONS:
-        humans = sorted(rng.choice(humans, size=ROBUSTNESS_CAPTIONS, replace=False).tolist())
-    texts = [captions[i]["text"] for i in humans]
-    curves: dict[str, dict[str, Any]] = {}
-    for done, kind in enumerate(transformations.TRANSFORMATIONS):
-        progress(done / len(transformations.TRANSFORMATIONS), f"{kind}")
-        by_metric = metaeval.robustness(
-            texts,
-            [refs[i] for i in humans],
-            transformation=kind,
-            gammas=GAMMAS[1:],
-            names=names,
-            images=[captions[i]["image_id"] for i in humans],
-            seed=rng,
-        )
-        curves[kind] = {
-            name: None
-            if found is None
-            else {"normalised": [found["curve"][g] for g in GAMMAS], "area": found["area"]}
-            for name, found in by_metric.items()
-        }
-    progress(1.0, "Robustness done")
-    return {"gammas": list(GAMMAS), "captions": len(texts), "curves": curves}
-
-
 # ---------------------------------------------------------------------- human scores
+
+
+#: The coefficient for a dataset's released scores when the mode has none of its own: the
+#: Polaris paper reports Kendall's tau-c on Polaris and Nebula, as the survey on Flickr8k.
+DATASET_SCORE_COEFFICIENT = "kendall_tau_c"
 
 
 def human_scores(study: Study) -> tuple[dict[str, list[tuple[int, float]]], str]:
     """The study's caption-level human scores and the coefficient the field uses for them:
-    the mode's (``Report.human_scores``)."""
-    return get_mode(study.mode).report.human_scores(study)
+    the mode's (``Report.human_scores``), then a dataset's released scores
+    (``DatasetScore``, e.g. Nebula's) by name."""
+    scores, coefficient = get_mode(study.mode).report.human_scores(study)
+    released: dict[str, list[tuple[int, float]]] = defaultdict(list)
+    for name, caption_id, value in DatasetScore.objects.filter(study=study).values_list(
+        "name", "caption_id", "value"
+    ):
+        released[name].append((caption_id, value))
+    if released:
+        scores = {**scores, **released}
+        coefficient = coefficient or DATASET_SCORE_COEFFICIENT
+    return scores, coefficient
 
 
 def _pairs(study: Study) -> dict[str, list[tuple[int, int, int]]]:
@@ -402,18 +447,12 @@ def metaeval_report(
             ]
             if not usable:
                 continue
-            mean, std = metaeval.pairwise_accuracy(
+            pairwise[group]["metrics"][name] = _pair_accuracy(
                 np.array([scores[a][name] for a, _, _ in usable]),
                 np.array([scores[b][name] for _, b, _ in usable]),
-                np.array([c for _, _, c in usable]),
-                repeats=TIE_REPEATS,
-                seed=study.seed,
+                np.array([c for _, _, c in usable], dtype=float),
+                study.seed,
             )
-            pairwise[group]["metrics"][name] = {
-                "mean": float(mean),
-                "std": float(std),
-                "n": len(usable),
-            }
     return {
         "metrics": ordered,
         "systems": table,
@@ -421,6 +460,26 @@ def metaeval_report(
         "correlations": correlations,
         "pairwise": pairwise,
     }
+
+
+def _pair_accuracy(a: np.ndarray, b: np.ndarray, human: np.ndarray, seed: int) -> dict[str, Any]:
+    """Pairwise accuracy under each of ``TIE_RULES``, and the metric's ties.
+
+    ``mean``/``std``: random tie-breaking (the survey's Table 5). ``ties_as_misses`` and
+    ``ties_as_half`` are None when a human choice is itself a tie (they need decided ones).
+    """
+    mean, std = metaeval.pairwise_accuracy(a, b, human, repeats=TIE_REPEATS, seed=seed)
+    judge = alignment.choices_from_scores(a, b)
+    cell: dict[str, Any] = {"mean": float(mean), "std": float(std), "n": int(a.shape[0])}
+    cell["metric_ties"] = int((judge == 0.5).sum())
+    for key, rule in (("ties_as_misses", "miss"), ("ties_as_half", "half")):
+        decided = not np.any(human == 0.5)
+        cell[key] = (
+            float(alignment.pairwise_accuracy(judge, human, ties=rule, resamples=0)["value"])
+            if decided
+            else None
+        )
+    return cell
 
 
 def _mean(values: list[float]) -> float | None:

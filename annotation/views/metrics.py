@@ -14,6 +14,7 @@ from annotation.errors import ServiceError, Unavailable
 from annotation.models import Job, Reference
 from annotation.services import metrics as lab
 from annotation.services.jobs import job_sweep_stale
+from annotation.services.metrics_clip import CLIP_NAMES, clip_folder
 from annotation.tasks import enqueue
 from annotation.views.access import researcher_required
 from annotation.views.errors import job_not_started
@@ -28,7 +29,10 @@ def study_metrics(request: HttpRequest, study_id: int) -> HttpResponse:
         try:
             job = enqueue(
                 lab.metrics_request(
-                    study=study, user=request.user, names=request.POST.getlist("metrics")
+                    study=study,
+                    user=request.user,
+                    names=request.POST.getlist("metrics"),
+                    cider_documents=request.POST.get("cider_documents", lab.CIDER_DEFAULT),
                 )
             )
         except ServiceError as exc:
@@ -42,6 +46,7 @@ def study_metrics(request: HttpRequest, study_id: int) -> HttpResponse:
         return redirect("study_metrics", study_id=study.pk)
     latest = lab.metrics_latest(study)
     java = metric_rules.java_available()
+    clip_ready = clip_folder() is not None
     others = (
         selectors.studies_for_researcher(request.user)
         .exclude(pk=study.pk)
@@ -62,8 +67,25 @@ def study_metrics(request: HttpRequest, study_id: int) -> HttpResponse:
                 "implementation": spec.implementation,
             }
             for name, spec in metric_rules.METRICS.items()
+        ]
+        + [
+            {
+                "name": name,
+                "checked": clip_ready,
+                "disabled": not clip_ready,
+                "implementation": "onnxruntime",
+                "help": "clip-help",
+            }
+            for name in CLIP_NAMES
         ],
+        "clip_ready": clip_ready,
         "references": Reference.objects.filter(study=study).count(),
+        "imported": lab.imported_columns(study),
+        "cider_conventions": [
+            {"value": key, "label": label, "default": key == lab.CIDER_DEFAULT}
+            for key, label in lab.CIDER_CONVENTIONS.items()
+        ],
+        "cider_default": lab.CIDER_DEFAULT,
         "others": others,
         **(report_tables(latest.result) if latest else {}),
     }
@@ -168,6 +190,9 @@ def report_tables(result: dict[str, Any]) -> dict[str, Any]:
                 {
                     "metric": name,
                     "accuracy": f"{cell['mean'] * 100:.1f} ± {cell['std'] * 100:.1f}",
+                    "misses": _scaled(cell.get("ties_as_misses"), True),
+                    "half": _scaled(cell.get("ties_as_half"), True),
+                    "ties": cell.get("metric_ties", "–"),
                     "n": cell["n"],
                 }
                 for name, cell in data["metrics"].items()
@@ -204,6 +229,7 @@ def report_tables(result: dict[str, Any]) -> dict[str, Any]:
         "robustness_kinds": list(robustness["curves"]) if robustness else [],
         "robustness_rows": robust_rows,
         "coefficient_label": COEFFICIENTS.get(result.get("coefficient", ""), ""),
+        "cider_label": lab.CIDER_CONVENTIONS.get(result.get("cider_documents") or "", ""),
     }
 
 

@@ -291,8 +291,15 @@ def test_pascal50s_import_counts_and_pairwise_accuracy(researcher, tmp_path, cap
     assert Reference.objects.filter(study=study, pair__isnull=False).count() == 6
     report = compute(study).result
     for name in NO_JAVA:
-        assert report["pairwise"]["HC"]["metrics"][name] == {"mean": 1.0, "std": 0.0, "n": 1}
-        assert report["pairwise"]["MM"]["metrics"][name] == {"mean": 0.0, "std": 0.0, "n": 1}
+        for group, right in (("HC", 1.0), ("MM", 0.0)):
+            assert report["pairwise"][group]["metrics"][name] == {
+                "mean": right,
+                "std": 0.0,
+                "n": 1,
+                "metric_ties": 0,
+                "ties_as_misses": right,
+                "ties_as_half": right,
+            }
 
 
 def test_pascal50s_bad_pair_imports_nothing(researcher, tmp_path):
@@ -489,7 +496,15 @@ def test_humanr_comparisons_give_pairwise_accuracy(researcher, compute):
     assert not any(metrics[a][BLEU] == metrics[b][BLEU] for a, b in trials)
     cell = report["pairwise"]["HUMANr comparisons"]["metrics"][BLEU]
     assert len(trials) == 18  # 2 groups of 9 comparisons
-    assert cell == {"mean": pytest.approx(np.mean(higher)), "std": 0.0, "n": 18}
+    share = pytest.approx(np.mean(higher))
+    assert cell == {
+        "mean": share,
+        "std": 0.0,
+        "n": 18,
+        "metric_ties": 0,  # no tie, so every tie rule gives the same share
+        "ties_as_misses": share,
+        "ties_as_half": share,
+    }
     assert report["references"] == lab.OTHER_HUMANS
 
 

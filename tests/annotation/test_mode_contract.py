@@ -36,6 +36,7 @@ NAMED_MODES = {
     ("annotation/services/datasets.py", "thumb"),
     ("annotation/services/datasets.py", "vicr"),
     ("annotation/services/imports/pascal50s.py", "humanr"),
+    ("annotation/services/imports/nebula.py", "humanr"),
     # The references importer's "thumb" is a file format (THumB's JSONL), not a mode.
     ("annotation/services/imports/references.py", "thumb"),
     ("annotation/services/imports/battles.py", "arena"),

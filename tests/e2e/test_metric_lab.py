@@ -1,6 +1,8 @@
 """The Metrics page in Chromium: start computing, follow the progress bar, read the tables;
 axe on each state, and no horizontal scroll at 390 and 1280 px."""
 
+import re
+
 import pytest
 from django.core.management import call_command
 from playwright.sync_api import expect
@@ -31,6 +33,15 @@ def test_researcher_computes_metrics_and_reads_the_tables(page, login, researche
     page.get_by_role("link", name="Metrics", exact=True).click()
     expect(page.get_by_role("heading", name="Metrics: Lab study", level=1)).to_be_visible()
     expect(page.get_by_text("No metrics have been computed yet.")).to_be_visible()
+    # CIDEr's convention is a visible choice with its default marked; CLIP-S without
+    # encoders is offered disabled, with the reason beside it.
+    cider = page.get_by_role("group", name="CIDEr's document frequencies")
+    expect(cider.get_by_role("radio")).to_have_count(2)
+    expect(
+        cider.get_by_role("radio", name=re.compile(r"reference set.*\(default\)"))
+    ).to_be_checked()
+    expect(page.get_by_role("checkbox", name="CLIP-S (ONNX)", exact=True)).to_be_disabled()
+    expect(page.locator("#clip-help")).to_contain_text("CAPEVAL_CLIP_DIR")
     assert_no_serious_a11y_violations(page, context="metrics page, nothing computed")
     fits(page, "metrics page, nothing computed")
 

@@ -2,6 +2,8 @@
 
     manage.py compute_metrics 12
     manage.py compute_metrics 12 --metrics "CIDEr (pycocoevalcap)" "BLEU-4 (sacrebleu)"
+    manage.py compute_metrics 12 --metrics "CIDEr (pycocoevalcap)" --cider-documents candidates
+    manage.py compute_metrics 12 --report-only     # the imported columns (FLEUR ...) only
 
 The work is a metrics job like the one the Metrics page starts: it runs here when Celery is
 eager (no REDIS_URL), on a worker otherwise; the command follows its progress until it ends.
@@ -13,7 +15,13 @@ from django.core.management.base import BaseCommand, CommandError
 
 from annotation.errors import ServiceError
 from annotation.models import Job, Study
-from annotation.services.metrics import RESAMPLES, metrics_request
+from annotation.services.metrics import (
+    CIDER_CONVENTIONS,
+    CIDER_DEFAULT,
+    RESAMPLES,
+    metrics_request,
+)
+from annotation.services.metrics_clip import CLIP_NAMES
 from annotation.tasks import enqueue
 from rubrics.metrics import METRICS
 
@@ -26,9 +34,10 @@ class Command(BaseCommand):
         parser.add_argument(
             "--metrics",
             nargs="+",
-            choices=list(METRICS),
+            choices=[*METRICS, *CLIP_NAMES],
             metavar="NAME",
-            help=f"Metric names (default: all this machine can compute): {', '.join(METRICS)}.",
+            help="Metric names (default: all this machine can compute): "
+            f"{', '.join([*METRICS, *CLIP_NAMES])}.",
         )
         parser.add_argument(
             "--resamples",
@@ -37,16 +46,47 @@ class Command(BaseCommand):
             help=f"Bootstrap resamples per correlation (0 to {RESAMPLES}).",
         )
         parser.add_argument(
+            "--cider-documents",
+            choices=list(CIDER_CONVENTIONS),
+            default=CIDER_DEFAULT,
+            help="CIDEr's document frequencies: "
+            + "; ".join(f"{k}: {v}" for k, v in CIDER_CONVENTIONS.items())
+            + f" (default {CIDER_DEFAULT}).",
+        )
+        parser.add_argument(
+            "--report-only",
+            action="store_true",
+            help="Compute no metric: report the imported columns (import_metric_scores).",
+        )
+        parser.add_argument(
             "--no-wait", action="store_true", help="Queue the job and return at once."
         )
 
-    def handle(self, *args, study_id: int, metrics, resamples: int, no_wait: bool, **options):
+    def handle(
+        self,
+        *args,
+        study_id: int,
+        metrics,
+        resamples: int,
+        no_wait: bool,
+        cider_documents: str = CIDER_DEFAULT,
+        report_only: bool = False,
+        **options,
+    ):
         study = Study.objects.filter(pk=study_id).first()
         if study is None:
             raise CommandError(f"No study {study_id}.")
+        if report_only and metrics:
+            raise CommandError("--report-only computes no metric; leave out --metrics.")
         try:
             job = enqueue(
-                metrics_request(study=study, user=None, names=metrics, resamples=resamples)
+                metrics_request(
+                    study=study,
+                    user=None,
+                    names=[] if report_only else metrics,
+                    resamples=resamples,
+                    cider_documents=cider_documents,
+                )
             )
         except ServiceError as exc:
             raise CommandError(exc.report()) from exc
@@ -67,6 +107,12 @@ class Command(BaseCommand):
             self.stdout.write(f"Job {job.pk} queued; follow it at /jobs/{job.pk}/.")
             return
         result = job.result
+        if not result["computed"]:
+            imported = ", ".join(result["metrics"]) or "none"
+            self.stdout.write(
+                self.style.SUCCESS(f"Job {job.pk}: reported the imported columns ({imported}).")
+            )
+            return
         self.stdout.write(
             self.style.SUCCESS(
                 f"Job {job.pk}: scored {result['captions_scored']} captions of study {study.pk} "

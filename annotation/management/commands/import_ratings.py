@@ -3,6 +3,7 @@
     manage.py import_ratings --format flickr8k-expert flickr8k_expert.json [--owner rita]
     manage.py import_ratings --format vicr-csv VICR_Sample250.csv --name "VICR sample"
     manage.py import_ratings --format pascal-50s pascal_50s.json
+    manage.py import_ratings --format nebula nebula_test.json
 
     manage.py import_ratings --format battles arena_battles.jsonl
     manage.py import_ratings --format iiw-sxs ../shared/datasets/imageinwords/DCI_Test.jsonl
@@ -18,7 +19,9 @@ MQM TSV files and ESA campaign CSVs become closed spans studies
 source text.
 
 Pascal-50S (pairwise judgments with their references) becomes a closed study of pairs for
-the metric lab (``annotation.services.imports.pascal50s.dataset_import_pascal50s``).
+the metric lab (``annotation.services.imports.pascal50s.dataset_import_pascal50s``), and
+Nebula (captions, references, released human scores) a closed study of scored captions
+(``annotation.services.imports.nebula``).
 
 The formats and what the study holds are described in ``annotation.services.datasets``.
 """
@@ -33,6 +36,7 @@ from annotation.errors import ServiceError
 from annotation.models import User
 from annotation.services.datasets import RATING_FORMATS, dataset_import_ratings
 from annotation.services.imports.battles import BATTLE_FORMATS, dataset_import_battles
+from annotation.services.imports.nebula import NEBULA, dataset_import_nebula
 from annotation.services.imports.pascal50s import dataset_import_pascal50s
 from annotation.services.imports.spans import SPAN_FORMATS, dataset_import_spans
 
@@ -51,7 +55,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--format",
             required=True,
-            choices=sorted([*RATING_FORMATS, PASCAL_50S, *BATTLE_FORMATS, *SPAN_FORMATS]),
+            choices=sorted([*RATING_FORMATS, PASCAL_50S, NEBULA, *BATTLE_FORMATS, *SPAN_FORMATS]),
         )
         parser.add_argument(
             "--batches", type=Path, help="esa-csv: the campaign's batches JSON (the texts)."
@@ -103,6 +107,17 @@ class Command(BaseCommand):
             )
             for what in done.missing:
                 self.stdout.write(f"Missing: {what}.")
+            return
+        if format == NEBULA:
+            try:
+                study = dataset_import_nebula(owner=user, path=file, name=name)
+            except ServiceError as exc:
+                raise CommandError(exc.report()) from exc
+            self.stdout.write(
+                f"Study {study.pk} ({study.name}): {study.captions.count()} captions, "
+                f"{study.references.count()} references, {study.dataset_scores.count()} human "
+                "scores, closed. Compute its metrics on the Metrics page or with compute_metrics."
+            )
             return
         try:
             if format == PASCAL_50S:

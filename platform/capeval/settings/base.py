@@ -221,6 +221,9 @@ CAPEVAL_MAX_ZIP_BYTES = env_int("CAPEVAL_MAX_ZIP_MB", 4096) * 1024 * 1024
 # parts (imports add to a study). Rows: 200,000 captions are far more than a study judges.
 CAPEVAL_MAX_IMPORT_PIXELS = env_int("CAPEVAL_MAX_IMPORT_PIXELS", 2_000_000_000)
 CAPEVAL_MAX_IMPORT_ROWS = env_int("CAPEVAL_MAX_IMPORT_ROWS", 200_000)
+# The metric lab's CLIP-S: a folder of exported ONNX encoders (docs/metrics.md); none: off.
+CAPEVAL_CLIP_DIR = os.environ.get("CAPEVAL_CLIP_DIR", "")
+CAPEVAL_CLIP_IMAGE_SIZE = env_int("CAPEVAL_CLIP_IMAGE_SIZE", 224)
 CAPEVAL_EXPORT_DIR = VAR_DIR / "exports"
 CAPEVAL_LINK_MAX_AGE = env_int("CAPEVAL_LINK_MAX_AGE_DAYS", 90) * 24 * 3600
 CAPEVAL_LEASE_SECONDS = env_int("CAPEVAL_LEASE_SECONDS", 30 * 60)

@@ -1,0 +1,101 @@
+"""CLIP-S and RefCLIP-S in the metric lab, from the ONNX encoders the researcher configures.
+
+``CAPEVAL_CLIP_DIR`` names a folder with ``image.onnx``, ``text.onnx`` and
+``tokenizer.json`` (``annotation/judges/clip.py`` says how to export them; docs/metrics.md
+how to drop them in); ``CAPEVAL_CLIP_IMAGE_SIZE`` the encoder's input side (224 for
+ViT-B/32). Nothing is downloaded: without the folder the two metrics are not offered.
+Captions are scored with their study image's original file; RefCLIP-S also with the
+caption's references (the metric lab's, ``services/metrics.py:caption_references``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from django.conf import settings
+from onnxruntime.capi import onnxruntime_pybind11_state as ort_errors
+
+from annotation.errors import ServiceError
+from annotation.judges import clip
+from annotation.models import Image
+
+# onnxruntime's own errors derive from Exception only, so they are named here.
+ONNX_ERRORS = (
+    OSError,
+    ValueError,
+    RuntimeError,
+    ort_errors.Fail,
+    ort_errors.InvalidArgument,
+    ort_errors.InvalidGraph,
+    ort_errors.InvalidProtobuf,
+    ort_errors.NoSuchFile,
+    ort_errors.RuntimeException,
+)
+
+CLIP_S, REFCLIP_S = "CLIP-S (ONNX)", "RefCLIP-S (ONNX)"
+CLIP_NAMES = (CLIP_S, REFCLIP_S)
+FILES = ("image.onnx", "text.onnx", "tokenizer.json")
+INFO = {"implementation": "onnxruntime (CAPEVAL_CLIP_DIR)", "tokenizer": "tokenizer.json"}
+
+
+def clip_folder() -> Path | None:
+    """The configured folder when it holds the three files, else None."""
+    folder = getattr(settings, "CAPEVAL_CLIP_DIR", "")
+    if not folder:
+        return None
+    path = Path(folder)
+    return path if all((path / name).is_file() for name in FILES) else None
+
+
+def clip_refusal(names: Sequence[str]) -> str | None:
+    """Why the CLIP metrics among ``names`` cannot run here, or None."""
+    wanted = [n for n in names if n in CLIP_NAMES]
+    if not wanted or clip_folder() is not None:
+        return None
+    return (
+        f"{', '.join(wanted)} need CLIP encoders: set CAPEVAL_CLIP_DIR to a folder with "
+        f"{', '.join(FILES)} (docs/metrics.md, 'CLIP-S')."
+    )
+
+
+def clip_scores(
+    captions: list[dict[str, Any]],
+    refs: list[list[str]],
+    names: Sequence[str],
+    progress: Callable[[float, str], None],
+) -> dict[str, np.ndarray]:
+    """CLIP-S / RefCLIP-S per caption (NaN where its image has no file: a dataset import)."""
+    folder = clip_folder()
+    if folder is None:
+        raise ServiceError(clip_refusal(names) or "CLIP is not configured.", field="metrics")
+    try:
+        scorer = clip.ClipScorer.from_folder(
+            folder, image_size=int(getattr(settings, "CAPEVAL_CLIP_IMAGE_SIZE", 224))
+        )
+    except ONNX_ERRORS as exc:  # a bad export: the job says so instead of failing as a bug
+        raise ServiceError(
+            "The CLIP encoders in CAPEVAL_CLIP_DIR cannot be loaded: "
+            f"{type(exc).__name__} (re-export them as docs/metrics.md says)."
+        ) from None
+    files = dict(
+        Image.objects.filter(pk__in={c["image_id"] for c in captions}).values_list("id", "file")
+    )
+    keep = [i for i, c in enumerate(captions) if files.get(c["image_id"])]
+    out = {name: np.full(len(captions), np.nan) for name in names if name in CLIP_NAMES}
+    if not keep:
+        raise ServiceError("CLIP-S needs the study's images; none of its captions has one.")
+    progress(0.1, f"CLIP on {len(keep)} captions")
+    images = [Path(settings.MEDIA_ROOT) / files[captions[i]["image_id"]] for i in keep]
+    texts = [captions[i]["text"] for i in keep]
+    try:
+        plain, with_refs = scorer.refclip_s(images, texts, [refs[i] for i in keep])
+    except ONNX_ERRORS as exc:  # an unreadable image, encoders that do not fit together
+        raise ServiceError(f"CLIP-S could not be computed: {type(exc).__name__}: {exc}") from None
+    for name, values in ((CLIP_S, plain), (REFCLIP_S, with_refs)):
+        if name in out:
+            out[name][keep] = values
+    progress(1.0, "CLIP done")
+    return out
