@@ -48,3 +48,41 @@ def test_row11_a_closed_study_says_so_and_gives_no_estimate(page, login, researc
     expect(page.locator("#dashboard")).not_to_contain_text("remaining 6 answers take")
     assert_no_serious_a11y_violations(page, context="a closed study's page")
     assert_fits_every_width(page, "a closed study's page")
+
+
+def test_row21_the_api_root_is_a_browsable_index(page, login, researcher):
+    login(page, researcher)
+    page.goto("/api/")
+    studies = page.get_by_role("link", name="/api/studies/", exact=True)
+    expect(studies.first).to_be_visible()
+    expect(page.locator("body")).to_contain_text("/api/studies/{study_id}/report/")
+    assert_no_serious_a11y_violations(page, context="the API index")
+    assert_fits_every_width(page, "the API index")
+
+
+def test_row21_get_on_the_people_url_shows_the_people_section(page, login, researcher):
+    study = rating_study(researcher, captions=1, live=False)
+    login(page, researcher)
+    response = page.goto(f"/studies/{study.pk}/people/")
+    assert response.status == 200
+    assert page.url.endswith(f"/studies/{study.pk}/#people-heading")
+    expect(page.get_by_role("heading", name="People", exact=True)).to_be_visible()
+
+
+def test_row21_the_favicon_is_an_svg_served_here(page, login, researcher):
+    login(page, researcher)
+    page.goto("/")
+    href = page.locator('link[rel="icon"]').get_attribute("href")
+    assert href.startswith("/static/")
+    response = page.request.get(href)
+    assert response.status == 200
+    assert "svg" in response.headers["content-type"]
+
+
+def test_row21_the_admin_home_fits_390_px(page, login, make_user):
+    admin = make_user("ada", staff=True)
+    login(page, admin)
+    page.goto("/admin/")
+    expect(page.get_by_role("heading", name="Site administration")).to_be_visible()
+    assert_no_serious_a11y_violations(page, context="the admin's home")
+    assert_fits_every_width(page, "the admin's home")
