@@ -106,3 +106,16 @@ def test_every_page_links_a_local_svg_favicon(client, researcher):
     assert found, f"{link[1]} is not among the static files"
     with open(found, encoding="utf-8") as svg:
         assert svg.read().lstrip().startswith("<svg")
+
+
+# --- Row 16: a draft study shows no empty dashboard ------------------------------------------
+
+
+def test_a_draft_study_hides_progress_rate_and_integrity(client, researcher):
+    study = rating_study(researcher, captions=2, live=False)
+    client.force_login(researcher)
+    html = client.get(reverse("study_detail", args=[study.pk])).content.decode()
+    assert 'id="dashboard-heading"' not in html
+    assert "<h3>Rate</h3>" not in html
+    assert "<h3>Crowd integrity</h3>" not in html
+    assert "Progress, rate and crowd integrity appear here once the study is open" in text_of(html)

@@ -86,3 +86,14 @@ def test_row21_the_admin_home_fits_390_px(page, login, make_user):
     expect(page.get_by_role("heading", name="Site administration")).to_be_visible()
     assert_no_serious_a11y_violations(page, context="the admin's home")
     assert_fits_every_width(page, "the admin's home")
+
+
+def test_row16_a_draft_shows_no_empty_dashboard(page, login, researcher):
+    study = rating_study(researcher, captions=2, live=False)
+    login(page, researcher)
+    page.goto(f"/studies/{study.pk}/")
+    expect(page.get_by_text("Progress, rate and crowd integrity appear here")).to_be_visible()
+    expect(page.get_by_role("heading", name="Rate")).to_have_count(0)
+    expect(page.get_by_role("heading", name="Crowd integrity")).to_have_count(0)
+    assert_no_serious_a11y_violations(page, context="a draft study's page")
+    assert_fits_every_width(page, "a draft study's page")
