@@ -97,3 +97,15 @@ def test_row16_a_draft_shows_no_empty_dashboard(page, login, researcher):
     expect(page.get_by_role("heading", name="Crowd integrity")).to_have_count(0)
     assert_no_serious_a11y_violations(page, context="a draft study's page")
     assert_fits_every_width(page, "a draft study's page")
+
+
+def test_row16_the_stage_table_shows_done_at_390_px(page, login, researcher):
+    study = rating_study(researcher, captions=2, target=2)
+    login(page, researcher)
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"/studies/{study.pk}/")
+    box = page.locator(".progress-table").locator("..").bounding_box()
+    for header in ("Done", "Needed"):
+        cell = page.locator(".progress-table thead th", has_text=header).bounding_box()
+        assert cell["x"] + cell["width"] <= box["x"] + box["width"] + 0.5, f"{header} is cut off"
+    assert_no_serious_a11y_violations(page, context="a live study's page at 390 px")
