@@ -2,9 +2,11 @@ from django.urls import path
 
 from annotation import apis
 from annotation.views import crowd_api
+from annotation.views.api_root import ApiRootApi
 from annotation.views.judges import StudyJudgesApi
 
 urlpatterns = [
+    path("", ApiRootApi.as_view(), name="api_root"),
     path("studies/", apis.StudyListApi.as_view(), name="api_studies"),
     path("studies/<int:study_id>/", apis.StudyDetailApi.as_view(), name="api_study"),
     path("studies/<int:study_id>/open/", apis.StudyOpenApi.as_view(), name="api_study_open"),

@@ -102,7 +102,9 @@ def study_rates(study: Study, *, remaining: int, now=None) -> dict:
     """Judgments in the last hour and per hour over ``RATE_HOURS``, and an ETA.
 
     The ETA divides what remains by the answers (finished leases, the unit of
-    ``study_progress``) of the last hour; without any, there is no estimate. One query.
+    ``study_progress``) of the last hour; without any, there is no estimate. A study that
+    is not live serves nobody, so it has no estimate either (a closed study must not promise
+    an end). One query.
     """
     now = now or timezone.now()
     hour_ago = now - timedelta(hours=1)
@@ -131,7 +133,7 @@ def study_rates(study: Study, *, remaining: int, now=None) -> dict:
     finished_last_hour = counts["finished_last_hour"]
     series = [{"hour": hour, "n": counts[f"h{k}"]} for k, hour in enumerate(hours)]
     eta = None
-    if remaining > 0 and finished_last_hour:
+    if remaining > 0 and finished_last_hour and study.status == Study.Status.LIVE:
         eta = now + timedelta(hours=remaining / finished_last_hour)
     return {
         "last_hour": counts["last_hour"],

@@ -230,15 +230,20 @@ def _names(raw: str) -> list[str]:
     return [name for name in raw.replace(",", " ").split() if name]
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 @researcher_required
 def study_people(request: HttpRequest, study_id: int) -> HttpResponse:
     """Set the study's annotators (and, for its owner, the researchers who share it).
+
+    A GET (a bookmarked or reloaded form address) goes to the study page's People section
+    rather than an empty 405.
 
     A refused name is shown under its field with every typed name kept: in the People
     form itself (htmx swaps it), or, without JavaScript, on a page holding that form.
     """
     study = selectors.study_for_researcher(request.user, study_id)
+    if request.method == "GET":
+        return redirect(reverse("study_detail", args=[study.pk]) + "#people-heading")
     members = _names(request.POST["members"]) if "members" in request.POST else None
     context = {
         "study": study,
