@@ -24,7 +24,19 @@ urlpatterns = [
     path("studies/<int:study_id>/plan/", apis.StudyPlanApi.as_view(), name="api_study_plan"),
     path("studies/<int:study_id>/judges/", StudyJudgesApi.as_view(), name="api_study_judges"),
     path("jobs/<int:job_id>/", apis.JobDetailApi.as_view(), name="api_job"),
-    path("studies/<int:study_id>/crowd/sync/", crowd_api.StudyCrowdSyncApi.as_view()),
-    path("studies/<int:study_id>/crowd/review/", crowd_api.StudyCrowdReviewApi.as_view()),
-    path("studies/<int:study_id>/crowd/ledger/", crowd_api.StudyCrowdLedgerApi.as_view()),
+    path(
+        "studies/<int:study_id>/crowd/sync/",
+        crowd_api.StudyCrowdSyncApi.as_view(),
+        name="api_study_crowd_sync",
+    ),
+    path(
+        "studies/<int:study_id>/crowd/review/",
+        crowd_api.StudyCrowdReviewApi.as_view(),
+        name="api_study_crowd_review",
+    ),
+    path(
+        "studies/<int:study_id>/crowd/ledger/",
+        crowd_api.StudyCrowdLedgerApi.as_view(),
+        name="api_study_crowd_ledger",
+    ),
 ]
