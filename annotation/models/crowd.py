@@ -8,6 +8,15 @@ plain text. Ledger rows and events are never deleted.
 from django.conf import settings as django_settings
 from django.db import models
 
+#: The participant flag a reclaim adds (the worker returned, timed out or was rejected on the
+#: platform): their leases are given back and ``assignment_next`` serves them nothing more.
+CROWD_LEFT_FLAG = "crowd_left"
+
+
+def crowd_left(flags: list[dict] | None) -> bool:
+    """Whether a participant's flags say they left the study on the crowd platform."""
+    return any(flag.get("kind") == CROWD_LEFT_FLAG for flag in flags or [])
+
 
 class CrowdCredential(models.Model):
     """One researcher's crowd platform credentials, each a Fernet token (never plain text)."""

@@ -34,6 +34,7 @@ from django.utils import timezone
 from annotation.errors import ServiceError, TooFast
 from annotation.identities import linked_q
 from annotation.models import Assignment, Item, Judgment, Participant, Study
+from annotation.models.crowd import crowd_left
 from annotation.modes import get_mode
 from annotation.modes.base import screen_out_reason
 
@@ -181,6 +182,10 @@ def assignment_next(*, participant: Participant, now: datetime | None = None) ->
         if screen_out_reason(locked.flags):
             # Screened out (Outcome.screen_out): nothing more, so no later answer can earn
             # the completion code; the finished page shows the screen-out code.
+            return None
+        if crowd_left(locked.flags):
+            # Returned, timed out or rejected on the platform: the reclaim gave their leases
+            # to the next worker, and answers after it would be unpaid and counted.
             return None
         mode = get_mode(locked.study.mode)
         round_number = mode.current_round(locked)

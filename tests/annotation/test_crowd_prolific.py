@@ -161,6 +161,17 @@ def test_returned_frees_the_lease_and_the_next_worker_gets_that_item_at_once(cli
     assert served is not None and served.item_id == held.item_id
 
 
+def test_a_worker_who_returned_is_served_nothing_more(client, study):
+    # The attack: return the submission (the slot is freed for the next worker), keep the
+    # tab open and go on taking leases, so the slot is held again by answers nobody pays
+    # for and the analysis would count.
+    a, b, held = started(study)
+    assert post_webhook(client, status_event("pidA", "subA", "RETURNED")).status_code == 200
+    assert assignment_next(participant=a) is None
+    served = assignment_next(participant=b)
+    assert served is not None and served.item_id == held.item_id
+
+
 @pytest.mark.parametrize("status", ["TIMED-OUT", "REJECTED"])
 def test_timed_out_and_rejected_reclaim_too(client, study, status):
     a, b, held = started(study)

@@ -14,12 +14,13 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotation.models import Assignment, Judgment, Participant, Study
+from annotation.models.crowd import CROWD_LEFT_FLAG
 from annotation.services.assignments import assignment_release
 
 logger = logging.getLogger(__name__)
 
 #: The ``kind`` of the participant flag a reclaim adds.
-RECLAIM_FLAG = "crowd_left"
+RECLAIM_FLAG = CROWD_LEFT_FLAG
 
 
 def participant_match(
