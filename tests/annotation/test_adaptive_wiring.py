@@ -21,6 +21,7 @@ from collections import Counter
 from datetime import timedelta
 
 import pytest
+from django.urls import reverse
 
 from annotation.dashboard import study_adaptive_saving
 from annotation.models import Item, Judgment
@@ -29,6 +30,8 @@ from annotation.modes.humanr.allocation import ADAPTIVE_MIN_WORKERS
 from annotation.modes.vicr.protocol import ADAPTIVE_FIT_MIN_PAIRS, adaptive_rater_model
 from annotation.services.assignments import assignment_next
 from annotation.services.judgments import judgment_submit
+from annotation.services.reports import report_request
+from annotation.tasks import enqueue
 from tests.factories.humanr import crowd, do_group, honest, humanr_study
 from tests.factories.vicr import in_game, play, vicr_study
 
@@ -267,3 +270,25 @@ def test_humanr_keeps_serving_while_a_system_is_noisy(researcher):
     groups = Item.objects.filter(study=study, kind="group").count()
     done, _ = serve_groups_until_none(study, split)
     assert done == groups
+
+
+def test_an_adaptive_humanr_report_shows_the_worker_interval(
+    client, researcher, django_capture_on_commit_callbacks
+):
+    # With allocation on, a group holds nine comparisons of one system, so one worker's
+    # leaning moves nine values at once and the t-interval over values is too narrow
+    # (bench/results-adaptive.md: 80% coverage). The page must show the interval over one
+    # mean per worker, the one the rule stops on, under its own heading.
+    study = humanr_study(researcher, images=30, systems=("GPT",), adaptive_target_half_width=0.1)
+    serve_groups_until_none(study, noisy_gpt)
+    with django_capture_on_commit_callbacks(execute=True):
+        job = enqueue(report_request(study=study, user=researcher))
+    job.refresh_from_db()
+    assert job.status == "done", job.error
+    rows = {row["system"]: row for row in job.result["humanr"]["rows"]}
+    low, high = rows["GPT"]["worker_t_interval"]
+    assert [low, high] != rows["GPT"]["t_interval"]
+    client.force_login(researcher)
+    page = client.get(reverse("study_report", args=[study.pk])).content.decode()
+    assert "Worker t-interval" in page
+    assert f"[{low:.3f}, {high:.3f}]" in page

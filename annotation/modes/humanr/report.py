@@ -96,6 +96,9 @@ class HumanrReport(Report):
         result["n_groups_built"] = n_groups
         result["completion_code"] = config.completion_code_for(study)
         result["study_seed"] = study.seed
+        # Groups of one system under adaptive allocation: the page shows the interval over
+        # one mean per worker (what the rule stops on), not the one over values.
+        result["adaptive_allocation"] = bool(config.adaptive_target_half_width)
         progress(90, "Annotator reliability (Dawid-Skene)")
         result["reliability"] = reliability(
             rows, people=people, workers_per_comparison=config.workers_per_comparison
@@ -133,7 +136,7 @@ class HumanrReport(Report):
             return figure
         report = result["humanr"]
         if name == "humanr-by-system":
-            return _figure_by_system(report)
+            return _figure_by_system(report, worker=bool(result.get("adaptive_allocation")))
         if name == "half-splits":
             return _figure_half_splits(report)
         return _figure_std_vs_images(report)
@@ -297,8 +300,13 @@ def reliability(
     )
 
 
-def _figure_by_system(report: dict[str, Any]) -> Figure:
-    """Paper Fig. 1 style: one bar per comparison type with its intervals."""
+def _figure_by_system(report: dict[str, Any], *, worker: bool = False) -> Figure:
+    """Paper Fig. 1 style: one bar per comparison type with its intervals.
+
+    ``worker``: draw the worker t-interval instead of the one over values (adaptive
+    allocation, where the latter is too narrow; the page says so).
+    """
+    key = "worker_t_interval" if worker else "t_interval"
     rows = [row for row in report["rows"] if row["humanr"] is not None]
     from matplotlib.figure import Figure
 
@@ -309,8 +317,8 @@ def _figure_by_system(report: dict[str, Any]) -> Figure:
     colours = ["#6b7280" if row["baseline"] else "#0b57d0" for row in rows]
     axes.barh(y, values, color=colours, height=0.55)
     for yy, row in zip(y, rows, strict=True):
-        if row["t_interval"]:
-            lo, hi = row["t_interval"]
+        if row.get(key):
+            lo, hi = row[key]
             axes.errorbar(
                 row["humanr"],
                 yy,
