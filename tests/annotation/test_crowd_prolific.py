@@ -161,6 +161,33 @@ def test_returned_frees_the_lease_and_the_next_worker_gets_that_item_at_once(cli
     assert served is not None and served.item_id == held.item_id
 
 
+def test_a_rival_researchers_secret_cannot_reclaim_another_owners_workers(
+    client, study, other_researcher
+):
+    # The attack: a rival links a study of their own to the same Prolific study id (seen on
+    # a study they share, or guessed), stores a webhook secret they know, and signs a
+    # RETURNED event for the victim's worker. Only the secret of a study's own owner may
+    # act on that study's workers.
+    a, b, held = started(study)
+    credential_save(
+        user=other_researcher,
+        values={"prolific_webhook_secret": "rival-secret-Kd9"},
+        mturk_sandbox=True,
+    )
+    rating_study(other_researcher, captions=2, target=1, prolific_study_id=PSTUDY)
+    before = list(Participant.objects.get(pk=a.pk).flags)
+    response = post_webhook(
+        client, status_event("pidA", "subA", "RETURNED"), secret="rival-secret-Kd9"
+    )
+    assert response.status_code == 200 and response.json()["outcome"] == "no matching participant"
+    assert Assignment.objects.get(pk=held.pk).status == Assignment.Status.OPEN
+    assert Participant.objects.get(pk=a.pk).flags == before
+    assert not Judgment.objects.filter(excluded=True).exists()
+    # The owner's own secret still works.
+    assert post_webhook(client, status_event("pidA", "subA", "RETURNED")).status_code == 200
+    assert Assignment.objects.get(pk=held.pk).status == Assignment.Status.RELEASED
+
+
 def test_a_worker_who_returned_is_served_nothing_more(client, study):
     # The attack: return the submission (the slot is freed for the next worker), keep the
     # tab open and go on taking leases, so the slot is held again by answers nobody pays

@@ -98,14 +98,20 @@ def mturk_client(study: Study) -> MTurkClient:
     )
 
 
-def webhook_secrets(studies: list[Study]) -> list[str]:
-    """The Prolific webhook secrets of these studies' owners (to check a signature with)."""
-    found = []
+def webhook_secrets(studies: list[Study]) -> dict[int, list[str]]:
+    """The Prolific webhook secrets of these studies' owners, by owner id.
+
+    By owner, because a signature only vouches for the studies of the researcher whose
+    secret made it: another researcher may link a study of theirs to the same Prolific id.
+    """
+    found: dict[int, list[str]] = {}
     for credential in CrowdCredential.objects.filter(
         user_id__in={study.owner_id for study in studies}
     ).exclude(prolific_webhook_secret=""):
         try:
-            found.append(secrets.decrypt(credential.prolific_webhook_secret))
+            found.setdefault(credential.user_id, []).append(
+                secrets.decrypt(credential.prolific_webhook_secret)
+            )
         except secrets.SecretError:
             continue
     return found

@@ -34,14 +34,21 @@ class WebhookRefused(Exception):
     """The request is not from Prolific (or is stale): answer 401, change nothing."""
 
 
-def event_key(payload: dict) -> str:
+def event_key(payload: dict, signed_by: set[int] | frozenset[int] = frozenset()) -> str:
     """The event's id when Prolific sends one, else a digest of what makes it one event
-    (type, submission, status): a submission reaches each status once."""
+    (type, submission, status): a submission reaches each status once.
+
+    Scoped by the owners whose secret signed it: a rival's forged copy of an event (signed
+    with their own secret, acting on nothing of the owner's) must not take its key and have
+    the owner's real event dropped as a duplicate.
+    """
     given = payload.get("id") or payload.get("event_id")
     if isinstance(given, str) and 0 < len(given) <= 100:
-        return f"prolific:{given}"
-    parts = [str(payload.get(k, "")) for k in ("event_type", "resource_id", "status")]
-    return "prolific:" + hashlib.sha256("|".join(parts).encode("utf-8")).hexdigest()[:64]
+        base = f"id|{given}"
+    else:
+        base = "|".join(str(payload.get(k, "")) for k in ("event_type", "resource_id", "status"))
+    scope = ",".join(str(owner) for owner in sorted(signed_by))
+    return "prolific:" + hashlib.sha256(f"{base}|{scope}".encode()).hexdigest()[:64]
 
 
 def prolific_webhook_receive(
@@ -64,17 +71,28 @@ def prolific_webhook_receive(
         if prolific_study
         else []
     )
-    refusal = prolific_refusal(
-        secrets=webhook_secrets(studies),
-        timestamp=timestamp,
-        signature=signature,
-        body=body,
-        now=now,
-        max_age=settings.CAPEVAL_CROWD_WEBHOOK_MAX_AGE,
-    )
-    if refusal:
-        logger.warning("prolific webhook refused: %s", refusal)
-        raise WebhookRefused(refusal)
+    # Each owner's secrets are checked apart: the event may act only on the studies of the
+    # owners whose secret signed it, never on another researcher's study linked to the same
+    # Prolific id (a rival could store a secret they know and sign for its workers).
+    refusal = "bad signature"
+    signed_by = set()
+    for owner, owner_secrets in webhook_secrets(studies).items():
+        refusal = prolific_refusal(
+            secrets=owner_secrets,
+            timestamp=timestamp,
+            signature=signature,
+            body=body,
+            now=now,
+            max_age=settings.CAPEVAL_CROWD_WEBHOOK_MAX_AGE,
+        )
+        if refusal in ("missing or malformed timestamp", "stale timestamp"):
+            break
+        if not refusal:
+            signed_by.add(owner)
+    if not signed_by:
+        logger.warning("prolific webhook refused: %s", refusal or "bad signature")
+        raise WebhookRefused(refusal or "bad signature")
+    studies = [study for study in studies if study.owner_id in signed_by]
     kind = str(payload.get("event_type") or "")[:64]
     status = str(payload.get("status") or "")[:32]
     # One transaction: the event row and what it did commit together, so an event whose
@@ -84,13 +102,15 @@ def prolific_webhook_receive(
             with transaction.atomic():
                 event = CrowdEvent.objects.create(
                     platform="prolific",
-                    key=event_key(payload),
+                    key=event_key(payload, signed_by),
                     kind=kind,
                     status=status,
                     study=studies[0] if len(studies) == 1 else None,
                 )
         except IntegrityError:
-            logger.info("prolific webhook: event %s already processed", event_key(payload))
+            logger.info(
+                "prolific webhook: event %s already processed", event_key(payload, signed_by)
+            )
             return "duplicate"
         if kind != STATUS_EVENT:
             outcome = f"ignored: unknown event {kind!r}"
