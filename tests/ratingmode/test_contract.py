@@ -13,7 +13,7 @@ import pytest
 from django.urls import reverse
 from scipy import stats
 
-from annotation.models import Caption, Judgment, Participant
+from annotation.models import Caption, JudgeAnswer, Judgment, Participant
 from annotation.services.exports import EXPORT_FORMATS, EXPORT_TABLES, export_file
 from annotation.services.metrics import WITH_HUMAN, metaeval_report
 from annotation.services.reports import report_request
@@ -115,7 +115,12 @@ def test_every_export_format_carries_the_modes_rows_and_report_summary(
     )
 
     # A dataset folder holds every table; its summary counts the judgments table's rows.
-    by_table = 8 if table == "judgments" else Participant.objects.filter(study=study).count()
+    # The judges table holds judge answers (none here: this study has no judge).
+    by_table = {
+        "judgments": 8,
+        "participants": Participant.objects.filter(study=study).count(),
+        "judges": JudgeAnswer.objects.filter(judge__study=study).count(),
+    }[table]
     expected_rows = 8 if export_format == "dataset" else by_table
     assert summary.rows == expected_rows
     if export_format == "dataset":

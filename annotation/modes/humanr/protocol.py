@@ -16,8 +16,7 @@ of 9 different images plus 1 attention check at a random position (leftover comp
 go to shorter groups). With ``adaptive_target_half_width`` set, every group holds one
 system's comparisons instead (``rubrics.humanr.build_system_groups``, numbered in turn over
 the systems) so that a settled system's groups can stop being served (issue 27). One
-``Item`` per group, ``kind="group"``, ``target`` =
-``workers_per_comparison``; ``spec``::
+``Item`` per group, ``kind="group"``, ``target`` = ``workers_per_comparison``; ``spec``::
 
     {"group": index, "short": bool, "seed": study seed, "trials": [
         {"kind": "comparison" | "attention_check", "comparison": "<image id>:<system>" | None,
