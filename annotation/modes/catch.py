@@ -472,8 +472,8 @@ def rule_outcome(
         reason = exclusion_reason(seen, missed)
         # In a study that pays screen-outs, also a screen-out: a crowd worker caught before
         # earning the code is sent to the screen-out code and served nothing more (the
-        # service ignores it once the code is earned). Without one, nothing changes: the
-        # worker may go on, flagged, as before screen-outs existed.
+        # service ignores it once the code is earned). Without one, the flag alone stops
+        # serving them (services/assignments.py) and they are asked to return it.
         study = participant.study
         pays = get_mode(study.mode).settings(study).screens_out
         return {

@@ -35,7 +35,7 @@ from annotation.errors import ServiceError, TooFast
 from annotation.identities import linked_q
 from annotation.models import Assignment, Item, Judgment, Participant, Study
 from annotation.models.crowd import crowd_left
-from annotation.modes import get_mode
+from annotation.modes import catch, get_mode
 from annotation.modes.base import screen_out_reason
 
 # A claim can only fail if a candidate's capacity changed between reading and claiming it
@@ -182,6 +182,11 @@ def assignment_next(*, participant: Participant, now: datetime | None = None) ->
         if screen_out_reason(locked.flags):
             # Screened out (Outcome.screen_out): nothing more, so no later answer can earn
             # the completion code; the finished page shows the screen-out code.
+            return None
+        if catch.is_flagged(locked):
+            # The catch-trial rule excluded them: every further answer would be excluded
+            # too, so more work would waste their time and a crowd study's money. The
+            # finished page tells them why.
             return None
         if crowd_left(locked.flags):
             # Returned, timed out or rejected on the platform: the reclaim gave their leases

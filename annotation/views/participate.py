@@ -18,7 +18,7 @@ from django.views.decorators.http import require_GET, require_POST
 from annotation.addresses import client_address
 from annotation.errors import ServiceError
 from annotation.models import Assignment, Participant, Study
-from annotation.modes import get_mode
+from annotation.modes import catch, get_mode
 from annotation.services.assignments import assignment_next
 from annotation.services.judgments import judgment_submit
 from annotation.services.participants import (
@@ -343,6 +343,7 @@ def participate_next(request: HttpRequest, public_id) -> HttpResponse:
             "participant": participant,
             "mode_finished_template": mode.pages.finished_template,
             "completion": crowd_completion(participant),
+            "catch_failed": catch.is_flagged(participant),
             **mode.pages.finished_context(participant),
         }
         return _allow_mturk_frame(

@@ -24,7 +24,7 @@ from django.test import Client, TestCase
 from django.urls import reverse
 
 from annotation.errors import ServiceError
-from annotation.models import Caption, Item, Judgment, Participant
+from annotation.models import Assignment, Caption, Item, Judgment, Participant
 from annotation.modes import get_mode
 from annotation.services.exports import export_file
 from annotation.services.participants import crowd_link_token
@@ -399,6 +399,33 @@ def test_thumb_full_precision_everywhere_fails_the_catch_trials_and_is_flagged(
     assert [flag["kind"] for flag in participant.flags] == ["catch_failed"]
     judgments = Judgment.objects.filter(participant=participant)
     assert judgments.count() == len(items) and not judgments.filter(excluded=False).exists()
+
+
+def test_an_annotator_the_catch_rule_flags_is_told_so_and_offered_no_more_work(
+    make_study, make_user
+):
+    """Once the rule flags someone, every further answer of theirs would be excluded: serving
+    more wastes their time (and a crowd study's money), so they are told why and served
+    nothing, while everyone else goes on (issue 26, row 21)."""
+    study = thumb_catch_study(make_study, catch_rate=0.5)
+    annotator = Annotator(study, make_user("lazy"))
+    annotator.play(lambda item: 5)
+    participant = annotator.participant
+    (flag,) = [flag for flag in participant.flags if flag["kind"] == "catch_failed"]
+    leases = Assignment.objects.filter(participant=participant)
+    last = leases.order_by("-served_at").first()
+    # The lease whose answer broke the rule is the last one they were served.
+    assert (
+        Judgment.objects.filter(assignment=last).latest("id").created_at.isoformat() == (flag["at"])
+    )
+    assert not leases.filter(status=Assignment.Status.OPEN).exists()
+    text, item, _ = annotator.page()
+    assert item is None
+    assert "did not pass this study's attention checks" in text
+    assert leases.count() == Assignment.objects.filter(participant=participant).count()
+    # Someone else is still served: the study is not finished, only this annotator.
+    _, other_item, _ = Annotator(study, make_user("next")).page()
+    assert other_item is not None
 
 
 def test_thumb_a_careful_annotator_catches_them_and_catch_scores_stay_out(make_study, make_user):

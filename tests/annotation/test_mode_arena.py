@@ -235,11 +235,13 @@ def test_a_worker_cannot_choose_the_pair_the_item_or_the_side_by_posting_them(re
 
 
 def test_an_always_a_worker_is_caught_by_gold_battles_and_position_bias(researcher):
+    # The gold rule waits for 10 gold battles: a flagged worker is served nothing more, so
+    # this lets them play the 10 decisive battles the position-bias check needs first.
     study = arena_study(
         researcher,
         images=40,
         catch_rate=0.5,
-        catch_min_seen=3,
+        catch_min_seen=10,
         bootstrap_rounds=20,
     )
     client = Client(REMOTE_ADDR="10.0.0.9")

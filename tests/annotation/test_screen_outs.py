@@ -325,5 +325,6 @@ def test_a_crowd_worker_caught_by_catch_trials_is_screened_out_when_the_study_pa
     assert "catch_failed" in kinds
     assert (SCREEN_OUT_FLAG in kinds) is pays
     assert row.completed_at is None
-    if pays:
-        assert assignment_next(participant=row) is None, "nothing more once screened out"
+    # Nothing more once caught, paid screen-out or not: every further answer would be
+    # excluded.
+    assert assignment_next(participant=row) is None

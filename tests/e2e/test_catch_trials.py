@@ -140,3 +140,27 @@ def test_a_thumb_catch_trial_renders_like_a_stage1_caption_set(page, login, make
         shapes.append(shape_at_widths(page, f"THumB {item.kind} page"))
         page.context.clear_cookies()
     assert shapes[0] == shapes[1]
+
+
+def test_a_flagged_annotator_is_told_why_there_is_no_more_work(page, login, make_user, make_study):
+    """The catch rule flagged them (issue 26, row 21): the page says why, offers no "look
+    for more work" link, and fits both widths with no serious axe violation."""
+    study = thumb_study(
+        make_study,
+        captions={},
+        extra_images=6,
+        settings={"stage2": False, "require_native_fluency": False, "catch_rate": 0.5},
+    )
+    user = make_user("flagged")
+    participant = member(study, user)
+    # What catch.rule_outcome's flag leaves on the row (the service path is in
+    # tests/annotation/test_catch_trials.py); work remains for anyone else.
+    participant.flags = [{"kind": catch.FLAG_KIND, "detail": "missed 3 of 4", "at": "x"}]
+    participant.save(update_fields=["flags"])
+    login(page, user)
+    page.goto(f"/s/{study.public_id}/next/")
+    expect(page.locator("#catch-failed")).to_contain_text("did not pass this study's attention")
+    expect(page.locator("#thumb-form")).to_have_count(0)
+    expect(page.locator("#finished-more")).to_have_count(0)
+    shape_at_widths(page, "finished page of a flagged annotator")
+    assert not Assignment.objects.filter(participant=participant).exists()
