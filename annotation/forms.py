@@ -10,7 +10,7 @@ from django.forms.utils import ErrorDict
 from annotation.errors import ServiceError
 from annotation.models import Caption, Study
 from annotation.modes import get_mode
-from annotation.modes.settings import CrowdSettings
+from annotation.modes.settings import CrowdSettings, live_settings
 from annotation.registry import mode_choices
 from annotation.services.imports import COCO_FORMAT, CSV_FORMAT
 from annotation.services.planning import study_plan
@@ -66,6 +66,7 @@ def setting_specs(mode: str) -> list[dict[str, Any]]:
     """
     # The mode's own settings first, then those of crowd arrivals every mode shares.
     crowd = {spec.name for spec in dataclasses.fields(CrowdSettings)}
+    live = live_settings(get_mode(mode).settings_class)
     ordered = sorted(
         dataclasses.fields(get_mode(mode).settings_class), key=lambda spec: spec.name in crowd
     )
@@ -85,6 +86,8 @@ def setting_specs(mode: str) -> list[dict[str, Any]]:
                 "open_ends": meta.get("open", False),
                 "max_length": meta.get("max"),
                 "crowd": spec.name in crowd,
+                # Changeable once the study is open (crowd and report settings).
+                "live": spec.name in live,
             }
         )
     return specs
@@ -151,6 +154,7 @@ class SettingsForm(forms.Form):
             self.fields[spec["name"]] = _form_field(spec)
             # Read by the template: crowd settings get a heading of their own.
             self.fields[spec["name"]].crowd = spec["crowd"]
+            self.fields[spec["name"]].live = spec["live"]
 
     def full_clean(self) -> None:
         """A fieldset that was not shown has nothing to check: its values are the defaults."""

@@ -49,29 +49,27 @@ MAX_RESAMPLES = 10_000
 MAX_SAMPLED_IMAGES = 100_000
 
 
-def whole(default: int | None, *, low: int, high: int, optional=False, doc=""):
+def whole(default: int | None, *, low: int, high: int, optional=False, doc="", report=False):
     """A whole number from ``low`` to ``high`` (``optional``: also ``None``).
 
     ``high`` is required: say why a larger value is never needed next to the field.
+    ``report``: only the report reads it, so it may change while the study is live
+    (``live_settings``).
     """
-    return field(
-        default=default,
-        metadata={"kind": "whole", "low": low, "high": high, "optional": optional, "doc": doc},
-    )
+    metadata = {"kind": "whole", "low": low, "high": high, "optional": optional, "doc": doc}
+    return field(default=default, metadata={**metadata, "report": report})
 
 
-def number(default: float, *, low: float, high: float, open_ends=False, doc=""):
+def number(default: float, *, low: float, high: float, open_ends=False, doc="", report=False):
     """Any real number from ``low`` to ``high`` (``open_ends``: strictly between them).
 
     The bounds are finite, and so must the value be: Python's json reads ``Infinity`` and
-    ``NaN``, which PostgreSQL's jsonb refuses to store.
+    ``NaN``, which PostgreSQL's jsonb refuses to store. ``report`` as for ``whole``.
     """
     if not (math.isfinite(low) and math.isfinite(high)):
         raise TypeError("number settings need finite bounds")
-    return field(
-        default=default,
-        metadata={"kind": "number", "low": low, "high": high, "open": open_ends, "doc": doc},
-    )
+    metadata = {"kind": "number", "low": low, "high": high, "open": open_ends, "doc": doc}
+    return field(default=default, metadata={**metadata, "report": report})
 
 
 def flag(default: bool, *, doc=""):
@@ -287,3 +285,12 @@ class CrowdSettings:
     def screens_out(self) -> bool:
         """Whether the study pays screen-outs (a screen-out code or URL is set)."""
         return bool(self.screen_out_code or self.prolific_screen_out_url)
+
+
+def live_settings(cls: type) -> set[str]:
+    """The settings of ``cls`` that may change once a study is open: the crowd settings
+    (Prolific gives its completion URL after the study exists) and those only the report
+    reads (``report=True``: resamples, confidence level, weights of a total). The mode's
+    other settings were built into the items and describe the judgments, so they stay."""
+    crowd = {spec.name for spec in dataclasses.fields(CrowdSettings)}
+    return crowd | {spec.name for spec in dataclasses.fields(cls) if spec.metadata.get("report")}

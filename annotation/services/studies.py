@@ -142,8 +142,9 @@ def study_update_settings(
     """Replace a study's settings, checked as at creation (``Mode.clean_settings``).
 
     A draft may change any setting. Once opened, only the crowd settings (``CrowdSettings``:
-    completion code and URL, Prolific study id, leases, arrival limits) change: Prolific
-    gives its completion URL after the study exists, while the mode's own settings were
+    completion code and URL, Prolific study id, leases, arrival limits) and those only the
+    report reads (resamples, confidence level) change (``settings.live_settings``): Prolific
+    gives its completion URL after the study exists, while the mode's other settings were
     built into the items and describe the judgments. ServiceError (``details["setting"]``
     names the setting) for a bad value or a frozen one; nothing is written then.
 
@@ -172,15 +173,17 @@ def study_update_settings(
                     details={"setting": touched[0]},
                 )
         if locked.status != Study.Status.DRAFT:
+            live = study_settings.live_settings(mode.settings_class)
             frozen = [
                 f.name
                 for f in dataclasses.fields(mode.settings_class)
-                if f.name not in crowd and getattr(before, f.name) != getattr(after, f.name)
+                if f.name not in live and getattr(before, f.name) != getattr(after, f.name)
             ]
             if frozen:
                 raise Conflict(
                     f"{', '.join(frozen)} change only while the study is a draft: its items "
-                    "were built with them. The crowd settings can change at any time.",
+                    "were built with them. The crowd settings and the report's settings "
+                    "can change at any time.",
                     field="settings",
                     details={"setting": frozen[0]},
                 )

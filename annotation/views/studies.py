@@ -95,15 +95,15 @@ def study_new(request: HttpRequest) -> HttpResponse:
 @researcher_required
 def study_settings(request: HttpRequest, study_id: int) -> HttpResponse:
     """Change a study's settings with the fields and checks of creation: every setting of
-    a draft, only the crowd settings of an opened study (``study_update_settings``)."""
+    a draft, only the crowd and report settings of an opened study (``study_update_settings``)."""
     study = selectors.study_for_researcher(request.user, study_id)
     data = request.POST if request.method == "POST" else None
     settings_form = SettingsForm(study.mode, data, initial=study.settings)
     if study.status != Study.Status.DRAFT:
-        # The items were built with the mode's settings: only the crowd ones stay editable
-        # (a disabled field keeps its stored value whatever is posted).
+        # The items were built with the mode's settings: only the crowd and report ones stay
+        # editable (a disabled field keeps its stored value whatever is posted).
         for field in settings_form.fields.values():
-            field.disabled = field.disabled or not getattr(field, "crowd", True)
+            field.disabled = field.disabled or not getattr(field, "live", True)
     if data is not None and settings_form.is_valid():
         try:
             # Over the stored ones: a post without the fieldset changes nothing.

@@ -264,3 +264,32 @@ def test_the_api_lists_every_modes_settings_with_bounds_and_defaults(researcher)
             if spec.metadata["kind"] in ("whole", "number"):
                 assert (row["low"], row["high"]) == (spec.metadata["low"], spec.metadata["high"])
         assert not listed, "a listed setting that is not declared"
+
+
+@pytest.mark.parametrize(
+    ("mode", "name", "value"),
+    [("thumb", "confidence", "0.95"), ("vicr", "report_repetitions", "7")],
+)
+def test_a_live_studys_report_settings_still_change(
+    client, researcher, make_study, mode, name, value
+):
+    """Issue 26, row 21: the report's own settings (confidence level, resamples) were locked
+    once live, though no item was built with them; the mode's other settings stay locked."""
+    study = make_study(mode)
+    Study.objects.filter(pk=study.pk).update(status=Study.Status.LIVE)
+    client.force_login(researcher)
+    url = reverse("study_settings", args=[study.pk])
+    page = client.get(url).content.decode()
+    assert " disabled" not in input_tag(page, f"{mode}-{name}")
+    built = next(f.name for f in declared(mode) if f.name in ("n_images", "min_ratings"))
+    assert " disabled" in input_tag(page, f"{mode}-{built}")
+    data = {k: v for k, v in base_post(mode).items() if k.startswith(f"{mode}-")}
+    assert client.post(url, {**data, f"{mode}-{name}": value}).status_code == 302
+    study.refresh_from_db()
+    assert str(study.settings[name]) == value
+    # The service is the rule, whatever the form shows.
+    stored = study.settings
+    changed = study_update_settings(study=study, settings={**stored, name: stored[name]})
+    assert changed.settings[name] == stored[name]
+    with pytest.raises(ServiceError, match=f"{built} change only while the study is a draft"):
+        study_update_settings(study=study, settings={**stored, built: 2})

@@ -107,12 +107,15 @@ class ArenaSettings(catch.CatchSettings):
     anchor_system: str = text(
         "", max_length=100, doc="System whose score is fixed at the anchor score (empty: mean)."
     )
-    anchor_score: float = number(1000, low=-100_000, high=100_000, doc="The anchor's score.")
+    anchor_score: float = number(
+        1000, low=-100_000, high=100_000, doc="The anchor's score.", report=True
+    )
     bootstrap_rounds: int = whole(
         1000,
         low=20,
         high=MAX_RESAMPLES,
         doc="Bootstrap resamples of the leaderboard's intervals.",
+        report=True,
     )
     # Gold battles are the arena's check of the worker: on by default, unlike the
     # published rating protocols. An always-"A" worker misses half of them (sides are

@@ -146,19 +146,16 @@ class HumanrSettings(CrowdSettings):
     # The report's bootstrap resamples (over images) and random half-splits of the workers:
     # each holds a row per image or worker, see MAX_RESAMPLES.
     report_bootstrap: int = whole(
-        1000, low=100, high=MAX_RESAMPLES, doc="Bootstrap resamples over images in the report."
+        1000, low=100, high=MAX_RESAMPLES, doc="Report: bootstrap resamples.", report=True
     )
     report_splits: int = whole(
-        1000, low=10, high=MAX_RESAMPLES, doc="Random half-splits of the workers in the report."
+        1000, low=10, high=MAX_RESAMPLES, doc="Report: random worker half-splits.", report=True
     )
     # Random sign flips of the permutation test of each system against the Human-vs-Human
     # baseline (exact, every flip, when a study has so few images that 2^images is fewer):
     # 10,000 resolve a p-value to 0.0001 and hold a block of rows, not one per flip.
     report_permutations: int = whole(
-        10_000,
-        low=100,
-        high=MAX_RESAMPLES,
-        doc="Random sign flips of the permutation test against the Human baseline.",
+        10_000, low=100, high=MAX_RESAMPLES, doc="Report: permutation sign flips.", report=True
     )
     # Adaptive allocation (issue 15, docs/protocol-choices.md "Plan and stop"): 0 is off;
     # above 0, a group is no longer served once every system it compares has a 95%

@@ -108,6 +108,7 @@ class SpansSettings(CrowdSettings):
         low=100,
         high=MAX_RESAMPLES,
         doc="Resamples of the report's bootstrap intervals of the ESA scores.",
+        report=True,
     )
 
     def check(self) -> None:

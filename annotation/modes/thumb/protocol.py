@@ -64,26 +64,19 @@ class ThumbSettings(integrity.CrowdPaceSettings):
     )
     # Resamples of the report's paired bootstrap; see MAX_RESAMPLES for the bound.
     bootstrap_resamples: int = whole(
-        1000,
-        low=100,
-        high=MAX_RESAMPLES,
-        doc="Resamples of the report's paired bootstrap (its confidence intervals).",
+        1000, low=100, high=MAX_RESAMPLES, doc="Resamples of the report's bootstrap.", report=True
     )
     confidence: float = number(
-        0.90,
-        low=0,
-        high=1,
-        open_ends=True,
-        doc="Confidence level of the report's intervals, e.g. 0.90.",
+        0.90, low=0, high=1, open_ends=True, doc="The report's confidence level.", report=True
     )
     # Weights of P and R in Total; the report page can re-weight (see ThumbReport.context).
     # The paper's Total is 0.5/0.5; a weight of 100 already drowns the other and the
     # penalties, so larger ones are typing mistakes (and infinity made Total meaningless).
     weight_precision: float = number(
-        0.5, low=0, high=100, doc="Weight of precision in Total (the paper's 0.5)."
+        0.5, low=0, high=100, doc="Weight of precision in Total (the paper's 0.5).", report=True
     )
     weight_recall: float = number(
-        0.5, low=0, high=100, doc="Weight of recall in Total (the paper's 0.5)."
+        0.5, low=0, high=100, doc="Weight of recall in Total (the paper's 0.5).", report=True
     )
     # Items (stage 1, stage 2, check or fluency) a crowd worker judges to earn the code.
     completion_images: int = whole(

@@ -146,6 +146,7 @@ class VicrSettings(catch.CatchSettings):
         low=1,
         high=MAX_RESAMPLES,
         doc="Virtual-rater repetitions of the report (the paper's 100).",
+        report=True,
     )
     # Adaptive stopping (issue 15, docs/protocol-choices.md "Plan and stop"): off, every
     # game pair collects max_ratings ratings; on, a pair stops between min_ratings and
