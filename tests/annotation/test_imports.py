@@ -820,6 +820,43 @@ def test_failed_upload_lists_every_error_and_stores_nothing(
     assert "line 3: unknown image &#x27;zzz.png&#x27;" in html
 
 
+def test_a_failed_import_says_failed_once_and_folds_a_long_error_list(
+    client, researcher, study, var_dir, django_capture_on_commit_callbacks
+):
+    """Issue 26, row 17: a refused import showed "Failed · Failed", a part-filled progress
+    bar and every row error (40 red lines) in the jobs list."""
+    client.force_login(researcher)
+    rows = [["image", "system", "caption"]] + [[f"missing{i}.png", "Human", "x"] for i in range(40)]
+    data = upload_data(images={"a.png": image_bytes()}, captions_rows=rows, purpose="study")
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(reverse("study_import", args=[study.pk]), data)
+    job = Job.objects.get(study=study)
+    assert job.status == Job.Status.FAILED and len(job.result["errors"]) == 40
+    html = client.get(reverse("job_status", args=[job.pk]), HTTP_HX_REQUEST="true")
+    html = html.content.decode()
+    assert "Failed · Failed" not in html and f"job {job.pk}: Failed" in html
+    assert "<progress" not in html
+    shown, folded = html.split("<details", 1) if "<details" in html else (html, "")
+    assert shown.count("unknown image") == 5
+    assert folded.count("unknown image") == 35 and "35 more" in folded
+
+
+def test_an_import_summary_counts_images_not_their_stored_copies(
+    client, researcher, study, var_dir, django_capture_on_commit_callbacks
+):
+    """Issue 26, row 17: "16 new file(s) stored" for 8 images (each has a display copy)."""
+    client.force_login(researcher)
+    rows = [["image", "system", "caption"], ["one.png", "Human", "x"], ["two.png", "Human", "y"]]
+    images = {"one.png": image_bytes(), "two.png": image_bytes(color=(0, 0, 255))}
+    data = upload_data(images=images, captions_rows=rows, purpose="study")
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(reverse("study_import", args=[study.pk]), data)
+    job = Job.objects.get(study=study)
+    assert job.status == Job.Status.DONE, job.error
+    assert job.result["summary"].startswith("Imported 2 new image(s) (0 already in the study)")
+    assert "file(s)" not in job.result["summary"]
+
+
 def test_form_without_files_is_refused(client, researcher, study, var_dir):
     client.force_login(researcher)
     response = client.post(reverse("study_import", args=[study.pk]), {"purpose": "study"})

@@ -1,4 +1,4 @@
-"""Issue 26, rows 11, 16 and 21 (parts), in Chromium.
+"""Issue 26, rows 11, 16, 17 and 21 (parts), in Chromium.
 
 Each page a researcher meets here passes axe, fits 390 px and 1280 px without sideways
 scrolling, and requests nothing outside the live server (the ``page`` fixture fails on that).
@@ -13,7 +13,9 @@ try:
 except ImportError:  # the browser fixture skips, or fails on CI, and says why
     expect = None
 
+from annotation.models import Job
 from annotation.services.assignments import assignment_next
+from annotation.services.jobs import job_create, job_fail, job_progress, job_start
 from annotation.services.judgments import judgment_submit
 from annotation.services.studies import study_close
 from tests.e2e.axe import assert_no_serious_a11y_violations
@@ -109,3 +111,27 @@ def test_row16_the_stage_table_shows_done_at_390_px(page, login, researcher):
         cell = page.locator(".progress-table thead th", has_text=header).bounding_box()
         assert cell["x"] + cell["width"] <= box["x"] + box["width"] + 0.5, f"{header} is cut off"
     assert_no_serious_a11y_violations(page, context="a live study's page at 390 px")
+
+
+def test_row17_a_failed_import_says_failed_once_and_folds_its_errors(page, login, researcher):
+    study = rating_study(researcher, captions=1, live=False)
+    job = job_create(kind=Job.Kind.IMPORT, study=study, created_by=researcher, params={})
+    job_start(job=job)
+    job_progress(job=job, percent=89)
+    errors = [f"line {n}: unknown image 'missing{n}.png'" for n in range(2, 42)]
+    job_fail(job=job, error="The import was refused.", result={"errors": errors})
+    login(page, researcher)
+    page.goto(f"/studies/{study.pk}/")
+    card = page.locator(f"#job-{job.pk}")
+    expect(card).to_contain_text(f"job {job.pk}: Failed")
+    expect(card).not_to_contain_text("Failed · Failed")
+    expect(card.locator("progress")).to_have_count(0)
+    expect(card.locator("ul.row-errors").first.locator("li")).to_have_count(5)
+    folded = card.locator("details")
+    expect(folded.locator("summary")).to_have_text("35 more")
+    expect(folded.locator("li").first).not_to_be_visible()
+    folded.locator("summary").click()
+    expect(folded.locator("li")).to_have_count(35)
+    expect(folded.locator("li").last).to_be_visible()
+    assert_no_serious_a11y_violations(page, context="a failed import in the jobs list")
+    assert_fits_every_width(page, "a failed import in the jobs list")

@@ -66,9 +66,10 @@ class ImportSummary:
     def as_text(self) -> str:
         systems = ", ".join(self.systems) or "none"
         return (
+            # Images, not files: each image is stored with a display copy, and "16 files"
+            # for 8 images read as a double import (issue 26, row 17).
             f"Imported {self.images_new} new image(s) ({self.images_existing} already in the "
-            f"study, {self.files_written} new file(s) stored) and {self.captions} "
-            f"{self.purpose} caption(s) from system(s): {systems}."
+            f"study) and {self.captions} {self.purpose} caption(s) from system(s): {systems}."
         )
 
     def as_dict(self) -> dict[str, Any]:
