@@ -429,6 +429,12 @@ class Mode:
         them (``bulk_create``), then ``item_links`` of the saved items."""
         raise NotImplementedError
 
+    def caption_notes(self, study: Study) -> list[str]:
+        """Sentences on imported study captions ``build_items`` will not ask about (THumB's
+        second caption of a system on one image), shown after an import and on the study
+        page, so nothing is dropped silently. Default: none."""
+        return []
+
     def item_links(self, items: list[Item]) -> list[Any]:
         """Unsaved rows that link the saved ``items`` to other rows (HUMANr's image links),
         written by ``study_open`` right after the items. Default: none."""

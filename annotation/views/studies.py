@@ -126,6 +126,7 @@ def study_detail(request: HttpRequest, study_id: int) -> HttpResponse:
     context = {
         "study": study,
         "counts": selectors.study_counts(study),
+        "caption_notes": get_mode(study.mode).caption_notes(study),
         "jobs": selectors.study_jobs_for_user(request.user, study)[:10],
         "annotator_names": " ".join(study.annotators.values_list("username", flat=True)),
         "member_names": " ".join(study.members.values_list("username", flat=True)),

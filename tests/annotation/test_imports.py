@@ -857,6 +857,30 @@ def test_an_import_summary_counts_images_not_their_stored_copies(
     assert "file(s)" not in job.result["summary"]
 
 
+def test_a_thumb_import_says_which_captions_it_will_not_judge(
+    client, researcher, study, var_dir, django_capture_on_commit_callbacks
+):
+    """Issue 26, row 18: a second Human caption per image was accepted and silently unused
+    (THumB judges one caption per system and image). The import and the study page say so."""
+    client.force_login(researcher)
+    rows = [["image", "system", "caption"]]
+    for name in ("one.png", "two.png", "three.png"):
+        rows += [[name, "Human", f"first of {name}"], [name, "Bot", f"bot on {name}"]]
+    rows += [["one.png", "Human", "second of one"], ["two.png", "Human", "second of two"]]
+    colors = {"one.png": (1, 2, 3), "two.png": (4, 5, 6), "three.png": (7, 8, 9)}
+    images = {name: image_bytes(color=color) for name, color in colors.items()}
+    data = upload_data(images=images, captions_rows=rows, purpose="study")
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(reverse("study_import", args=[study.pk]), data)
+    job = Job.objects.get(study=study)
+    assert job.status == Job.Status.DONE, job.error
+    note = "2 Human caption(s) on 2 image(s) are not judged"
+    assert note in job.result["summary"]
+    page = client.get(reverse("study_detail", args=[study.pk])).content.decode()
+    assert note in page
+    assert Caption.objects.filter(study=study).count() == 8  # kept, never dropped
+
+
 def test_form_without_files_is_refused(client, researcher, study, var_dir):
     client.force_login(researcher)
     response = client.post(reverse("study_import", args=[study.pk]), {"purpose": "study"})

@@ -1,4 +1,4 @@
-"""Issue 26, rows 11, 16, 17 and 21 (parts), in Chromium.
+"""Issue 26, rows 11, 16, 17, 18 and 21 (parts), in Chromium.
 
 Each page a researcher meets here passes axe, fits 390 px and 1280 px without sideways
 scrolling, and requests nothing outside the live server (the ``page`` fixture fails on that).
@@ -20,6 +20,7 @@ from annotation.services.judgments import judgment_submit
 from annotation.services.studies import study_close
 from tests.e2e.axe import assert_no_serious_a11y_violations
 from tests.factories.core import crowd_participant, rating_study
+from tests.factories.thumb import thumb_study
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -135,3 +136,22 @@ def test_row17_a_failed_import_says_failed_once_and_folds_its_errors(page, login
     expect(folded.locator("li").last).to_be_visible()
     assert_no_serious_a11y_violations(page, context="a failed import in the jobs list")
     assert_fits_every_width(page, "a failed import in the jobs list")
+
+
+def test_row18_the_study_page_says_which_captions_thumb_will_not_judge(
+    page, login, researcher, make_study
+):
+    study = thumb_study(
+        make_study,
+        captions={
+            "one": [("Human", "A first caption."), ("Human", "A second one."), ("Bot", "A b.")],
+            "two": [("Human", "Only one here."), ("Bot", "Another b.")],
+        },
+    )
+    login(page, researcher)
+    page.goto(f"/studies/{study.pk}/")
+    expect(page.locator("#caption-notes")).to_contain_text(
+        "1 Human caption(s) on 1 image(s) are not judged"
+    )
+    assert_no_serious_a11y_violations(page, context="a THumB study with unjudged captions")
+    assert_fits_every_width(page, "a THumB study with unjudged captions")

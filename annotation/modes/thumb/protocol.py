@@ -29,6 +29,7 @@ from annotation.modes.settings import (
     whole,
 )
 from annotation.modes.thumb import integrity
+from annotation.modes.thumb.captions import unjudged_caption_notes
 from rubrics import catch as catch_rules
 from rubrics import thumb as rubric
 
@@ -147,6 +148,9 @@ class ThumbProtocol(Mode):
     crowd_lease_seconds = 15 * 60
 
     # ------------------------------------------------------------------ items
+
+    def caption_notes(self, study: Study) -> list[str]:
+        return unjudged_caption_notes(study)
 
     def build_items(self, study: Study) -> list[Item]:
         """One ``stage1`` (and ``stage2``) item per image with a Human and another caption."""

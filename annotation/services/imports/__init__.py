@@ -31,6 +31,7 @@ from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 
 from annotation.models import Caption, Image, Job, Study, User
+from annotation.modes import get_mode
 from annotation.services.imports.captions import SYSTEM_MAX, CaptionRow, read_text, resolve_rows
 from annotation.services.imports.coco_captions import read_coco
 from annotation.services.imports.csv_captions import read_csv
@@ -149,7 +150,10 @@ def study_import(
         if errors:
             raise import_refused(errors)
         report(90, "Storing")
-        return store(study, staged, existing, rows, resolved, purpose, staging)
+        summary = store(study, staged, existing, rows, resolved, purpose, staging)
+        if purpose == Caption.Purpose.STUDY:
+            summary.notes = get_mode(study.mode).caption_notes(study)
+        return summary
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 

@@ -62,14 +62,20 @@ class ImportSummary:
     captions: int = 0
     systems: list[str] = field(default_factory=list)
     purpose: str = Caption.Purpose.STUDY
+    #: The mode's sentences on captions it will not ask about (``Mode.caption_notes``).
+    notes: list[str] = field(default_factory=list)
 
     def as_text(self) -> str:
         systems = ", ".join(self.systems) or "none"
-        return (
-            # Images, not files: each image is stored with a display copy, and "16 files"
-            # for 8 images read as a double import (issue 26, row 17).
-            f"Imported {self.images_new} new image(s) ({self.images_existing} already in the "
-            f"study) and {self.captions} {self.purpose} caption(s) from system(s): {systems}."
+        return " ".join(
+            [
+                # Images, not files: each image is stored with a display copy, and "16
+                # files" for 8 images read as a double import (issue 26, row 17).
+                f"Imported {self.images_new} new image(s) ({self.images_existing} already in "
+                f"the study) and {self.captions} {self.purpose} caption(s) from system(s): "
+                f"{systems}.",
+                *self.notes,
+            ]
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -81,6 +87,7 @@ class ImportSummary:
             "captions": self.captions,
             "systems": self.systems,
             "purpose": self.purpose,
+            "notes": self.notes,
         }
 
 
