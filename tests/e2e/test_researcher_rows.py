@@ -155,3 +155,33 @@ def test_row18_the_study_page_says_which_captions_thumb_will_not_judge(
     )
     assert_no_serious_a11y_violations(page, context="a THumB study with unjudged captions")
     assert_fits_every_width(page, "a THumB study with unjudged captions")
+
+
+HIDDEN_HEADS = """box => Array.from(box.querySelectorAll('thead th')).filter(th => {
+  const b = box.getBoundingClientRect(), r = th.getBoundingClientRect();
+  return r.right > b.right + 1 || r.left < b.left - 1;
+}).length"""
+
+
+def test_row8_a_wide_table_names_the_columns_out_of_view(page, login, researcher):
+    study = rating_study(researcher, captions=4, target=2)
+    for name in ("w1", "w2"):
+        answer(crowd_participant(study, name))
+    login(page, researcher)
+    page.goto(f"/studies/{study.pk}/")
+    box = page.locator(".table-scroll:has(table.workers)")
+    hint = page.locator(".table-scroll:has(table.workers) + .scroll-hint")
+    page.set_viewport_size({"width": 390, "height": 844})
+    expect(hint).to_be_visible()
+    expect(hint).to_contain_text("Integrity flags")
+    assert box.evaluate(HIDDEN_HEADS) == hint.inner_text().count(",") + 1
+    # Scrolled to the end, the hint names the columns now out of view on the left.
+    box.evaluate("box => { box.scrollLeft = box.scrollWidth; }")
+    expect(hint).not_to_contain_text("Integrity flags")
+    expect(hint).to_contain_text("Participant")
+    assert_no_serious_a11y_violations(page, context="the per-worker table at 390 px")
+    page.set_viewport_size({"width": 1900, "height": 900})
+    box.evaluate("box => { box.scrollLeft = 0; }")
+    if box.evaluate("box => box.scrollWidth <= box.clientWidth"):
+        expect(hint).to_be_hidden()
+    assert_fits_every_width(page, "the per-worker table")
