@@ -10,6 +10,7 @@ from annotation.views import (
     metrics,
     participate,
     plan,
+    preview,
     reports,
     studies,
 )
@@ -24,6 +25,7 @@ urlpatterns = [
     path("studies/<int:study_id>/dashboard/", dashboard.study_dashboard, name="study_dashboard"),
     path("studies/<int:study_id>/people/", studies.study_people, name="study_people"),
     path("studies/<int:study_id>/settings/", studies.study_settings, name="study_settings"),
+    path("studies/<int:study_id>/preview/", preview.study_preview, name="study_preview"),
     path("studies/<int:study_id>/close/", studies.study_close_confirm, name="study_close_confirm"),
     path(
         "studies/<int:study_id>/leases/<int:assignment_id>/release/",

@@ -13,12 +13,14 @@ try:
 except ImportError:  # the browser fixture skips, or fails on CI, and says why
     expect = None
 
-from annotation.models import Job
+from annotation.models import Assignment, Job
 from annotation.services.assignments import assignment_next
 from annotation.services.jobs import job_create, job_fail, job_progress, job_start
 from annotation.services.judgments import judgment_submit
 from annotation.services.studies import study_close
 from tests.e2e.axe import assert_no_serious_a11y_violations
+from tests.e2e.test_vicr import PNG
+from tests.factories.arena import arena_study
 from tests.factories.core import crowd_participant, rating_study
 from tests.factories.thumb import thumb_study
 
@@ -185,3 +187,25 @@ def test_row8_a_wide_table_names_the_columns_out_of_view(page, login, researcher
     if box.evaluate("box => box.scrollWidth <= box.clientWidth"):
         expect(hint).to_be_hidden()
     assert_fits_every_width(page, "the per-worker table")
+
+
+@pytest.mark.parametrize("mode", ["thumb", "arena"])
+def test_row21_a_researcher_previews_the_workers_view(page, login, researcher, make_study, mode):
+    study = (
+        thumb_study(make_study)
+        if mode == "thumb"
+        else arena_study(researcher, systems=("alpha", "beta"), images=2)
+    )
+    page.route(
+        "**/media/**", lambda route: route.fulfill(status=200, body=PNG, content_type="image/png")
+    )
+    login(page, researcher)
+    page.goto(f"/studies/{study.pk}/")
+    page.locator("#preview-link").click()
+    expect(page.locator("#preview-banner")).to_contain_text("nothing you do here is recorded")
+    expect(page.locator("form[method=post]").first).to_be_visible()
+    assert_no_serious_a11y_violations(page, context=f"the {mode} preview")
+    assert_fits_every_width(page, f"the {mode} preview")
+    page.locator("#preview-next").click()
+    expect(page.locator("#preview-banner")).to_contain_text("Preview of item 2")
+    assert not Assignment.objects.filter(item__study=study).exists()
