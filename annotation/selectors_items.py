@@ -16,7 +16,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Window
+from django.db.models.functions import RowNumber
 
 from annotation.errors import ServiceError
 from annotation.models import Caption, Image, Item, ItemImage, Judgment, Participant, Study
@@ -27,6 +28,10 @@ from annotation.text import shown, text_problem
 #: Images per page of the browser: at a few captions each and a few judgments per caption,
 #: a page a researcher can scan, well inside the 300 ms page budget (bench/pages.py).
 IMAGES_PER_PAGE = 20
+#: Judgments loaded per item on a page: a VICR tutorial pair is rated by every player
+#: (thousands), which no page can list; the rest are a filtered API call away
+#: (``/api/studies/<id>/judgments/?item=``), and the page says how many it leaves out.
+JUDGMENTS_PER_ITEM = 30
 #: Longest search text, and longest system name (``Caption.system``'s length).
 SEARCH_MAX_CHARS = 200
 SYSTEM_MAX_CHARS = 100
@@ -119,17 +124,32 @@ def _judgment_row(judgment: Judgment, kinds: dict[str, str]) -> dict[str, Any]:
     }
 
 
-def _judgments_of_images(study: Study, image_ids: list[int]) -> QuerySet[Judgment]:
-    """Judgments of every item showing one of the images: its own image, or (HUMANr's
-    groups) an ``ItemImage`` link. One query, with the participant and the item."""
+def _judgments_of_images(study: Study, image_ids: list[int]) -> tuple[list[Judgment], dict]:
+    """The first ``JUDGMENTS_PER_ITEM`` judgments of every item showing one of the images
+    (its own image, or an ``ItemImage`` link: HUMANr's groups), with the participant and
+    the item, and ``{item id: judgments in all}`` of the items that have more. Two queries
+    whatever the page's size."""
     items = Item.objects.filter(study=study, image_id__in=image_ids).values("pk")
     linked = ItemImage.objects.filter(image_id__in=image_ids).values("item_id")
-    return (
-        Judgment.objects.filter(study=study)
-        .filter(Q(item_id__in=items) | Q(item_id__in=linked))
+    of_page = Judgment.objects.filter(study=study).filter(
+        Q(item_id__in=items) | Q(item_id__in=linked)
+    )
+    judgments = list(
+        of_page.annotate(
+            rank=Window(RowNumber(), partition_by=[F("item_id")], order_by=F("id").asc())
+        )
+        .filter(rank__lte=JUDGMENTS_PER_ITEM)
         .select_related("participant", "item")
         .order_by("id")
     )
+    totals = (
+        of_page.order_by()
+        .values("item_id")
+        .annotate(n=Count("id"))
+        .filter(n__gt=JUDGMENTS_PER_ITEM)
+        .values_list("item_id", "n")
+    )
+    return judgments, dict(totals)
 
 
 def _human_scores(notes: list[tuple[dict[str, Any], Any]], order: tuple[str, ...]) -> list:
@@ -150,7 +170,12 @@ def browse_rows(study: Study, filters: BrowseFilters, images: list[Image]) -> li
     """One row per image of ``images`` (a page): its captions the filters keep, by system,
     each with its metric scores, published human scores, human scores (means of the
     judgments' scores, excluded judgments left out) and judgments; and the notes of
-    judgments about the image as a whole (a mode that names no caption)."""
+    judgments about the image as a whole (a mode that names no caption).
+
+    Only the first ``JUDGMENTS_PER_ITEM`` judgments of an item are loaded (and averaged);
+    a caption's ``left_out`` lists ``{item, judgments}`` (judgments in all) of its items with
+    more.
+    """
     mode = get_mode(study.mode)
     image_ids = [image.pk for image in images]
     captions = list(
@@ -163,7 +188,7 @@ def browse_rows(study: Study, filters: BrowseFilters, images: list[Image]) -> li
         study=study, caption_id__in=[caption.pk for caption in captions]
     ).values_list("caption_id", "name", "value"):
         published[caption_id].append({"name": name, "value": value})
-    judgments = list(_judgments_of_images(study, image_ids))
+    judgments, capped = _judgments_of_images(study, image_ids)
     kinds = mode.kind_labels
     by_caption: dict[int, list] = defaultdict(list)
     by_image: dict[int, list] = defaultdict(list)
@@ -178,9 +203,15 @@ def browse_rows(study: Study, filters: BrowseFilters, images: list[Image]) -> li
     by_image_captions: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for caption in captions:
         noted = by_caption.get(caption.pk, [])
+        left_out = {
+            row["item"]: capped[row["item"]] for row, _note in noted if row["item"] in capped
+        }
         by_image_captions[caption.image_id].append(
             {
                 "caption": caption,
+                "left_out": [
+                    {"item": item, "judgments": n} for item, n in sorted(left_out.items())
+                ],
                 "metrics": sorted((caption.metrics or {}).items()),
                 "published": published.get(caption.pk, []),
                 "human": _human_scores(noted, mode.browse.score_names),

@@ -53,6 +53,7 @@ def study_items(request: HttpRequest, study_id: int) -> HttpResponse:
         "rows": [],
         "page": None,
         "error": "",
+        "per_item": selectors_items.JUDGMENTS_PER_ITEM,
     }
     try:
         filters = selectors_items.browse_filters(request.GET)
@@ -98,6 +99,11 @@ class PublishedScoreOutput(serializers.Serializer):
     value = serializers.FloatField()
 
 
+class LeftOutOutput(serializers.Serializer):
+    item = serializers.IntegerField(help_text="An item of the caption with more judgments.")
+    judgments = serializers.IntegerField(help_text="Its judgments in all.")
+
+
 class CaptionOutput(serializers.Serializer):
     id = serializers.IntegerField(source="caption.pk")
     system = serializers.CharField(source="caption.system")
@@ -113,7 +119,15 @@ class CaptionOutput(serializers.Serializer):
         many=True, help_text="Human scores a published dataset gives this caption."
     )
     human = HumanScoreOutput(many=True, help_text="The study's human scores of the caption.")
-    judgments = JudgmentOutput(many=True)
+    judgments = JudgmentOutput(
+        many=True,
+        help_text="The first judgments of each of the caption's items (see left_out).",
+    )
+    left_out = LeftOutOutput(
+        many=True,
+        help_text="Items with more judgments than a page loads: only their first are listed "
+        "and averaged; /judgments/?item= lists them all.",
+    )
 
 
 class ImageOutput(serializers.Serializer):

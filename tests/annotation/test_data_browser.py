@@ -282,3 +282,21 @@ def test_the_query_count_does_not_grow_with_the_page(client, researcher, monkeyp
         assert len(api.json()["results"]) == size * factor
         counts.append(len(queries))
     assert counts[0] == counts[2] and counts[1] == counts[3], counts
+
+
+def test_an_item_with_many_judgments_lists_its_first_and_says_so(
+    client, researcher, rated, monkeypatch
+):
+    """A VICR tutorial pair is rated by every player: the page loads the first
+    ``JUDGMENTS_PER_ITEM`` of an item (here 1 of X's 2) and names the rest's count."""
+    study, caption, _, _ = rated
+    monkeypatch.setattr(selectors_items, "JUDGMENTS_PER_ITEM", 1)
+    client.force_login(researcher)
+    text = text_of(client.get(items_url(study, purpose="study")))
+    assert "has 2 judgments; the first 1 are listed and averaged here" in text
+    assert "rating 2.00 (n = 1)" in text  # X's first rating alone
+    body = client.get(reverse("api_study_items", args=[study.pk]), {"purpose": "study"}).json()
+    entry = next(r for r in body["results"] if r["captions"][0]["id"] == caption.pk)["captions"][0]
+    item = Judgment.objects.filter(item__spec__caption_id=caption.pk).first().item_id
+    assert entry["left_out"] == [{"item": item, "judgments": 2}]
+    assert [j["what"] for j in entry["judgments"]] == ["rated 2"]
