@@ -31,7 +31,13 @@ IMAGES_PER_PAGE = 20
 #: Judgments loaded per item on a page: a VICR tutorial pair is rated by every player
 #: (thousands), which no page can list; the rest are a filtered API call away
 #: (``/api/studies/<id>/judgments/?item=``), and the page says how many it leaves out.
-JUDGMENTS_PER_ITEM = 30
+JUDGMENTS_PER_ITEM = 20
+#: The columns a page loads of a judgment, its participant and its item.
+JUDGMENT_FIELDS = (
+    "id", "item_id", "participant_id", "part", "payload", "result", "dwell_ms", "excluded",
+    "exclusion_reason", "created_at", "participant__pseudonym", "participant__source",
+    "item__kind", "item__spec", "item__image_id",
+)  # fmt: skip
 #: Longest search text, and longest system name (``Caption.system``'s length).
 SEARCH_MAX_CHARS = 200
 SYSTEM_MAX_CHARS = 100
@@ -127,19 +133,32 @@ def _judgment_row(judgment: Judgment, kinds: dict[str, str]) -> dict[str, Any]:
 def _judgments_of_images(study: Study, image_ids: list[int]) -> tuple[list[Judgment], dict]:
     """The first ``JUDGMENTS_PER_ITEM`` judgments of every item showing one of the images
     (its own image, or an ``ItemImage`` link: HUMANr's groups), with the participant and
-    the item, and ``{item id: judgments in all}`` of the items that have more. Two queries
-    whatever the page's size."""
-    items = Item.objects.filter(study=study, image_id__in=image_ids).values("pk")
-    linked = ItemImage.objects.filter(image_id__in=image_ids).values("item_id")
-    of_page = Judgment.objects.filter(study=study).filter(
-        Q(item_id__in=items) | Q(item_id__in=linked)
+    the item, and ``{item id: judgments in all}`` of the items that have more. Three
+    queries whatever the page's size."""
+    # The item ids first, in one query: "item_id IN (a) OR item_id IN (b)" as subqueries
+    # kept the database from using the judgments' item index (a scan of every judgment).
+    item_ids = list(
+        Item.objects.filter(study=study, image_id__in=image_ids)
+        .values_list("pk", flat=True)
+        .order_by()
+        .union(
+            ItemImage.objects.filter(image_id__in=image_ids)
+            .values_list("item_id", flat=True)
+            .order_by()
+        )
     )
+    # No study filter: the items are the study's, and with one SQLite reads the judgments
+    # by the (study, id) index, every judgment of the study, instead of by item.
+    of_page = Judgment.objects.filter(item_id__in=item_ids)
     judgments = list(
         of_page.annotate(
             rank=Window(RowNumber(), partition_by=[F("item_id")], order_by=F("id").asc())
         )
         .filter(rank__lte=JUDGMENTS_PER_ITEM)
         .select_related("participant", "item")
+        # Not the participant's state and flags (JSON decoded per row, a VICR player's
+        # state is long): what the rows show, and what the modes' notes read.
+        .only(*JUDGMENT_FIELDS)
         .order_by("id")
     )
     totals = (
@@ -258,7 +277,10 @@ def judgments_list(study: Study, filters: dict[str, Any]) -> QuerySet[Judgment]:
     keeps the judgments of items showing the caption's image (``judgment_rows`` then keeps
     those the mode says are about the caption)."""
     judgments = (
-        Judgment.objects.filter(study=study).select_related("participant", "item").order_by("id")
+        Judgment.objects.filter(study=study)
+        .select_related("participant", "item")
+        .only(*JUDGMENT_FIELDS)
+        .order_by("id")
     )
     if "item" in filters:
         judgments = judgments.filter(item_id=filters["item"])
