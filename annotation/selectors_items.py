@@ -16,8 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Window
-from django.db.models.functions import RowNumber
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Subquery
 
 from annotation.errors import ServiceError
 from annotation.models import Caption, Image, Item, ItemImage, Judgment, Participant, Study
@@ -133,42 +132,44 @@ def _judgment_row(judgment: Judgment, kinds: dict[str, str]) -> dict[str, Any]:
 def _judgments_of_images(study: Study, image_ids: list[int]) -> tuple[list[Judgment], dict]:
     """The first ``JUDGMENTS_PER_ITEM`` judgments of every item showing one of the images
     (its own image, or an ``ItemImage`` link: HUMANr's groups), with the participant and
-    the item, and ``{item id: judgments in all}`` of the items that have more. Three
-    queries whatever the page's size."""
-    # The item ids first, in one query: "item_id IN (a) OR item_id IN (b)" as subqueries
-    # kept the database from using the judgments' item index (a scan of every judgment).
-    item_ids = list(
-        Item.objects.filter(study=study, image_id__in=image_ids)
-        .values_list("pk", flat=True)
-        .order_by()
-        .union(
-            ItemImage.objects.filter(image_id__in=image_ids)
-            .values_list("item_id", flat=True)
-            .order_by()
-        )
+    the item, and ``{item id: judgments in all}`` of the items that have more. Two queries
+    whatever the page's size.
+
+    First the items, each with the id of its ``JUDGMENTS_PER_ITEM``-th judgment and its
+    count (correlated subqueries walking the judgments' item index, a few entries per
+    item); then the judgments up to that id per item. A window function (row number per
+    item) did the same in one query but ranked every judgment of the page's items first:
+    thousands for a VICR tutorial pair at 20,000 pairs.
+    """
+    per_item = Judgment.objects.filter(item_id=OuterRef("pk")).order_by()
+    items = Item.objects.filter(
+        Q(study=study, image_id__in=image_ids)
+        | Q(pk__in=ItemImage.objects.filter(image_id__in=image_ids).values("item_id"))
+    ).annotate(
+        cutoff=Subquery(
+            per_item.order_by("id").values("id")[JUDGMENTS_PER_ITEM - 1 : JUDGMENTS_PER_ITEM]
+        ),
+        total=Subquery(per_item.values("item_id").annotate(n=Count("id")).values("n")),
     )
-    # No study filter: the items are the study's, and with one SQLite reads the judgments
-    # by the (study, id) index, every judgment of the study, instead of by item.
-    of_page = Judgment.objects.filter(item_id__in=item_ids)
+    shown = Q(pk__in=[])
+    capped = {}
+    for item_id, cutoff, total in items.order_by().values_list("pk", "cutoff", "total"):
+        if cutoff is None or total <= JUDGMENTS_PER_ITEM:
+            shown |= Q(item_id=item_id)
+        else:
+            shown |= Q(item_id=item_id, id__lte=cutoff)
+            capped[item_id] = total
     judgments = list(
-        of_page.annotate(
-            rank=Window(RowNumber(), partition_by=[F("item_id")], order_by=F("id").asc())
-        )
-        .filter(rank__lte=JUDGMENTS_PER_ITEM)
+        # No study filter: the items are the study's, and with one SQLite reads the
+        # judgments by the (study, id) index, every judgment of the study, not by item.
+        Judgment.objects.filter(shown)
         .select_related("participant", "item")
         # Not the participant's state and flags (JSON decoded per row, a VICR player's
         # state is long): what the rows show, and what the modes' notes read.
         .only(*JUDGMENT_FIELDS)
         .order_by("id")
     )
-    totals = (
-        of_page.order_by()
-        .values("item_id")
-        .annotate(n=Count("id"))
-        .filter(n__gt=JUDGMENTS_PER_ITEM)
-        .values_list("item_id", "n")
-    )
-    return judgments, dict(totals)
+    return judgments, capped
 
 
 def _human_scores(notes: list[tuple[dict[str, Any], Any]], order: tuple[str, ...]) -> list:
