@@ -32,7 +32,6 @@ class ThumbBrowse(Browse):
 
     def notes(self, study: Study, judgments: Iterable[Judgment]) -> dict[int, list[CaptionNote]]:
         final_stage = final_stage_of(self.mode.settings(study))
-        kinds = self.mode.kind_labels
         out: dict[int, list[CaptionNote]] = {}
         for judgment in judgments:
             kind = judgment.item.kind
@@ -41,7 +40,7 @@ class ThumbBrowse(Browse):
             for group in groups.values() if isinstance(groups, dict) else ():
                 if not isinstance(group, dict):
                     continue
-                what = _words(group) + f" ({kinds.get(kind, kind)})"
+                what = _words(group)
                 scores = _scores(group) if kind == final_stage else {}
                 for caption_id in group.get("caption_ids") or ():
                     notes.append(CaptionNote(int(caption_id), what, scores))
@@ -53,12 +52,13 @@ def _words(group: dict[str, Any]) -> str:
     words = []
     for key, label in SHOWN:
         value = number(group.get(key))
-        if value is not None:
+        # A penalty of 0 is the usual case; only the deductions made are worth reading.
+        if value is not None and not (label.endswith("−") and value == 0):
             words.append(f"{label}{value:g}" if label.endswith("−") else f"{label} {value:g}")
     errors = group.get("fluency_errors")
     if isinstance(errors, dict) and errors:
         words.append("fluency errors: " + ", ".join(sorted(str(e) for e in errors)))
-    return ", ".join(words) or "no scores"
+    return ", ".join(words) or "no deduction"  # a fluency round that found no error
 
 
 def _scores(group: dict[str, Any]) -> dict[str, float]:

@@ -15,15 +15,13 @@ class VicrBrowse(Browse):
     score_names = ("rating",)
 
     def notes(self, study: Study, judgments: Iterable[Judgment]) -> dict[int, list[CaptionNote]]:
-        kinds = self.mode.kind_labels
         out: dict[int, list[CaptionNote]] = {}
         for judgment in judgments:
             caption_id = (judgment.item.spec or {}).get("caption_id")
             rating = number((judgment.payload or {}).get("rating"))
             kind = judgment.item.kind
+            # The phase (tutorial, probation, game) is shown beside every judgment already.
             what = "no rating" if rating is None else f"rated {rating:g}"
-            if kind != GAME:
-                what += f" ({kinds.get(kind, kind)})"
             scores = {"rating": rating} if kind == GAME and rating is not None else {}
             out[judgment.pk] = [
                 CaptionNote(None if caption_id is None else int(caption_id), what, scores)
