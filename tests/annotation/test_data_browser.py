@@ -7,6 +7,7 @@ THumB's Total of stage 2's scores), never read back from the page's own output.
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -21,8 +22,15 @@ from annotation.modes.thumb import STAGE1, STAGE2
 from annotation.services.assignments import assignment_next
 from annotation.services.judgments import judgment_submit
 from annotation.services.studies import study_open
+from tests.factories.arena import arena_study
+from tests.factories.arena import judge as arena_judge
+from tests.factories.arena import shown_left as arena_shown_left
+from tests.factories.arena import worker as arena_worker
 from tests.factories.core import crowd_participant, rating_study
 from tests.factories.humanr import crowd, do_group, humanr_study
+from tests.factories.spans import judge as spans_judge
+from tests.factories.spans import spans_study
+from tests.factories.spans import worker as spans_worker
 from tests.factories.thumb import add_image, judge, make_annotator, member, scores  # noqa: F401
 from tests.factories.vicr import in_game, play, vicr_study
 
@@ -300,3 +308,42 @@ def test_an_item_with_many_judgments_lists_its_first_and_says_so(
     item = Judgment.objects.filter(item__spec__caption_id=caption.pk).first().item_id
     assert entry["left_out"] == [{"item": item, "judgments": 2}]
     assert [j["what"] for j in entry["judgments"]] == ["rated 2"]
+
+
+def test_an_arena_battle_is_a_win_for_one_caption_and_a_loss_for_the_other(client, researcher):
+    study = arena_study(researcher, systems=("alpha", "beta"), images=2)
+    # "a" as the page posts it is the caption shown left; whichever that was, the winner
+    # in canonical order is the left one's.
+    lease, _ = arena_judge(arena_worker(study), "a")
+    spec = lease.item.spec
+    left = spec["caption_a"] if arena_shown_left(lease) == "a" else spec["caption_b"]
+    right = spec["caption_b"] if left == spec["caption_a"] else spec["caption_a"]
+    client.force_login(researcher)
+    url = reverse("api_study_judgments", args=[study.pk])
+    (row,) = client.get(url, {"item": lease.item_id}).json()["results"]
+    notes = {note["caption"]: note for note in row["notes"]}
+    system = {spec["caption_a"]: spec["system_a"], spec["caption_b"]: spec["system_b"]}
+    assert notes[left]["what"] == f"won against {system[right]}"
+    assert notes[left]["scores"] == {"win share": 1.0}
+    assert notes[right]["what"] == f"lost against {system[left]}"
+    assert notes[right]["scores"] == {"win share": 0.0}
+
+
+def test_a_spans_judgment_scores_its_caption(client, researcher):
+    study = spans_study(researcher, images=1)
+
+    def answer(lease, text):
+        start = text.index("dog")
+        marks = [{"start": start, "end": start + 3, "text": "dog", "severity": "major",
+                  "category": "object"}]  # fmt: skip
+        return {"spans": json.dumps(marks), "score": 40}
+
+    lease, _ = spans_judge(spans_worker(study), answer)
+    client.force_login(researcher)
+    body = client.get(reverse("api_study_items", args=[study.pk])).json()
+    (image,) = body["results"]
+    entry = next(c for c in image["captions"] if c["id"] == lease.item.spec["caption"])
+    assert entry["human"] == [{"name": "score", "mean": 40.0, "n": 1}]
+    assert entry["judgments"][0]["what"] == "score 40, 1 mark (1 major)"
+    others = [c for c in image["captions"] if c["id"] != entry["id"]]
+    assert others and all(c["judgments"] == [] for c in others)

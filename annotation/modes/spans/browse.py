@@ -32,7 +32,7 @@ class SpansBrowse(Browse):
                 f"{result[key]} {key}" for key in ("major", "minor", "omissions") if result.get(key)
             ]
             if counts:
-                words.append("(" + ", ".join(counts) + ")")
+                words[-1] += " (" + ", ".join(counts) + ")"
             scores = {"score": score} if score is not None else {}
             out[judgment.pk] = [CaptionNote(int(caption_id), ", ".join(words), scores)]
         return out
