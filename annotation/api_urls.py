@@ -1,7 +1,7 @@
 from django.urls import path
 
 from annotation import apis
-from annotation.views import crowd_api
+from annotation.views import crowd_api, items
 from annotation.views.api_root import ApiRootApi
 from annotation.views.judges import StudyJudgesApi
 
@@ -23,6 +23,12 @@ urlpatterns = [
     path("studies/<int:study_id>/report/", apis.StudyReportApi.as_view(), name="api_study_report"),
     path("studies/<int:study_id>/plan/", apis.StudyPlanApi.as_view(), name="api_study_plan"),
     path("studies/<int:study_id>/judges/", StudyJudgesApi.as_view(), name="api_study_judges"),
+    path("studies/<int:study_id>/items/", items.StudyItemsApi.as_view(), name="api_study_items"),
+    path(
+        "studies/<int:study_id>/judgments/",
+        items.StudyJudgmentsApi.as_view(),
+        name="api_study_judgments",
+    ),
     path("jobs/<int:job_id>/", apis.JobDetailApi.as_view(), name="api_job"),
     path(
         "studies/<int:study_id>/crowd/sync/",

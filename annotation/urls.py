@@ -6,6 +6,7 @@ from annotation.views import (
     exports,
     health,
     imports,
+    items,
     judges,
     metrics,
     participate,
@@ -33,6 +34,7 @@ urlpatterns = [
         name="study_release_lease",
     ),
     path("studies/<int:study_id>/import/", imports.study_import, name="study_import"),
+    path("studies/<int:study_id>/items/", items.study_items, name="study_items"),
     path("studies/<int:study_id>/export/", exports.study_export, name="study_export"),
     path("studies/<int:study_id>/report/", reports.study_report, name="study_report"),
     path(

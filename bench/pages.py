@@ -1,7 +1,10 @@
-"""Benchmark: the study page, the live dashboard and the report page of a large study.
+"""Benchmark: the study page, the live dashboard, the report page and the data browser of a
+large study.
 
-Not a test. Issue 11: the three pages of a 20,000-item study answer in under 300 ms each,
-with a query count that does not grow with the study. Takes about two minutes:
+Not a test. Issue 11: the pages of a 20,000-item study answer in under 300 ms each, with a
+query count that does not grow with the study (issue 26 added the data browser's first
+page, whose 20 images are the tutorial and probation pairs every player rated). Takes
+about two minutes:
 
     .venv/bin/python bench/pages.py [--database sqlite|postgres] [--sizes 2000,20000] \
         [--requests 30] [--hours 72] [--server postgres://postgres@127.0.0.1:5432] \
@@ -24,7 +27,8 @@ with a query count that does not grow with the study. Takes about two minutes:
    then analysed (as autovacuum would). A report job runs (the real report code path, eager).
 3. Requests each page ``--requests`` times through the whole Django stack in-process (the
    test client: middleware, sessions, CSP, templates, ORM) as the study's owner: the study
-   page, the dashboard partial (what htmx polls) and the report page. The query count is
+   page, the dashboard partial (what htmx polls), the report page and the data browser's
+   first page (``/studies/<id>/items/``, unfiltered). The query count is
    taken once per page (``CaptureQueriesContext``) outside the timed requests.
 
 Prints, per database, size and page: median and p95 ms and the query count; the query
@@ -47,7 +51,7 @@ from pathlib import Path
 import _harness as harness
 
 REPO = harness.REPO
-PAGES = ("study_detail", "study_dashboard", "study_report")
+PAGES = ("study_detail", "study_dashboard", "study_report", "study_items")
 TARGET_MS = 300
 #: Game pairs per player, and ratings per game pair.
 PAIRS_PER_PLAYER = 20

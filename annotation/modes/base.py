@@ -23,6 +23,7 @@ from django.db.models import Q, QuerySet
 from annotation.errors import ServiceError
 from annotation.models import Assignment, Item, Judgment, Participant, Study
 from annotation.modes import settings as study_settings
+from annotation.modes.browsing import Browse, CaptionNote  # noqa: F401 (the contract's)
 from annotation.modes.exporting import (  # noqa: F401 (the contract's export names)
     EXPORT_TYPES,
     JUDGMENT_FROM,
@@ -375,6 +376,7 @@ class Mode:
     ``simulate`` (the simulated crowd), and through the components ``planner`` (the
     planner), ``report.human_scores`` and ``report.human_pairs`` (the metric lab),
     ``report.summary`` (an export's datasheet), ``judging`` (automatic judges' answers),
+    ``browse`` (the data browser: which captions a judgment is about, in words),
     ``demo`` (``manage.py load_demo``).
     No code outside ``annotation/modes/`` asks which mode a study has.
 
@@ -399,6 +401,8 @@ class Mode:
     export_class: ClassVar[type[Export]] = Export
     planner_class: ClassVar[type[Planner]] = Planner
     judging_class: ClassVar[type[Judging]] = Judging
+    #: The data browser's reading of judgments (``annotation/modes/browsing.py``).
+    browse_class: ClassVar[type[Browse]] = Browse
     #: What the dashboard calls each item kind (a kind not listed shows as stored).
     kind_labels: ClassVar[dict[str, str]] = {}
     #: The judgments that check the worker, for the dashboard's per-worker table; None: the
@@ -411,6 +415,7 @@ class Mode:
         self.export = self.export_class(self)
         self.planner = self.planner_class(self)
         self.judging = self.judging_class(self)
+        self.browse = self.browse_class(self)
 
     # Settings: declared by ``settings_class``, checked by one validator.
 

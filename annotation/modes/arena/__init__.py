@@ -9,6 +9,7 @@ Gold battles feed the catch-trial exclusion rule (``annotation/modes/catch.py``)
 
 from django.db.models import Q
 
+from annotation.modes.arena.browse import ArenaBrowse
 from annotation.modes.arena.export import ArenaExport
 from annotation.modes.arena.judging import ArenaJudging
 from annotation.modes.arena.pages import ArenaPages
@@ -21,6 +22,7 @@ from annotation.modes.base import Demo, WorkerChecks, register
 @register
 class ArenaMode(ArenaProtocol):
     pages_class = ArenaPages
+    browse_class = ArenaBrowse
     report_class = ArenaReport
     judging_class = ArenaJudging
     export_class = ArenaExport

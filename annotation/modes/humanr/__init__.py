@@ -12,6 +12,7 @@ and ``export`` hold the rest.
 from django.db.models import Q
 
 from annotation.modes.base import Demo, WorkerChecks, register
+from annotation.modes.humanr.browse import HumanrBrowse
 from annotation.modes.humanr.export import HumanrExport
 from annotation.modes.humanr.judging import HumanrJudging
 from annotation.modes.humanr.pages import HumanrPages
@@ -44,6 +45,7 @@ __all__ = [
 @register
 class HumanrMode(HumanrProtocol):
     pages_class = HumanrPages
+    browse_class = HumanrBrowse
     report_class = HumanrReport
     judging_class = HumanrJudging
     export_class = HumanrExport

@@ -8,6 +8,7 @@ words, error counts, span and score agreement, and the adjudication view.
 """
 
 from annotation.modes.base import Demo, register
+from annotation.modes.spans.browse import SpansBrowse
 from annotation.modes.spans.export import SpansExport
 from annotation.modes.spans.judging import SpansJudging
 from annotation.modes.spans.pages import SpansPages
@@ -19,6 +20,7 @@ from annotation.modes.spans.simulate import simulated_answers
 @register
 class SpansMode(SpansProtocol):
     pages_class = SpansPages
+    browse_class = SpansBrowse
     report_class = SpansReport
     judging_class = SpansJudging
     export_class = SpansExport

@@ -24,6 +24,7 @@ report and the export table.
 """
 
 from annotation.modes.base import Demo, register
+from annotation.modes.thumb.browse import ThumbBrowse
 from annotation.modes.thumb.export import ThumbExport
 from annotation.modes.thumb.judging import ThumbJudging
 from annotation.modes.thumb.pages import ThumbPages
@@ -45,6 +46,7 @@ from annotation.modes.thumb.simulate import simulated_answers
 @register
 class ThumbMode(ThumbProtocol):
     pages_class = ThumbPages
+    browse_class = ThumbBrowse
     report_class = ThumbReport
     judging_class = ThumbJudging
     export_class = ThumbExport

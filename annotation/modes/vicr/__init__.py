@@ -10,6 +10,7 @@ the player's phases; ``pages``, ``report`` and ``export`` hold the rest.
 from django.db.models import Q
 
 from annotation.modes.base import Demo, WorkerChecks, register
+from annotation.modes.vicr.browse import VicrBrowse
 from annotation.modes.vicr.export import VicrExport
 from annotation.modes.vicr.judging import VicrJudging
 from annotation.modes.vicr.pages import VicrPages
@@ -32,6 +33,7 @@ from annotation.modes.vicr.simulate import simulated_answers
 @register
 class VicrMode(VicrProtocol):
     pages_class = VicrPages
+    browse_class = VicrBrowse
     report_class = VicrReport
     judging_class = VicrJudging
     export_class = VicrExport
