@@ -33,16 +33,14 @@ def systems_section(study: Study, final: dict[int, list[int]]) -> dict[str, Any]
 
     ``{"error": reason}`` when no game pair has a kept rating yet.
     """
-    items = dict(
-        Item.objects.filter(study=study, kind=GAME, pk__in=list(final)).values_list(
-            "pk", "spec__caption_id"
-        )
-    )
+    # The whole study's rows, not ``pk__in``: a VICR study's 17,000 pairs would exceed
+    # SQLite's limit on query parameters.
+    items = dict(Item.objects.filter(study=study, kind=GAME).values_list("pk", "spec__caption_id"))
     captions = {
         pk: (image_id, system)
-        for pk, image_id, system in Caption.objects.filter(
-            pk__in={int(c) for c in items.values() if c is not None}
-        ).values_list("pk", "image_id", "system")
+        for pk, image_id, system in Caption.objects.filter(study=study).values_list(
+            "pk", "image_id", "system"
+        )
     }
     images, systems, scores = [], [], []
     for item_id, ratings in final.items():
