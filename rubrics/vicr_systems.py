@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from rubrics import checks, resampling
+from rubrics.robustness import paired_reversal
 
 __all__ = ["MAX_ALL_PAIRS_SYSTEMS", "system_results"]
 
@@ -58,6 +59,10 @@ def system_results(
       ``lower``), or only the neighbouring ones above ``MAX_ALL_PAIRS_SYSTEMS`` systems
       (``all_pairs`` says which); ``images`` is the number of shared images, and a
       difference with none is None;
+    * ``robustness``: for each pair of systems next to each other in that order, the
+      fewest shared images whose removal puts the lower system's mean strictly above the
+      upper's (``rubrics.robustness.paired_reversal``, exact; as THumB's report), the
+      template ``reports/_robustness.html`` shows;
     * ``confidence``, ``n_resamples``, ``n_images``, ``all_pairs``.
 
     An interval is None when no resample defines it. ValueError for lengths that differ,
@@ -130,9 +135,20 @@ def system_results(
                 ),
             }
         )
+    robustness = []
+    for upper, lower in zip(order, order[1:], strict=False):
+        both = (sizes[:, upper] > 0) & (sizes[:, lower] > 0)
+        entry = {"upper": str(names[upper]), "lower": str(names[lower])}
+        if both.any():
+            reversal = paired_reversal(image_means[both, upper], image_means[both, lower])
+            entry.update(reversal.as_dict())
+        else:
+            entry.update({"removed": None, "total": 0, "share": None})
+        robustness.append(entry)
     return {
         "systems": rows,
         "differences": differences,
+        "robustness": robustness,
         "all_pairs": all_pairs,
         "confidence": confidence,
         "n_resamples": n_resamples,

@@ -128,6 +128,11 @@ def test_the_page_and_the_api_name_the_systems(client, researcher):
     for system in ("GoodBot", "MidBot", "BadBot"):
         assert f'<tr data-system="{system}">' in html
     assert 'data-upper="GoodBot" data-lower="BadBot"' in html
+    # The shared ranking-robustness table: GoodBot leads MidBot by 2 and 1/3 on the two
+    # images, so removing one image (at most 1 of 2) never puts MidBot ahead.
+    assert 'id="robustness-table"' in html
+    row = html.split('<tr data-upper="GoodBot" data-lower="MidBot"><td>')[1].split("</tr>")[0]
+    assert "none can" in row
     assert f"{np.mean([np.mean(RATINGS[(i, 'GoodBot')]) for i in (0, 1)]):.2f}" in html
     svg = client.get(reverse("report_figure", args=[study.pk, "systems", "svg"]))
     assert svg.status_code == 200 and svg["Content-Type"] == "image/svg+xml"

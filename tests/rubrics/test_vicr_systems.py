@@ -129,3 +129,35 @@ def test_systems_sharing_no_image_have_no_difference():
 def test_bad_input_is_a_value_error(images, systems, scores, message):
     with pytest.raises(ValueError, match=message):
         system_results(images, systems, scores)
+
+
+def test_robustness_counts_the_images_that_hold_each_neighbouring_order():
+    # A leads B on three images by 2, 1 and 0.5 (shared images only); C has one image.
+    rows = [
+        (1, "A", 5.0), (1, "B", 3.0),
+        (2, "A", 4.0), (2, "B", 3.0),
+        (3, "A", 3.5), (3, "B", 3.0),
+        (4, "C", 1.0),
+    ]  # fmt: skip
+    result = run(rows, n_resamples=50)
+    a_b, b_c = result["robustness"]
+    # Remove the lead of 2, then the lead of 1: 0.5 left, still ahead; no removal of at
+    # most 2 of the 3 images puts B ahead, so nothing can reverse the order.
+    assert (a_b["upper"], a_b["lower"], a_b["removed"], a_b["total"]) == ("A", "B", None, 3)
+    assert (b_c["upper"], b_c["lower"], b_c["removed"], b_c["total"]) == ("B", "C", None, 0)
+
+
+def test_robustness_finds_the_fewest_removals():
+    # A's mean is ahead (by the first image's lead of 3); B leads on the other two.
+    rows = [
+        (1, "A", 5.0),
+        (1, "B", 2.0),
+        (2, "A", 3.0),
+        (2, "B", 3.5),
+        (3, "A", 3.0),
+        (3, "B", 3.5),
+    ]
+    result = run(rows, n_resamples=50)
+    (a_b,) = result["robustness"]
+    # Leads 3, -0.5, -0.5 (sum 2): removing the image with the lead of 3 leaves -1 < 0.
+    assert (a_b["upper"], a_b["removed"], a_b["total"]) == ("A", 1, 3)
