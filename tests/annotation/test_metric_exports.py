@@ -32,6 +32,7 @@ pytestmark = pytest.mark.django_db
 
 BLEU, ROUGE = "BLEU-4 (sacrebleu)", "ROUGE-L (rouge-score)"
 BLEU_COLUMN, ROUGE_COLUMN = "metric_bleu_4_sacrebleu", "metric_rouge_l_rouge_score"
+ODD = 'It\'s "odd" %s'
 
 
 @pytest.fixture
@@ -135,7 +136,8 @@ def test_the_dataset_folder_loads_with_the_metric_columns(scored, tmp_path, monk
 
 def test_a_study_without_scores_exports_its_captions_and_bad_values_as_empty(scored, tmp_path):
     junk = Caption.objects.filter(study=scored).order_by("id").first()
-    junk.metrics = {**junk.metrics, BLEU: "n/a", "Imported (x)": True}
+    # Text and booleans are no score; a name with quotes and a placeholder is only data.
+    junk.metrics = {**junk.metrics, BLEU: "n/a", "Imported (x)": True, ODD: 0.25}
     junk.raw_text = "=HYPERLINK(1)"
     junk.save()
     path = tmp_path / "out.csv"
@@ -143,6 +145,8 @@ def test_a_study_without_scores_exports_its_captions_and_bad_values_as_empty(sco
     rows = read(path, "csv")
     first = next(row for row in rows if row["caption_id"] == junk.pk)
     assert first[BLEU_COLUMN] is None and first["metric_imported_x"] is None
+    assert first["metric_it_s_odd_s"] == 0.25
+    assert all(row["metric_it_s_odd_s"] is None for row in rows if row is not first)
     assert first["raw_caption"] == "'=HYPERLINK(1)"  # neutralised like every CSV text
 
     Caption.objects.filter(study=scored).update(metrics={})
