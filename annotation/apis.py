@@ -17,6 +17,12 @@ from annotation.forms import PlanForm, setting_specs
 from annotation.models import Job, Study
 from annotation.registry import mode_choices
 from annotation.services.exports import EXPORT_FORMATS, EXPORT_TABLES, export_request
+from annotation.services.exports.captions import (
+    caption_metric_json,
+    caption_metric_rows,
+    metric_column_names,
+    metric_names,
+)
 from annotation.services.jobs import job_sweep_stale
 from annotation.services.metrics import (
     CIDER_CONVENTIONS,
@@ -326,6 +332,13 @@ class MetricsReportOutput(serializers.Serializer):
         help_text="With evaluate_on: the linear ensemble fitted on this study, its "
         "coefficients and its correlation on the other study.",
     )
+    captions = serializers.JSONField(
+        help_text="Per-caption scores, a page of the study's captions in id order (limit, "
+        "default 100, at most 1,000; offset): {count, next, previous, columns: {metric "
+        "name: column}, results: [{caption_id, image, system, purpose, raw_caption, "
+        "metrics: {column: score or null}}]}. Columns are named as in the export's "
+        "caption_metrics table (metric_cider_pycocoevalcap).",
+    )
 
 
 class StudyMetricsApi(APIView):
@@ -355,6 +368,10 @@ class StudyMetricsApi(APIView):
         class Meta:
             ref_name = "MetricsRequest"
 
+    class Pagination(LimitOffsetPagination):
+        default_limit = 100
+        max_limit = 1000
+
     @extend_schema(
         parameters=[
             OpenApiParameter(
@@ -363,11 +380,14 @@ class StudyMetricsApi(APIView):
                 required=False,
                 description="Another study's id: fit the ensemble here, evaluate it there.",
             ),
+            OpenApiParameter("limit", int, required=False, description="Captions per page."),
+            OpenApiParameter("offset", int, required=False, description="Captions skipped."),
         ],
         responses=MetricsReportOutput,
     )
     def get(self, request, study_id: int):
-        """The study's latest meta-evaluation report (and a pending job, if any)."""
+        """The study's latest meta-evaluation report (and a pending job, if any), and a
+        page of the captions' metric scores."""
         study = selectors.study_for_researcher(request.user, study_id)
         latest, pending = metrics_latest(study), metrics_pending(study)
         ensemble = None
@@ -388,8 +408,21 @@ class StudyMetricsApi(APIView):
                 "pending": JobOutput(pending, context=context).data if pending else None,
                 "report": latest.result if latest else None,
                 "ensemble": ensemble,
+                "captions": self._captions(request, study),
             }
         )
+
+    def _captions(self, request, study: Study) -> dict:
+        paginator = self.Pagination()
+        page = paginator.paginate_queryset(caption_metric_rows(study), request, view=self)
+        columns = metric_column_names(metric_names(study))
+        return {
+            "count": paginator.count,
+            "next": paginator.get_next_link(),
+            "previous": paginator.get_previous_link(),
+            "columns": columns,
+            "results": caption_metric_json(page, columns),
+        }
 
     @extend_schema(request=InputSerializer, responses={202: JobOutput})
     def post(self, request, study_id: int):

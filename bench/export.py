@@ -11,7 +11,8 @@ Not a test. It needs a local PostgreSQL server (loopback) and takes several minu
    the modes store, ``--rows`` rows of each mode's export table: THumB caption rows (5
    captions per image, stage 1 and stage 2, so rows / 5 judgments), VICR game ratings,
    HUMANr trials (groups of 10). Every 50th caption is formula-like, every 997th holds a
-   line separator (U+2028), so neutralisation and escaping have work to do.
+   line separator (U+2028), so neutralisation and escaping have work to do. Every caption
+   holds four metric scores (the dataset format's ``caption_metrics`` table).
 2. Baseline: ``COPY (<the mode's export query>) TO STDOUT WITH (FORMAT csv, HEADER)`` of
    the same rows and columns, written to a file by psycopg; the best of two runs.
 3. Ours, per format: ``services.runner.job_run`` of an export job (the Celery task's code
@@ -198,7 +199,14 @@ def _images_and_captions(conn, study: int, images: int, purpose: str = "study") 
         "INSERT INTO annotation_caption (study_id, image_id, system, raw_text, text, purpose,"
         " prime_ratings, metrics, truth, explanation, line)"
         " SELECT %s, i.id, CASE WHEN k = 0 THEN 'Human' ELSE 'model-' || k END,"
-        " t.text, t.text || '.', %s, '[3, 4]', '{}', NULL, '', i.id * 5 + k"
+        " t.text, t.text || '.', %s, '[3, 4]',"
+        # Four metric scores per caption, as the metric lab stores them (issue 26: the
+        # dataset's caption_metrics table has a column each).
+        " jsonb_build_object('BLEU-4 (sacrebleu)', (i.id * 7 + k) %% 100 / 1.7,"
+        "  'ROUGE-L (rouge-score)', (i.id + k) %% 89 / 89.0,"
+        "  'CIDEr (pycocoevalcap)', (i.id * 3 + k) %% 1000 / 97.0,"
+        "  'METEOR 1.5 (pycocoevalcap)', (i.id + 3 * k) %% 71 / 71.0),"
+        " NULL, '', i.id * 5 + k"
         " FROM annotation_image i CROSS JOIN generate_series(0, 4) k,"
         " LATERAL (SELECT CASE"
         '   WHEN (i.id + k) %% 50 = 0 THEN \'=HYPERLINK("http://x","y")\''

@@ -12,9 +12,9 @@ from annotation import selectors
 from annotation.errors import ServiceError
 from annotation.forms import SettingsForm, StudyForm
 from annotation.models import Job, Study
-from annotation.modes import get_mode
 from annotation.registry import mode_names
 from annotation.services.assignments import assignment_release
+from annotation.services.exports import export_table_choices
 from annotation.services.jobs import job_sweep_stale
 from annotation.services.studies import (
     study_close,
@@ -131,7 +131,8 @@ def study_detail(request: HttpRequest, study_id: int) -> HttpResponse:
         "annotator_names": " ".join(study.annotators.values_list("username", flat=True)),
         "member_names": " ".join(study.members.values_list("username", flat=True)),
         "may_change_members": request.user.is_staff or request.user.pk == study.owner_id,
-        "export_extra_tables": get_mode(study.mode).export.extra_tables(),
+        # The captions with their metric scores (every mode), then the mode's own tables.
+        "export_extra_tables": export_table_choices(study),
         # The crowd setup panel and the live dashboard (views/dashboard.py).
         **crowd_panel_context(request, study),
         **dashboard_context(request, study),

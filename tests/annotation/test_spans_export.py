@@ -169,7 +169,7 @@ def test_the_dataset_folder_holds_both_tables_and_names_their_rows(researcher, c
     assert sheet["tables"]["spans"]["counts"]["rows"] == 6
     assert sheet["tables"]["spans"]["counts"]["judgments"] == 2
     assert "config_name: spans" in card
-    assert job.result["table"] == "judgments+participants+judges+spans"
+    assert job.result["table"] == "judgments+participants+judges+caption_metrics+spans"
 
 
 def test_the_datasheet_of_a_spans_download_describes_its_columns(researcher, capture):

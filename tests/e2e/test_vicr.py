@@ -19,6 +19,7 @@ except ImportError:  # the browser fixture skips, or fails on CI, and says why
 
 from annotation.models import Assignment, Caption, Participant, Study
 from annotation.services.participants import crowd_link_token
+from tests.annotation.test_vicr_systems import systems_study
 from tests.e2e.axe import assert_no_serious_a11y_violations
 from tests.factories.vicr import vicr_study
 
@@ -149,3 +150,30 @@ def test_failing_the_first_game_ratings_sends_the_player_to_probation(page, rese
     expect(page.locator("#vicr-progress")).to_contain_text("Probation pair 1 of 20, attempt 1")
     participant.refresh_from_db()
     assert participant.status == "probation" and participant.state["player"]["score"] == 0
+
+
+NO_HORIZONTAL_SCROLL = "() => document.documentElement.scrollWidth <= window.innerWidth"
+
+
+def test_the_report_names_each_system_with_its_rating(page, researcher, login):
+    """Issue 26, row 2: the report had no per-system result, only agreement and players."""
+    study = systems_study(researcher)
+    login(page, researcher)
+    page.goto(f"/studies/{study.pk}/report/")
+    page.get_by_role("button", name="Compute the report").click()
+    deadline = time.monotonic() + 30
+    while not page.locator("#vicr-systems").count():
+        assert time.monotonic() < deadline, "the report was not computed in time"
+        page.wait_for_timeout(500)
+        page.reload()
+    expect(page.get_by_role("heading", name="Rating by system")).to_be_visible()
+    table = page.locator("#vicr-systems")
+    for system in ("GoodBot", "MidBot", "BadBot"):
+        expect(table.get_by_role("rowheader", name=system)).to_be_visible()
+    expect(table.locator("tbody tr").first).to_contain_text("GoodBot")
+    expect(page.locator("#vicr-system-differences")).to_contain_text("GoodBot − BadBot")
+    expect(page.locator('img[src*="/figures/systems."]')).to_have_count(1)
+    for width in (390, 1280):
+        page.set_viewport_size({"width": width, "height": 900})
+        assert page.evaluate(NO_HORIZONTAL_SCROLL), f"the report scrolls sideways at {width} px"
+        assert_no_serious_a11y_violations(page, context=f"VICR report at {width} px")

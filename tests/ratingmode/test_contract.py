@@ -120,6 +120,7 @@ def test_every_export_format_carries_the_modes_rows_and_report_summary(
         "judgments": 8,
         "participants": Participant.objects.filter(study=study).count(),
         "judges": JudgeAnswer.objects.filter(judge__study=study).count(),
+        "caption_metrics": Caption.objects.filter(study=study).count(),
     }[table]
     expected_rows = 8 if export_format == "dataset" else by_table
     assert summary.rows == expected_rows

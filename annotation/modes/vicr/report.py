@@ -12,6 +12,9 @@ A pair the player rated alone is not compared, and the table says on how many pa
 number rests. The same comparisons, scored as in VICR section 4 (2 exact, 1 adjacent, 0
 otherwise), feed the rater-competency model (``rubrics.rasch``): players and pairs on one
 logit scale, drawn as a Wright map, with infit and outfit per player.
+
+Per system (``annotation/modes/vicr/systems.py``): each system's mean rating over its pairs
+in the final view and the paired differences between systems, with bootstrap intervals.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from annotation.modes import catch
 from annotation.modes.base import Progress, Report
 from annotation.modes.reliability import reliability_section
 from annotation.modes.vicr.protocol import GAME
+from annotation.modes.vicr.systems import FIGURE as SYSTEMS_FIGURE
+from annotation.modes.vicr.systems import systems_figure, systems_section
 from rubrics import rasch
 from rubrics import vicr as rules
 
@@ -59,7 +64,7 @@ THRESHOLD_LABELS = ("adjacent or exact (AA)", "exact (EA)")
 
 class VicrReport(Report):
     template = "modes/vicr/report.html"
-    figure_names = ("rating-distribution", "wright-map")
+    figure_names = ("rating-distribution", SYSTEMS_FIGURE, "wright-map")
     summary_keys = ("agreement", "agreement_error", "included")
 
     def human_scores(self, study: Study) -> tuple[dict[str, list[tuple[int, float]]], str]:
@@ -199,6 +204,8 @@ class VicrReport(Report):
         final_coverage = Counter(min(len(final.get(item_id, [])), 3) for item_id in game_items)
         progress(90, "Annotator reliability (Dawid-Skene)")
         reliability = _reliability(rows, people, levels=levels)
+        progress(93, "Ratings by system")
+        systems = systems_section(study, final)
         progress(95, "Done")
         return {
             "levels": levels,
@@ -222,6 +229,9 @@ class VicrReport(Report):
                 for k, label in enumerate(("0", "1", "2", "3 or more"))
             ],
             "game_pairs": len(game_items),
+            # Each system's mean rating and the differences between systems (issue 26;
+            # annotation/modes/vicr/systems.py), from the final view.
+            "systems": systems,
             "players": players,
             # Imported datasets (services/datasets.py) stand one participant per rating
             # position (a pair's first, second, ... rating): per-player rows describe
@@ -239,6 +249,8 @@ class VicrReport(Report):
             return _distribution_figure(result)
         if name == "wright-map":
             return _wright_map(result.get("rasch"))
+        if name == SYSTEMS_FIGURE:
+            return systems_figure(result.get("systems"))
         raise KeyError(name)
 
 

@@ -6,6 +6,10 @@ Tables.
   THumB one row per caption per stage, VICR one per rating, HUMANr one per trial; typed
   columns, each described in the datasheet. A mode may add tables (``Export.extra_tables``,
   e.g. one row per marked error): a download each, and a Parquet file each in a dataset.
+- ``caption_metrics``: one row per caption of the study (image, system, purpose, text) and
+  one column per metric score the metric lab stored, named by implementation
+  (``metric_cider_pycocoevalcap``); it joins the judgments table on ``caption_id``
+  (``captions``).
 - ``participants``: one row per participant: pseudonym, source, status, when they joined
   and completed (``Participant.completed_at``), judgments, integrity flags (count and
   kinds) and, only when the study's owner asks for raw ids, the Prolific/MTurk worker and
@@ -76,6 +80,7 @@ from annotation.services.exports.files import (
     export_file,
     export_request,
     export_run,
+    export_table_choices,
     study_tables,
     table_columns,
 )
@@ -101,6 +106,7 @@ __all__ = [
     "export_file",
     "export_request",
     "export_run",
+    "export_table_choices",
     "neutralise",
     "participant_columns",
     "public_settings",

@@ -13,7 +13,8 @@ import numpy as np
 import pyarrow as pa
 
 EXPORT_FORMATS = ("csv", "jsonl", "parquet", "dataset")
-EXPORT_TABLES = ("judgments", "participants", "judges")
+# caption_metrics: every caption with its metric scores (services/exports/captions.py).
+EXPORT_TABLES = ("judgments", "participants", "judges", "caption_metrics")
 FILE_SUFFIX = {"csv": "csv", "jsonl": "jsonl", "parquet": "parquet", "dataset": "zip"}
 DEFAULT_CHUNK_SIZE = 50_000
 # Bytes pyarrow parses at a time from PostgreSQL's COPY stream (about 1,000 rows). Kept

@@ -208,6 +208,8 @@ def _row_unit(mode, table: str) -> str:
         return mode.export.row_unit
     if table == "judges":
         return "judge answer"
+    if table == "caption_metrics":
+        return "caption"
     extra = {t.name: t.row_unit for t in mode.export.extra_tables()}
     return extra.get(table, "participant")
 

@@ -26,6 +26,7 @@ from annotation.errors import DiskFull, Forbidden, ServiceError
 from annotation.models import Image, Job, Judgment, Study, User
 from annotation.modes import get_mode
 from annotation.modes.base import ExportColumn, ExportSql, ExportTable
+from annotation.services.exports import captions
 from annotation.services.exports.common import (
     ARROW_TYPES,
     DEFAULT_CHUNK_SIZE,
@@ -100,6 +101,27 @@ def study_tables(study: Study) -> tuple[str, ...]:
     except KeyError:
         return EXPORT_TABLES
     return (*EXPORT_TABLES, *(t.name for t in mode.export.extra_tables()))
+
+
+@dataclass(frozen=True)
+class TableChoice:
+    """A table the export form offers beside the judgments and participants tables."""
+
+    name: str
+    label: str
+
+
+def export_table_choices(study: Study) -> list[TableChoice]:
+    """The further tables the study page's export form lists: the captions with their
+    metric scores (every mode), then the mode's own extra tables."""
+    try:
+        extras = get_mode(study.mode).export.extra_tables()
+    except KeyError:
+        extras = ()
+    return [
+        TableChoice(captions.TABLE, captions.LABEL),
+        *(TableChoice(t.name, t.label) for t in extras),
+    ]
 
 
 def _extra_table(study: Study, table: str) -> ExportTable | None:
@@ -289,6 +311,8 @@ def table_columns(study: Study, table: str, *, raw_ids: bool = False) -> list[Ex
         return participant_columns(raw_ids=raw_ids)
     if table == "judges":
         return judge_columns()
+    if table == captions.TABLE:
+        return captions.caption_metric_columns(study)
     extra = _extra_table(study, table)
     return list(extra.columns() if extra else get_mode(study.mode).export.columns())
 
@@ -298,12 +322,12 @@ def _write_table(study: Study, table: str, sink, *, raw_ids: bool, progress: Pro
     schema = _schema(columns)
     tally = _Tally(columns)
     sink.open(schema)
-    if table in ("participants", "judges"):
-        batches = (
-            _participant_batches(study, schema, raw_ids=raw_ids)
-            if table == "participants"
-            else judge_batches(study, schema)
-        )
+    if table in ("participants", "judges", captions.TABLE):
+        batches = {
+            "participants": lambda: _participant_batches(study, schema, raw_ids=raw_ids),
+            "judges": lambda: judge_batches(study, schema),
+            captions.TABLE: lambda: captions.caption_metric_batches(study, schema),
+        }[table]()
         for batch in batches:
             tally.observe(batch)
             sink.write(batch)
