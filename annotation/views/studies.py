@@ -12,6 +12,7 @@ from annotation import selectors
 from annotation.errors import ServiceError
 from annotation.forms import SettingsForm, StudyForm
 from annotation.models import Job, Study
+from annotation.modes import get_mode
 from annotation.registry import mode_names
 from annotation.services.assignments import assignment_release
 from annotation.services.exports import export_table_choices
