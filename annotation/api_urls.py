@@ -3,7 +3,7 @@ from django.urls import path
 from annotation import apis
 from annotation.views import crowd_api
 from annotation.views.api_root import ApiRootApi
-from annotation.views.judges import StudyJudgesApi
+from annotation.views.judges import StudyJudgeRunsApi, StudyJudgesApi
 
 urlpatterns = [
     path("", ApiRootApi.as_view(), name="api_root"),
@@ -23,6 +23,11 @@ urlpatterns = [
     path("studies/<int:study_id>/report/", apis.StudyReportApi.as_view(), name="api_study_report"),
     path("studies/<int:study_id>/plan/", apis.StudyPlanApi.as_view(), name="api_study_plan"),
     path("studies/<int:study_id>/judges/", StudyJudgesApi.as_view(), name="api_study_judges"),
+    path(
+        "studies/<int:study_id>/judges/runs/",
+        StudyJudgeRunsApi.as_view(),
+        name="api_study_judge_runs",
+    ),
     path("jobs/<int:job_id>/", apis.JobDetailApi.as_view(), name="api_job"),
     path(
         "studies/<int:study_id>/crowd/sync/",
