@@ -44,7 +44,7 @@ class JudgeEndpointForm(forms.Form):
     """The judge's endpoint settings. Types only: bounds are the service's
     (``judge_runs.NUMBERS``), so the form and a direct call refuse the same values."""
 
-    name = forms.CharField(max_length=100, initial="VLM judge", label="Judge name")
+    name = forms.CharField(max_length=100, initial="VLM judge", label="Name in the report")
     base_url = forms.CharField(
         max_length=500,
         label="Endpoint base URL",
@@ -88,7 +88,8 @@ def _endpoint_form(study, data=None) -> JudgeEndpointForm:
     if saved:
         initial.update({k: v for k, v in saved.items() if k in JudgeEndpointForm.base_fields})
         initial.pop("api_key", None)
-    return JudgeEndpointForm(data, initial=initial)
+    # Own ids: the import form on the same page has fields of the same names.
+    return JudgeEndpointForm(data, initial=initial, auto_id="endpoint_%s")
 
 
 def _run_context(study, *, endpoint_form=None, prompt_form=None) -> dict[str, Any]:
@@ -100,7 +101,7 @@ def _run_context(study, *, endpoint_form=None, prompt_form=None) -> dict[str, An
     return {
         "endpoint": runs.judge_endpoint_view(study),
         "endpoint_form": endpoint_form or _endpoint_form(study),
-        "prompt_form": prompt_form or JudgePromptForm(initial={"text": text}),
+        "prompt_form": prompt_form or JudgePromptForm(initial={"text": text}, auto_id="prompt_%s"),
         "prompt": current,
         "placeholders": " and ".join(runs._placeholders(judging.unit)),
         "judge_jobs": jobs,
@@ -246,7 +247,7 @@ def study_judge_settings(request: HttpRequest, study_id: int) -> HttpResponse:
 def study_judge_prompt(request: HttpRequest, study_id: int) -> HttpResponse:
     """Save the prompt template as a new version (the same text saves nothing new)."""
     study = selectors.study_for_researcher(request.user, study_id)
-    form = JudgePromptForm(request.POST)
+    form = JudgePromptForm(request.POST, auto_id="prompt_%s")
     if form.is_valid():
         try:
             runs.judge_prompt_save(study=study, text=form.cleaned_data["text"], by=request.user)

@@ -431,7 +431,7 @@ def test_bad_settings_are_refused_by_the_page_and_nothing_is_saved(
     assert response.status_code == 400
     page = response.content.decode()
     assert message in page
-    assert f'id="id_{field}"' in page
+    assert f'id="endpoint_{field}"' in page
     assert data["api_key"] not in page  # never rendered back, even on a refusal
     assert not JudgeEndpoint.objects.exists()
 

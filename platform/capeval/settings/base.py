@@ -421,4 +421,7 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    # httpx logs every request at INFO: a judge run would write one line per question
+    # (10,000 a run). Its warnings stay; the judge client logs each failure itself.
+    "loggers": {"httpx": {"level": "WARNING"}},
 }
