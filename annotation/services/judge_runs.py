@@ -477,7 +477,8 @@ def _run_with_progress(items, progress, endpoint, row, version, cache, parse):
         "cache": cache,
         "progress": seen,
     }
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge-run") as pool:
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge-run")
+    try:
         future = pool.submit(run_batch, items, **options)
         shown = -1
         while not wait_for([future], timeout=PROGRESS_EVERY).done:
@@ -487,3 +488,7 @@ def _run_with_progress(items, progress, endpoint, row, version, cache, parse):
                 shown = done
                 progress(5 + int(90 * done / max(total, 1)), f"{done:,} of {total:,} asked")
         return future.result()
+    finally:
+        # Not waiting: when the soft time limit interrupts this thread, the job fails now
+        # (the batch thread finishes its requests and its result is dropped unwritten).
+        pool.shutdown(wait=False)
