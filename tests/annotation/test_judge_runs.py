@@ -519,3 +519,22 @@ def test_the_api_starts_a_run_and_lists_it(researcher, client):
     assert listed[0]["prompt_version"] == "v1"
     assert "api_key" not in listed[0]["settings"]
     assert listed[0]["settings"]["has_key"] is True
+
+
+def test_a_failure_while_storing_leaves_nothing_half_written(researcher, monkeypatch):
+    study = vicr_study(researcher, game=3)
+    write_images(study)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("disk full while writing the cache")
+
+    # The cache rows are written after the answers and failures, in the same transaction.
+    monkeypatch.setattr(JudgeCacheEntry.objects, "bulk_create", broken)
+    with fake_judge(lambda prompt, n: "4") as server:
+        save_endpoint(study, server.url)
+        job = run(study, researcher)
+        assert server.total == 3
+    assert job.status == Job.Status.FAILED
+    assert job.error == "disk full while writing the cache"
+    assert not Judge.objects.exists() and not JudgeAnswer.objects.exists()
+    assert not JudgeFailure.objects.exists() and not JudgeCacheEntry.objects.exists()
