@@ -295,8 +295,10 @@ def main() -> int:
 
         if platform is not None:
             calls.append(("job_wall", job))
-        for _ in range(rounds):
-            for name, call in calls:
+        for r in range(rounds):
+            # Each round starts with another client, so that drifting load on a shared
+            # machine does not always fall on the same one.
+            for name, call in calls[r % len(calls) :] + calls[: r % len(calls)]:
                 before = time.process_time()
                 rates[name].append(call())
                 cpu[name].append((time.process_time() - before) / n * 1000)
