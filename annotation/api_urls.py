@@ -3,7 +3,7 @@ from django.urls import path
 from annotation import apis
 from annotation.views import crowd_api, items
 from annotation.views.api_root import ApiRootApi
-from annotation.views.judges import StudyJudgesApi
+from annotation.views.judges import StudyJudgeRunsApi, StudyJudgesApi
 
 urlpatterns = [
     path("", ApiRootApi.as_view(), name="api_root"),
@@ -28,6 +28,11 @@ urlpatterns = [
         "studies/<int:study_id>/judgments/",
         items.StudyJudgmentsApi.as_view(),
         name="api_study_judgments",
+    ),
+    path(
+        "studies/<int:study_id>/judges/runs/",
+        StudyJudgeRunsApi.as_view(),
+        name="api_study_judge_runs",
     ),
     path("jobs/<int:job_id>/", apis.JobDetailApi.as_view(), name="api_job"),
     path(

@@ -46,6 +46,22 @@ urlpatterns = [
     path("studies/<int:study_id>/plan/", plan.study_plan, name="study_plan"),
     path("studies/<int:study_id>/judges/", judges.study_judges, name="study_judges"),
     path(
+        "studies/<int:study_id>/judges/settings/",
+        judges.study_judge_settings,
+        name="study_judge_settings",
+    ),
+    path(
+        "studies/<int:study_id>/judges/prompt/",
+        judges.study_judge_prompt,
+        name="study_judge_prompt",
+    ),
+    path("studies/<int:study_id>/judges/run/", judges.study_judge_run, name="study_judge_run"),
+    path(
+        "studies/<int:study_id>/judges/runs/<int:job_id>/",
+        judges.study_judge_job,
+        name="study_judge_job",
+    ),
+    path(
         "studies/<int:study_id>/plan/figure.svg", plan.study_plan_figure, name="study_plan_figure"
     ),
     path(

@@ -396,6 +396,7 @@ class Job(models.Model):
         EXPORT = "export", "Export"
         REPORT = "report", "Report"
         METRICS = "metrics", "Metrics"
+        JUDGE = "judge", "Judge run"
 
     class Status(models.TextChoices):
         QUEUED = "queued", "Queued"
@@ -494,5 +495,11 @@ class Reference(models.Model):
 
 
 from annotation.models.crowd import CrowdCredential, CrowdEvent, CrowdLedgerEntry  # noqa: E402, F401
+from annotation.models.judge_runs import (  # noqa: E402, F401
+    JudgeCacheEntry,
+    JudgeEndpoint,
+    JudgeFailure,
+    JudgePrompt,
+)
 from annotation.models.judges import Judge, JudgeAnswer  # noqa: E402, F401
 from annotation.models.metric_lab import DatasetScore  # noqa: E402, F401

@@ -14,6 +14,7 @@ a write method.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -312,6 +313,54 @@ class Judging:
         """Human pairwise choices ``(caption a, caption b, 0 | 1)`` over every group.
         Default: the report's ``human_pairs``."""
         return [row for rows in self.mode.report.human_pairs(study).values() for row in rows]
+
+    # -- running a judge through the platform (services/judge_runs.py)
+
+    def units(self, study: Study) -> list[tuple[int | None, int, int | None]]:
+        """Every question a judge run asks: ``(item id or None, caption, second caption or
+        None)``, each unit once. Default: ``item_unit`` of each of the study's items."""
+        out: dict[tuple[int, int | None], int | None] = {}
+        for item in Item.objects.filter(study=study).order_by("id"):
+            unit = self.item_unit(item)
+            if unit is not None:
+                out.setdefault(unit, item.pk)
+        return [(item, first, second) for (first, second), item in out.items()]
+
+    def default_prompt(self, study: Study) -> str:
+        """The prompt template a study starts with: the protocol's own rubric wording and
+        the reply format ``parse_reply`` reads. Placeholders: ``{caption}`` (caption
+        units), ``{caption_a}`` and ``{caption_b}`` (pair units, a shown first); the image
+        is sent beside the text. Default: none (the mode takes no judge)."""
+        return ""
+
+    def parse_reply(self, text: str) -> Any:
+        """The answer data in a judge's reply text, for ``clean_answer``; ValueError when
+        there is none. Default: the first JSON object in the text (a reply wrapped in a
+        Markdown code fence or a sentence is read too)."""
+        return json_object(text)
+
+
+def json_object(text: str) -> dict[str, Any]:
+    """The JSON object in ``text`` from its first ``{`` to its last ``}``; ValueError if
+    there is none: judges often wrap the object in a code fence or a sentence."""
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end < start:
+        raise ValueError("the reply holds no JSON object")
+    try:
+        data = json.loads(text[start : end + 1])
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"the reply's JSON object is malformed ({exc.msg})") from None
+    if not isinstance(data, dict):
+        raise ValueError("the reply holds no JSON object")
+    return data
+
+
+def fill_prompt(template: str, values: dict[str, str]) -> str:
+    """``template`` with each ``{name}`` of ``values`` replaced; other braces (a JSON
+    example in the prompt) are left as written, unlike ``str.format``."""
+    for name, value in values.items():
+        template = template.replace("{" + name + "}", value)
+    return template
 
 
 @dataclass(frozen=True)

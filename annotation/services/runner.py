@@ -43,6 +43,7 @@ RUNNERS: dict[str, Callable[..., dict[str, Any]]] = {
     Job.Kind.EXPORT: _service("annotation.services.exports.export_run"),
     Job.Kind.REPORT: _service("annotation.services.reports.report_run"),
     Job.Kind.METRICS: _service("annotation.services.metrics.metrics_run"),
+    Job.Kind.JUDGE: _service("annotation.services.judge_runs.judge_run"),
 }
 
 

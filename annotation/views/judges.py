@@ -6,9 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_http_methods
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
@@ -16,10 +17,15 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation import selectors
-from annotation.errors import InvalidInput, ServiceError
-from annotation.models import Judge
+from annotation.errors import InvalidInput, ServiceError, Unavailable
+from annotation.models import Job, Judge, JudgeFailure
+from annotation.modes import get_mode
+from annotation.services import judge_runs as runs
+from annotation.services.jobs import job_sweep_stale
 from annotation.services.judges import MAX_RESAMPLES, RESAMPLES, judge_import, judges_report
+from annotation.tasks import enqueue
 from annotation.views.access import researcher_required
+from annotation.views.errors import job_not_started
 
 #: Largest answers file read (a 200,000-line file of short answers is about 40 MB).
 MAX_FILE_BYTES = 50 * 1024 * 1024
@@ -32,6 +38,75 @@ class JudgeImportForm(forms.Form):
         max_length=50, required=False, label="Prompt version (optional)"
     )
     file = forms.FileField(label="Answers (JSON Lines)")
+
+
+class JudgeEndpointForm(forms.Form):
+    """The judge's endpoint settings. Types only: bounds are the service's
+    (``judge_runs.NUMBERS``), so the form and a direct call refuse the same values."""
+
+    name = forms.CharField(max_length=100, initial="VLM judge", label="Name in the report")
+    base_url = forms.CharField(
+        max_length=500,
+        label="Endpoint base URL",
+        help_text="OpenAI-compatible, ending in /v1 (a local vLLM or Ollama server, or a "
+        "hosted API).",
+    )
+    model = forms.CharField(max_length=200, label="Model")
+    api_key = forms.CharField(
+        max_length=500,
+        required=False,
+        label="API key",
+        # Never rendered back: the page shows only the masked form beside the field.
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+        help_text="Stored encrypted and never shown again; leave empty to keep the saved key.",
+    )
+    clear_key = forms.BooleanField(required=False, label="Remove the saved key")
+    concurrency = forms.IntegerField(label="Concurrent requests (1-64)")
+    timeout = forms.FloatField(label="Timeout per attempt, seconds (0.5-600)")
+    max_retries = forms.IntegerField(label="Retries on 429, 5xx and timeouts (0-10)")
+    temperature = forms.FloatField(label="Temperature (0-2)")
+    repeats = forms.IntegerField(label="Runs of each question (1-10; >1 with temperature > 0)")
+    swap = forms.BooleanField(
+        required=False, label="Ask each pair both ways (position swap; pair modes)"
+    )
+    price_prompt_per_1k = forms.FloatField(label="Price per 1k prompt tokens")
+    price_completion_per_1k = forms.FloatField(label="Price per 1k completion tokens")
+
+
+class JudgePromptForm(forms.Form):
+    text = forms.CharField(
+        max_length=runs.MAX_PROMPT,
+        label="Prompt template",
+        widget=forms.Textarea(attrs={"rows": 14}),
+        strip=False,
+    )
+
+
+def _endpoint_form(study, data=None) -> JudgeEndpointForm:
+    saved = runs.judge_endpoint_view(study)
+    initial = {key: default for key, (default, *_rest) in runs.NUMBERS.items()}
+    if saved:
+        initial.update({k: v for k, v in saved.items() if k in JudgeEndpointForm.base_fields})
+        initial.pop("api_key", None)
+    # Own ids: the import form on the same page has fields of the same names.
+    return JudgeEndpointForm(data, initial=initial, auto_id="endpoint_%s")
+
+
+def _run_context(study, *, endpoint_form=None, prompt_form=None) -> dict[str, Any]:
+    """What the page's "Run a judge" section shows."""
+    judging = get_mode(study.mode).judging
+    current = runs.judge_prompt_current(study)
+    text = current.text if current else judging.default_prompt(study)
+    jobs = runs.judge_runs_list(study, limit=10)
+    return {
+        "endpoint": runs.judge_endpoint_view(study),
+        "endpoint_form": endpoint_form or _endpoint_form(study),
+        "prompt_form": prompt_form or JudgePromptForm(initial={"text": text}, auto_id="prompt_%s"),
+        "prompt": current,
+        "placeholders": " and ".join(runs._placeholders(judging.unit)),
+        "judge_jobs": jobs,
+        "pending": runs.judge_run_pending(study),
+    }
 
 
 def _read_upload(upload) -> str:
@@ -130,18 +205,97 @@ def study_judges(request: HttpRequest, study_id: int) -> HttpResponse:
             refused = (exc.details or {}).get("errors", [])
         else:
             return redirect("study_judges", study_id=study.pk)
+    return _page(request, study, form=form, refused=refused)
+
+
+def _page(request, study, *, status: int | None = None, **forms_) -> HttpResponse:
+    """The whole judges page; a refused form's view passes its bound form back."""
     report = judges_report(study)
+    form = forms_.pop("form", None) or JudgeImportForm()
     context = {
         "study": study,
         "form": form,
-        "refused": refused,
+        "refused": forms_.pop("refused", []),
         "report": report,
         "sections": _sections(report),
         "resamples": RESAMPLES,
+        **_run_context(study, **forms_),
     }
-    return render(
-        request, "judges/study.html", context, status=400 if request.method == "POST" else 200
-    )
+    if status is None:
+        status = 400 if request.method == "POST" else 200
+    return render(request, "judges/study.html", context, status=status)
+
+
+@require_POST
+@researcher_required
+def study_judge_settings(request: HttpRequest, study_id: int) -> HttpResponse:
+    """Save the judge's endpoint settings (the key encrypted); errors under their field."""
+    study = selectors.study_for_researcher(request.user, study_id)
+    form = _endpoint_form(study, request.POST)
+    if form.is_valid():
+        try:
+            runs.judge_endpoint_save(study=study, **form.cleaned_data)
+        except ServiceError as exc:
+            form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+        else:
+            return redirect(f"{reverse('study_judges', args=[study.pk])}#run-heading")
+    return _page(request, study, endpoint_form=form)
+
+
+@require_POST
+@researcher_required
+def study_judge_prompt(request: HttpRequest, study_id: int) -> HttpResponse:
+    """Save the prompt template as a new version (the same text saves nothing new)."""
+    study = selectors.study_for_researcher(request.user, study_id)
+    form = JudgePromptForm(request.POST, auto_id="prompt_%s")
+    if form.is_valid():
+        try:
+            runs.judge_prompt_save(study=study, text=form.cleaned_data["text"], by=request.user)
+        except ServiceError as exc:
+            form.add_error("text", exc.message)
+        else:
+            return redirect(f"{reverse('study_judges', args=[study.pk])}#prompt-heading")
+    return _page(request, study, prompt_form=form)
+
+
+@require_POST
+@researcher_required
+def study_judge_run(request: HttpRequest, study_id: int) -> HttpResponse:
+    """Queue a judge run and answer at once: the progress fragment (htmx) or the page."""
+    study = selectors.study_for_researcher(request.user, study_id)
+    try:
+        job = enqueue(runs.judge_run_request(study=study, by=request.user))
+    except Unavailable as exc:  # the task queue is down: the job failed, say so
+        return job_not_started(request, exc, "Judge run not started")
+    except ServiceError as exc:
+        if request.htmx:
+            return render(request, "metrics/_refused.html", {"message": exc.message})
+        return render(
+            request, "error.html", {"title": "Judge run not started", "message": exc.message},
+            status=exc.status,
+        )  # fmt: skip
+    if request.htmx:
+        job.refresh_from_db()  # without a broker the job has already run
+        return render(request, "judges/_job.html", _job_context(study, job))
+    return redirect(f"{reverse('study_judges', args=[study.pk])}#runs-heading")
+
+
+def _job_context(study, job: Job) -> dict[str, Any]:
+    failures = JudgeFailure.objects.filter(job=job).count() if job.is_finished else 0
+    return {"study": study, "job": job, "failure_count": failures}
+
+
+@require_GET
+@researcher_required
+def study_judge_job(request: HttpRequest, study_id: int, job_id: int) -> HttpResponse:
+    """A judge run's progress fragment, polled by the page until the run ends."""
+    study = selectors.study_for_researcher(request.user, study_id)
+    job = study.jobs.filter(pk=job_id, kind=Job.Kind.JUDGE).first()
+    if job is None:
+        raise Http404("No such judge run.")
+    if job_sweep_stale(job_ids=[job.pk]):  # its process vanished: say so, stop polling
+        job.refresh_from_db()
+    return render(request, "judges/_job.html", _job_context(study, job))
 
 
 # ------------------------------------------------------------------------------ the API
@@ -253,3 +407,39 @@ class StudyJudgesApi(APIView):
                 {**body, "errors": (exc.details or {}).get("errors", [])}, status=exc.status
             )
         return Response(counts, status=status.HTTP_201_CREATED)
+
+
+class JudgeRunOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    status = serializers.CharField()
+    progress = serializers.IntegerField()
+    message = serializers.CharField()
+    error = serializers.CharField()
+    prompt_version = serializers.CharField(source="params.prompt_version", default="")
+    settings = serializers.DictField(
+        source="params.settings", default=dict, help_text="The endpoint as run (no key)."
+    )
+    result = serializers.DictField(
+        help_text="answered, failed, failures (the first 50), requests_sent, cached, "
+        "prompt_tokens, completion_tokens, cost, seconds, judge (id)."
+    )
+    created_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+
+class StudyJudgeRunsApi(APIView):
+    """Judge runs of a study: start one with the saved endpoint and prompt, list them."""
+
+    @extend_schema(responses=JudgeRunOutput(many=True))
+    def get(self, request, study_id: int):
+        """The study's latest judge runs, newest first."""
+        study = selectors.study_for_researcher(request.user, study_id)
+        return Response(JudgeRunOutput(runs.judge_runs_list(study), many=True).data)
+
+    @extend_schema(request=None, responses={202: JudgeRunOutput})
+    def post(self, request, study_id: int):
+        """Queue a judge run; poll ``GET`` (or ``/api/jobs/<id>/``) for its progress."""
+        study = selectors.study_for_researcher(request.user, study_id)
+        job = enqueue(runs.judge_run_request(study=study, by=request.user))
+        job.refresh_from_db()
+        return Response(JudgeRunOutput(job).data, status=status.HTTP_202_ACCEPTED)

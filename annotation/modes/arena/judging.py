@@ -48,3 +48,18 @@ class ArenaJudging(Judging):
     def item_unit(self, item: Item) -> tuple[int, int | None] | None:
         """A battle: its caption a shown first (a gold battle is no question for a judge)."""
         return (item.spec["caption_a"], item.spec["caption_b"]) if item.kind == BATTLE else None
+
+    def default_prompt(self, study: Study) -> str:
+        choices = "; ".join(f'"{code}": {label}' for code, label in OUTCOME_LABELS.items())
+        return (
+            "Two captions of the image follow. Which one describes the image better: more "
+            "accurate, more complete, with no hallucinated detail?\n\n"
+            "Caption A: {caption_a}\nCaption B: {caption_b}\n\n"
+            f"Outcomes: {choices}.\n\n"
+            'Reply with only a JSON object: {"outcome": "a" | "b" | "tie" | "bothbad"}'
+        )
+
+    def parse_reply(self, text: str) -> Any:
+        """A bare outcome code ("a", "tie") or a JSON object with ``outcome``."""
+        word = text.strip().strip(".\"'").lower()
+        return {"outcome": word} if word in OUTCOMES else super().parse_reply(text)

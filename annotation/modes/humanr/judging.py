@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from annotation.errors import ServiceError
-from annotation.models import Study
+from annotation.models import Item, Study
 from annotation.modes.base import Judging
-from annotation.modes.humanr.protocol import _parse_raw
+from annotation.modes.humanr.pages import QUESTION
+from annotation.modes.humanr.protocol import GROUP, _parse_raw
 from rubrics import humanr as rules
 
 
@@ -25,3 +26,27 @@ class HumanrJudging(Judging):
         # it is a tie, so the tie rule of the report applies to it.
         raw = answer["raw"]
         return {"choice": 0.0 if raw < rules.NEUTRAL else 1.0 if raw > rules.NEUTRAL else 0.5}
+
+    def units(self, study: Study) -> list[tuple[int | None, int, int | None]]:
+        """Each comparison of the groups (attention checks are no question for a judge),
+        the reference (human) caption shown first."""
+        out: dict[tuple[int, int], int] = {}
+        for item in Item.objects.filter(study=study, kind=GROUP).order_by("id"):
+            for trial in item.spec["trials"]:
+                first, second = trial.get("reference_caption_id"), trial.get("other_caption_id")
+                if trial.get("kind") == "comparison" and first and second:
+                    out.setdefault((first, second), item.pk)
+        return [(item, first, second) for (first, second), item in out.items()]
+
+    def default_prompt(self, study: Study) -> str:
+        return (
+            f"{QUESTION}\n\nCaption A: {{caption_a}}\nCaption B: {{caption_b}}\n\n"
+            "Answer on a scale from 1 to 9: 1 = only caption A matches the image, 5 = both "
+            "match equally well, 9 = only caption B matches the image.\n\n"
+            'Reply with only a JSON object: {"raw": <1 to 9>}'
+        )
+
+    def parse_reply(self, text: str) -> Any:
+        """A bare slider value ("7") or a JSON object with ``raw``."""
+        stripped = text.strip().rstrip(".")
+        return {"raw": int(stripped)} if stripped.isdigit() else super().parse_reply(text)

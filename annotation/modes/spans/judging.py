@@ -73,3 +73,16 @@ class SpansJudging(Judging):
 
     def item_unit(self, item: Item) -> tuple[int, int | None] | None:
         return (item.spec["caption"], None) if item.kind == CAPTION else None
+
+    def default_prompt(self, study: Study) -> str:
+        categories = ", ".join(self.mode.settings(study).category_list()) or "any"
+        return (
+            "Mark the errors of the caption against the image (Error Span Annotation): each "
+            "error span is minor or major, given by its start and end offsets in code points "
+            f"into the caption and its exact text; categories: {categories}. Then give the "
+            "caption an overall score from 0 (no meaning preserved) to 100 (perfect), with "
+            "the marked errors in view.\n\nCaption: {caption}\n\n"
+            'Reply with only a JSON object: {"spans": [{"start": <int>, "end": <int>, '
+            '"severity": "minor" | "major", "category": <text>, "text": <the span>}], '
+            '"score": <0-100>}'
+        )

@@ -8,6 +8,7 @@ from annotation.errors import ServiceError
 from annotation.models import Item, Judgment, Study
 from annotation.modes.base import Judging
 from annotation.modes.vicr.protocol import GAME, _parse_rating
+from rubrics import vicr as rules
 
 
 class VicrJudging(Judging):
@@ -36,3 +37,17 @@ class VicrJudging(Judging):
 
     def item_unit(self, item: Item) -> tuple[int, int | None] | None:
         return (item.spec["caption_id"], None) if item.kind == GAME else None
+
+    def default_prompt(self, study: Study) -> str:
+        levels = self.mode.settings(study).scale_levels
+        guide = "\n".join(f"{level}: {rules.SCALE[level].text}" for level in range(levels, 0, -1))
+        return (
+            "Rate how well the caption describes the image, on the rating guide below "
+            f"(1 to {levels}).\n\nRating guide:\n{guide}\n\nCaption: {{caption}}\n\n"
+            'Reply with only a JSON object: {"rating": <1 to ' + str(levels) + ">}"
+        )
+
+    def parse_reply(self, text: str) -> Any:
+        """A bare rating ("4") or a JSON object with ``rating``."""
+        stripped = text.strip().rstrip(".")
+        return {"rating": int(stripped)} if stripped.isdigit() else super().parse_reply(text)

@@ -258,6 +258,8 @@ CAPEVAL_JOB_TIME_LIMITS = {
         "report": env_int("CAPEVAL_REPORT_TIME_LIMIT_MINUTES", 10),
         # METEOR scores about 100 captions a second: a 100,000-caption study takes ~17 min.
         "metrics": env_int("CAPEVAL_METRICS_TIME_LIMIT_MINUTES", 30),
+        # A judge run of 10,000 questions at 16 concurrent requests and ~2 s a reply: ~21 min.
+        "judge": env_int("CAPEVAL_JUDGE_TIME_LIMIT_MINUTES", 60),
     }.items()
 }
 # A job whose worker died (SIGKILL, out of memory) is delivered again; after this many
@@ -419,4 +421,7 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    # httpx logs every request at INFO: a judge run would write one line per question
+    # (10,000 a run). Its warnings stay; the judge client logs each failure itself.
+    "loggers": {"httpx": {"level": "WARNING"}},
 }

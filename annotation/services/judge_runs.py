@@ -1,0 +1,494 @@
+"""Run a VLM judge over a study through the platform (issue 25, "Run").
+
+The researcher saves the endpoint (``judge_endpoint_save``: base URL, model, API key,
+concurrency, timeout, retries, temperature, repeats, position swap, prices) and edits the
+prompt template (``judge_prompt_save``: every save is a new version, the first one the
+mode's ``Judging.default_prompt``). ``judge_run_request`` queues a job; the job
+(``judge_run``, through ``services/runner.py``) asks every question of the study
+(``Judging.units``) with ``annotation.judges.client.run_batch`` and stores what came back
+in one transaction: a ``Judge`` (kind VLM, its model and prompt version) with its
+``JudgeAnswer`` rows, a ``JudgeFailure`` per question without a usable answer (with the
+reason and the raw reply), and the cache rows that make a rerun free.
+
+The key. Stored only as a Fernet token (``annotation/secrets.py``) plus its masked form;
+decrypted in the job just before the batch starts, held by ``client.Endpoint`` (whose
+repr and every recorded message scrub it), and never returned by anything here.
+
+Validation. A reply is read by the mode's ``parse_reply`` inside the batch (a malformed
+reply is that item's error, with the reply kept) and checked by ``clean_answer`` after it,
+with the unit's captions (span offsets need the caption's text); a reply refused there is
+a failure too and is not cached, so a rerun asks again.
+"""
+
+from __future__ import annotations
+
+import math
+import mimetypes
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import wait as wait_for
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+
+from annotation import secrets
+from annotation.errors import InvalidInput, ServiceError
+from annotation.judges.client import Endpoint, JudgeItem, run_batch
+from annotation.models import (
+    Caption,
+    Image,
+    Job,
+    Judge,
+    JudgeAnswer,
+    JudgeCacheEntry,
+    JudgeEndpoint,
+    JudgeFailure,
+    JudgePrompt,
+    Study,
+    User,
+)
+from annotation.modes import get_mode
+from annotation.modes.base import fill_prompt
+from annotation.services.jobs import job_create
+from annotation.text import clean_text
+
+Progress = Callable[..., None]
+
+MAX_PROMPT = 20_000
+MAX_KEY = 500
+#: Most questions one run asks (units x repeats x 2 with swap): the job's time limit and
+#: one transaction's rows stay bounded.
+MAX_QUESTIONS = 200_000
+#: Failures listed in the job's result (all are in ``JudgeFailure``).
+LISTED_FAILURES = 50
+#: Seconds between progress writes while the batch runs.
+PROGRESS_EVERY = 0.5
+_AUTH_PREFIX = "the endpoint refused the API key"
+
+#: Each numeric setting: (default, lowest, highest, whole number?). Every bound is finite:
+#: a setting is work the server does on the researcher's behalf.
+NUMBERS: dict[str, tuple[float, float, float, bool]] = {
+    "concurrency": (16, 1, 64, True),  # requests in flight; 64 saturates a large vLLM server
+    "timeout": (60.0, 0.5, 600.0, False),  # seconds per attempt; a slow VLM takes ~30 s
+    "max_retries": (4, 0, 10, True),  # retries of 429 / 5xx / timeouts
+    "temperature": (0.0, 0.0, 2.0, False),  # the chat-completions API's own range
+    "repeats": (1, 1, 10, True),  # runs of each question (self-consistency)
+    "price_prompt_per_1k": (0.0, 0.0, 1000.0, False),
+    "price_completion_per_1k": (0.0, 0.0, 1000.0, False),
+}
+
+
+def _number(raw: Any, name: str) -> float | int:
+    default, low, high, whole = NUMBERS[name]
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not math.isfinite(value) or not low <= value <= high or (whole and value != int(value)):
+        kind = "a whole number" if whole else "a number"
+        raise InvalidInput(f"{name}: give {kind} from {low:g} to {high:g}.", field=name)
+    return int(value) if whole else value
+
+
+def judge_endpoint_view(study: Study) -> dict[str, Any] | None:
+    """The saved settings as pages and the API show them: the key only masked."""
+    row = JudgeEndpoint.objects.filter(study=study).first()
+    if row is None:
+        return None
+    return {
+        "name": row.name,
+        "base_url": row.base_url,
+        "model": row.model,
+        "api_key": row.api_key_masked,
+        "has_key": bool(row.api_key_token),
+        "swap": row.swap,
+        **{name: getattr(row, name) for name in NUMBERS},
+    }
+
+
+def judge_endpoint_save(
+    *,
+    study: Study,
+    name: str,
+    base_url: str,
+    model: str,
+    api_key: str = "",
+    clear_key: bool = False,
+    swap: bool = False,
+    **numbers: Any,
+) -> JudgeEndpoint:
+    """Save the study's judge endpoint; an empty ``api_key`` keeps the stored one
+    (``clear_key`` removes it). The key is stored encrypted; InvalidInput names the field."""
+    unknown = set(numbers) - set(NUMBERS)
+    if unknown:
+        raise InvalidInput(f"Unknown setting(s): {', '.join(sorted(unknown))}.")
+    name = clean_text((name or "").strip(), field="name", max_length=100)
+    if not name:
+        raise InvalidInput("name: give the judge a name.", field="name")
+    base_url = clean_text((base_url or "").strip(), field="base_url", max_length=500)
+    model = clean_text((model or "").strip(), field="model", max_length=200)
+    if not model:
+        raise InvalidInput("model: name the model the endpoint serves.", field="model")
+    try:
+        Endpoint(base_url, model)
+    except ValueError:
+        raise InvalidInput(
+            "base_url: give the endpoint's address, http:// or https://, ending in /v1.",
+            field="base_url",
+        ) from None
+    api_key = (api_key or "").strip()
+    if api_key and (
+        len(api_key) > MAX_KEY or any(c.isspace() or not c.isprintable() for c in api_key)
+    ):
+        # The key is never quoted back: the message may reach a page or a log.
+        raise InvalidInput(
+            f"api_key: at most {MAX_KEY} printable characters, no spaces.", field="api_key"
+        )
+    values = {key: _number(numbers.get(key), key) for key in NUMBERS}
+    with transaction.atomic():
+        row = JudgeEndpoint.objects.select_for_update().filter(study=study).first()
+        row = row or JudgeEndpoint(study=study)
+        row.name, row.base_url, row.model, row.swap = name, base_url, model, bool(swap)
+        for key, value in values.items():
+            setattr(row, key, value)
+        if api_key:
+            row.api_key_token = secrets.encrypt(api_key)
+            row.api_key_masked = secrets.masked(api_key)
+        elif clear_key:
+            row.api_key_token = row.api_key_masked = ""
+        row.save()
+    return row
+
+
+# ------------------------------------------------------------------------------ prompts
+
+
+def judge_prompt_current(study: Study) -> JudgePrompt | None:
+    return JudgePrompt.objects.filter(study=study).first()
+
+
+def _placeholders(unit: str) -> tuple[str, ...]:
+    return ("{caption}",) if unit == "caption" else ("{caption_a}", "{caption_b}")
+
+
+def judge_prompt_save(*, study: Study, text: str, by: User | None = None) -> JudgePrompt:
+    """Save ``text`` as the study's next prompt version (the current one when unchanged)."""
+    judging = get_mode(study.mode).judging
+    if not judging.unit:
+        raise InvalidInput(f"The {get_mode(study.mode).label} mode takes no judge.")
+    text = clean_text((text or "").replace("\r\n", "\n"), field="text", max_length=MAX_PROMPT,
+                      multiline=True)  # fmt: skip
+    missing = [p for p in _placeholders(judging.unit) if p not in text]
+    if not text.strip() or missing:
+        raise InvalidInput(
+            f"text: the template must contain {' and '.join(_placeholders(judging.unit))} "
+            "(where the caption text goes).",
+            field="text",
+        )
+    with transaction.atomic():
+        # The study row serialises two saves of the same study (versions stay 1, 2, 3...).
+        Study.objects.select_for_update().filter(pk=study.pk).first()
+        current = judge_prompt_current(study)
+        if current is not None and current.text == text:
+            return current
+        version = current.version + 1 if current else 1
+        return JudgePrompt.objects.create(study=study, version=version, text=text, created_by=by)
+
+
+def judge_prompt_for_run(study: Study, by: User | None) -> JudgePrompt:
+    """The current version, the mode's default saved as v1 when there is none."""
+    current = judge_prompt_current(study)
+    if current is not None:
+        return current
+    return judge_prompt_save(
+        study=study, text=get_mode(study.mode).judging.default_prompt(study), by=by
+    )
+
+
+# ------------------------------------------------------------------------------ the run
+
+
+def judge_run_request(*, study: Study, by: User | None) -> Job:
+    """Queue a judge run of the study with its endpoint and current prompt; the caller
+    enqueues the job (``annotation.tasks.enqueue``). Refused at once: no endpoint, a mode
+    without judges, a study with no question, a run already queued or running."""
+    judging = get_mode(study.mode).judging
+    if not judging.unit:
+        raise InvalidInput(f"The {get_mode(study.mode).label} mode takes no judge.")
+    endpoint = JudgeEndpoint.objects.filter(study=study).first()
+    if endpoint is None:
+        raise InvalidInput("Save the judge's endpoint settings first.", field="base_url")
+    if not judging.units(study):
+        raise InvalidInput("The study has no question for a judge yet (import its captions).")
+    if judge_run_pending(study) is not None:
+        raise InvalidInput("A judge run of this study is already queued or running.")
+    prompt = judge_prompt_for_run(study, by)
+    snapshot = judge_endpoint_view(study) or {}
+    snapshot.pop("api_key", None)
+    params = {"prompt": prompt.pk, "prompt_version": prompt.label, "settings": snapshot}
+    return job_create(kind=Job.Kind.JUDGE, study=study, created_by=by, params=params)
+
+
+def judge_run_pending(study: Study) -> Job | None:
+    return study.jobs.filter(
+        kind=Job.Kind.JUDGE, status__in=[Job.Status.QUEUED, Job.Status.RUNNING]
+    ).first()
+
+
+def judge_runs_list(study: Study, limit: int = 20) -> list[Job]:
+    return list(study.jobs.filter(kind=Job.Kind.JUDGE).order_by("-created_at", "-id")[:limit])
+
+
+class _Question:
+    __slots__ = ("item", "first", "second", "run", "key", "image")
+
+    def __init__(self, item, first, second, run, key, image):
+        self.item, self.first, self.second, self.run = item, first, second, run
+        self.key, self.image = key, image
+
+
+def _questions(study: Study, units, repeats: int, swap: bool) -> list[_Question]:
+    """Every (unit in the order shown, repeat) once: with ``swap`` a pair is also asked
+    the other way round (a unit the study already holds both ways is asked once each)."""
+    out: dict[str, _Question] = {}
+    for item, first, second in units:
+        orders = [(first, second)]
+        if swap and second is not None:
+            orders.append((second, first))
+        for a, b in orders:
+            base = f"c{a}" if b is None else f"p{a}-{b}"
+            for run in range(repeats):
+                key = base + (f"#r{run + 1}" if run else "")
+                out.setdefault(key, _Question(item, a, b, run, key, None))
+    return list(out.values())
+
+
+def _images(study: Study, caption_ids: set[int]) -> dict[int, tuple[bytes, str] | str]:
+    """Caption id -> (image bytes, media type), or the reason there is none. Each image
+    file is read once (a study's captions share images); the display rendition is sent,
+    the size a judge needs."""
+    rows = Caption.objects.filter(pk__in=caption_ids).values_list("pk", "image_id")
+    images = dict(Image.objects.filter(study=study).values_list("pk", "display").order_by("pk"))
+    files: dict[int, tuple[bytes, str] | str] = {}
+    out: dict[int, tuple[bytes, str] | str] = {}
+    for caption, image in rows:
+        if image not in files:
+            path = images.get(image) or ""
+            try:
+                data = (Path(settings.MEDIA_ROOT) / path).read_bytes() if path else None
+            except OSError:
+                data = None
+            media = mimetypes.guess_type(path)[0] or "image/jpeg"
+            files[image] = (data, media) if data else "the image file is missing"
+        out[caption] = files[image]
+    return out
+
+
+def judge_run(*, job: Job, progress: Progress) -> dict[str, Any]:
+    """The job runner's entry: ask every question, store the answers (see the module)."""
+    study = job.study
+    mode = get_mode(study.mode)
+    judging = mode.judging
+    endpoint_row = JudgeEndpoint.objects.filter(study=study).first()
+    prompt = JudgePrompt.objects.filter(pk=job.params.get("prompt"), study=study).first()
+    if endpoint_row is None or prompt is None:
+        raise ServiceError("The judge's settings or prompt were removed; request a new run.")
+    try:
+        key = secrets.decrypt(endpoint_row.api_key_token) if endpoint_row.api_key_token else ""
+    except secrets.SecretError as exc:
+        raise ServiceError(str(exc)) from None
+    endpoint = Endpoint(endpoint_row.base_url, endpoint_row.model, key)
+    progress(2, "Reading the study's questions")
+    questions = _questions(study, judging.units(study), endpoint_row.repeats, endpoint_row.swap)
+    if len(questions) > MAX_QUESTIONS:
+        raise ServiceError(
+            f"The run would ask {len(questions):,} questions; at most {MAX_QUESTIONS:,}."
+        )
+    caption_ids = {q.first for q in questions} | {q.second for q in questions if q.second}
+    texts = dict(Caption.objects.filter(pk__in=caption_ids).values_list("pk", "text"))
+    images = _images(study, caption_ids)
+    judge = Judge.objects.filter(
+        study=study, name=endpoint_row.name, model=endpoint_row.model, prompt_version=prompt.label
+    ).first()
+    stored = set()
+    if judge is not None:
+        stored = set(judge.answers.values_list("caption_id", "caption_b_id", "run"))
+    failures: list[JudgeFailure] = []
+    ask: list[_Question] = []
+    items: list[JudgeItem] = []
+    skipped = 0
+    for q in questions:
+        if (q.first, q.second, q.run) in stored:
+            skipped += 1
+            continue  # answered by an earlier run of this judge: nothing to ask
+        image = images[q.first]
+        if isinstance(image, str):
+            failures.append(_failure(job, q, image))
+            continue
+        values = (
+            {"caption": texts[q.first]}
+            if q.second is None
+            else {"caption_a": texts[q.first], "caption_b": texts[q.second]}
+        )
+        ask.append(q)
+        items.append(
+            JudgeItem(q.key, fill_prompt(prompt.text, values), image[0], media_type=image[1])
+        )
+    cache = {
+        (row.prompt_version, row.model, row.item_key, row.image_hash): {"raw": row.raw_reply}
+        for row in JudgeCacheEntry.objects.filter(
+            study=study, prompt_version=prompt.label, model=endpoint_row.model
+        )
+    }
+    before = set(cache)
+    progress(5, f"Asking {len(items):,} questions")
+    result = _run_with_progress(items, progress, endpoint, endpoint_row, prompt.label, cache,
+                                judging.parse_reply)  # fmt: skip
+    progress(95, "Storing the answers")
+    answers, fresh, stale = [], [], []
+    for q, item, outcome in zip(ask, items, result.results, strict=True):
+        ck = (prompt.label, endpoint_row.model, item.key, item.image_hash)
+        if not outcome.ok:
+            failures.append(_failure(job, q, outcome.error, outcome.raw))
+            continue
+        shown = [Caption(pk=pk, text=texts[pk]) for pk in (q.first, q.second) if pk]
+        try:
+            clean = judging.clean_answer(study, shown, outcome.answer)
+        except ServiceError as exc:
+            failures.append(_failure(job, q, f"unusable reply: {exc.message}", outcome.raw))
+            if ck in before:
+                stale.append(item.key)  # cached under rules since made stricter: ask again
+            continue
+        answers.append(
+            JudgeAnswer(
+                item_id=q.item,
+                caption_id=q.first,
+                caption_b_id=q.second,
+                run=q.run,
+                answer=clean,
+                scores=judging.scores(clean),
+                raw_reply=outcome.raw,
+            )
+        )
+        if ck not in before:
+            fresh.append(
+                JudgeCacheEntry(
+                    study=study,
+                    prompt_version=prompt.label,
+                    model=endpoint_row.model,
+                    item_key=item.key,
+                    image_hash=item.image_hash,
+                    raw_reply=outcome.raw,
+                )
+            )
+    refused = [f.error for f in failures if f.error.startswith(_AUTH_PREFIX)]
+    if refused and not answers:
+        # A wrong key fails every question alike: one clear reason, nothing stored.
+        raise ServiceError(refused[0][:1].upper() + refused[0][1:] + ".")
+    with transaction.atomic():
+        if answers and judge is None:
+            judge, _ = Judge.objects.get_or_create(
+                study=study,
+                name=endpoint_row.name,
+                model=endpoint_row.model,
+                prompt_version=prompt.label,
+                defaults={"kind": Judge.Kind.VLM},
+            )
+        for answer in answers:
+            answer.judge = judge
+        JudgeAnswer.objects.bulk_create(answers, batch_size=2000)
+        JudgeFailure.objects.bulk_create(failures, batch_size=2000)
+        JudgeCacheEntry.objects.bulk_create(fresh, batch_size=2000, ignore_conflicts=True)
+        if stale:
+            JudgeCacheEntry.objects.filter(
+                study=study,
+                prompt_version=prompt.label,
+                model=endpoint_row.model,
+                item_key__in=stale,
+            ).delete()
+    summary = {
+        "judge": judge.pk if judge else None,
+        "judge_name": endpoint_row.name,
+        "model": endpoint_row.model,
+        "prompt_version": prompt.label,
+        "questions": len(questions),
+        "already_stored": skipped,
+        "answered": len(answers),
+        "failed": len(failures),
+        "failures": [_listed(f) for f in failures[:LISTED_FAILURES]],
+        "requests_sent": result.requests_sent,
+        "cached": result.cached,
+        "prompt_tokens": result.prompt_tokens,
+        "completion_tokens": result.completion_tokens,
+        "cost": round(result.cost, 6),
+        "seconds": round(result.seconds, 3),
+    }
+    message = f"{len(answers):,} answered, {len(failures):,} failed"
+    return {"result": summary, "message": message}
+
+
+def _failure(job: Job, q: _Question, error: str, raw: str = "") -> JudgeFailure:
+    return JudgeFailure(
+        job=job,
+        item_id=q.item,
+        caption_id=q.first,
+        caption_b_id=q.second,
+        run=q.run,
+        error=error[:2000],
+        raw_reply=raw[:20_000],
+    )
+
+
+def _listed(failure: JudgeFailure) -> dict[str, Any]:
+    unit = (
+        {"caption": failure.caption_id}
+        if failure.caption_b_id is None
+        else {"caption_a": failure.caption_id, "caption_b": failure.caption_b_id}
+    )
+    return {**unit, "run": failure.run, "error": failure.error}
+
+
+def _run_with_progress(items, progress, endpoint, row, version, cache, parse):
+    """``run_batch`` in a thread while this one writes the progress every
+    ``PROGRESS_EVERY`` seconds: the batch's event loop must not wait on the database (and
+    Django refuses ORM calls from inside a running loop)."""
+    state = {"done": 0, "total": len(items)}
+    lock = threading.Lock()
+
+    def seen(done: int, total: int) -> None:
+        with lock:
+            state["done"], state["total"] = done, total
+
+    options = {
+        "endpoint": endpoint,
+        "parse": parse,
+        "prompt_version": version,
+        "temperature": row.temperature,
+        "concurrency": row.concurrency,
+        "timeout": row.timeout,
+        "max_retries": row.max_retries,
+        "price_prompt_per_1k": row.price_prompt_per_1k,
+        "price_completion_per_1k": row.price_completion_per_1k,
+        "cache": cache,
+        "progress": seen,
+    }
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge-run")
+    try:
+        future = pool.submit(run_batch, items, **options)
+        shown = -1
+        while not wait_for([future], timeout=PROGRESS_EVERY).done:
+            with lock:
+                done, total = state["done"], state["total"]
+            if done != shown:
+                shown = done
+                progress(5 + int(90 * done / max(total, 1)), f"{done:,} of {total:,} asked")
+        return future.result()
+    finally:
+        # Not waiting: when the soft time limit interrupts this thread, the job fails now
+        # (the batch thread finishes its requests and its result is dropped unwritten).
+        pool.shutdown(wait=False)

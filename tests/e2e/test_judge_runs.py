@@ -1,0 +1,95 @@
+"""The judges page's run section in Chromium: save the endpoint (the key shown only
+masked), edit the prompt template (a new version), run the judge against a loopback
+OpenAI-compatible server and watch the run finish; axe, 390 and 1280 px, and nothing
+requested off the server by the browser (the judge server is called by the platform)."""
+
+import pytest
+from playwright.sync_api import expect
+
+from annotation.models import JudgeAnswer, JudgePrompt
+from tests.annotation.test_judge_runs import write_images
+from tests.e2e.axe import assert_no_serious_a11y_violations
+from tests.factories.judge_server import KEY, fake_judge
+from tests.factories.vicr import vicr_study
+
+pytestmark = pytest.mark.e2e
+
+NO_HORIZONTAL_SCROLL = "() => document.documentElement.scrollWidth <= window.innerWidth"
+
+
+def fits(page, context: str) -> None:
+    for width in (390, 1280):
+        page.set_viewport_size({"width": width, "height": 900})
+        assert page.evaluate(NO_HORIZONTAL_SCROLL), f"{context}: horizontal scroll at {width} px"
+
+
+def test_researcher_sets_up_and_runs_a_judge(page, login, researcher):
+    study = vicr_study(researcher, game=3)
+    write_images(study)
+    with fake_judge(lambda prompt, n: "4") as server:
+        login(page, researcher)
+        page.goto(f"/studies/{study.pk}/judges/")
+        expect(page.get_by_role("heading", name="Run a judge")).to_be_visible()
+        expect(page.get_by_text("Save the endpoint to run the judge.")).to_be_visible()
+        assert_no_serious_a11y_violations(page, context="judges page, no endpoint")
+        fits(page, "judges page, no endpoint")
+
+        page.get_by_label("Name in the report").fill("toy-vlm")
+        page.get_by_label("Endpoint base URL").fill(server.url)
+        page.get_by_label("Model:", exact=True).fill("judge-7b")
+        page.get_by_label("API key").fill(KEY)
+        with page.expect_navigation():
+            page.get_by_role("button", name="Save the endpoint").click()
+        expect(page.get_by_text("Saved key: sk-...cdef")).to_be_visible()
+        expect(page.get_by_label("API key")).to_have_value("")
+        assert KEY not in page.content()
+
+        prompt = page.get_by_role("textbox", name="Prompt template")
+        expect(prompt).to_contain_text("Rating guide")  # the mode's default wording
+        prompt.fill('Rate the caption {caption} from 1 to 5. Reply {"rating": n}.')
+        with page.expect_navigation():
+            page.get_by_role("button", name="Save as a new version").click()
+        expect(page.get_by_role("heading", name="Prompt template v1")).to_be_visible()
+
+        page.get_by_role("button", name="Run the judge").click()
+        run = page.locator("#judge-runs .job").first
+        expect(run).to_contain_text("Done", timeout=30_000)
+        expect(run).to_contain_text("3 answered, 0 failed")
+        assert server.total == 3
+        assert (
+            "Rate the caption game caption"
+            in server.bodies[0]["messages"][-1]["content"][0]["text"]
+        )
+        assert_no_serious_a11y_violations(page, context="judges page after a run")
+        fits(page, "judges page after a run")
+
+        run.get_by_role("link", name="Show the report").click()
+        table = page.get_by_role("region", name="Judges table")
+        expect(table.get_by_role("rowheader", name="toy-vlm")).to_be_visible()
+        assert KEY not in page.content()
+    assert JudgeAnswer.objects.filter(judge__name="toy-vlm").count() == 3
+    assert JudgePrompt.objects.get(study=study).version == 1
+
+
+def test_a_bad_endpoint_is_refused_under_its_field(browser, live_server, login, researcher):
+    """Own context: the shared ``page`` fixture counts the expected 400 as a console error."""
+    study = vicr_study(researcher, game=2)
+    context = browser.new_context(base_url=live_server.url)
+    context.route("**/favicon.ico", lambda route: route.fulfill(status=204))
+    page = context.new_page()
+    try:
+        login(page, researcher)
+        page.goto(f"/studies/{study.pk}/judges/")
+        page.get_by_label("Name in the report").fill("toy-vlm")
+        page.get_by_label("Endpoint base URL").fill("ftp://example.org/v1")
+        page.get_by_label("Model:", exact=True).fill("judge-7b")
+        page.get_by_label("API key").fill(KEY)
+        with page.expect_navigation():
+            page.get_by_role("button", name="Save the endpoint").click()
+        expect(page.get_by_text("http:// or https://")).to_be_visible()
+        expect(page.get_by_label("API key")).to_have_value("")
+        assert KEY not in page.content()
+        assert_no_serious_a11y_violations(page, context="judges page, refused endpoint")
+        fits(page, "judges page, refused endpoint")
+    finally:
+        context.close()
