@@ -1,0 +1,74 @@
+"""Jobs never block a page on the embedded default (issue 26, row 3).
+
+``make demo``'s configuration in a temporary folder: SQLite, Kombu's filesystem broker and
+``manage.py demo_server`` (runserver plus a real Celery worker process). "Compute the
+metrics" is pressed over HTTP on the demo's THumB study; the answer must come back while
+the job is still queued or running (with eager Celery it came back only once the job was
+done), and polling the job's fragment must reach done at 100%. Ctrl-C then stops the
+server and the worker, leaving no process behind.
+
+No timing is asserted here (a loaded machine would make it flaky); ``bench/jobs_embedded.py``
+measures the POST's latency and the time to 100%. The harness is
+``tests/factories/embedded.py``. Needs Linux (/proc) and Java-free metrics only.
+"""
+
+import pytest
+
+from tests.factories.embedded import (
+    DemoServer,
+    alive,
+    job_state,
+    login,
+    manage,
+    poll_job,
+    post_metrics,
+    study_id,
+)
+
+#: A metric that needs neither Java nor a model, so the job is short wherever it runs.
+METRIC = "BLEU-4 (sacrebleu)"
+JOB_TIMEOUT_S = 180
+
+
+@pytest.fixture
+def demo_var(tmp_path):
+    """A fresh clone's var/: migrated, with the demo's live studies (no finished ones)."""
+    var_dir = tmp_path / "var"
+    manage(var_dir, "migrate", "--no-input")
+    manage(var_dir, "load_demo", "--no-finished", "--no-published")
+    return var_dir
+
+
+def test_metrics_job_runs_on_the_worker_and_the_page_polls_it_to_done(demo_var):
+    demo = DemoServer(demo_var)
+    try:
+        session = login(demo.url, "researcher", "researcher")
+        study = study_id(session, demo.url, "Demo: THumB rubric")
+
+        answer = post_metrics(session, demo.url, study, names=[METRIC])
+
+        assert answer.status_code == 200, answer.text[:2000]
+        job, status, percent, polls = job_state(answer.text)
+        # The view enqueued the job and answered: the worker has not finished it, and the
+        # fragment polls (eager Celery answered "Done", 100%, no polling).
+        assert status in {"Queued", "Running"}, answer.text
+        assert percent < 100
+        assert polls
+        seen = poll_job(session, demo.url, study, job, JOB_TIMEOUT_S)
+        assert seen[-1] == ("Done", 100), f"{seen[-5:]}\n{demo.log()}"
+        page = session.get(f"{demo.url}/studies/{study}/metrics/", timeout=10).text
+        assert METRIC in page
+        log = (demo_var / "worker.log").read_text()
+        assert "Connected to filesystem://" in log
+        assert "Task annotation.tasks.run_job[" in log and "succeeded" in log
+        assert list((demo_var / "broker" / "queue").iterdir()) == [], "the message was consumed"
+    except BaseException:
+        demo.kill()
+        raise
+
+    started = demo.interrupt()
+
+    assert demo.process.returncode == 0, demo.log()
+    assert len(started) >= 3, "runserver, the worker and its pool process were running"
+    assert [pid for pid in started if alive(pid)] == [], "no process outlives the demo"
+    assert "Job worker stopped." in demo.log()
