@@ -9,7 +9,7 @@ server and the worker, leaving no process behind.
 
 No timing is asserted here (a loaded machine would make it flaky); ``bench/jobs_embedded.py``
 measures the POST's latency and the time to 100%. The harness is
-``tests/factories/embedded.py``. Needs Linux (/proc) and Java-free metrics only.
+``tests/factories/embedded.py`` (Linux: it reads /proc to find the demo's processes).
 """
 
 import pytest
@@ -61,7 +61,6 @@ def test_metrics_job_runs_on_the_worker_and_the_page_polls_it_to_done(demo_var):
         log = (demo_var / "worker.log").read_text()
         assert "Connected to filesystem://" in log
         assert "Task annotation.tasks.run_job[" in log and "succeeded" in log
-        assert list((demo_var / "broker" / "queue").iterdir()) == [], "the message was consumed"
     except BaseException:
         demo.kill()
         raise
