@@ -12,11 +12,17 @@ measures the POST's latency and the time to 100%. The harness is
 ``tests/factories/embedded.py`` (Linux: it reads /proc to find the demo's processes).
 """
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from tests.factories.embedded import (
+    REPO,
     DemoServer,
     alive,
+    embedded_env,
     job_state,
     login,
     manage,
@@ -71,3 +77,76 @@ def test_metrics_job_runs_on_the_worker_and_the_page_polls_it_to_done(demo_var):
     assert len(started) >= 3, "runserver, the worker and its pool process were running"
     assert [pid for pid in started if alive(pid)] == [], "no process outlives the demo"
     assert "Job worker stopped." in demo.log()
+
+
+SHOW_BROKER = (
+    "import django; django.setup(); from capeval.celery_app import app; "
+    "from django.conf import settings as s; o = s.CELERY_BROKER_TRANSPORT_OPTIONS; "
+    "print(app.conf.broker_url, app.conf.task_always_eager, o.get('data_folder_in'), "
+    "o.get('data_folder_out'))"
+)
+
+
+def settings_in_subprocess(tmp_path, **env) -> list[str]:
+    """The broker URL, eagerness and filesystem folders the settings give under ``env``."""
+    base = {k: v for k, v in os.environ.items() if k in {"PATH", "HOME", "LANG", "TMPDIR"}}
+    done = subprocess.run(
+        [sys.executable, "-c", SHOW_BROKER],
+        cwd=REPO,
+        env={
+            **base,
+            "DJANGO_SETTINGS_MODULE": "capeval.settings",
+            "PYTHONPATH": str(REPO / "platform"),
+            "CAPEVAL_VAR_DIR": str(tmp_path / "var"),
+            **env,
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
+
+
+def test_a_broker_folder_makes_jobs_go_through_the_filesystem_transport(tmp_path):
+    folder = tmp_path / "broker"
+
+    url, eager, folder_in, folder_out = settings_in_subprocess(
+        tmp_path, CAPEVAL_BROKER_DIR=str(folder)
+    )
+
+    assert (url, eager) == ("filesystem://", "False")
+    assert folder_in == folder_out == str(folder / "queue"), "both sides use one queue folder"
+    assert (folder / "queue").is_dir(), "Kombu wants the folder to exist"
+
+
+def test_redis_wins_over_a_broker_folder_and_neither_means_eager(tmp_path):
+    folder = tmp_path / "broker"
+    redis_url = "redis://127.0.0.1:6379/9"
+
+    with_redis = settings_in_subprocess(
+        tmp_path, CAPEVAL_BROKER_DIR=str(folder), REDIS_URL=redis_url
+    )
+    neither = settings_in_subprocess(tmp_path)
+
+    assert with_redis == [redis_url, "False", "None", "None"]
+    assert not folder.exists()
+    assert neither[:2] == ["memory://", "True"]
+
+
+def test_demo_server_refuses_to_run_beside_redis(tmp_path):
+    env = {**embedded_env(tmp_path / "var"), "REDIS_URL": "redis://127.0.0.1:6379/9"}
+
+    done = subprocess.run(
+        [sys.executable, "manage.py", "demo_server", "127.0.0.1:1"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert done.returncode == 1
+    assert "REDIS_URL is set" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "var" / "worker.log").exists(), "no worker was started"

@@ -153,6 +153,43 @@ class DemoServer:
         self.process.wait(timeout=STOP_TIMEOUT_S)
 
 
+class EagerServer:
+    """``manage.py runserver`` alone, without a broker: Celery eager, as ``make demo`` was
+    before issue 26 (the bench's baseline)."""
+
+    def __init__(self, var_dir: Path):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = var_dir / "eager.log"
+        with self.log_path.open("w") as log:
+            self.process = subprocess.Popen(
+                [
+                    sys.executable,
+                    str(REPO / "manage.py"),
+                    "runserver",
+                    "--noreload",
+                    f"127.0.0.1:{self.port}",
+                ],
+                cwd=REPO,
+                env=embedded_env(var_dir),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        wait_until(self._answers, START_TIMEOUT_S, "the eager server")
+
+    def _answers(self) -> bool:
+        try:
+            return requests.get(f"{self.url}/accounts/login/", timeout=2).status_code == 200
+        except requests.ConnectionError:
+            return False
+
+    def stop(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGTERM)
+        self.process.wait(timeout=STOP_TIMEOUT_S)
+
+
 def login(url: str, username: str, password: str) -> requests.Session:
     """A session logged in through the login form, as a browser would."""
     session = requests.Session()
@@ -180,7 +217,11 @@ def study_id(session: requests.Session, url: str, name: str) -> int:
 
 
 def post_metrics(
-    session: requests.Session, url: str, study: int, names: list[str] | None = None
+    session: requests.Session,
+    url: str,
+    study: int,
+    names: list[str] | None = None,
+    timeout: float = 60,
 ) -> requests.Response:
     """Press "Compute the metrics" as htmx does, with the metrics ``names`` (default: those
     the form has checked)."""
@@ -197,7 +238,7 @@ def post_metrics(
             "X-CSRFToken": token,
             "Referer": f"{url}/studies/{study}/metrics/",
         },
-        timeout=60,
+        timeout=timeout,
     )
 
 
@@ -211,17 +252,26 @@ def job_state(fragment: str) -> tuple[int, str, int, bool]:
 
 
 def poll_job(
-    session: requests.Session, url: str, study: int, job: int, timeout_s: float
+    session: requests.Session,
+    url: str,
+    study: int,
+    job: int,
+    timeout_s: float,
+    latencies: list[float] | None = None,
 ) -> list[tuple[str, int]]:
-    """Poll the job's fragment every 0.25 s until it stops polling; the states seen."""
+    """Poll the job's fragment every 0.25 s until it stops polling; the states seen (and
+    each poll's seconds appended to ``latencies``)."""
     seen: list[tuple[str, int]] = []
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
+        started = time.perf_counter()
         fragment = session.get(
             f"{url}/studies/{study}/metrics/jobs/{job}/",
             headers={"HX-Request": "true"},
             timeout=10,
         ).text
+        if latencies is not None:
+            latencies.append(time.perf_counter() - started)
         _, status, percent, polls = job_state(fragment)
         seen.append((status, percent))
         if not polls:
