@@ -13,8 +13,10 @@ measures the POST's latency and the time to 100%. The harness is
 """
 
 import os
+import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -150,3 +152,41 @@ def test_demo_server_refuses_to_run_beside_redis(tmp_path):
     assert "REDIS_URL is set" in done.stderr
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "var" / "worker.log").exists(), "no worker was started"
+
+
+def processes_naming(text: str) -> list[int]:
+    """Live processes whose command line contains ``text`` (Linux /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if text in command and alive(int(entry.name)):
+                found.append(int(entry.name))
+    return found
+
+
+def test_a_server_that_cannot_start_stops_the_worker_too(demo_var):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+
+        done = subprocess.run(
+            [sys.executable, "manage.py", "demo_server", f"127.0.0.1:{port}", "--noreload"],
+            cwd=REPO,
+            env=embedded_env(demo_var),
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "runserver stopped" in done.stderr
+    assert "That port is already in use" in done.stderr, "runserver said why"
+    assert "Traceback" not in done.stderr
+    assert "Job worker stopped." in done.stdout
+    assert " ready." in (demo_var / "worker.log").read_text(), "the worker had started"
+    assert processes_naming(str(demo_var / "worker.log")) == [], "no worker left behind"

@@ -71,7 +71,7 @@ class Command(BaseCommand):
         if settings.REDIS_URL:
             raise CommandError(
                 "REDIS_URL is set: run `celery -A capeval.celery_app worker` and a web server "
-                "instead (docs/deployment.md); demo_server is the embedded default."
+                "instead (README, Deployment); demo_server is the embedded default."
             )
         if options["concurrency"] < 1:
             raise CommandError("--concurrency must be at least 1.")
@@ -118,11 +118,14 @@ class Command(BaseCommand):
                         f"The job worker stopped (exit {worker.returncode}); see {log_path}."
                     )
                 time.sleep(0.5)
+            raise CommandError(f"runserver stopped (exit {server.returncode}); see above.")
         except Stop:
             pass
         finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+            # A second Ctrl-C must not cut the stopping short and leave the worker behind;
+            # it takes at most twice STOP_TIMEOUT_S.
+            for sig in STOP_SIGNALS:
+                signal.signal(sig, signal.SIG_IGN)
             if server is not None:
                 _stop(server, signal.SIGTERM, group=True)
             if worker is not None:
@@ -131,6 +134,8 @@ class Command(BaseCommand):
                 # too, they left it waiting on them past the timeout).
                 _stop(worker, signal.SIGQUIT, group=False)
                 self.stdout.write("Job worker stopped.")
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
     def _start_worker(
         self, env: dict, var_dir: Path, log_path: Path, concurrency: int
