@@ -26,12 +26,14 @@ node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --silent
 	touch $@
 
-## Install, migrate SQLite, load the demo study and serve it (Celery runs eagerly).
+## Install, migrate SQLite, load the demo studies and serve them with a Celery worker on
+## Kombu's filesystem broker (var/broker: no server to install); Ctrl-C stops both.
+## load_demo computes the demo's reports before the server starts (Celery eager there).
 demo: $(VENV)/.installed
 	$(BIN)/python manage.py migrate --no-input
 	$(BIN)/python manage.py load_demo --url http://$(HOST):$(PORT)/
-	@echo "Ctrl-C stops the server."
-	$(BIN)/python manage.py runserver $(HOST):$(PORT)
+	@echo "Ctrl-C stops the server and its job worker."
+	$(BIN)/python manage.py demo_server $(HOST):$(PORT)
 
 ## Install with test dependencies and run lint, the import contracts and the whole suite.
 test: $(VENV)/.installed-test node_modules/.installed

@@ -3,7 +3,10 @@
 Environment variables:
 
 - ``DATABASE_URL``: database (default: a SQLite file under ``var/``).
-- ``REDIS_URL``: Celery broker; without it Celery runs tasks eagerly in-process.
+- ``REDIS_URL``: Celery broker; without it, ``CAPEVAL_BROKER_DIR`` or eager runs.
+- ``CAPEVAL_BROKER_DIR``: without ``REDIS_URL``, a folder for Kombu's filesystem broker,
+  which a worker beside the web server reads (``manage.py demo_server``, run by
+  ``make demo``); with neither, Celery runs tasks eagerly in-process (tests, commands).
 - ``SECRET_KEY``: required in production (``capeval.settings.production``).
 - ``DEBUG``: ``1``/``true``/``yes`` or ``0``/``false``/``no``; anything else is an error.
 - ``ALLOWED_HOSTS``: comma-separated host names.
@@ -247,7 +250,7 @@ DATA_UPLOAD_MAX_NUMBER_FIELDS = 5000
 
 # Jobs (docs/architecture.md, "Long work"). Soft and hard time limits per kind, in seconds:
 # at the soft limit the job fails with its reason (an import stores nothing); the hard limit
-# kills the process if it does not stop by then. Eager runs (no REDIS_URL) have no limits;
+# kills the process if it does not stop by then. Eager runs (no broker) have no limits;
 # the web server's request timeout bounds them.
 CAPEVAL_JOB_HARD_LIMIT_GRACE_SECONDS = 5 * 60
 CAPEVAL_JOB_TIME_LIMITS = {
@@ -274,9 +277,19 @@ CAPEVAL_JOB_STALE_SECONDS = env_int("CAPEVAL_JOB_STALE_SECONDS", 300)
 # Redis restart without persistence); it is never enqueued twice, which could run it twice.
 CAPEVAL_JOB_QUEUED_HOURS = env_int("CAPEVAL_JOB_QUEUED_HOURS", 24)
 
+# Where jobs run (docs/architecture.md, "Where jobs run"): on Redis when REDIS_URL names
+# one; else on Kombu's filesystem transport when CAPEVAL_BROKER_DIR names a folder (the
+# embedded default of `make demo`: a worker beside runserver, no server to install); else
+# eagerly inside the request or command that asked (the tests, one-off commands).
 REDIS_URL = os.environ.get("REDIS_URL", "")
-CELERY_BROKER_URL = REDIS_URL or "memory://"
-CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
+CAPEVAL_BROKER_DIR = "" if REDIS_URL else os.environ.get("CAPEVAL_BROKER_DIR", "")
+if CAPEVAL_BROKER_DIR:
+    # The one queue folder both sides use: publishers write into it, workers read from it.
+    # Kombu wants it to exist; the control folder it makes itself.
+    _broker_dir = Path(CAPEVAL_BROKER_DIR).resolve()
+    (_broker_dir / "queue").mkdir(parents=True, exist_ok=True)
+CELERY_BROKER_URL = REDIS_URL or ("filesystem://" if CAPEVAL_BROKER_DIR else "memory://")
+CELERY_TASK_ALWAYS_EAGER = not (REDIS_URL or CAPEVAL_BROKER_DIR)
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
@@ -302,6 +315,15 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "socket_connect_timeout": 3,
     "socket_timeout": 3,
 }
+if CAPEVAL_BROKER_DIR:
+    # A message is a file; the worker looks for new ones every polling interval (Kombu's
+    # default of 1 s would add up to a second before a job starts).
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_broker_dir / "queue"),
+        "data_folder_out": str(_broker_dir / "queue"),
+        "control_folder": str(_broker_dir / "control"),
+        "polling_interval": 0.2,
+    }
 CELERY_BEAT_SCHEDULE = {
     "sweep-stale-jobs": {
         "task": "annotation.tasks.sweep_stale_jobs",
