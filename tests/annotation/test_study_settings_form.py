@@ -265,6 +265,7 @@ def test_the_api_lists_every_modes_settings_with_bounds_and_defaults(researcher)
             row = listed.pop(spec.name)
             assert row["kind"] == spec.metadata["kind"]
             assert row["default"] == spec.default
+            assert (row["label"], row["group"]) == (spec.metadata["label"], spec.metadata["group"])
             if spec.metadata["kind"] in ("whole", "number"):
                 assert (row["low"], row["high"]) == (spec.metadata["low"], spec.metadata["high"])
         assert not listed, "a listed setting that is not declared"
