@@ -179,7 +179,8 @@ class StudyReopenApi(APIView):
 class ModeSettingOutput(serializers.Serializer):
     name = serializers.CharField(help_text="The key in a study's settings object.")
     kind = serializers.ChoiceField(choices=["whole", "number", "flag", "text", "url"])
-    label = serializers.CharField()
+    label = serializers.CharField(help_text="What the study form calls it, in plain words.")
+    group = serializers.CharField(help_text="The study form's group of settings it is in.")
     doc = serializers.CharField()
     default = serializers.JSONField(allow_null=True)
     low = serializers.FloatField(allow_null=True, help_text="Lowest value (whole, number).")

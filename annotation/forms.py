@@ -10,7 +10,7 @@ from django.forms.utils import ErrorDict
 from annotation.errors import ServiceError
 from annotation.models import Caption, Study
 from annotation.modes import get_mode
-from annotation.modes.settings import CrowdSettings, live_settings
+from annotation.modes.settings import JUDGED, CrowdSettings, live_settings, ordered_fields
 from annotation.registry import mode_choices
 from annotation.services.imports import COCO_FORMAT, CSV_FORMAT
 from annotation.services.planning import study_plan
@@ -58,26 +58,27 @@ class StudyForm(forms.Form):
 
 
 def setting_specs(mode: str) -> list[dict[str, Any]]:
-    """Every setting of ``mode`` as a plain description: name, kind, label, doc, default and
-    bounds, read from the typed declaration (``annotation.modes.settings``).
+    """Every setting of ``mode`` as a plain description: name, kind, label, group, doc,
+    default and bounds, read from the typed declaration (``annotation.modes.settings``).
 
     The settings form and the API's list of modes are both built from this, so neither can
-    list a setting, bound or default the validator does not have.
+    list a setting, bound or default the validator does not have. The order is the form's
+    (``settings.ordered_fields``): by group, the mode's own settings before the shared ones.
     """
-    # The mode's own settings first, then those of crowd arrivals every mode shares.
+    settings_class = get_mode(mode).settings_class
     crowd = {spec.name for spec in dataclasses.fields(CrowdSettings)}
-    live = live_settings(get_mode(mode).settings_class)
-    ordered = sorted(
-        dataclasses.fields(get_mode(mode).settings_class), key=lambda spec: spec.name in crowd
-    )
+    live = live_settings(settings_class)
     specs = []
-    for spec in ordered:
+    for spec in ordered_fields(settings_class):
         meta = dict(spec.metadata)
         specs.append(
             {
                 "name": spec.name,
                 "kind": meta["kind"],
+                # A setting declared without a label (a mode outside this repository) still
+                # gets a readable one from its name.
                 "label": meta.get("label") or spec.name.replace("_", " ").capitalize(),
+                "group": meta.get("group") or JUDGED,
                 "doc": meta.get("doc", ""),
                 "default": spec.default,
                 "low": meta.get("low"),
@@ -152,7 +153,6 @@ class SettingsForm(forms.Form):
         self.specs = setting_specs(mode)
         for spec in self.specs:
             self.fields[spec["name"]] = _form_field(spec)
-            # Read by the template: crowd settings get a heading of their own.
             self.fields[spec["name"]].crowd = spec["crowd"]
             self.fields[spec["name"]].live = spec["live"]
 
@@ -184,6 +184,14 @@ class SettingsForm(forms.Form):
     def settings_fields(self):
         """The bound fields of the settings (not the hidden marker)."""
         return [self[spec["name"]] for spec in self.specs]
+
+    def groups(self) -> list[tuple[str, list[forms.BoundField]]]:
+        """The bound fields by group, in the form's order: one fieldset each in the template
+        (issue 26, row 14: a long single column of code names was hard to scan)."""
+        grouped: dict[str, list[forms.BoundField]] = {}
+        for spec in self.specs:
+            grouped.setdefault(spec["group"], []).append(self[spec["name"]])
+        return list(grouped.items())
 
     def values(self) -> dict[str, Any]:
         """The typed values (call after ``is_valid``); {} when the fieldset was not shown."""

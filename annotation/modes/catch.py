@@ -36,7 +36,7 @@ from django.db.models import Q, QuerySet
 from annotation.errors import ServiceError
 from annotation.models import Assignment, Caption, Item, Judgment, Participant
 from annotation.modes.base import get_mode
-from annotation.modes.settings import CrowdSettings, number, text, whole
+from annotation.modes.settings import CHECKS, CrowdSettings, number, text, whole
 from rubrics import catch as rules
 from rubrics import transformations as tf
 
@@ -56,22 +56,31 @@ class CatchSettings(CrowdSettings):
         0,
         low=0,
         high=0.5,
+        label="Share of catch trials",
+        group=CHECKS,
         doc="Share of served items that are catch trials (0: none, the published "
         "protocol; at most 0.5).",
     )
     catch_gammas: str = text(
-        "0.5,1", doc="Shares of words permuted or replaced in a catch trial, e.g. 0.5,1."
+        "0.5,1",
+        label="How much a catch trial alters its caption",
+        group=CHECKS,
+        doc="Shares of words permuted or replaced in a catch trial, e.g. 0.5,1.",
     )
     catch_min_seen: int = whole(
         3,
         low=1,
         high=1000,
+        label="Catch trials answered before the rule applies",
+        group=CHECKS,
         doc="Catch trials a participant answers before the exclusion rule applies.",
     )
     catch_max_missed_share: float = number(
         0.5,
         low=0,
         high=1,
+        label="Largest share of catch trials a worker may miss",
+        group=CHECKS,
         doc="Missing more than this share of catch trials flags the participant and "
         "excludes their judgments.",
     )

@@ -49,18 +49,57 @@ MAX_RESAMPLES = 10_000
 MAX_SAMPLED_IMAGES = 100_000
 
 
-def whole(default: int | None, *, low: int, high: int, optional=False, doc="", report=False):
+#: The groups of the settings form, in the order a researcher reads them (issue 26, row
+#: 14): what the study asks about first, the crowd's arrival settings last.
+JUDGED = "What is judged"
+CHECKS = "Who judges and checks"
+REPORT = "The report"
+CROWD = "Crowd workers (Prolific, MTurk)"
+GROUPS = (JUDGED, CHECKS, REPORT, CROWD)
+
+
+def _meta(kind: str, *, label: str, group: str, doc: str, report: bool = False, **rest):
+    """The metadata every helper records. ``label`` is what the form shows (plain words, not
+    the code name); ``group`` one of ``GROUPS`` (default: ``REPORT`` for a report setting,
+    else ``JUDGED``)."""
+    if group and group not in GROUPS:
+        raise TypeError(f"setting group {group!r} is not one of {GROUPS}")
+    group = group or (REPORT if report else JUDGED)
+    return {"kind": kind, "label": label, "group": group, "doc": doc, "report": report, **rest}
+
+
+def whole(
+    default: int | None,
+    *,
+    low: int,
+    high: int,
+    optional=False,
+    label="",
+    group="",
+    doc="",
+    report=False,
+):
     """A whole number from ``low`` to ``high`` (``optional``: also ``None``).
 
     ``high`` is required: say why a larger value is never needed next to the field.
     ``report``: only the report reads it, so it may change while the study is live
-    (``live_settings``).
+    (``live_settings``). ``label`` and ``group``: see ``_meta``.
     """
-    metadata = {"kind": "whole", "low": low, "high": high, "optional": optional, "doc": doc}
-    return field(default=default, metadata={**metadata, "report": report})
+    metadata = _meta("whole", label=label, group=group, doc=doc, report=report, low=low, high=high)
+    return field(default=default, metadata={**metadata, "optional": optional})
 
 
-def number(default: float, *, low: float, high: float, open_ends=False, doc="", report=False):
+def number(
+    default: float,
+    *,
+    low: float,
+    high: float,
+    open_ends=False,
+    label="",
+    group="",
+    doc="",
+    report=False,
+):
     """Any real number from ``low`` to ``high`` (``open_ends``: strictly between them).
 
     The bounds are finite, and so must the value be: Python's json reads ``Infinity`` and
@@ -68,29 +107,60 @@ def number(default: float, *, low: float, high: float, open_ends=False, doc="", 
     """
     if not (math.isfinite(low) and math.isfinite(high)):
         raise TypeError("number settings need finite bounds")
-    metadata = {"kind": "number", "low": low, "high": high, "open": open_ends, "doc": doc}
-    return field(default=default, metadata={**metadata, "report": report})
+    metadata = _meta("number", label=label, group=group, doc=doc, report=report, low=low, high=high)
+    return field(default=default, metadata={**metadata, "open": open_ends})
 
 
-def flag(default: bool, *, doc=""):
+def flag(default: bool, *, label="", group="", doc=""):
     """true or false."""
-    return field(default=default, metadata={"kind": "flag", "doc": doc})
+    return field(default=default, metadata=_meta("flag", label=label, group=group, doc=doc))
 
 
-def text(default: str = "", *, max_length: int = 64, doc=""):
+def text(default: str = "", *, max_length: int = 64, label="", group="", doc=""):
     """One line of text of at most ``max_length`` characters (see ``annotation.text``)."""
-    return field(default=default, metadata={"kind": "text", "max": max_length, "doc": doc})
+    metadata = _meta("text", label=label, group=group, doc=doc, max=max_length)
+    return field(default=default, metadata=metadata)
 
 
-def https_url(default: str = "", *, max_length: int = MAX_URL_CHARS, hosts=None, doc=""):
+def https_url(
+    default: str = "", *, max_length: int = MAX_URL_CHARS, hosts=None, label="", group="", doc=""
+):
     """Empty, or an https:// URL with a host, of at most ``max_length`` characters.
 
     ``hosts``, when given, is a function returning the hosts the URL may name (read when
     the value is checked, so a deployment's setting applies without a restart of the
     declaration); the URL must then name one of them and nothing else in its authority.
     """
-    metadata = {"kind": "url", "max": max_length, "doc": doc, "hosts": hosts}
+    metadata = _meta("url", label=label, group=group, doc=doc, max=max_length, hosts=hosts)
     return field(default=default, metadata=metadata)
+
+
+def ordered_fields(cls: type) -> list[dataclasses.Field]:
+    """The settings of ``cls`` in the order the form shows them: by group (``GROUPS``), and
+    within a group the mode's own settings before those it inherits (catch trials, crowd
+    arrivals), each class's in declaration order.
+
+    A dataclass lists inherited fields first, which put the catch-trial settings at the
+    top of every form; the class that declares a field last (a mode may redeclare one) is
+    the first in ``__mro__`` whose own annotations name it.
+    """
+
+    def owner(name: str) -> int:
+        return next(
+            depth
+            for depth, klass in enumerate(cls.__mro__)
+            if name in klass.__dict__.get("__annotations__", {})
+        )
+
+    fields = list(dataclasses.fields(cls))
+    return sorted(
+        fields,
+        key=lambda spec: (
+            GROUPS.index(spec.metadata.get("group") or JUDGED),
+            owner(spec.name),
+            fields.index(spec),
+        ),
+    )
 
 
 def completion_hosts() -> tuple[str, ...]:
@@ -212,12 +282,17 @@ class CrowdSettings:
 
     # Empty: the study's random secret (Study.completion_code), else the cc= of the URL below.
     completion_code: str = text(
-        "", doc="The code crowd workers report; empty: Prolific's cc=, else the study's secret."
+        "",
+        label="Code a finished worker reports",
+        group=CROWD,
+        doc="The code crowd workers report; empty: Prolific's cc=, else the study's secret.",
     )
     # e.g. https://app.prolific.com/submissions/complete?cc=XXXX
     prolific_completion_url: str = https_url(
         "",
         hosts=completion_hosts,
+        label="Prolific completion link",
+        group=CROWD,
         doc="Prolific's completion URL (on app.prolific.com); finished workers go there.",
     )
     # A worker who fails the mode's entry check (``Outcome.screen_out``) is sent here
@@ -226,6 +301,8 @@ class CrowdSettings:
     # the submission (nothing is paid, as before screen-outs existed).
     screen_out_code: str = text(
         "",
+        label="Screen-out code",
+        group=CROWD,
         doc="The code a worker who fails the entry check reports (Prolific's screen-out "
         "code); empty: the cc= of the screen-out URL.",
     )
@@ -234,16 +311,25 @@ class CrowdSettings:
     prolific_screen_out_url: str = https_url(
         "",
         hosts=completion_hosts,
+        label="Prolific screen-out link",
+        group=CROWD,
         doc="Prolific's screen-out URL (on app.prolific.com); workers who fail the entry "
         "check go there.",
     )
     # Prolific's STUDY_ID; when set, an arrival naming another study is refused.
     prolific_study_id: str = text(
-        "", doc="Prolific's STUDY_ID; an arrival naming another study is refused."
+        "",
+        label="Prolific study ID",
+        group=CROWD,
+        doc="Prolific's STUDY_ID; an arrival naming another study is refused.",
     )
     # MTurk HIT ids of the study (comma-separated), read by the crowd sync (docs/crowd.md).
     mturk_hit_ids: str = text(
-        "", max_length=500, doc="MTurk HIT ids of this study, comma-separated (crowd sync)."
+        "",
+        max_length=500,
+        label="MTurk HIT IDs",
+        group=CROWD,
+        doc="MTurk HIT ids of this study, comma-separated (crowd sync).",
     )
     # None: the mode's own default (Mode.crowd_lease_seconds). A lease holds an item back
     # from everyone else; a day is longer than any item takes.
@@ -252,15 +338,27 @@ class CrowdSettings:
         low=30,
         high=24 * 3600,
         optional=True,
+        label="Seconds a worker may hold an item",
+        group=CROWD,
         doc="Seconds a crowd worker holds an item; empty: the mode's own default.",
     )
     # From one client address: new crowd participants per hour, and open leases at once.
     # Limits, not work: 100,000 is "no limit" for any lab or campus behind one address.
     crowd_arrivals_per_address_per_hour: int = whole(
-        3, low=1, high=100_000, doc="New crowd participants per hour from one address."
+        3,
+        low=1,
+        high=100_000,
+        label="New workers per hour from one network address",
+        group=CROWD,
+        doc="New crowd participants per hour from one address.",
     )
     crowd_open_leases_per_address: int = whole(
-        3, low=1, high=100_000, doc="Items held at once by the crowd behind one address."
+        3,
+        low=1,
+        high=100_000,
+        label="Items held at once from one network address",
+        group=CROWD,
+        doc="Items held at once by the crowd behind one address.",
     )
 
     def completion_code_for(self, study) -> str:

@@ -5,6 +5,7 @@ form code; the messages the form shows are compared with the API's for the same 
 """
 
 import dataclasses
+import html as html_text
 import re
 
 import pytest
@@ -12,8 +13,11 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from annotation.errors import ServiceError
+from annotation.forms import setting_specs
 from annotation.models import Study
 from annotation.modes import get_mode
+from annotation.modes.catch import CatchSettings
+from annotation.modes.settings import GROUPS, CrowdSettings
 from annotation.registry import mode_names
 from annotation.services.studies import study_update_settings
 
@@ -261,6 +265,7 @@ def test_the_api_lists_every_modes_settings_with_bounds_and_defaults(researcher)
             row = listed.pop(spec.name)
             assert row["kind"] == spec.metadata["kind"]
             assert row["default"] == spec.default
+            assert (row["label"], row["group"]) == (spec.metadata["label"], spec.metadata["group"])
             if spec.metadata["kind"] in ("whole", "number"):
                 assert (row["low"], row["high"]) == (spec.metadata["low"], spec.metadata["high"])
         assert not listed, "a listed setting that is not declared"
@@ -293,3 +298,47 @@ def test_a_live_studys_report_settings_still_change(
     assert changed.settings[name] == stored[name]
     with pytest.raises(ServiceError, match=f"{built} change only while the study is a draft"):
         study_update_settings(study=study, settings={**stored, built: 2})
+
+
+# Issue 26, row 14: the form read like code ("Stage2", "N images", "Catch min seen"), the
+# catch-trial settings first, in one long column.
+SHARED = {f.name for f in dataclasses.fields(CatchSettings)}  # the crowd's and catch trials'
+
+
+def code_like(name: str) -> set[str]:
+    """What a label made from the code name looks like (the form's old fallback)."""
+    spaced = name.replace("_", " ")
+    return {name, spaced, spaced.capitalize(), spaced.title()}
+
+
+@pytest.mark.parametrize("mode", mode_names())
+def test_every_setting_has_a_plain_label_that_is_not_its_code_name(mode):
+    for spec in declared(mode):
+        label = spec.metadata.get("label", "")
+        assert label, f"{mode}.{spec.name} has no label"
+        assert label not in code_like(spec.name), f"{mode}.{spec.name} is labelled {label!r}"
+        assert "_" not in label, f"{mode}.{spec.name}'s label {label!r} reads like code"
+        assert spec.metadata["group"] in GROUPS
+
+
+@pytest.mark.parametrize("mode", mode_names())
+def test_the_form_lists_the_modes_own_settings_first_grouped_in_order(client, researcher, mode):
+    names = [spec["name"] for spec in setting_specs(mode)]
+    assert sorted(names) == sorted(spec.name for spec in declared(mode))
+    # The first setting is the mode's own, never a catch-trial or crowd one.
+    assert names[0] not in SHARED
+    groups = [spec["group"] for spec in setting_specs(mode)]
+    assert groups == sorted(groups, key=GROUPS.index), "groups are not in GROUPS order"
+    # The crowd's arrival settings come last, under their own group.
+    crowd = {f.name for f in dataclasses.fields(CrowdSettings)}
+    assert set(names[-len(crowd) :]) == crowd
+    # The page shows the labels, not code names, in <label> and one fieldset per group.
+    client.force_login(researcher)
+    html = client.get(reverse("study_new"), {"mode": mode}).content.decode()
+    labels = re.findall(r'<label for="id_[^"]+">(.*?)</label>', html, re.S)
+    shown = {html_text.unescape(re.sub(r"<[^>]+>", "", label)).strip() for label in labels}
+    for spec in declared(mode):
+        assert spec.metadata["label"] in shown
+        assert not shown & code_like(spec.name), f"{spec.name} shown as a label"
+    legends = re.findall(r'<fieldset class="settings-group"[^>]*>\s*<legend>(.*?)</legend>', html)
+    assert legends == list(dict.fromkeys(groups))

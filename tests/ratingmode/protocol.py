@@ -6,18 +6,20 @@ from typing import Any
 from annotation.errors import ServiceError
 from annotation.models import Assignment, Caption, Item, Judgment, Participant, Study
 from annotation.modes import Mode, Outcome
-from annotation.modes.settings import CrowdSettings, whole
+from annotation.modes.settings import CHECKS, CROWD, CrowdSettings, whole
 
 NAME = "test-rating"
 
 
 @dataclass(frozen=True)
 class RatingSettings(CrowdSettings):
-    target: int = whole(2, low=1, high=1000)
-    min_seconds: int = whole(0, low=0, high=600)
-    parts: int = whole(1, low=1, high=20)
+    target: int = whole(2, label="Ratings per caption", low=1, high=1000)
+    min_seconds: int = whole(0, label="Least seconds per rating", group=CHECKS, low=0, high=600)
+    parts: int = whole(1, label="Ratings per item", low=1, high=20)
     # Ratings a crowd worker gives to earn the completion code.
-    completion_after: int = whole(2, low=1, high=1000)
+    completion_after: int = whole(
+        2, label="Ratings a crowd worker gives to earn the code", group=CROWD, low=1, high=1000
+    )
 
 
 class RatingProtocol(Mode):

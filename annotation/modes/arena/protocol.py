@@ -32,7 +32,16 @@ from annotation.models import Assignment, Caption, Item, Job, Judgment, Particip
 from annotation.modes import catch
 from annotation.modes.arena.gold import new_gold_item
 from annotation.modes.base import CompletionProgress, Mode, Outcome
-from annotation.modes.settings import MAX_RESAMPLES, flag, number, text, whole
+from annotation.modes.settings import (
+    CHECKS,
+    CROWD,
+    MAX_RESAMPLES,
+    REPORT,
+    flag,
+    number,
+    text,
+    whole,
+)
 from rubrics import arena as rules
 from rubrics import catch as catch_rules
 from rubrics.battles import CRITERIA as IIW_CRITERIA
@@ -81,37 +90,68 @@ class ArenaSettings(catch.CatchSettings):
     # Battles per pair of captions; 2 or more lets the report measure agreement between
     # workers on shared battles. 100 is far past any use and bounds the work.
     battle_target: int = whole(
-        1, low=1, high=100, doc="Workers who judge each battle (2 or more: agreement)."
+        1,
+        label="Workers who judge each battle",
+        group=CHECKS,
+        low=1,
+        high=100,
+        doc="Workers who judge each battle (2 or more: agreement).",
     )
     # Server-measured; 10 minutes covers the longest detailed caption pair.
     min_seconds: int = whole(
-        5, low=0, high=600, doc="Seconds a battle must be shown before an answer counts."
+        5,
+        label="Least seconds before an answer counts",
+        group=CHECKS,
+        low=0,
+        high=600,
+        doc="Seconds a battle must be shown before an answer counts.",
     )
     criteria: bool = flag(
         False,
+        label="Also ask five per-criterion questions",
         doc="Also ask ImageInWords' five per-criterion side-by-side labels.",
     )
     adaptive: bool = flag(
         False,
+        label="Serve the least settled system pairs first",
         doc="Serve the system pairs whose order is least settled (from the latest report), "
         "weighting the leaderboard by inverse sampling probability.",
     )
     # The share spread uniformly so every pair keeps a positive probability (IPW needs it).
     adaptive_explore: float = number(
-        0.2, low=0.01, high=1, doc="Share of adaptive draws spread uniformly over pairs."
+        0.2,
+        label="Share of battles drawn evenly when adaptive",
+        low=0.01,
+        high=1,
+        doc="Share of adaptive draws spread uniformly over pairs.",
     )
     # Battles one worker may judge of one system pair; 100,000 is "no cap".
     cap_per_pair: int = whole(
-        20, low=1, high=100_000, doc="Battles of one system pair a worker may judge."
+        20,
+        label="Battles of one system pair per worker",
+        group=CHECKS,
+        low=1,
+        high=100_000,
+        doc="Battles of one system pair a worker may judge.",
     )
     anchor_system: str = text(
-        "", max_length=100, doc="System whose score is fixed at the anchor score (empty: mean)."
+        "",
+        label="System whose score is fixed",
+        group=REPORT,
+        max_length=100,
+        doc="System whose score is fixed at the anchor score (empty: mean).",
     )
     anchor_score: float = number(
-        1000, low=-100_000, high=100_000, doc="The anchor's score.", report=True
+        1000,
+        label="Score of that system",
+        low=-100_000,
+        high=100_000,
+        doc="The anchor's score.",
+        report=True,
     )
     bootstrap_rounds: int = whole(
         1000,
+        label="Resamples for the confidence intervals",
         low=20,
         high=MAX_RESAMPLES,
         doc="Bootstrap resamples of the leaderboard's intervals.",
@@ -122,6 +162,8 @@ class ArenaSettings(catch.CatchSettings):
     # random), so the rule flags a missed share above a quarter.
     catch_rate: float = number(
         0.1,
+        label="Share of gold battles",
+        group=CHECKS,
         low=0,
         high=0.5,
         doc="Share of served battles that are gold battles (a caption against an "
@@ -129,6 +171,8 @@ class ArenaSettings(catch.CatchSettings):
     )
     catch_max_missed_share: float = number(
         0.25,
+        label="Largest share of gold battles a worker may miss",
+        group=CHECKS,
         low=0,
         high=1,
         doc="Missing more than this share of gold battles flags the worker and excludes "
@@ -137,7 +181,12 @@ class ArenaSettings(catch.CatchSettings):
 
     # Battles a crowd worker judges to earn the completion code.
     completion_battles: int = whole(
-        20, low=1, high=10_000, doc="Battles a crowd worker judges to earn the completion code."
+        20,
+        label="Battles a crowd worker judges to earn the code",
+        group=CROWD,
+        low=1,
+        high=10_000,
+        doc="Battles a crowd worker judges to earn the completion code.",
     )
 
 

@@ -24,7 +24,16 @@ from typing import Any
 from annotation.errors import InvalidInput
 from annotation.models import Assignment, Caption, Item, Judgment, Participant, Study
 from annotation.modes.base import Mode, Outcome
-from annotation.modes.settings import MAX_RESAMPLES, CrowdSettings, flag, number, text, whole
+from annotation.modes.settings import (
+    CHECKS,
+    MAX_RESAMPLES,
+    REPORT,
+    CrowdSettings,
+    flag,
+    number,
+    text,
+    whole,
+)
 from rubrics import spans as rules
 
 CAPTION = "caption"
@@ -72,39 +81,82 @@ class SpansSettings(CrowdSettings):
     categories: str = text(
         ", ".join(rules.DEFAULT_CATEGORIES),
         max_length=1000,
+        label="Error categories",
         doc="Error categories annotators choose from, separated by commas.",
     )
     # MQM asks for at most five errors per segment (Freitag et al. 2021); 50 marks is far
     # past any caption of 400 words and bounds what one submission stores.
     max_spans: int = whole(
-        rules.MQM_MAX_SPANS, low=1, high=50, doc="Marks one annotator may make on a caption."
+        rules.MQM_MAX_SPANS,
+        label="Most marks per caption",
+        low=1,
+        high=50,
+        doc="Marks one annotator may make on a caption.",
     )
-    allow_overlap: bool = flag(False, doc="Allow two marked spans to share characters.")
-    major_weight: float = number(5, low=0, high=1000, doc="MQM weight of a major error.")
-    minor_weight: float = number(1, low=0, high=1000, doc="MQM weight of a minor error.")
+    allow_overlap: bool = flag(
+        False, label="Marks may overlap", doc="Allow two marked spans to share characters."
+    )
+    major_weight: float = number(
+        5,
+        label="Weight of a major error",
+        group=REPORT,
+        low=0,
+        high=1000,
+        doc="MQM weight of a major error.",
+    )
+    minor_weight: float = number(
+        1,
+        label="Weight of a minor error",
+        group=REPORT,
+        low=0,
+        high=1000,
+        doc="MQM weight of a minor error.",
+    )
     # MQM's Non-translation is worth 25 (Freitag et al.); a whole caption marked unusable
     # is its analogue here.
     unusable_weight: float = number(
-        25, low=0, high=1000, doc="MQM weight of a caption marked unusable as a whole."
+        25,
+        label="Weight of an unusable caption",
+        group=REPORT,
+        low=0,
+        high=1000,
+        doc="MQM weight of a caption marked unusable as a whole.",
     )
     weight_overrides: str = text(
         "",
+        label="Weights of single categories",
+        group=REPORT,
         max_length=1000,
         doc="Category weights, e.g. 'count/major=10; other/*=0.5' (severity minor, major, *).",
     )
     # Annotators per caption; 2 or more gives span agreement. 100 is far past any use.
-    target: int = whole(3, low=1, high=100, doc="Annotators who mark each caption.")
+    target: int = whole(
+        3,
+        label="Annotators who mark each caption",
+        group=CHECKS,
+        low=1,
+        high=100,
+        doc="Annotators who mark each caption.",
+    )
     # Server-measured; a 400-word caption takes minutes, an hour is past any.
     min_seconds: int = whole(
-        10, low=0, high=3600, doc="Seconds a caption must be shown before an answer counts."
+        10,
+        label="Least seconds before an answer counts",
+        group=CHECKS,
+        low=0,
+        high=3600,
+        doc="Seconds a caption must be shown before an answer counts.",
     )
     # ESA-AI (Zouhar et al. 2025): spans a judge or metric suggested
     # (``manage.py import_span_suggestions``), each accepted or rejected by the annotator.
     suggestions: bool = flag(
-        False, doc="Show imported suggested spans for annotators to accept or reject."
+        False,
+        label="Show suggested spans to accept or reject",
+        doc="Show imported suggested spans for annotators to accept or reject.",
     )
     bootstrap_resamples: int = whole(
         1000,
+        label="Resamples for the confidence intervals",
         low=100,
         high=MAX_RESAMPLES,
         doc="Resamples of the report's bootstrap intervals of the ESA scores.",

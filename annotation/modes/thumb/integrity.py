@@ -21,7 +21,7 @@ from annotation.identities import linked_q
 from annotation.models import Assignment, Item, Judgment, Participant
 from annotation.modes import catch
 from annotation.modes.base import CompletionProgress
-from annotation.modes.settings import number
+from annotation.modes.settings import CHECKS, number
 from rubrics import catch as catch_rules
 
 
@@ -36,6 +36,8 @@ class CrowdPaceSettings(catch.CatchSettings):
         3,
         low=0,
         high=600,
+        label="Crowd workers: least seconds per caption",
+        group=CHECKS,
         doc="Crowd workers: minimum seconds per caption of a set before it may be sent (0: none).",
     )
 
