@@ -2,19 +2,25 @@
 the leaderboard fit at 1,000,000 battles.
 
     .venv/bin/python bench/arena.py [--part all|design|fit] [--seeds 20] [--first-seed 1]
-        [--systems 6] [--images 40] [--budget 240] [--step 60] [--workers 40] [--clickers 3]
+        [--systems 6] [--images 200] [--budget 480] [--step 30] [--workers 40] [--clickers 3]
+        [--designs uniform,adaptive|uniform|adaptive] [--tag=-x]
 
-The defaults fit this 2-core machine: 6 systems, 40 images (15 pairs x 40 = 600 battles
-per study), 240 battles per study, 20 seeds x 2 designs, about 6 minutes (about 40 ms a
-served and submitted battle on SQLite, plus a report job every 60 battles).
+The defaults fit this 2-core machine: 6 systems, 200 images (200 battles per pair, so a
+concentrated design never runs out of its favoured pair), 480 battles per study, a report
+every 30 battles, 20 seeds x 2 designs: about 15 s a study on a quiet machine (about 40 ms
+a served and submitted battle on SQLite, 0.5 s a report job), 40-90 s under load.
+``--designs`` runs one design only (two processes can then share the seeds; the studies
+are the same, built from the seed), ``--tag`` names the result files apart.
 
 ``design``: each seed is its own study in one scratch SQLite file (migrated once), run twice:
 the mode's default settings (uniform pairing), and the same with ``adaptive=True``. The crowd
 answers through ``assignment_next`` and ``judgment_submit`` (the calls the views make, as
 ``annotation/services/simulation.py`` does) until ``--budget`` battle judgments are stored;
-every ``--step`` battles a report job is created by ``report_request`` and run by
-``services.runner.job_run`` (the Celery task's code path): its stored leaderboard is what
-is scored, and the adaptive design reads its covariance for the next draws, as it does live.
+every ``--step`` battles a report job (a researcher refreshing the report; the report job
+is what refits, so this is also how often the adaptive design is updated) is created by
+``report_request`` and run by ``services.runner.job_run`` (the Celery task's code path):
+its stored leaderboard is what is scored, and the adaptive design reads its covariance for
+the next draws, as it does live.
 
 Assumptions of the simulated crowd (stated, not measured):
 
@@ -285,6 +291,31 @@ def run_design(owner, *, seed, names, s, truth, args, adaptive: bool) -> dict:
     }
 
 
+def design_bound(s: np.ndarray) -> dict[str, float]:
+    """What any pairing design can save at the true strengths, asymptotically (no crowd).
+
+    The weighted (IPW) fit's variance of a contrast c is sum_p (c' H^-1 x_p)^2 I_p / q_p
+    per battle (``rubrics.arena.adaptive_pair_probabilities``' formula, H the uniform
+    design's information); the best static design q is Neyman's. The ratio of its variance
+    to the uniform design's is the share of battles it needs for the same precision: for
+    the five adjacent contrasts weighted alike (the order as a whole) and for one contrast
+    alone (the most an adaptive design can gain while one order is the only doubt).
+    """
+    k = len(s)
+    pairs = [(i, j) for i in range(k) for j in range(i + 1, k)]
+    x = np.zeros((len(pairs), k))
+    for row, (i, j) in enumerate(pairs):
+        x[row, i], x[row, j] = 1.0, -1.0
+    win = 1 / (1 + np.exp(-(x @ s)))
+    info = win * (1 - win)
+    lever = (np.eye(k)[:-1] - np.eye(k)[1:]) @ np.linalg.pinv(x.T @ (info[:, None] * x)) @ x.T
+    out = {}
+    for name, rows in (("all_adjacent", lever), ("one_adjacent", lever[k // 2 - 1 : k // 2])):
+        need = info * (rows**2).sum(axis=0)
+        out[name] = round(float(np.sqrt(need).sum() ** 2 / (len(pairs) * need.sum())), 3)
+    return out
+
+
 def battles_to_target(run: dict, budget: int, step: int) -> int:
     """First checkpoint from which tau stays >= the target (budget + step when never)."""
     reached = budget + step
@@ -304,14 +335,15 @@ def design_part(args) -> dict:
     s = strengths(args.systems)
     truth = estimand(names, s)
     runs = []
+    designs = [d == "adaptive" for d in args.designs.split(",")]
     for seed in range(args.first_seed, args.first_seed + args.seeds):
-        for adaptive in (False, True):
+        for adaptive in designs:
             run = run_design(
                 owner, seed=seed, names=names, s=s, truth=truth, args=args, adaptive=adaptive
             )
             runs.append(run)
             # Written after every run, so an interrupted bench keeps what it measured.
-            partial = ROOT / "bench" / "results" / "arena-design-partial.json"
+            partial = ROOT / "bench" / "results" / f"arena-design{args.tag}-partial.json"
             partial.parent.mkdir(exist_ok=True)
             partial.write_text(json.dumps(runs, indent=1) + "\n")
             last = run["checkpoints"][-1]
@@ -325,6 +357,8 @@ def design_part(args) -> dict:
     summary = {}
     for design in ("uniform", "adaptive"):
         mine = [r for r in runs if r["design"] == design]
+        if not mine:
+            continue
         needed = [battles_to_target(r, args.budget, args.step) for r in mine]
         by_checkpoint = {}
         for point in (p for r in mine for p in r["checkpoints"]):
@@ -363,10 +397,13 @@ def design_part(args) -> dict:
                 statistics.mean(r["report_seconds_mean"] for r in mine), 3
             ),
         }
-    u, a = summary["uniform"]["battles_to_tau_median"], summary["adaptive"]["battles_to_tau_median"]
-    summary["adaptive_saving"] = round(1 - a / u, 3) if u else None
+    if len(summary) == 2:
+        u = summary["uniform"]["battles_to_tau_median"]
+        a = summary["adaptive"]["battles_to_tau_median"]
+        summary["adaptive_saving"] = round(1 - a / u, 3) if u else None
     summary["target"] = "adaptive >= 30% fewer battles to tau >= 0.9, coverage >= 0.90"
     return {
+        "design_bound_battle_share": design_bound(s),
         "assumptions": {
             "systems": args.systems,
             "strengths_natural": [round(float(v), 4) for v in s],
@@ -405,11 +442,16 @@ def main() -> int:
     # Seeds used while designing a rule must not be the ones reported: pick fresh ones.
     parser.add_argument("--first-seed", type=int, default=1)
     parser.add_argument("--systems", type=int, default=6)
-    parser.add_argument("--images", type=int, default=40)
-    parser.add_argument("--budget", type=int, default=240)
-    parser.add_argument("--step", type=int, default=60)
+    parser.add_argument("--images", type=int, default=200)
+    parser.add_argument("--budget", type=int, default=480)
+    parser.add_argument("--step", type=int, default=30)
     parser.add_argument("--workers", type=int, default=40)
     parser.add_argument("--clickers", type=int, default=3)
+    # Two processes can run the two designs side by side (same seeds, same study data).
+    parser.add_argument(
+        "--designs", choices=["uniform,adaptive", "uniform", "adaptive"], default="uniform,adaptive"
+    )
+    parser.add_argument("--tag", default="", help="suffix of the result files")
     args = parser.parse_args()
     if not (
         1 <= args.seeds <= 200
@@ -430,7 +472,8 @@ def main() -> int:
         result["design"] = design_part(args)
         print(json.dumps(result["design"]["summary"], indent=2), flush=True)
     result["seconds"] = round(time.perf_counter() - started, 1)
-    (results_dir / f"arena-{args.part}.json").write_text(json.dumps(result, indent=2) + "\n")
+    out = results_dir / f"arena-{args.part}{args.tag}.json"
+    out.write_text(json.dumps(result, indent=2) + "\n")
     return 0
 
 
