@@ -326,47 +326,21 @@ def battles_to_target(run: dict, budget: int, step: int) -> int:
     return reached
 
 
-def design_part(args) -> dict:
-    setup_django()
-    from annotation.models import User
-
-    owner = User.objects.create_user("bench", is_researcher=True)
-    names = [f"system-{i:02d}" for i in range(args.systems)]
-    s = strengths(args.systems)
-    truth = estimand(names, s)
-    runs = []
-    designs = [d == "adaptive" for d in args.designs.split(",")]
-    for seed in range(args.first_seed, args.first_seed + args.seeds):
-        for adaptive in designs:
-            run = run_design(
-                owner, seed=seed, names=names, s=s, truth=truth, args=args, adaptive=adaptive
-            )
-            runs.append(run)
-            # Written after every run, so an interrupted bench keeps what it measured.
-            partial = ROOT / "bench" / "results" / f"arena-design{args.tag}-partial.json"
-            partial.parent.mkdir(exist_ok=True)
-            partial.write_text(json.dumps(runs, indent=1) + "\n")
-            last = run["checkpoints"][-1]
-            print(
-                f"seed {seed:2d} {run['design']:8s} {run['battles']} battles "
-                f"({run['excluded']} judgments excluded) tau {last['tau']:.3f} "
-                f"coverage {last['coverage']:.2f} to-target "
-                f"{battles_to_target(run, args.budget, args.step)} [{run['seconds']} s]",
-                flush=True,
-            )
+def summarise(runs: list[dict], budget: int, step: int) -> dict:
+    """Per design: battles to tau >= 0.9, coverage per checkpoint; then the paired saving."""
     summary = {}
     for design in ("uniform", "adaptive"):
         mine = [r for r in runs if r["design"] == design]
         if not mine:
             continue
-        needed = [battles_to_target(r, args.budget, args.step) for r in mine]
+        needed = [battles_to_target(r, budget, step) for r in mine]
         by_checkpoint = {}
         for point in (p for r in mine for p in r["checkpoints"]):
             by_checkpoint.setdefault(point["battles"], []).append(point)
         summary[design] = {
             "battles_to_tau_median": statistics.median(needed),
             "battles_to_tau_mean": statistics.mean(needed),
-            "reached_within_budget": sum(n <= args.budget for n in needed),
+            "reached_within_budget": sum(n <= budget for n in needed),
             "final_coverage_mean": statistics.mean(r["checkpoints"][-1]["coverage"] for r in mine),
             "final_raw_coverage_mean": statistics.mean(
                 r["checkpoints"][-1]["raw_coverage"] for r in mine
@@ -401,7 +375,64 @@ def design_part(args) -> dict:
         u = summary["uniform"]["battles_to_tau_median"]
         a = summary["adaptive"]["battles_to_tau_median"]
         summary["adaptive_saving"] = round(1 - a / u, 3) if u else None
+        summary[design]["coverage_all_checkpoints"] = round(
+            statistics.mean(p["coverage"] for r in mine for p in r["checkpoints"]), 4
+        )
+    if len(summary) == 2:
+        # Paired by seed (the same study data and crowd draws seed both designs).
+        u_runs = {r["seed"]: r for r in runs if r["design"] == "uniform"}
+        a_runs = {r["seed"]: r for r in runs if r["design"] == "adaptive"}
+        seeds = sorted(set(u_runs) & set(a_runs))
+        pairs = [
+            (battles_to_target(u_runs[x], budget, step), battles_to_target(a_runs[x], budget, step))
+            for x in seeds
+        ]
+        summary["paired"] = {
+            "seeds": len(seeds),
+            "adaptive_fewer": sum(a < u for u, a in pairs),
+            "equal": sum(a == u for u, a in pairs),
+            "adaptive_more": sum(a > u for u, a in pairs),
+            "saving_of_medians": round(
+                1 - statistics.median(a for _, a in pairs) / statistics.median(u for u, _ in pairs),
+                3,
+            ),
+            "saving_of_means": round(
+                1 - statistics.mean(a for _, a in pairs) / statistics.mean(u for u, _ in pairs), 3
+            ),
+        }
     summary["target"] = "adaptive >= 30% fewer battles to tau >= 0.9, coverage >= 0.90"
+    return summary
+
+
+def design_part(args) -> dict:
+    setup_django()
+    from annotation.models import User
+
+    owner = User.objects.create_user("bench", is_researcher=True)
+    names = [f"system-{i:02d}" for i in range(args.systems)]
+    s = strengths(args.systems)
+    truth = estimand(names, s)
+    runs = []
+    designs = [d == "adaptive" for d in args.designs.split(",")]
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
+        for adaptive in designs:
+            run = run_design(
+                owner, seed=seed, names=names, s=s, truth=truth, args=args, adaptive=adaptive
+            )
+            runs.append(run)
+            # Written after every run, so an interrupted bench keeps what it measured.
+            partial = ROOT / "bench" / "results" / f"arena-design{args.tag}-partial.json"
+            partial.parent.mkdir(exist_ok=True)
+            partial.write_text(json.dumps(runs, indent=1) + "\n")
+            last = run["checkpoints"][-1]
+            print(
+                f"seed {seed:2d} {run['design']:8s} {run['battles']} battles "
+                f"({run['excluded']} judgments excluded) tau {last['tau']:.3f} "
+                f"coverage {last['coverage']:.2f} to-target "
+                f"{battles_to_target(run, args.budget, args.step)} [{run['seconds']} s]",
+                flush=True,
+            )
+    summary = summarise(runs, args.budget, args.step)
     return {
         "design_bound_battle_share": design_bound(s),
         "assumptions": {
@@ -437,7 +468,10 @@ def fit_part() -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--part", choices=["all", "design", "fit"], default="all")
+    parser.add_argument("--part", choices=["all", "design", "fit", "summary"], default="all")
+    parser.add_argument(
+        "--inputs", default="", help="summary: comma-separated run files (*-partial.json)"
+    )
     parser.add_argument("--seeds", type=int, default=20)
     # Seeds used while designing a rule must not be the ones reported: pick fresh ones.
     parser.add_argument("--first-seed", type=int, default=1)
@@ -468,6 +502,15 @@ def main() -> int:
     started = time.perf_counter()
     if args.part in ("all", "fit"):
         result["fit"] = fit_part()
+    if args.part == "summary":
+        runs = [r for name in args.inputs.split(",") for r in json.loads(Path(name).read_text())]
+        result["design"] = {
+            "design_bound_battle_share": design_bound(strengths(args.systems)),
+            "inputs": args.inputs.split(","),
+            "summary": summarise(runs, args.budget, args.step),
+            "runs": runs,
+        }
+        print(json.dumps(result["design"]["summary"], indent=2), flush=True)
     if args.part in ("all", "design"):
         result["design"] = design_part(args)
         print(json.dumps(result["design"]["summary"], indent=2), flush=True)
