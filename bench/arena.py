@@ -370,14 +370,10 @@ def summarise(runs: list[dict], budget: int, step: int) -> dict:
             "report_seconds_mean": round(
                 statistics.mean(r["report_seconds_mean"] for r in mine), 3
             ),
+            "coverage_all_checkpoints": round(
+                statistics.mean(p["coverage"] for r in mine for p in r["checkpoints"]), 4
+            ),
         }
-    if len(summary) == 2:
-        u = summary["uniform"]["battles_to_tau_median"]
-        a = summary["adaptive"]["battles_to_tau_median"]
-        summary["adaptive_saving"] = round(1 - a / u, 3) if u else None
-        summary[design]["coverage_all_checkpoints"] = round(
-            statistics.mean(p["coverage"] for r in mine for p in r["checkpoints"]), 4
-        )
     if len(summary) == 2:
         # Paired by seed (the same study data and crowd draws seed both designs).
         u_runs = {r["seed"]: r for r in runs if r["design"] == "uniform"}
