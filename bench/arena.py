@@ -41,7 +41,8 @@ the honest crowd's expected outcome shares per pair with equal weight per pair (
 position bias averaged over random sides makes the raw strengths unreachable: a pair
 with win probability p is seen as 0.95 p + 0.025); coverage of the raw strengths is shown
 too. "Battles to tau >= 0.9": the first checkpoint from which tau stays >= 0.9 to the
-budget (budget + step when never), per seed; compared by the median over seeds.
+budget (budget + step when never), per seed; compared by the median over seeds and seed by
+seed (``--part summary``: the saving of the medians and means, and a paired sign count).
 
 ``fit``: ``bench/arena_fit.py`` (1,000,000 battles through ``count_table`` + ``fit``, the
 report's fitting functions) as a subprocess. Judgments/s of the battle page through
