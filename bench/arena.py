@@ -376,7 +376,8 @@ def summarise(runs: list[dict], budget: int, step: int) -> dict:
             ),
         }
     if len(summary) == 2:
-        # Paired by seed (the same study data and crowd draws seed both designs).
+        # Paired by seed: the same study data and the same seeded workers. The pair drawn
+        # and the side shown also depend on database ids, so the draws are not identical.
         u_runs = {r["seed"]: r for r in runs if r["design"] == "uniform"}
         a_runs = {r["seed"]: r for r in runs if r["design"] == "adaptive"}
         seeds = sorted(set(u_runs) & set(a_runs))
@@ -500,7 +501,13 @@ def main() -> int:
     if args.part in ("all", "fit"):
         result["fit"] = fit_part()
     if args.part == "summary":
-        runs = [r for name in args.inputs.split(",") for r in json.loads(Path(name).read_text())]
+        runs, seen = [], set()
+        for name in args.inputs.split(","):
+            for run in json.loads(Path(name).read_text()):
+                # A seed run twice (two processes overlapping) counts once: the first given.
+                if (run["seed"], run["design"]) not in seen:
+                    seen.add((run["seed"], run["design"]))
+                    runs.append(run)
         result["design"] = {
             "design_bound_battle_share": design_bound(strengths(args.systems)),
             "inputs": args.inputs.split(","),
