@@ -2,19 +2,25 @@
 the leaderboard fit at 1,000,000 battles.
 
     .venv/bin/python bench/arena.py [--part all|design|fit] [--seeds 20] [--first-seed 1]
-        [--systems 6] [--images 40] [--budget 240] [--step 60] [--workers 40] [--clickers 3]
+        [--systems 6] [--images 200] [--budget 480] [--step 30] [--workers 40] [--clickers 3]
+        [--designs uniform,adaptive|uniform|adaptive] [--tag=-x]
 
-The defaults fit this 2-core machine: 6 systems, 40 images (15 pairs x 40 = 600 battles
-per study), 240 battles per study, 20 seeds x 2 designs, about 6 minutes (about 40 ms a
-served and submitted battle on SQLite, plus a report job every 60 battles).
+The defaults fit this 2-core machine: 6 systems, 200 images (200 battles per pair, so a
+concentrated design never runs out of its favoured pair), 480 battles per study, a report
+every 30 battles, 20 seeds x 2 designs: about 15 s a study on a quiet machine (about 40 ms
+a served and submitted battle on SQLite, 0.5 s a report job), 40-90 s under load.
+``--designs`` runs one design only (two processes can then share the seeds; the studies
+are the same, built from the seed), ``--tag`` names the result files apart.
 
 ``design``: each seed is its own study in one scratch SQLite file (migrated once), run twice:
 the mode's default settings (uniform pairing), and the same with ``adaptive=True``. The crowd
 answers through ``assignment_next`` and ``judgment_submit`` (the calls the views make, as
 ``annotation/services/simulation.py`` does) until ``--budget`` battle judgments are stored;
-every ``--step`` battles a report job is created by ``report_request`` and run by
-``services.runner.job_run`` (the Celery task's code path): its stored leaderboard is what
-is scored, and the adaptive design reads its covariance for the next draws, as it does live.
+every ``--step`` battles a report job (a researcher refreshing the report; the report job
+is what refits, so this is also how often the adaptive design is updated) is created by
+``report_request`` and run by ``services.runner.job_run`` (the Celery task's code path):
+its stored leaderboard is what is scored, and the adaptive design reads its covariance for
+the next draws, as it does live.
 
 Assumptions of the simulated crowd (stated, not measured):
 
@@ -35,7 +41,8 @@ the honest crowd's expected outcome shares per pair with equal weight per pair (
 position bias averaged over random sides makes the raw strengths unreachable: a pair
 with win probability p is seen as 0.95 p + 0.025); coverage of the raw strengths is shown
 too. "Battles to tau >= 0.9": the first checkpoint from which tau stays >= 0.9 to the
-budget (budget + step when never), per seed; compared by the median over seeds.
+budget (budget + step when never), per seed; compared by the median over seeds and seed by
+seed (``--part summary``: the saving of the medians and means, and a paired sign count).
 
 ``fit``: ``bench/arena_fit.py`` (1,000,000 battles through ``count_table`` + ``fit``, the
 report's fitting functions) as a subprocess. Judgments/s of the battle page through
@@ -285,6 +292,31 @@ def run_design(owner, *, seed, names, s, truth, args, adaptive: bool) -> dict:
     }
 
 
+def design_bound(s: np.ndarray) -> dict[str, float]:
+    """What any pairing design can save at the true strengths, asymptotically (no crowd).
+
+    The weighted (IPW) fit's variance of a contrast c is sum_p (c' H^-1 x_p)^2 I_p / q_p
+    per battle (``rubrics.arena.adaptive_pair_probabilities``' formula, H the uniform
+    design's information); the best static design q is Neyman's. The ratio of its variance
+    to the uniform design's is the share of battles it needs for the same precision: for
+    the five adjacent contrasts weighted alike (the order as a whole) and for one contrast
+    alone (the most an adaptive design can gain while one order is the only doubt).
+    """
+    k = len(s)
+    pairs = [(i, j) for i in range(k) for j in range(i + 1, k)]
+    x = np.zeros((len(pairs), k))
+    for row, (i, j) in enumerate(pairs):
+        x[row, i], x[row, j] = 1.0, -1.0
+    win = 1 / (1 + np.exp(-(x @ s)))
+    info = win * (1 - win)
+    lever = (np.eye(k)[:-1] - np.eye(k)[1:]) @ np.linalg.pinv(x.T @ (info[:, None] * x)) @ x.T
+    out = {}
+    for name, rows in (("all_adjacent", lever), ("one_adjacent", lever[k // 2 - 1 : k // 2])):
+        need = info * (rows**2).sum(axis=0)
+        out[name] = round(float(np.sqrt(need).sum() ** 2 / (len(pairs) * need.sum())), 3)
+    return out
+
+
 def battles_to_target(run: dict, budget: int, step: int) -> int:
     """First checkpoint from which tau stays >= the target (budget + step when never)."""
     reached = budget + step
@@ -295,44 +327,21 @@ def battles_to_target(run: dict, budget: int, step: int) -> int:
     return reached
 
 
-def design_part(args) -> dict:
-    setup_django()
-    from annotation.models import User
-
-    owner = User.objects.create_user("bench", is_researcher=True)
-    names = [f"system-{i:02d}" for i in range(args.systems)]
-    s = strengths(args.systems)
-    truth = estimand(names, s)
-    runs = []
-    for seed in range(args.first_seed, args.first_seed + args.seeds):
-        for adaptive in (False, True):
-            run = run_design(
-                owner, seed=seed, names=names, s=s, truth=truth, args=args, adaptive=adaptive
-            )
-            runs.append(run)
-            # Written after every run, so an interrupted bench keeps what it measured.
-            partial = ROOT / "bench" / "results" / "arena-design-partial.json"
-            partial.parent.mkdir(exist_ok=True)
-            partial.write_text(json.dumps(runs, indent=1) + "\n")
-            last = run["checkpoints"][-1]
-            print(
-                f"seed {seed:2d} {run['design']:8s} {run['battles']} battles "
-                f"({run['excluded']} judgments excluded) tau {last['tau']:.3f} "
-                f"coverage {last['coverage']:.2f} to-target "
-                f"{battles_to_target(run, args.budget, args.step)} [{run['seconds']} s]",
-                flush=True,
-            )
+def summarise(runs: list[dict], budget: int, step: int) -> dict:
+    """Per design: battles to tau >= 0.9, coverage per checkpoint; then the paired saving."""
     summary = {}
     for design in ("uniform", "adaptive"):
         mine = [r for r in runs if r["design"] == design]
-        needed = [battles_to_target(r, args.budget, args.step) for r in mine]
+        if not mine:
+            continue
+        needed = [battles_to_target(r, budget, step) for r in mine]
         by_checkpoint = {}
         for point in (p for r in mine for p in r["checkpoints"]):
             by_checkpoint.setdefault(point["battles"], []).append(point)
         summary[design] = {
             "battles_to_tau_median": statistics.median(needed),
             "battles_to_tau_mean": statistics.mean(needed),
-            "reached_within_budget": sum(n <= args.budget for n in needed),
+            "reached_within_budget": sum(n <= budget for n in needed),
             "final_coverage_mean": statistics.mean(r["checkpoints"][-1]["coverage"] for r in mine),
             "final_raw_coverage_mean": statistics.mean(
                 r["checkpoints"][-1]["raw_coverage"] for r in mine
@@ -362,11 +371,68 @@ def design_part(args) -> dict:
             "report_seconds_mean": round(
                 statistics.mean(r["report_seconds_mean"] for r in mine), 3
             ),
+            "coverage_all_checkpoints": round(
+                statistics.mean(p["coverage"] for r in mine for p in r["checkpoints"]), 4
+            ),
         }
-    u, a = summary["uniform"]["battles_to_tau_median"], summary["adaptive"]["battles_to_tau_median"]
-    summary["adaptive_saving"] = round(1 - a / u, 3) if u else None
+    if len(summary) == 2:
+        # Paired by seed: the same study data and the same seeded workers. The pair drawn
+        # and the side shown also depend on database ids, so the draws are not identical.
+        u_runs = {r["seed"]: r for r in runs if r["design"] == "uniform"}
+        a_runs = {r["seed"]: r for r in runs if r["design"] == "adaptive"}
+        seeds = sorted(set(u_runs) & set(a_runs))
+        pairs = [
+            (battles_to_target(u_runs[x], budget, step), battles_to_target(a_runs[x], budget, step))
+            for x in seeds
+        ]
+        summary["paired"] = {
+            "seeds": len(seeds),
+            "adaptive_fewer": sum(a < u for u, a in pairs),
+            "equal": sum(a == u for u, a in pairs),
+            "adaptive_more": sum(a > u for u, a in pairs),
+            "saving_of_medians": round(
+                1 - statistics.median(a for _, a in pairs) / statistics.median(u for u, _ in pairs),
+                3,
+            ),
+            "saving_of_means": round(
+                1 - statistics.mean(a for _, a in pairs) / statistics.mean(u for u, _ in pairs), 3
+            ),
+        }
     summary["target"] = "adaptive >= 30% fewer battles to tau >= 0.9, coverage >= 0.90"
+    return summary
+
+
+def design_part(args) -> dict:
+    setup_django()
+    from annotation.models import User
+
+    owner = User.objects.create_user("bench", is_researcher=True)
+    names = [f"system-{i:02d}" for i in range(args.systems)]
+    s = strengths(args.systems)
+    truth = estimand(names, s)
+    runs = []
+    designs = [d == "adaptive" for d in args.designs.split(",")]
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
+        for adaptive in designs:
+            run = run_design(
+                owner, seed=seed, names=names, s=s, truth=truth, args=args, adaptive=adaptive
+            )
+            runs.append(run)
+            # Written after every run, so an interrupted bench keeps what it measured.
+            partial = ROOT / "bench" / "results" / f"arena-design{args.tag}-partial.json"
+            partial.parent.mkdir(exist_ok=True)
+            partial.write_text(json.dumps(runs, indent=1) + "\n")
+            last = run["checkpoints"][-1]
+            print(
+                f"seed {seed:2d} {run['design']:8s} {run['battles']} battles "
+                f"({run['excluded']} judgments excluded) tau {last['tau']:.3f} "
+                f"coverage {last['coverage']:.2f} to-target "
+                f"{battles_to_target(run, args.budget, args.step)} [{run['seconds']} s]",
+                flush=True,
+            )
+    summary = summarise(runs, args.budget, args.step)
     return {
+        "design_bound_battle_share": design_bound(s),
         "assumptions": {
             "systems": args.systems,
             "strengths_natural": [round(float(v), 4) for v in s],
@@ -400,16 +466,24 @@ def fit_part() -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--part", choices=["all", "design", "fit"], default="all")
+    parser.add_argument("--part", choices=["all", "design", "fit", "summary"], default="all")
+    parser.add_argument(
+        "--inputs", default="", help="summary: comma-separated run files (*-partial.json)"
+    )
     parser.add_argument("--seeds", type=int, default=20)
     # Seeds used while designing a rule must not be the ones reported: pick fresh ones.
     parser.add_argument("--first-seed", type=int, default=1)
     parser.add_argument("--systems", type=int, default=6)
-    parser.add_argument("--images", type=int, default=40)
-    parser.add_argument("--budget", type=int, default=240)
-    parser.add_argument("--step", type=int, default=60)
+    parser.add_argument("--images", type=int, default=200)
+    parser.add_argument("--budget", type=int, default=480)
+    parser.add_argument("--step", type=int, default=30)
     parser.add_argument("--workers", type=int, default=40)
     parser.add_argument("--clickers", type=int, default=3)
+    # Two processes can run the two designs side by side (same seeds, same study data).
+    parser.add_argument(
+        "--designs", choices=["uniform,adaptive", "uniform", "adaptive"], default="uniform,adaptive"
+    )
+    parser.add_argument("--tag", default="", help="suffix of the result files")
     args = parser.parse_args()
     if not (
         1 <= args.seeds <= 200
@@ -426,11 +500,27 @@ def main() -> int:
     started = time.perf_counter()
     if args.part in ("all", "fit"):
         result["fit"] = fit_part()
+    if args.part == "summary":
+        runs, seen = [], set()
+        for name in args.inputs.split(","):
+            for run in json.loads(Path(name).read_text()):
+                # A seed run twice (two processes overlapping) counts once: the first given.
+                if (run["seed"], run["design"]) not in seen:
+                    seen.add((run["seed"], run["design"]))
+                    runs.append(run)
+        result["design"] = {
+            "design_bound_battle_share": design_bound(strengths(args.systems)),
+            "inputs": args.inputs.split(","),
+            "summary": summarise(runs, args.budget, args.step),
+            "runs": runs,
+        }
+        print(json.dumps(result["design"]["summary"], indent=2), flush=True)
     if args.part in ("all", "design"):
         result["design"] = design_part(args)
         print(json.dumps(result["design"]["summary"], indent=2), flush=True)
     result["seconds"] = round(time.perf_counter() - started, 1)
-    (results_dir / f"arena-{args.part}.json").write_text(json.dumps(result, indent=2) + "\n")
+    out = results_dir / f"arena-{args.part}{args.tag}.json"
+    out.write_text(json.dumps(result, indent=2) + "\n")
     return 0
 
 

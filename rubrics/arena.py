@@ -458,6 +458,31 @@ def ipw_weights(probabilities: Sequence[float]) -> np.ndarray:
     return w / w.mean()
 
 
+def pair_balanced_weights(systems_a: Sequence[str], systems_b: Sequence[str]) -> np.ndarray:
+    """Per-battle weights 1 / (battles of its pair, either side order), normalised to mean 1.
+
+    Inverse-probability weighting by each pair's *realised* sampling rate (Hajek's ratio
+    form of the Horvitz-Thompson weights, i.e. post-stratification on the pair): every pair
+    that was played carries the same total weight, which is exactly what uniform pairing
+    gives in expectation, so the weighted fit targets the uniform design's leaderboard
+    whatever the adaptive design did. Against :func:`ipw_weights` with the probability
+    stored at serve time, it removes the noise of how many battles each pair happened to
+    get under probabilities that changed over time (Hajek 1971; the sandwich variance then
+    conditions on the pair counts). A pair that was never played gets no weight, as
+    under any weighting.
+    """
+    if len(systems_a) != len(systems_b):
+        raise ValueError(f"{len(systems_a)} A systems but {len(systems_b)} B systems")
+    if len(systems_a) == 0:
+        raise ValueError("no battles")
+    keys = [(a, b) if a <= b else (b, a) for a, b in zip(systems_a, systems_b, strict=True)]
+    counts: dict[tuple[str, str], int] = {}
+    for key in keys:
+        counts[key] = counts.get(key, 0) + 1
+    w = 1.0 / np.array([counts[key] for key in keys], dtype=float)
+    return w / w.mean()
+
+
 def adaptive_pair_probabilities(
     scores: Sequence[float] | np.ndarray,
     cov: np.ndarray,

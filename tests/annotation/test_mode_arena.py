@@ -389,7 +389,7 @@ def test_the_leaderboard_equals_an_independent_fit(researcher):
     assert report["length_leaderboard"] and report["length_coefficient"] is not None
 
 
-def test_adaptive_pairing_stores_its_probabilities_and_the_report_weights_by_them(
+def test_adaptive_pairing_stores_its_probabilities_and_the_report_balances_the_pairs(
     researcher,
 ):
     systems = ("alpha", "beta", "gamma", "delta")
@@ -440,9 +440,15 @@ def test_adaptive_pairing_stores_its_probabilities_and_the_report_weights_by_the
     report = run_report(study, researcher)
     kept = list(Judgment.objects.filter(study=study))
     pairs = [(j.item.spec["system_a"], j.item.spec["system_b"], j.result["winner"]) for j in kept]
-    weights = [1 / j.result["pair_probability"] for j in kept]
+    # Each pair weighted by the inverse of its share of the battles (counted here, apart
+    # from the module): every pair carries the same total weight, as under uniform pairing.
+    per_pair = {}
+    for a, b, _ in pairs:
+        per_pair[(a, b)] = per_pair.get((a, b), 0) + 1
+    weights = [1 / per_pair[(a, b)] for a, b, _ in pairs]
     expected = mm_bradley_terry(pairs, sorted(systems), weights)
     assert report["weighted"] is True
+    assert report["interval_method"] == "union of bootstrap percentile and sandwich"
     for row in report["leaderboard"]:
         assert row["score"] == pytest.approx(expected[row["system"]], abs=1e-6)
 
