@@ -12,6 +12,7 @@ and ``export`` hold the rest.
 from django.db.models import Q
 
 from annotation.modes.base import Demo, WorkerChecks, register
+from annotation.modes.humanr.capacity import workers_needed
 from annotation.modes.humanr.export import HumanrExport
 from annotation.modes.humanr.judging import HumanrJudging
 from annotation.modes.humanr.pages import HumanrPages
@@ -69,3 +70,6 @@ class HumanrMode(HumanrProtocol):
 
     def adaptive_allocation(self, study):
         return adaptive_summary(study)
+
+    def workers_needed(self, study):
+        return workers_needed(study)
