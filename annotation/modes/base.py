@@ -383,7 +383,8 @@ class Mode:
 
     Facts the rest of the platform asks of a mode (each has a default): ``kind_labels``,
     ``worker_checks``, ``adaptive_saving``, ``adaptive_allocation`` and
-    ``workers_needed`` (the dashboard and the planner),
+    ``workers_needed`` (the dashboard and the planner), ``dataset_notes`` (an export's
+    datasheet and card),
     ``simulate`` (the simulated crowd), and through the components ``planner`` (the
     planner), ``report.human_scores`` and ``report.human_pairs`` (the metric lab),
     ``report.summary`` (an export's datasheet), ``judging`` (automatic judges' answers),
@@ -519,6 +520,12 @@ class Mode:
         ``target``, ``settled_systems``, ``groups_not_served``); None (the default) when it
         has none or it is off."""
         return None
+
+    def dataset_notes(self, study: Study) -> list[str]:
+        """Sentences an export's datasheet and dataset card state about this study's own
+        protocol, beside its settings (HUMANr: the real group sizes, issue 26 row 20).
+        Default: none."""
+        return []
 
     def workers_needed(self, study: Study) -> WorkersNeeded | None:
         """How many more distinct workers the study's remaining items need at least, when

@@ -7,6 +7,8 @@ against a brute-force assignment in tests/rubrics/test_capacity.py, and here onc
 real study's remaining groups.
 """
 
+import json
+import zipfile
 from collections import defaultdict
 
 import pytest
@@ -15,6 +17,7 @@ from django.urls import reverse
 from annotation.models import Item, ItemImage, Participant
 from annotation.modes import get_mode
 from annotation.services.assignments import assignment_next
+from annotation.services.exports import export_file
 from annotation.services.participants import participant_for_user
 from annotation.services.studies import study_close
 from tests.factories.core import rating_study
@@ -171,3 +174,33 @@ def test_vicr_each_caption_needs_its_ratings_from_different_players(client, rese
     # A player excluded by the gates counts for nothing, nor does their rating.
     Participant.objects.filter(pk=second.pk).update(status="excluded")
     assert get_mode("vicr").workers_needed(study).needed == 1
+
+
+# ------------------------------------------------------------------- row 20: the card
+
+
+def test_humanr_dataset_card_states_the_real_group_sizes(researcher, tmp_path):
+    # 8 images, 1 model: 16 comparisons, so no full group of 9 comparisons and a check;
+    # the sizes come from the stored groups, counted here independently.
+    study = humanr_study(researcher, images=8, humans=3, systems=("GIT",))
+    sizes = defaultdict(int)
+    for spec in Item.objects.filter(study=study).values_list("spec", flat=True):
+        sizes[len(spec["trials"])] += 1
+    assert 10 not in sizes, "the study must have short groups for this test to mean anything"
+    do_group(crowd(study, "PID-1"))
+    path = tmp_path / "humanr.zip"
+
+    export_file(study=study, path=path, export_format="dataset")
+
+    with zipfile.ZipFile(path) as archive:
+        card = archive.read("README.md").decode()
+        sheet = json.loads(archive.read("datasheet.json"))
+    listed = " and ".join(
+        f"{n} of {size} trials" for size, n in sorted(sizes.items(), reverse=True)
+    )
+    total = sum(sizes.values())
+    note = f"Groups in this study: {total} groups, {listed}, each with one attention check"
+    assert note in card
+    assert sheet["protocol_notes"][0].startswith(note)
+    protocol = card.split("## Protocol", 1)[1].split("## Collection", 1)[0]
+    assert note in protocol
