@@ -20,8 +20,13 @@ from annotation.services.assignments import assignment_next
 from annotation.services.exports import export_file
 from annotation.services.participants import participant_for_user
 from annotation.services.studies import study_close
+from tests.factories.arena import arena_study
 from tests.factories.core import rating_study
 from tests.factories.humanr import crowd, do_group, humanr_study
+from tests.factories.spans import judge as spans_judge
+from tests.factories.spans import spans_study
+from tests.factories.spans import worker as spans_worker
+from tests.factories.thumb import thumb_study
 from tests.factories.vicr import in_game, play, vicr_study
 from tests.rubrics.test_capacity import brute_force_min_new
 
@@ -204,3 +209,40 @@ def test_humanr_dataset_card_states_the_real_group_sizes(researcher, tmp_path):
     assert sheet["protocol_notes"][0].startswith(note)
     protocol = card.split("## Protocol", 1)[1].split("## Collection", 1)[0]
     assert note in protocol
+
+
+# ------------------------------------------------------------------- the other modes
+
+
+def test_spans_each_caption_needs_target_annotators(client, researcher, make_user):
+    # 2 images x 2 systems = 4 captions, each marked by 3 different annotators: 3 workers.
+    study = spans_study(researcher, images=2, target=3)
+    assert get_mode("spans").workers_needed(study).needed == 3
+    study.annotators.add(make_user("lab1"), make_user("lab2"))
+    client.force_login(researcher)
+    html = dashboard(client, study)
+    assert "This study cannot finish with the workers it has" in html
+    assert "Each caption is marked by different annotators: a caption still needs 3" in html
+    assert "add at least 1 annotator on the" in html
+    # One worker marks one caption: the 3 untouched captions still need 3 each, and the one
+    # worker can give one to each of them: 2 more.
+    spans_judge(spans_worker(study), lambda lease, text: {"spans": "[]", "score": 80})
+    assert get_mode("spans").workers_needed(study).needed == 2
+
+
+def test_arena_battles_of_one_image_go_to_different_workers(researcher):
+    study = arena_study(researcher, images=4, battle_target=2)
+    per_image = defaultdict(int)
+    for image_id, target in Item.objects.filter(study=study, kind="battle").values_list(
+        "image_id", "target"
+    ):
+        per_image[image_id] += target
+    assert get_mode("arena").workers_needed(study).needed == max(per_image.values())
+
+
+def test_thumb_stages_of_one_image_go_to_different_annotators(make_study):
+    # Stage 1 and the review of each image: 2 different annotators (the check is made later).
+    study = thumb_study(make_study)
+    need = get_mode("thumb").workers_needed(study)
+    assert need.needed == 2
+    assert need.reason.startswith("Each stage of an image goes to a different annotator")

@@ -14,53 +14,35 @@ settled it: what the dashboard's progress counts) and to give every pair its
 
 from __future__ import annotations
 
-from django.db.models import Count, F, IntegerField, Q, Value
+from django.db.models import IntegerField, Value
 
-from annotation.models import Item, Participant, Study
+from annotation.models import Participant, Study
 from annotation.modes.base import WorkersNeeded, get_mode
+from annotation.modes.capacity import unit_shortfall
 from annotation.modes.vicr.protocol import EXCLUDED, GAME
-
-
-def _shortfall(study: Study, players, wanted) -> tuple[int, int, int]:
-    """``(need, left, rated)`` of the game pair with room left whose ``left`` ratings still
-    wanted (``wanted - done - open leases``) plus ``rated`` (by ``players``) is the largest;
-    ``(0, 0, 0)`` when none has room. One query."""
-    row = (
-        Item.objects.filter(study_id=study.pk, kind=GAME)
-        .annotate(left=wanted - F("judgment_count") - F("open_lease_count"))
-        .filter(left__gt=0)
-        .annotate(
-            rated=Count(
-                "judgments__participant",
-                distinct=True,
-                filter=Q(judgments__participant__in=players),
-            )
-        )
-        .annotate(need=F("left") + F("rated"))
-        .order_by("-need", "position", "id")
-        .values_list("need", "left", "rated")
-        .first()
-    )
-    return row or (0, 0, 0)
 
 
 def workers_needed(mode, study: Study) -> WorkersNeeded | None:
     """The bound for ``study`` with its reason; None when no game pair has room left."""
     config = get_mode(study.mode).settings(study)
     players = Participant.objects.filter(study_id=study.pk).exclude(status=EXCLUDED)
-    count = players.count()
-    ids = players.values("pk")
-    to_target, left, rated = _shortfall(study, ids, F("target"))
-    if not left:
+    bound = unit_shortfall(study, kinds=[GAME], unit="pk", players=players)
+    if bound is None:
         return None
-    needed = max(0, to_target - count)
-    if not needed:
+    if not bound.needed:
         return WorkersNeeded(0, "")
-    to_floor, _, _ = _shortfall(study, ids, Value(config.min_ratings, IntegerField()))
-    floor_needed = max(0, to_floor - count)
+    floor = unit_shortfall(
+        study,
+        kinds=[GAME],
+        unit="pk",
+        players=players,
+        wanted=Value(config.min_ratings, IntegerField()),
+    )
+    floor_needed = floor.needed if floor else 0
+    left, count = bound.left, bound.players
     others = (
-        f"{count - rated or 'none'} of the {count} player{'s' if count != 1 else ''} still in "
-        "the study can give one"
+        f"{count - bound.met or 'none'} of the {count} player{'s' if count != 1 else ''} "
+        "still in the study can give one"
         if count
         else "nobody has started yet"
     )
@@ -69,10 +51,10 @@ def workers_needed(mode, study: Study) -> WorkersNeeded | None:
         f"{'s' if left != 1 else ''}, each from a different player past the tutorial and "
         f"probation, and {others}"
     )
-    if floor_needed < needed:
+    if floor_needed < bound.needed:
         reason += (
             f"; for the minimum of {config.min_ratings} rating"
             f"{'s' if config.min_ratings != 1 else ''} per caption, "
             f"{floor_needed or 'no'} more player{'s' if floor_needed != 1 else ''} would do"
         )
-    return WorkersNeeded(needed, reason + ".")
+    return WorkersNeeded(bound.needed, reason + ".")

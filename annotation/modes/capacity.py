@@ -1,0 +1,105 @@
+"""The distinct workers a study's remaining items need, when a unit bars repeats (issue 26).
+
+What several modes share for ``Mode.workers_needed``: the items of some kinds, grouped by
+a *unit* one worker may take at most one slot of (VICR and spans: the item itself, one
+rating or marking per worker; the arena: the image, a worker never sees one twice; THumB:
+the image, each stage by a different annotator). ``rubrics.capacity``'s counts bound in one
+query: for each unit, the slots left (``wanted - judgment_count - open_lease_count`` summed
+over its items with room) plus the participants still in the study who already judged an
+item of it, less those participants; the largest. Exact when every unit is one item.
+HUMANr's groups share images with each other, so it uses the sharper bound
+(``modes/humanr/capacity.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db.models import Count, Expression, F, IntegerField, OuterRef, QuerySet, Subquery, Sum
+from django.db.models.functions import Coalesce
+
+from annotation.models import Item, Judgment, Participant, Study
+from annotation.modes.base import WorkersNeeded
+
+
+@dataclass(frozen=True)
+class UnitShortfall:
+    """The most binding unit: ``needed`` more workers at least, its ``left`` slots, the
+    ``players`` still in the study, ``met`` of them already judged it (0, 0, ...: none)."""
+
+    needed: int
+    left: int
+    players: int
+    met: int
+
+
+def unit_shortfall(
+    study: Study,
+    *,
+    kinds: list[str],
+    unit: str,
+    players: QuerySet[Participant],
+    wanted: Expression | None = None,
+) -> UnitShortfall | None:
+    """The counts bound over ``study``'s items of ``kinds`` grouped by ``unit`` (an item
+    field: ``"pk"``, ``"image_id"``); ``players`` are the participants who may still work;
+    ``wanted`` the answers an item should reach (default its ``target``). None when no item
+    has room left. Three queries."""
+    wanted = F("target") if wanted is None else wanted
+    count = players.count()
+    met = (
+        Judgment.objects.filter(
+            item__study_id=study.pk,
+            item__kind__in=kinds,
+            participant__in=players.values("pk"),
+            **{f"item__{unit}": OuterRef(unit)},
+        )
+        .order_by()
+        .values(f"item__{unit}")
+        .annotate(n=Count("participant", distinct=True))
+        .values("n")[:1]
+    )
+    row = (
+        Item.objects.filter(study_id=study.pk, kind__in=kinds)
+        .annotate(room=wanted - F("judgment_count") - F("open_lease_count"))
+        .filter(room__gt=0)
+        .order_by()
+        .values(unit)
+        .annotate(left=Sum("room"))
+        .annotate(met=Coalesce(Subquery(met, output_field=IntegerField()), 0))
+        .annotate(need=F("left") + F("met"))
+        .order_by("-need", unit)
+        .values_list("left", "met")
+        .first()
+    )
+    if row is None:
+        return None
+    left, judged = row
+    return UnitShortfall(max(0, left + judged - count), left, count, judged)
+
+
+def workers_needed_by_unit(
+    study: Study, *, kinds: list[str], unit: str, rule: str, what: str
+) -> WorkersNeeded | None:
+    """``Mode.workers_needed`` from ``unit_shortfall`` over every participant of the study
+    (counting one who may no longer work only lowers the bound), with a plain reason:
+    ``rule`` says what bars repeats ("Nobody sees an image in two battles"), ``what`` names
+    one unit ("an image"). None when no item of ``kinds`` has room left."""
+    players = Participant.objects.filter(study_id=study.pk)
+    bound = unit_shortfall(study, kinds=kinds, unit=unit, players=players)
+    if bound is None:
+        return None
+    if not bound.needed:
+        return WorkersNeeded(0, "")
+    count = bound.players
+    others = (
+        f"{count - bound.met or 'none'} of the {count} participant{'s' if count != 1 else ''} "
+        "so far can still give one"
+        if count
+        else "nobody has started yet"
+    )
+    return WorkersNeeded(
+        bound.needed,
+        f"{rule}: {what} still needs {bound.left} answer{'s' if bound.left != 1 else ''}, "
+        f"each from a different worker, and {others}.",
+    )
