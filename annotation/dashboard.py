@@ -98,7 +98,7 @@ def _percent(part: int, whole: int) -> int:
     return 100 * part // whole if whole else 0
 
 
-def study_capacity(study: Study) -> dict | None:
+def study_capacity(study: Study, *, with_crowd: bool = False) -> dict | None:
     """Whether the remaining items can get the distinct workers they need (issue 26, row 6).
 
     ``Mode.workers_needed`` says how many more distinct workers, new to the study, the
@@ -108,16 +108,23 @@ def study_capacity(study: Study) -> dict | None:
     cannot finish: ``cannot_finish``, with ``short`` the annotators to add. None when the
     study is not live (a draft has no items; a closed one serves nobody) or nothing binds.
     A few queries whatever the study's size.
+
+    The dashboard (polled every few seconds) asks only while no crowd worker is in the
+    study: then the study can get more workers anyway, and a large crowd study's poll
+    does not pay for the bound (``bench/capacity.py``). The planner passes
+    ``with_crowd=True`` to show the number in every case.
     """
     if study.status != Study.Status.LIVE:
+        return None
+    crowd = Participant.objects.filter(study=study).exclude(source=Participant.Source.ACCOUNT)
+    crowd_in_use = crowd.exists()
+    if crowd_in_use and not with_crowd:
         return None
     need = get_mode(study.mode).workers_needed(study)
     if need is None or need.needed <= 0:
         return None
     started = Participant.objects.filter(study=study, user__isnull=False).values("user_id")
     waiting = study.annotators.exclude(pk__in=started).count()
-    crowd = Participant.objects.filter(study=study).exclude(source=Participant.Source.ACCOUNT)
-    crowd_in_use = crowd.exists()
     return {
         "needed": need.needed,
         "reason": need.reason,

@@ -45,7 +45,7 @@ def study_plan(request: HttpRequest, study_id: int) -> HttpResponse:
         "form": form,
         "planner": get_mode(study.mode).planner,
         # The distinct workers the remaining items need, as the dashboard warns (issue 26).
-        "capacity": dashboard_reads.study_capacity(study),
+        "capacity": dashboard_reads.study_capacity(study, with_crowd=True),
     }
     # A refused value is shown beside its field with status 200, as the settings form does
     # (the API and the figure answer 400).
