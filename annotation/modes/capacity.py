@@ -56,7 +56,7 @@ def unit_shortfall(
     """The counts bound over ``study``'s items of ``kinds`` grouped by ``unit`` (an item
     field: ``"pk"``, ``"image_id"``); ``players`` are the participants who may still work;
     ``wanted`` the answers an item should reach (default its ``target``). None when no item
-    has room left. Three or four queries."""
+    has room left. At most five queries."""
     wanted = F("target") if wanted is None else wanted
     count = players.count()
     items = Item.objects.filter(study_id=study.pk, kind__in=kinds).annotate(
@@ -80,6 +80,22 @@ def unit_shortfall(
         return None
     if upper <= count:
         return UnitShortfall(0, 0, count, 0) if items.filter(room__gt=0).exists() else None
+    if unit == "pk" and count == Participant.objects.filter(study_id=study.pk).count():
+        # One item per unit, every participant counted: an item's finished leases are its
+        # distinct judges (one lease per participant and item in round 0, one part each),
+        # so room plus finished leases is exact and the per-unit subquery is not needed
+        # (a large study with registered annotators only, which the dashboard polls).
+        exact = (
+            items.filter(room__gt=0)
+            .annotate(need=F("room") + F("judgment_count"))
+            .order_by("-need", "pk")
+            .values_list("room", "judgment_count")
+            .first()
+        )
+        if exact is None:
+            return None
+        left, judged = exact
+        return UnitShortfall(max(0, left + judged - count), left, count, judged)
     met = (
         Judgment.objects.filter(
             item__study_id=study.pk,
