@@ -187,6 +187,29 @@ def test_vicr_each_caption_needs_its_ratings_from_different_players(client, rese
     assert get_mode("vicr").workers_needed(study).needed == 1
 
 
+def test_vicr_a_rating_by_an_excluded_player_leaves_room_for_the_others(researcher):
+    # 4 captions, 3 ratings each. Two players rate all 4 (2 ratings each), a third rates the
+    # 2 least-rated (now full). The 2 open captions need 1 rating each.
+    study = vicr_study(researcher, game=4, max_ratings=3, min_ratings=2)
+    first, second, third = in_game(study), in_game(study), in_game(study)
+    for _ in range(4):
+        play(first, 3)
+        play(second, 3)
+    play(third, 3)
+    play(third, 3)
+    # All three still in: the open captions were rated by the first two, the third can
+    # give one to each: nobody more needed (the bound is 0, so the mode says so).
+    assert get_mode("vicr").workers_needed(study).needed == 0
+    # The first is excluded: the second rated the open captions, the third did not and
+    # can still rate both: 0 more (counting the excluded player's rating as one of the
+    # players' would say 1).
+    Participant.objects.filter(pk=first.pk).update(status="excluded")
+    assert get_mode("vicr").workers_needed(study).needed == 0
+    # The third is excluded too: only the second is left, who rated them: 1 more.
+    Participant.objects.filter(pk=third.pk).update(status="excluded")
+    assert get_mode("vicr").workers_needed(study).needed == 1
+
+
 # ------------------------------------------------------------------- row 20: the card
 
 
