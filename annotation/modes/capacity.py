@@ -3,10 +3,12 @@
 What several modes share for ``Mode.workers_needed``: the items of some kinds, grouped by
 a *unit* one worker may take at most one slot of (VICR and spans: the item itself, one
 rating or marking per worker; the arena: the image, a worker never sees one twice; THumB:
-the image, each stage by a different annotator). ``rubrics.capacity``'s counts bound in one
-query: for each unit, the slots left (``wanted - judgment_count - open_lease_count`` summed
-over its items with room) plus the participants still in the study who already judged an
-item of it, less those participants; the largest. Exact when every unit is one item.
+the image, each stage by a different annotator). ``rubrics.capacity``'s counts bound: for
+each unit, the slots left (``wanted - judgment_count - open_lease_count`` summed over its
+items with room) plus the participants still in the study who already judged an item of
+it, less those participants; the largest. Exact when every unit is one item. A few queries
+whatever the study's size: a cheap upper bound first (stop when nothing can be short), then
+per-item units without a subquery per item (``_per_item``), images with one.
 HUMANr's groups share images with each other, so it uses the sharper bound
 (``modes/humanr/capacity.py``).
 """
