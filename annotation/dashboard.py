@@ -98,13 +98,51 @@ def _percent(part: int, whole: int) -> int:
     return 100 * part // whole if whole else 0
 
 
-def study_rates(study: Study, *, remaining: int, now=None) -> dict:
+def study_capacity(study: Study, *, with_crowd: bool = False) -> dict | None:
+    """Whether the remaining items can get the distinct workers they need (issue 26, row 6).
+
+    ``Mode.workers_needed`` says how many more distinct workers, new to the study, the
+    remaining items need at least (None: the mode has no such constraint). Against it: the
+    registered annotators of the study who have not started (``waiting``). With no crowd
+    worker in the study (the crowd link not in use), a study needing more than ``waiting``
+    cannot finish: ``cannot_finish``, with ``short`` the annotators to add. None when the
+    study is not live (a draft has no items; a closed one serves nobody) or nothing binds.
+    A few queries whatever the study's size.
+
+    The dashboard (polled every few seconds) asks only while no crowd worker is in the
+    study: then the study can get more workers anyway, and a large crowd study's poll
+    does not pay for the bound (``bench/capacity.py``). The planner passes
+    ``with_crowd=True`` to show the number in every case.
+    """
+    if study.status != Study.Status.LIVE:
+        return None
+    crowd = Participant.objects.filter(study=study).exclude(source=Participant.Source.ACCOUNT)
+    crowd_in_use = crowd.exists()
+    if crowd_in_use and not with_crowd:
+        return None
+    need = get_mode(study.mode).workers_needed(study)
+    if need is None or need.needed <= 0:
+        return None
+    started = Participant.objects.filter(study=study, user__isnull=False).values("user_id")
+    waiting = study.annotators.exclude(pk__in=started).count()
+    return {
+        "needed": need.needed,
+        "reason": need.reason,
+        "waiting": waiting,
+        "short": max(0, need.needed - waiting),
+        "crowd_in_use": crowd_in_use,
+        "cannot_finish": need.needed > waiting and not crowd_in_use,
+    }
+
+
+def study_rates(study: Study, *, remaining: int, now=None, can_finish: bool = True) -> dict:
     """Judgments in the last hour and per hour over ``RATE_HOURS``, and an ETA.
 
     The ETA divides what remains by the answers (finished leases, the unit of
     ``study_progress``) of the last hour; without any, there is no estimate. A study that
     is not live serves nobody, so it has no estimate either (a closed study must not promise
-    an end). One query.
+    an end), nor does one that cannot finish with the workers it can get
+    (``can_finish=False``, ``study_capacity``: issue 26 row 6). One query.
     """
     now = now or timezone.now()
     hour_ago = now - timedelta(hours=1)
@@ -133,7 +171,8 @@ def study_rates(study: Study, *, remaining: int, now=None) -> dict:
     finished_last_hour = counts["finished_last_hour"]
     series = [{"hour": hour, "n": counts[f"h{k}"]} for k, hour in enumerate(hours)]
     eta = None
-    if remaining > 0 and finished_last_hour and study.status == Study.Status.LIVE:
+    live = study.status == Study.Status.LIVE
+    if remaining > 0 and finished_last_hour and live and can_finish:
         eta = now + timedelta(hours=remaining / finished_last_hour)
     return {
         "last_hour": counts["last_hour"],
@@ -324,6 +363,8 @@ def study_dashboard(
 ) -> dict:
     """Everything the live dashboard shows, in a number of queries independent of the study."""
     progress = study_progress(study)
+    capacity = study_capacity(study) if progress["remaining"] > 0 else None
+    can_finish = not (capacity and capacity["cannot_finish"])
     workers = study_workers(study, sort=sort, page=page, raw_ids=raw_ids)
     agreement = report_agreement(study)
     for row in workers["rows"]:
@@ -335,7 +376,10 @@ def study_dashboard(
         row["reliability_reason"] = found.get("reason", "")
     return {
         "progress": progress,
-        "rates": study_rates(study, remaining=progress["remaining"]),
+        "rates": study_rates(study, remaining=progress["remaining"], can_finish=can_finish),
+        # The distinct workers the remaining items need (Mode.workers_needed), and whether
+        # the study can get them.
+        "capacity": capacity,
         "workers": workers,
         "agreement": {key: agreement[key] for key in ("at", "method", "note")},
         "leases": open_leases(study),

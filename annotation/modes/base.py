@@ -113,6 +113,17 @@ class CompletionProgress:
         return min(max(self.done, 0), self.needed)
 
 
+@dataclass(frozen=True)
+class WorkersNeeded:
+    """How many more distinct workers, new to the study, its remaining items need at least
+    (``needed``), and why in a plain sentence (``reason``), for the dashboard's "cannot
+    finish" warning and the planner. A lower bound (``rubrics.capacity``): the workers
+    already in the study are counted where they can still take the work."""
+
+    needed: int
+    reason: str
+
+
 #: The flag kind of a screened-out participant (``Outcome.screen_out``); its detail is why.
 SCREEN_OUT_FLAG = "screened_out"
 
@@ -421,7 +432,9 @@ class Mode:
     Every method is called by a service, which owns the transaction and every write.
 
     Facts the rest of the platform asks of a mode (each has a default): ``kind_labels``,
-    ``worker_checks``, ``adaptive_saving`` and ``adaptive_allocation`` (the dashboard),
+    ``worker_checks``, ``adaptive_saving``, ``adaptive_allocation`` and
+    ``workers_needed`` (the dashboard and the planner), ``dataset_notes`` (an export's
+    datasheet and card),
     ``simulate`` (the simulated crowd), and through the components ``planner`` (the
     planner), ``report.human_scores`` and ``report.human_pairs`` (the metric lab),
     ``report.summary`` (an export's datasheet), ``judging`` (automatic judges' answers),
@@ -560,6 +573,19 @@ class Mode:
         """What the mode's adaptive allocation settled, for the dashboard (HUMANr:
         ``target``, ``settled_systems``, ``groups_not_served``); None (the default) when it
         has none or it is off."""
+        return None
+
+    def dataset_notes(self, study: Study) -> list[str]:
+        """Sentences an export's datasheet and dataset card state about this study's own
+        protocol, beside its settings (HUMANr: the real group sizes, issue 26 row 20).
+        Default: none."""
+        return []
+
+    def workers_needed(self, study: Study) -> WorkersNeeded | None:
+        """How many more distinct workers the study's remaining items need at least, when
+        the protocol keeps one worker from taking all of them (HUMANr: nobody meets an
+        image twice; VICR: one rating per player and pair). None (the default): no such
+        constraint, any worker may take any remaining item."""
         return None
 
     def simulate(self, lease: Assignment, worker: Any, context: dict[str, Any]):

@@ -20,6 +20,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_http_methods
 from matplotlib.figure import Figure
 
+from annotation import dashboard as dashboard_reads
 from annotation import selectors
 from annotation.forms import PlanForm
 from annotation.models import Study
@@ -43,6 +44,8 @@ def study_plan(request: HttpRequest, study_id: int) -> HttpResponse:
         "study": study,
         "form": form,
         "planner": get_mode(study.mode).planner,
+        # The distinct workers the remaining items need, as the dashboard warns (issue 26).
+        "capacity": dashboard_reads.study_capacity(study, with_crowd=True),
     }
     # A refused value is shown beside its field with status 200, as the settings form does
     # (the API and the figure answer 400).

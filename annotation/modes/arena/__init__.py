@@ -17,6 +17,7 @@ from annotation.modes.arena.protocol import BATTLE, CATCH, ArenaProtocol, ArenaS
 from annotation.modes.arena.report import ArenaReport
 from annotation.modes.arena.simulate import simulated_answers
 from annotation.modes.base import Demo, WorkerChecks, register
+from annotation.modes.capacity import workers_needed_by_unit
 
 
 @register
@@ -48,6 +49,17 @@ class ArenaMode(ArenaProtocol):
         failed=Q(judgments__item__kind=CATCH, judgments__result__catch__caught=False),
     )
     simulate = simulated_answers
+
+    def workers_needed(self, study):
+        # A worker never sees an image in two battles (eligible_items), so the battles of
+        # one image go to different workers (issue 26).
+        return workers_needed_by_unit(
+            study,
+            kinds=[BATTLE],
+            unit="image_id",
+            rule="Nobody sees an image in two battles",
+            what="an image",
+        )
 
 
 __all__ = ["ArenaExport", "ArenaMode", "ArenaPages", "ArenaReport", "ArenaSettings"]

@@ -13,9 +13,10 @@ from django.db.models import Q
 
 from annotation.modes.base import Demo, WorkerChecks, register
 from annotation.modes.humanr.browse import HumanrBrowse
+from annotation.modes.humanr.capacity import workers_needed
 from annotation.modes.humanr.export import HumanrExport
 from annotation.modes.humanr.judging import HumanrJudging
-from annotation.modes.humanr.pages import HumanrPages
+from annotation.modes.humanr.pages import HumanrPages, dataset_notes
 from annotation.modes.humanr.plan import HumanrPlanner
 from annotation.modes.humanr.protocol import (
     CHECK,
@@ -71,3 +72,9 @@ class HumanrMode(HumanrProtocol):
 
     def adaptive_allocation(self, study):
         return adaptive_summary(study)
+
+    def workers_needed(self, study):
+        return workers_needed(study)
+
+    def dataset_notes(self, study):
+        return dataset_notes(study)

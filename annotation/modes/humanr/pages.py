@@ -128,3 +128,33 @@ def group_sizes(study: Study) -> str:
     if len(words) > 1:
         return f"{', '.join(words[:-1])} or {words[-1]}"
     return words[0] if words else str(rules.GROUP_SIZE)
+
+
+def group_size_counts(study: Study) -> list[tuple[int, int]]:
+    """``[(trials, groups), ...]`` of the study, largest groups first: the full groups are
+    counted (``rules.GROUP_SIZE`` trials each), only the few short ones are read."""
+    groups = Item.objects.filter(study_id=study.pk, kind=GROUP)
+    counts: dict[int, int] = {}
+    for spec in groups.filter(spec__short=True).values_list("spec", flat=True):
+        size = len(spec.get("trials") or ())
+        counts[size] = counts.get(size, 0) + 1
+    full = groups.exclude(spec__short=True).count()
+    if full:
+        counts[rules.GROUP_SIZE] = counts.get(rules.GROUP_SIZE, 0) + full
+    return sorted(((size, n) for size, n in counts.items() if size), reverse=True)
+
+
+def dataset_notes(study: Study) -> list[str]:
+    """What the dataset card says of the study's groups: their real sizes (issue 26 row 20:
+    the card said groups of 10 when the study's had 8 and 7 trials)."""
+    counts = group_size_counts(study)
+    if not counts:
+        return []
+    parts = [f"{n} of {size} trial{'s' if size != 1 else ''}" for size, n in counts]
+    listed = parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
+    total = sum(n for _size, n in counts)
+    return [
+        f"Groups in this study: {total} group{'s' if total != 1 else ''}, {listed}, each "
+        "with one attention check (a full group is 9 comparisons and 1 check; comparisons "
+        "left over make the shorter groups)."
+    ]

@@ -8,6 +8,7 @@ words, error counts, span and score agreement, and the adjudication view.
 """
 
 from annotation.modes.base import Demo, register
+from annotation.modes.capacity import workers_needed_by_unit
 from annotation.modes.spans.browse import SpansBrowse
 from annotation.modes.spans.export import SpansExport
 from annotation.modes.spans.judging import SpansJudging
@@ -40,6 +41,16 @@ class SpansMode(SpansProtocol):
         captions="spans_captions.csv",
     )
     simulate = simulated_answers
+
+    def workers_needed(self, study):
+        # Each caption is marked by ``target`` different annotators (issue 26).
+        return workers_needed_by_unit(
+            study,
+            kinds=[CAPTION],
+            unit="pk",
+            rule="Each caption is marked by different annotators",
+            what="a caption",
+        )
 
 
 __all__ = ["SpansExport", "SpansMode", "SpansPages", "SpansReport", "SpansSettings"]

@@ -24,6 +24,7 @@ report and the export table.
 """
 
 from annotation.modes.base import Demo, register
+from annotation.modes.capacity import workers_needed_by_unit
 from annotation.modes.thumb.browse import ThumbBrowse
 from annotation.modes.thumb.export import ThumbExport
 from annotation.modes.thumb.judging import ThumbJudging
@@ -68,6 +69,18 @@ class ThumbMode(ThumbProtocol):
     # THumB checks captions, not workers (the third annotator re-scores stage 2): no
     # worker_checks.
     simulate = simulated_answers
+
+    def workers_needed(self, study):
+        # Stage 1, the review and the third annotator's check of one image go to three
+        # different annotators (eligible_items), so an image's stages need that many
+        # (issue 26). The fluency round is left out: any native speaker may take it.
+        return workers_needed_by_unit(
+            study,
+            kinds=[STAGE1, STAGE2, CHECK],
+            unit="image_id",
+            rule="Each stage of an image goes to a different annotator",
+            what="an image",
+        )
 
 
 __all__ = [

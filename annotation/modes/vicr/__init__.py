@@ -11,6 +11,7 @@ from django.db.models import Q
 
 from annotation.modes.base import Demo, WorkerChecks, register
 from annotation.modes.vicr.browse import VicrBrowse
+from annotation.modes.vicr.capacity import workers_needed
 from annotation.modes.vicr.export import VicrExport
 from annotation.modes.vicr.judging import VicrJudging
 from annotation.modes.vicr.pages import VicrPages
@@ -73,6 +74,7 @@ class VicrMode(VicrProtocol):
     )
     simulate = simulated_answers
     adaptive_saving = adaptive_saving
+    workers_needed = workers_needed
 
 
 __all__ = [

@@ -161,6 +161,8 @@ def _datasheet(
             "settings": public_settings(study.settings),
             "created_at": _iso(study.created_at),
         },
+        # What the study's own protocol was beyond its settings (HUMANr's real group sizes).
+        "protocol_notes": mode.dataset_notes(study),
         "seeds": {"study": study.seed},
         "collection": {
             "first_judgment_at": _iso(_from_micros(main.first)) if main else None,
@@ -285,7 +287,9 @@ def dataset_card(datasheet: dict[str, Any]) -> str:
     lines += [
         "## Protocol",
         "",
-        f"{study['protocol']} (`{study['mode']}`), study seed {datasheet['seeds']['study']}. "
+        f"{study['protocol']} (`{study['mode']}`), study seed {datasheet['seeds']['study']}.",
+        "",
+        *[line for note in datasheet.get("protocol_notes") or () for line in (note, "")],
         "Settings (secrets redacted):",
         "",
         "```json",
