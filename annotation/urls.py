@@ -43,6 +43,11 @@ urlpatterns = [
         name="report_figure",
     ),
     path("studies/<int:study_id>/metrics/", metrics.study_metrics, name="study_metrics"),
+    path(
+        "studies/<int:study_id>/metrics/robustness/<str:kind>.svg",
+        metrics.robustness_figure,
+        name="study_metrics_robustness",
+    ),
     path("studies/<int:study_id>/plan/", plan.study_plan, name="study_plan"),
     path("studies/<int:study_id>/judges/", judges.study_judges, name="study_judges"),
     path(

@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 from django.db.models import Q, QuerySet
 
 from annotation.errors import ServiceError
-from annotation.models import Assignment, Item, Judgment, Participant, Study
+from annotation.models import Assignment, Caption, Item, Judgment, Participant, Study
 from annotation.modes import settings as study_settings
 from annotation.modes.browsing import Browse, CaptionNote  # noqa: F401 (the contract's)
 from annotation.modes.exporting import (  # noqa: F401 (the contract's export names)
@@ -245,9 +245,30 @@ class Planner:
     #: CPU of one unit of ``rubrics.planner.check_budget`` relative to HUMANr's (a THumB
     #: simulation's 1,000 bootstrap resamples cost more per image).
     budget_weight: ClassVar[float] = 1.0
+    #: The planner form's assumption fields (``services/planning.py:ASSUMPTIONS``) this
+    #: mode reads, with the label its page shows: the page offers only these (issue 26).
+    fields: ClassVar[dict[str, str]] = {}
+    #: The help beside "Judgments per item": what one item is in this mode.
+    judgments_help: ClassVar[str] = ""
+    #: Appended to the help of the target half-width: what else the recommendation needs.
+    target_note: ClassVar[str] = ""
+    #: Whether the simulated systems are the study's own (``systems``): False where the
+    #: planner models raters, not systems (VICR).
+    uses_systems: ClassVar[bool] = False
 
     def __init__(self, mode: Mode):
         self.mode = mode
+
+    def systems(self, study: Study) -> list[str]:
+        """The study's systems from its captions, Human first then by name; the planner
+        simulates these instead of hypothetical ones (issue 26) when the study has any."""
+        names = set(
+            Caption.objects.filter(study=study, purpose=Caption.Purpose.STUDY)
+            .order_by()
+            .values_list("system", flat=True)
+            .distinct()
+        )
+        return sorted(names, key=lambda name: (name != Caption.HUMAN, name))
 
     def plan(
         self,

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import statistics
 
+from django.conf import settings
+
 from annotation.models import Judgment, Study
 from annotation.modes import get_mode
 
@@ -34,7 +36,9 @@ def study_plan(
     ``assumptions``: the form's ``ASSUMPTIONS`` (the mode's planner says which it reads and
     when the study is its own pilot). Seconds per judgment: given, else the median dwell of
     the study's kept timed judgments, else the mode's stated ``planner.default_seconds``;
-    ``seconds_source`` says which (``given``, ``study``, ``default``). ValueError from the
+    ``seconds_source`` says which (``given``, ``study``, ``default``). ``currency``: the
+    money's (``settings.CAPEVAL_CURRENCY``); ``systems``: the study's own systems the mode's
+    planner simulates (empty before it has captions, or for VICR). ValueError from the
     planner for a combination it refuses, or for a mode without a planner model.
     """
     mode = get_mode(study.mode)
@@ -58,6 +62,8 @@ def study_plan(
         "seconds_per_judgment": seconds_per_judgment,
         "seed": study.seed % 2**32,
     }
+    # The systems simulated: the study's own where the mode's planner uses systems.
+    systems = mode.planner.systems(study) if mode.planner.uses_systems else []
     plan, pilot = mode.planner.plan(
         study,
         sizes=sizes,
@@ -71,4 +77,6 @@ def study_plan(
         "seconds_per_judgment": seconds_per_judgment,
         "seconds_source": seconds_source,
         "price_per_judgment": price_per_judgment,
+        "currency": settings.CAPEVAL_CURRENCY,
+        "systems": systems,
     }

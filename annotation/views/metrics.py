@@ -3,11 +3,14 @@ meta-evaluation tables, and fit an ensemble on this study to evaluate on another
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
+import matplotlib
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
+from matplotlib.figure import Figure
 
 from annotation import selectors
 from annotation.errors import ServiceError, Unavailable
@@ -133,6 +136,52 @@ def metrics_job(request: HttpRequest, study_id: int, job_id: int) -> HttpRespons
     return render(request, "metrics/_job.html", {"job": job, "study": study})
 
 
+@require_GET
+@researcher_required
+def robustness_figure(request: HttpRequest, study_id: int, kind: str) -> HttpResponse:
+    """One transformation's robustness curves (normalised score against gamma, a line per
+    metric) as an SVG drawn by matplotlib, served as an image file like the report figures:
+    the page's CSP forbids inline style, which an inline SVG from matplotlib would need."""
+    study = selectors.study_for_researcher(request.user, study_id)
+    latest = lab.metrics_latest(study)
+    robustness = (latest.result or {}).get("robustness") if latest else None
+    if not robustness or kind not in robustness["curves"]:
+        raise Http404("No such robustness curve; compute the metrics first.")
+    # Metric names are fixed, but "$" must never be parsed as maths (as for report figures).
+    with matplotlib.rc_context({"text.parse_math": False}):
+        figure = _robustness_curves(kind, robustness, latest.result.get("computed", []))
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="svg", bbox_inches="tight")
+    response = HttpResponse(buffer.getvalue(), content_type="image/svg+xml")
+    # As report figures: the SVG document may style itself and do nothing else.
+    response._csp_replace = {
+        "default-src": ["'none'"],
+        "script-src": ["'none'"],
+        "style-src": ["'unsafe-inline'"],
+        "img-src": ["data:"],
+    }
+    return response
+
+
+def _robustness_curves(kind: str, robustness: dict[str, Any], names: list[str]) -> Figure:
+    figure = Figure(figsize=(5, 3.4))
+    axes = figure.subplots()
+    gammas = robustness["gammas"]
+    # Markers as well as colours: a dozen lines are told apart without colour vision.
+    markers = "os^vD<>ph*xP"
+    for index, name in enumerate(names):
+        curve = robustness["curves"][kind].get(name)
+        if curve:
+            axes.plot(gammas, curve["normalised"], marker=markers[index % len(markers)], label=name)
+    axes.set_xlabel("gamma (share transformed)")
+    axes.set_ylabel("score / unmodified score")
+    axes.set_title(kind)
+    axes.grid(alpha=0.3)
+    if axes.lines:
+        axes.legend(fontsize="x-small", loc="best")
+    return figure
+
+
 # ---------------------------------------------------------------------- presentation
 
 
@@ -160,14 +209,29 @@ def report_tables(result: dict[str, Any]) -> dict[str, Any]:
     names = result.get("metrics", [])
     info = result.get("metric_info", {})
     percent = {name: info.get(name, {}).get("percent", False) for name in names}
-    systems = [
-        {
-            "system": row["system"],
-            "captions": row["captions"],
-            "cells": [_scaled(row["means"].get(name), percent[name]) for name in names],
-        }
-        for row in result.get("systems", [])
-    ]
+    computed = set(result.get("computed", []))
+    system_list = result.get("systems", [])
+    # One row per metric and one column per system: a study has a few systems but up to a
+    # dozen metrics, so this way round the table fits at 1280 px; below 600 px metrics.css
+    # stacks each row (a cell's data-label names its system).
+    systems = {
+        "systems": [{"name": row["system"], "captions": row["captions"]} for row in system_list],
+        "rows": [
+            {
+                "metric": name,
+                "scaled": percent[name],
+                "computed": name in computed,
+                "cells": [
+                    {
+                        "system": row["system"],
+                        "value": _scaled(row["means"].get(name), percent[name]),
+                    }
+                    for row in system_list
+                ],
+            }
+            for name in names
+        ],
+    }
     labels = [lab.WITHOUT_HUMAN, lab.WITH_HUMAN]
     correlations = []
     for score, per_metric in result.get("correlations", {}).items():
@@ -210,9 +274,11 @@ def report_tables(result: dict[str, Any]) -> dict[str, Any]:
                 {
                     "metric": name,
                     "areas": [f"{c['area']:.3f}" if c else "–" for c in curves],
-                    "curves": [
-                        " · ".join(f"{v:.2f}" for v in c["normalised"]) if c else "–"
+                    # The figure's table fallback: one cell per (kind, gamma).
+                    "points": [
+                        f"{v:.2f}" if c else "–"
                         for c in curves
+                        for v in (c["normalised"] if c else [None] * len(robustness["gammas"]))
                     ],
                 }
             )
@@ -222,12 +288,13 @@ def report_tables(result: dict[str, Any]) -> dict[str, Any]:
             {"name": name, "scaled": percent[name], "computed": name in result.get("computed", [])}
             for name in names
         ],
-        "system_rows": systems,
+        "system_table": systems,
         "correlation_tables": correlations,
         "pairwise_tables": pairwise,
         "robustness": robustness,
         "robustness_kinds": list(robustness["curves"]) if robustness else [],
         "robustness_rows": robust_rows,
+        "robustness_gammas": [f"{g:g}" for g in robustness["gammas"]] if robustness else [],
         "coefficient_label": COEFFICIENTS.get(result.get("coefficient", ""), ""),
         "cider_label": lab.CIDER_CONVENTIONS.get(result.get("cider_documents") or "", ""),
     }

@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 import matplotlib
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_http_methods
@@ -40,10 +41,13 @@ def study_plan(request: HttpRequest, study_id: int) -> HttpResponse:
     study = selectors.study_for_researcher(request.user, study_id)
     form = plan_form(request, study)
     # The mode's planner names what sizes count and how to read the widths.
+    planner = get_mode(study.mode).planner
     context: dict[str, Any] = {
         "study": study,
         "form": form,
-        "planner": get_mode(study.mode).planner,
+        "planner": planner,
+        "fields": plan_fields(form, planner),
+        "currency": settings.CAPEVAL_CURRENCY,
         # The distinct workers the remaining items need, as the dashboard warns (issue 26).
         "capacity": dashboard_reads.study_capacity(study, with_crowd=True),
     }
@@ -68,6 +72,52 @@ def study_plan(request: HttpRequest, study_id: int) -> HttpResponse:
     return render(request, "plan/study.html", context)
 
 
+#: The planner form's fields every mode shows; a mode adds its ``planner.fields``.
+COMMON_FIELDS = (
+    "sizes",
+    "judgments_per_item",
+    "price_per_judgment",
+    "seconds_per_judgment",
+    "target_half_width",
+    "simulations",
+)
+
+
+def plan_fields(form: PlanForm, planner) -> list[dict[str, Any]]:
+    """The fields the page shows (issue 26): the common ones and the study's own mode's
+    assumptions only (not every mode's on every study), each filled with its default when
+    left empty, so the researcher sees the value the plan uses. Seconds per judgment and
+    the target stay empty: empty means "from the study" and "no target"."""
+    defaults = {**PlanForm.DEFAULTS, "judgments_per_item": planner.default_judgments}
+    labels = {
+        "sizes": f"Numbers of {planner.unit}",
+        "price_per_judgment": f"Price per judgment ({settings.CAPEVAL_CURRENCY})",
+        **planner.fields,
+    }
+    # The form's help texts speak of every mode: this page speaks of its study's only.
+    helps = {
+        "judgments_per_item": planner.judgments_help,
+        "target_half_width": "The recommended size is the cheapest whose every interval is "
+        f"this narrow{planner.target_note}. Empty: no target.",
+        **dict.fromkeys(planner.fields, ""),
+    }
+    shown = []
+    for name in (*COMMON_FIELDS, *planner.fields):
+        field = form[name]
+        value = field.value()
+        if value in (None, "") and name in defaults:
+            value = defaults[name]
+        shown.append(
+            {
+                "field": field,
+                "label": labels.get(name, field.label),
+                "help": helps.get(name, field.help_text),
+                "value": "" if value is None else value,
+            }
+        )
+    return shown
+
+
 @require_GET
 @researcher_required
 def study_plan_figure(request: HttpRequest, study_id: int) -> HttpResponse:
@@ -82,7 +132,7 @@ def study_plan_figure(request: HttpRequest, study_id: int) -> HttpResponse:
         return HttpResponse(str(exc), status=400, content_type="text/plain")
     # Labels are fixed here, but "$" must never be parsed as maths (as for report figures).
     with matplotlib.rc_context({"text.parse_math": False}):
-        figure = _curve(result)
+        figure = _curve(result, get_mode(study.mode).planner.unit)
         buffer = io.BytesIO()
         figure.savefig(buffer, format="svg", bbox_inches="tight")
     response = HttpResponse(buffer.getvalue(), content_type="image/svg+xml")
@@ -96,7 +146,7 @@ def study_plan_figure(request: HttpRequest, study_id: int) -> HttpResponse:
     return response
 
 
-def _curve(result: dict[str, Any]) -> Figure:
+def _curve(result: dict[str, Any], unit: str) -> Figure:
     figure = Figure(figsize=(6, 3.5))
     axes = figure.subplots()
     points = result["points"]
@@ -107,7 +157,7 @@ def _curve(result: dict[str, Any]) -> Figure:
         axes.plot(xs, ys, marker="o", label=name)
     if result["target_half_width"] is not None:
         axes.axhline(result["target_half_width"], linestyle="--", color="grey", label="target")
-    axes.set_xlabel("images (pairs for VICR)")
+    axes.set_xlabel(unit)
     axes.set_ylabel(f"predicted half-width ({round(100 * result['confidence'])}%)")
     axes.set_title(result["headline"])
     if names:

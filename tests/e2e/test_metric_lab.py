@@ -59,8 +59,9 @@ def test_researcher_computes_metrics_and_reads_the_tables(page, login, researche
     page.get_by_role("link", name="Show the new tables").click()
     expect(page.get_by_role("heading", name="System level")).to_be_visible()
     table = page.get_by_role("region", name="System-level table")
-    expect(table.get_by_role("rowheader", name="Human")).to_be_visible()
-    expect(table.get_by_role("columnheader", name="ROUGE-L (rouge-score) ×100")).to_be_visible()
+    # A row per metric, a column per system (issue 26, row 12).
+    expect(table.get_by_role("columnheader", name=re.compile(r"^Human \("))).to_be_visible()
+    expect(table.get_by_role("rowheader", name="ROUGE-L (rouge-score) ×100")).to_be_visible()
     expect(page.get_by_role("heading", name="Total")).to_be_visible()
     expect(page.get_by_role("heading", name="Robustness (Cui et al.)")).to_be_visible()
     assert_no_serious_a11y_violations(page, context="metrics page with tables")

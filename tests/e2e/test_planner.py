@@ -45,7 +45,7 @@ def test_researcher_plans_a_study(page, login, researcher):
     assert_no_serious_a11y_violations(page, context="planner, default plan")
     fits(page, "planner, default plan")
 
-    sizes = page.get_by_label("Numbers of images (pairs for VICR)")
+    sizes = page.get_by_label("Numbers of images")
     sizes.fill("20, x")
     page.get_by_role("button", name="Plan").click()
     expect(page.get_by_text("'x' is not a whole number from 2 to 5000.")).to_be_visible()
@@ -54,7 +54,7 @@ def test_researcher_plans_a_study(page, login, researcher):
     assert_no_serious_a11y_violations(page, context="planner, refused value")
     fits(page, "planner, refused value")
 
-    page.get_by_label("Numbers of images (pairs for VICR)").fill("30, 90")
+    page.get_by_label("Numbers of images").fill("30, 90")
     page.get_by_label("Simulations per size").fill("5")
     page.get_by_label("Price per judgment").fill("0.2")
     page.get_by_role("button", name="Plan").click()

@@ -3,6 +3,10 @@
 import json
 from pathlib import Path
 
+from django.utils import timezone
+
+from annotation.models import Job
+
 # A THumB-like release: 4 images x (Human + 2 machines), P and R per caption.
 IMAGES = {
     "1": (
@@ -66,3 +70,71 @@ def write_references_csv(path: Path, images=IMAGES) -> Path:
     ]
     path.write_text("\n".join(rows) + "\n", encoding="utf-8")
     return path
+
+
+# A finished metrics job written as the metrics task stores it, with a dozen metrics and
+# four systems: the page's layout at its widest (issue 26, row 12), without computing.
+WIDE_METRICS = (
+    "BLEU-4 (sacrebleu)",
+    "ROUGE-L (rouge-score)",
+    "BLEU-1",
+    "BLEU-2",
+    "BLEU-3",
+    "BLEU-4",
+    "METEOR",
+    "ROUGE-L",
+    "CIDEr",
+    "SPICE",
+    "CLIP-S (ONNX)",
+    "RefCLIP-S (ONNX)",
+)
+WIDE_SYSTEMS = ("BadBot", "GoodBot", "Human", "MidBot")
+GAMMAS = (0.0, 0.25, 0.5, 0.75, 1.0)
+
+
+def wide_metrics_result() -> dict:
+    """The stored result: every mean and curve a different, recognisable number."""
+    names = list(WIDE_METRICS)
+    return {
+        "computed": names,
+        "metrics": names,
+        "metric_info": {name: {"percent": name != "BLEU-4 (sacrebleu)"} for name in names},
+        "captions_scored": 32,
+        "references": "the imported references",
+        "systems": [
+            {
+                "system": system,
+                "captions": 8,
+                "means": {name: 0.1 * (s + 1) + 0.001 * m for m, name in enumerate(names)},
+            }
+            for s, system in enumerate(WIDE_SYSTEMS)
+        ],
+        "correlations": {},
+        "pairwise": {},
+        "robustness": {
+            "gammas": list(GAMMAS),
+            "captions": 8,
+            "curves": {
+                kind: {
+                    name: {
+                        "normalised": [1.0 - (k + 1) * 0.1 * g for g in GAMMAS],
+                        "area": 1.0 - (k + 1) * 0.05,
+                    }
+                    for name in names
+                }
+                for k, kind in enumerate(("T_RC", "T_WP", "T_RW"))
+            },
+        },
+    }
+
+
+def finished_metrics_job(study, user):
+    return Job.objects.create(
+        kind=Job.Kind.METRICS,
+        study=study,
+        created_by=user,
+        status=Job.Status.DONE,
+        progress=100,
+        finished_at=timezone.now(),
+        result=wide_metrics_result(),
+    )

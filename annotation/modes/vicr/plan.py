@@ -28,6 +28,11 @@ class VicrPlanner(Planner):
     default_seconds = 8.0
     min_judgments_reason = "VICR's agreement needs at least 3 ratings."
     width_note = " (the spread of the agreement ×100 over the simulated studies)"
+    fields = {
+        "exact": "Share of ratings at the true level (0 to 1)",
+        "adjacent": "Share of ratings one level off (0 to 1)",
+    }
+    judgments_help = "Ratings per image-caption pair (at least 3)."
 
     def plan(self, study: Study, *, sizes, judgments_per_item, assumptions, common):
         """The study is its own pilot with ``PLAN_PILOT_MIN_PAIRS`` pairs of 2+ kept game

@@ -228,6 +228,10 @@ CAPEVAL_MAX_IMPORT_ROWS = env_int("CAPEVAL_MAX_IMPORT_ROWS", 200_000)
 CAPEVAL_CLIP_DIR = os.environ.get("CAPEVAL_CLIP_DIR", "")
 CAPEVAL_CLIP_IMAGE_SIZE = env_int("CAPEVAL_CLIP_IMAGE_SIZE", 224)
 CAPEVAL_EXPORT_DIR = VAR_DIR / "exports"
+# The planner's money (issue 26): an ISO 4217 code printed beside every price and cost.
+# GBP by default because Prolific, the crowd platform CapEval's crowd flow is built for,
+# sets rewards in pounds by default (its researchers may pay in USD: set "USD").
+CAPEVAL_CURRENCY = os.environ.get("CAPEVAL_CURRENCY", "").strip().upper() or "GBP"
 CAPEVAL_LINK_MAX_AGE = env_int("CAPEVAL_LINK_MAX_AGE_DAYS", 90) * 24 * 3600
 CAPEVAL_LEASE_SECONDS = env_int("CAPEVAL_LEASE_SECONDS", 30 * 60)
 CAPEVAL_TRUSTED_PROXIES = env_int("CAPEVAL_TRUSTED_PROXIES", 0)
