@@ -1,0 +1,122 @@
+"""The mode contract's ``Judging`` component: how an automatic judge (a VLM or a metric;
+``annotation/models/judges.py``) answers a mode's questions, and the helpers its prompts
+and replies share. Re-exported by ``modes/base.py`` with the rest of the contract; kept
+apart so that ``base.py`` stays readable in one sitting.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from annotation.errors import ServiceError
+from annotation.models import Item, Study
+
+if TYPE_CHECKING:  # the mode owns its components; only its type is needed here
+    from annotation.modes.base import Mode
+
+
+class Judging:
+    """How an automatic judge (a VLM or a metric; ``annotation/models/judges.py``) answers
+    the mode's questions, and how its answer becomes the score the report gives humans.
+
+    A judge answers one *unit*: a caption (``unit = "caption"``: THumB, VICR, spans) or an
+    ordered pair of captions, the first one shown first (``unit = "pair"``: HUMANr, the
+    arena). ``clean_answer`` checks an answer with the mode's own parsing (the rules the
+    pages apply to people, without the lease and phase checks a person's answer needs);
+    ``scores`` turns the clean answer into ``{score name: value}``: for a caption unit the
+    names of ``human_scores``, for a pair unit ``{"choice": 0 | 0.5 | 1}`` (0: the caption
+    shown first preferred, 1: the second, 0.5: a tie), the coding of ``human_pairs``.
+    The default: the mode takes no judge (``unit = ""``; ``clean_answer`` refuses).
+    """
+
+    unit: ClassVar[str] = ""
+    #: What the answer fields are, shown in the docs and the API.
+    answer_help: ClassVar[str] = ""
+
+    def __init__(self, mode: Mode):
+        self.mode = mode
+
+    def clean_answer(self, study: Study, captions: list[Any], data: Any) -> dict[str, Any]:
+        """The clean answer to store, or ServiceError naming the field.
+
+        ``captions`` are the unit's ``Caption`` rows (one, or two in the order shown).
+        """
+        raise ServiceError(f"The {self.mode.label} mode takes no judge answers.")
+
+    def scores(self, answer: dict[str, Any]) -> dict[str, float]:
+        """The report's per-unit score(s) of a clean answer (see the class doc)."""
+        raise NotImplementedError
+
+    def scale(self, study: Study) -> dict[str, tuple[int, int]]:
+        """``{score name: (lowest, highest)}`` of whole-number caption scores (kappa, the
+        confusion matrix); others are continuous. Default: none."""
+        return {}
+
+    def item_unit(self, item: Item) -> tuple[int, int | None] | None:
+        """The unit an item asks about (imports keyed by ``item_id``); None: none."""
+        return None
+
+    def human_scores(self, study: Study) -> dict[str, list[tuple[int, float]]]:
+        """Caption-level human scores ``{name: [(caption id, value), ...]}`` (one row per
+        human rating) the judge's ``scores`` are compared with. Default: the report's."""
+        return self.mode.report.human_scores(study)[0]
+
+    def human_labels(self, study: Study) -> list[tuple[int, Any, Any]]:
+        """Human labels ``(participant id, unit, label)`` for Dawid-Skene with judges as
+        raters: a caption id and the first ``scale`` score, or a pair ``(lower id, higher)``
+        and ``"first"``/``"second"``/``"tie"`` in that order. Default: none."""
+        return []
+
+    def human_pairs(self, study: Study) -> list[tuple[int, int, int]]:
+        """Human pairwise choices ``(caption a, caption b, 0 | 1)`` over every group.
+        Default: the report's ``human_pairs``."""
+        return [row for rows in self.mode.report.human_pairs(study).values() for row in rows]
+
+    # -- running a judge through the platform (services/judge_runs.py)
+
+    def units(self, study: Study) -> list[tuple[int | None, int, int | None]]:
+        """Every question a judge run asks: ``(item id or None, caption, second caption or
+        None)``, each unit once. Default: ``item_unit`` of each of the study's items."""
+        out: dict[tuple[int, int | None], int | None] = {}
+        for item in Item.objects.filter(study=study).order_by("id"):
+            unit = self.item_unit(item)
+            if unit is not None:
+                out.setdefault(unit, item.pk)
+        return [(item, first, second) for (first, second), item in out.items()]
+
+    def default_prompt(self, study: Study) -> str:
+        """The prompt template a study starts with: the protocol's own rubric wording and
+        the reply format ``parse_reply`` reads. Placeholders: ``{caption}`` (caption
+        units), ``{caption_a}`` and ``{caption_b}`` (pair units, a shown first); the image
+        is sent beside the text. Default: none (the mode takes no judge)."""
+        return ""
+
+    def parse_reply(self, text: str) -> Any:
+        """The answer data in a judge's reply text, for ``clean_answer``; ValueError when
+        there is none. Default: the first JSON object in the text (a reply wrapped in a
+        Markdown code fence or a sentence is read too)."""
+        return json_object(text)
+
+
+def json_object(text: str) -> dict[str, Any]:
+    """The JSON object in ``text`` from its first ``{`` to its last ``}``; ValueError if
+    there is none: judges often wrap the object in a code fence or a sentence."""
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end < start:
+        raise ValueError("the reply holds no JSON object")
+    try:
+        data = json.loads(text[start : end + 1])
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"the reply's JSON object is malformed ({exc.msg})") from None
+    if not isinstance(data, dict):
+        raise ValueError("the reply holds no JSON object")
+    return data
+
+
+def fill_prompt(template: str, values: dict[str, str]) -> str:
+    """``template`` with each ``{name}`` of ``values`` replaced; other braces (a JSON
+    example in the prompt) are left as written, unlike ``str.format``."""
+    for name, value in values.items():
+        template = template.replace("{" + name + "}", value)
+    return template
