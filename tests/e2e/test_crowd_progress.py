@@ -212,6 +212,9 @@ def test_a_screened_out_worker_sees_the_screen_out_code_first(page, researcher):
     study = humanr_study(researcher, prolific_screen_out_url=url, completion_code="FULL77")
     enter(page, study, "E2E-SCREEN")
     page.get_by_role("link", name="I agree, start").click()
+    # The click returns once the trial page is committed, before its deferred humanr.js
+    # has run; a key pressed then is lost (CI under load). Wait for the page's load.
+    page.wait_for_load_state("load")
     expect(page.locator("#crowd-progress-text")).to_have_text(
         "Toward the completion code: 0 of 1 groups."
     )
