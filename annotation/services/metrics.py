@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from django.db import transaction
 
-from annotation.errors import ServiceError
+from annotation.errors import Conflict, ServiceError
 from annotation.models import (
     Caption,
     DatasetScore,
@@ -157,6 +157,16 @@ def metrics_request(
     install Java), a study none of whose captions has references (or, with no name, no
     imported column).
     """
+    running = metrics_pending(study)
+    if running is not None:
+        # A second job would compute the same scores again and race the first to store
+        # them (issue 26, row 3: the button stayed active while a job ran).
+        raise Conflict(
+            f"Metrics job {running.pk} is already running for this study; start another "
+            "once it has finished.",
+            field="metrics",
+            details={"job": running.pk},
+        )
     if names is None:
         names = metric_names_available()
     names = list(dict.fromkeys(names))

@@ -41,11 +41,17 @@ def study_metrics(request: HttpRequest, study_id: int) -> HttpResponse:
         except ServiceError as exc:
             if isinstance(exc, Unavailable):  # the task queue is down: the job failed
                 return job_not_started(request, exc, "Metrics not started")
+            running = lab.metrics_pending(study)
+            if request.htmx and running is not None:
+                # A second click while a job runs: keep showing that job's progress.
+                context = {"job": running, "study": study, "oob": True, "note": exc.message}
+                return render(request, "metrics/_job.html", context)
             # A refusal of the request itself: shown where the job goes.
             return _refused(request, study, exc)
         job.refresh_from_db()  # without a broker the job has already run
         if request.htmx:
-            return render(request, "metrics/_job.html", {"job": job, "study": study})
+            # oob: the fragment also swaps the form's button, off while the job runs.
+            return render(request, "metrics/_job.html", {"job": job, "study": study, "oob": True})
         return redirect("study_metrics", study_id=study.pk)
     latest = lab.metrics_latest(study)
     java = metric_rules.java_available()
@@ -133,7 +139,8 @@ def metrics_job(request: HttpRequest, study_id: int, job_id: int) -> HttpRespons
         raise Http404("No such job.")
     if job_sweep_stale(job_ids=[job.pk]):  # its process vanished: say so, stop polling
         job.refresh_from_db()
-    return render(request, "metrics/_job.html", {"job": job, "study": study})
+    context = {"job": job, "study": study, "oob": bool(request.htmx)}
+    return render(request, "metrics/_job.html", context)
 
 
 @require_GET

@@ -20,6 +20,7 @@ from django.urls import reverse
 from rouge_score import rouge_scorer
 from scipy import stats
 
+from annotation.errors import ServiceError
 from annotation.models import Caption, Job, PairJudgment, Reference, Study
 from annotation.services import metrics as lab
 from annotation.services.datasets import dataset_import_thumb_release
@@ -344,6 +345,35 @@ def test_page_computes_and_shows_the_tables(
     assert not re.search(r"<script(?![^>]*\bsrc=)|<style|\sstyle=", page)
     detail = client.get(reverse("study_detail", args=[thumb_lab.pk])).content.decode()
     assert f'href="{url}"' in detail
+
+
+def test_while_a_metrics_job_runs_the_button_is_off_and_a_second_is_refused(
+    thumb_lab, client, researcher
+):
+    """Issue 26, row 3: the button stayed active while the job ran, so a second click
+    queued a second job of the same metrics. (The test's transaction never commits, so the
+    job queued here stays queued: it is the "running" state the page sees.)"""
+    client.force_login(researcher)
+    url = reverse("study_metrics", args=[thumb_lab.pk])
+    first = client.post(url, {"metrics": NO_JAVA}, HTTP_HX_REQUEST="true").content.decode()
+    job = lab.metrics_pending(thumb_lab)
+    assert job is not None
+    button = re.search(r'<button[^>]*id="metrics-submit"[^>]*>', first)
+    assert button and "hx-swap-oob" in button.group(0) and " disabled" in button.group(0)
+    second = client.post(url, {"metrics": NO_JAVA}, HTTP_HX_REQUEST="true").content.decode()
+    assert Job.objects.filter(study=thumb_lab, kind=Job.Kind.METRICS).count() == 1
+    assert f"Metrics job {job.pk}" in second and "already" in second
+    page = client.get(url).content.decode()
+    assert " disabled" in re.search(r'<button[^>]*id="metrics-submit"[^>]*>', page).group(0)
+    with pytest.raises(ServiceError, match="already"):
+        lab.metrics_request(study=thumb_lab, user=researcher, names=NO_JAVA)
+    # The poll that sees the job end turns the button back on.
+    Job.objects.filter(pk=job.pk).update(status=Job.Status.DONE, progress=100)
+    polled = client.get(
+        reverse("study_metrics_job", args=[thumb_lab.pk, job.pk]), HTTP_HX_REQUEST="true"
+    ).content.decode()
+    button = re.search(r'<button[^>]*id="metrics-submit"[^>]*>', polled).group(0)
+    assert "hx-swap-oob" in button and " disabled" not in button
 
 
 def test_ensemble_fit_on_one_study_evaluated_on_another(
