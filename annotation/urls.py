@@ -43,6 +43,11 @@ urlpatterns = [
         name="report_figure",
     ),
     path("studies/<int:study_id>/metrics/", metrics.study_metrics, name="study_metrics"),
+    path(
+        "studies/<int:study_id>/metrics/references/",
+        metrics.study_references,
+        name="study_references",
+    ),
     path("studies/<int:study_id>/plan/", plan.study_plan, name="study_plan"),
     path("studies/<int:study_id>/judges/", judges.study_judges, name="study_judges"),
     path(
