@@ -155,6 +155,8 @@ def test_the_whole_researcher_task(page, login, researcher, make_user, tmp_path,
     page.context.add_cookies(researcher_cookies)
     page.goto(f"/studies/{study['id']}/report/")
     page.get_by_role("button", name="Compute the report").click()
+    page.reload()
+    fits(page, "report page")
     reports = api(page, "GET", f"/api/studies/{study['id']}/jobs/?kind=report")
     assert len(reports) == 1 and wait_job(page, reports[0])["status"] == "done"
     report = api(page, "GET", f"/api/studies/{study['id']}/report/")
