@@ -33,6 +33,7 @@ from annotation.services.metrics import (
     metrics_pending,
     metrics_request,
 )
+from annotation.services.reports import report_request
 from annotation.services.studies import (
     MAX_SEED,
     study_close,
@@ -203,6 +204,16 @@ class StudyReportApi(APIView):
                     "result": latest.result,
                 }
             ).data
+        )
+
+    @extend_schema(request=None, responses={202: JobOutput})
+    def post(self, request, study_id: int):
+        """Queue a report job (the report page's button); poll the job, then GET this."""
+        study = selectors.study_for_researcher(request.user, study_id)
+        job = enqueue(report_request(study=study, user=request.user))
+        job.refresh_from_db()
+        return Response(
+            JobOutput(job, context={"request": request}).data, status=status.HTTP_202_ACCEPTED
         )
 
 

@@ -8,6 +8,9 @@ from django.urls import reverse
 from PIL import Image as PILImage
 
 from annotation.models import Caption, Image, Job, Reference, Study
+from annotation.services.assignments import assignment_next
+from annotation.services.judgments import judgment_submit
+from tests.factories.core import crowd_participant, rating_study
 
 pytestmark = pytest.mark.django_db
 
@@ -199,3 +202,26 @@ def test_a_member_sets_annotators_but_not_members_and_a_rival_gets_404(
     client.force_login(rival)
     assert client.get(url).status_code == 404
     assert client.put(url, {"annotators": []}, content_type="application/json").status_code == 404
+
+
+def test_a_report_is_requested_through_the_api(
+    api, researcher, other_researcher, django_capture_on_commit_callbacks
+):
+    study = rating_study(researcher, captions=1, target=1)
+    participant = crowd_participant(study)
+    lease = assignment_next(participant=participant)
+    judgment_submit(participant=participant, token=lease.token, data={"rating": 4})
+    url = reverse("api_study_report", args=[study.pk])
+    assert api.get(url).status_code == 404  # nothing computed yet
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = api.post(url)
+
+    assert response.status_code == 202
+    job = api.get(reverse("api_job", args=[response.json()["id"]])).json()
+    assert (job["kind"], job["status"]) == ("report", "done"), job
+    report = api.get(url).json()
+    assert report["job"] == job["id"] and report["study"] == study.pk
+    api.force_login(other_researcher)
+    assert api.post(url).status_code == 404
+    assert Job.objects.filter(kind=Job.Kind.REPORT).count() == 1
