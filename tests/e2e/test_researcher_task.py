@@ -154,16 +154,20 @@ def test_the_whole_researcher_task(page, login, researcher, make_user, tmp_path,
     page.context.clear_cookies()
     page.context.add_cookies(researcher_cookies)
     page.goto(f"/studies/{study['id']}/report/")
-    page.get_by_role("button", name="Compute the report").click()
-    page.reload()
-    fits(page, "report page")
+    # The test server runs a job within the request that queues it: wait for that answer.
+    with page.expect_response(lambda r: r.request.method == "POST" and "/report" in r.url):
+        page.get_by_role("button", name="Compute the report").click()
     reports = api(page, "GET", f"/api/studies/{study['id']}/jobs/?kind=report")
-    assert len(reports) == 1 and wait_job(page, reports[0])["status"] == "done"
+    assert len(reports) == 1 and wait_job(page, reports[0])["status"] == "done", reports
+    page.wait_for_load_state("load")
+    page.goto(f"/studies/{study['id']}/report/")
+    fits(page, "report page")
     report = api(page, "GET", f"/api/studies/{study['id']}/report/")
     assert report, "the report API answers with the computed report"
     metrics = api(page, "POST", f"/api/studies/{study['id']}/metrics/", data={"metrics": METRICS})
     assert wait_job(page, metrics)["status"] == "done"
 
+    page.wait_for_load_state("load")
     page.goto(f"/studies/{study['id']}/")
     fits(page, "study page")
     page.get_by_label("Export format").select_option("dataset")
