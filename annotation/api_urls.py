@@ -1,7 +1,7 @@
 from django.urls import path
 
 from annotation import apis
-from annotation.views import crowd_api, items
+from annotation.views import crowd_api, items, study_data_api
 from annotation.views.api_root import ApiRootApi
 from annotation.views.judges import StudyJudgeRunsApi, StudyJudgesApi
 
@@ -33,6 +33,21 @@ urlpatterns = [
         "studies/<int:study_id>/judges/runs/",
         StudyJudgeRunsApi.as_view(),
         name="api_study_judge_runs",
+    ),
+    path(
+        "studies/<int:study_id>/imports/",
+        study_data_api.StudyImportApi.as_view(),
+        name="api_study_imports",
+    ),
+    path(
+        "studies/<int:study_id>/references/",
+        study_data_api.StudyReferencesApi.as_view(),
+        name="api_study_references",
+    ),
+    path(
+        "studies/<int:study_id>/people/",
+        study_data_api.StudyPeopleApi.as_view(),
+        name="api_study_people",
     ),
     path("jobs/<int:job_id>/", apis.JobDetailApi.as_view(), name="api_job"),
     path(

@@ -3,8 +3,7 @@ services. A study or job the user may not manage answers 404, like a missing one
 
 from django import forms
 from django.http import Http404
-from django.urls import reverse
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response
@@ -16,6 +15,7 @@ from annotation.errors import ServiceError
 from annotation.forms import PlanForm, setting_specs
 from annotation.models import Job, Study
 from annotation.registry import mode_choices
+from annotation.serializers import JobOutput
 from annotation.services.exports import EXPORT_FORMATS, EXPORT_TABLES, export_request
 from annotation.services.exports.captions import (
     caption_metric_json,
@@ -33,6 +33,7 @@ from annotation.services.metrics import (
     metrics_pending,
     metrics_request,
 )
+from annotation.services.reports import report_request
 from annotation.services.studies import (
     MAX_SEED,
     study_close,
@@ -42,41 +43,6 @@ from annotation.services.studies import (
 )
 from annotation.tasks import enqueue
 from annotation.text import DESCRIPTION_MAX_CHARS, TextValidator
-
-
-class JobOutput(serializers.ModelSerializer):
-    download_url = serializers.SerializerMethodField(
-        help_text="Where the finished job's file downloads; null until there is one."
-    )
-
-    class Meta:
-        model = Job
-        fields = [
-            "id",
-            "kind",
-            "study",
-            "status",
-            "progress",
-            "message",
-            "error",
-            "result",
-            "created_at",
-            "started_at",
-            "finished_at",
-            "download_url",
-        ]
-
-    @extend_schema_field(serializers.URLField(allow_null=True))
-    def get_download_url(self, job: Job) -> str | None:
-        if job.status != Job.Status.DONE or not job.result_file:
-            return None
-        try:
-            selectors.job_file_path(job)
-        except Http404:  # deleted since (old-export cleanup, an operator): nothing to offer
-            return None
-        url = reverse("job_download", args=[job.pk])
-        request = self.context.get("request")
-        return request.build_absolute_uri(url) if request else url
 
 
 class StudyOutput(serializers.ModelSerializer):
@@ -239,6 +205,16 @@ class StudyReportApi(APIView):
                     "result": latest.result,
                 }
             ).data
+        )
+
+    @extend_schema(request=None, responses={202: JobOutput})
+    def post(self, request, study_id: int):
+        """Queue a report job (the report page's button); poll the job, then GET this."""
+        study = selectors.study_for_researcher(request.user, study_id)
+        job = enqueue(report_request(study=study, user=request.user))
+        job.refresh_from_db()
+        return Response(
+            JobOutput(job, context={"request": request}).data, status=status.HTTP_202_ACCEPTED
         )
 
 

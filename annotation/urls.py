@@ -48,6 +48,11 @@ urlpatterns = [
         metrics.robustness_figure,
         name="study_metrics_robustness",
     ),
+    path(
+        "studies/<int:study_id>/metrics/references/",
+        metrics.study_references,
+        name="study_references",
+    ),
     path("studies/<int:study_id>/plan/", plan.study_plan, name="study_plan"),
     path("studies/<int:study_id>/judges/", judges.study_judges, name="study_judges"),
     path(

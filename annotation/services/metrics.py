@@ -218,7 +218,8 @@ def _require_references(study: Study) -> None:
     if not caption_references(study)[0]:
         raise ServiceError(
             "No caption of this study has references, so no metric can be computed. Import "
-            "references (manage.py import_references STUDY_ID FILE), or import human captions "
+            "references (the metrics page's upload, POST /api/studies/ID/references/ or "
+            "manage.py import_references STUDY_ID FILE), or import human captions "
             "(system Human) of the same images: each serves as a reference for the others.",
             field="references",
         )

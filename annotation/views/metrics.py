@@ -16,6 +16,8 @@ from annotation import selectors
 from annotation.errors import ServiceError, Unavailable
 from annotation.models import Job, Reference
 from annotation.services import metrics as lab
+from annotation.services.imports.references import FORMATS as REFERENCE_FORMATS
+from annotation.services.imports.references import references_request
 from annotation.services.jobs import job_sweep_stale
 from annotation.services.metrics_clip import CLIP_NAMES, clip_folder
 from annotation.tasks import enqueue
@@ -89,6 +91,7 @@ def study_metrics(request: HttpRequest, study_id: int) -> HttpResponse:
         ],
         "clip_ready": clip_ready,
         "references": Reference.objects.filter(study=study).count(),
+        "reference_formats": REFERENCE_FORMATS,
         "imported": lab.imported_columns(study),
         "cider_conventions": [
             {"value": key, "label": label, "default": key == lab.CIDER_DEFAULT}
@@ -127,6 +130,34 @@ def _refused(request: HttpRequest, study, exc: ServiceError) -> HttpResponse:
         {"title": "Metrics not started", "message": exc.message},
         status=exc.status,
     )
+
+
+@require_http_methods(["POST"])
+@researcher_required
+def study_references(request: HttpRequest, study_id: int) -> HttpResponse:
+    """Queue an import of the uploaded references file; its job shows the importer's line
+    errors when the file is refused (nothing is stored then)."""
+    study = selectors.study_for_researcher(request.user, study_id)
+    upload = request.FILES.get("file")
+    try:
+        if upload is None:
+            raise ServiceError("Choose a references file.", field="file")
+        job = enqueue(
+            references_request(
+                study=study, user=request.user, upload=upload, fmt=request.POST.get("format", "")
+            )
+        )
+    except ServiceError as exc:
+        if isinstance(exc, Unavailable):
+            return job_not_started(request, exc, "References not imported")
+        if request.htmx:
+            return render(request, "metrics/_refused.html", {"message": exc.message})
+        context = {"title": "References not imported", "message": exc.message}
+        return render(request, "error.html", context, status=exc.status)
+    job.refresh_from_db()  # without a broker the job has already run
+    if request.htmx:
+        return render(request, "partials/job_status.html", {"job": job})
+    return redirect("job_status", job_id=job.pk)
 
 
 @require_GET

@@ -36,6 +36,7 @@ from annotation.services.imports.captions import SYSTEM_MAX, CaptionRow, read_te
 from annotation.services.imports.coco_captions import read_coco
 from annotation.services.imports.csv_captions import read_csv
 from annotation.services.imports.images import check_against_study, stage_images
+from annotation.services.imports.references import references_run
 from annotation.services.imports.sources import (
     ImportTooLarge,
     remove_upload_staging,
@@ -78,6 +79,8 @@ def import_run(*, job: Job, progress: Progress) -> dict[str, Any]:
     """Run an import job from its params; its staging upload folder is removed either way."""
     params = job.params
     try:
+        if params.get("references"):  # a references file (metrics page, API)
+            return references_run(study=job.study, params=params)
         summary = study_import(
             study=job.study,
             image_sources=[Path(p) for p in params.get("images", [])],

@@ -1,0 +1,165 @@
+"""The API's study data endpoints: import images and captions, import references, set people.
+
+Thin views over the services the pages use (``import_request``, ``references_request``,
+``study_set_people``), so the API and the pages refuse the same things the same way. Access
+as the pages: the owner or a member; anyone else gets 404 (``selectors.study_for_researcher``).
+"""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from annotation import selectors
+from annotation.errors import Conflict
+from annotation.models import Caption, Study
+from annotation.serializers import JobOutput
+from annotation.services.imports import COCO_FORMAT, CSV_FORMAT, import_request
+from annotation.services.imports.references import FORMATS, references_request
+from annotation.services.studies import study_set_people
+from annotation.tasks import enqueue
+
+
+def _accepted(request, job) -> Response:
+    job.refresh_from_db()
+    return Response(
+        JobOutput(job, context={"request": request}).data, status=status.HTTP_202_ACCEPTED
+    )
+
+
+class StudyImportApi(APIView):
+    parser_classes = [MultiPartParser, FormParser]
+
+    class InputSerializer(serializers.Serializer):
+        images_zip = serializers.FileField(
+            required=False, help_text="Images as a zip archive (JPEG, PNG or WebP)."
+        )
+        image_files = serializers.ListField(
+            child=serializers.FileField(),
+            required=False,
+            default=list,
+            help_text="Image files (repeat the field for several).",
+        )
+        captions = serializers.FileField(
+            required=False,
+            help_text="CSV (image, system, caption, ...) or COCO results JSON.",
+        )
+        coco_images = serializers.FileField(
+            required=False, help_text="COCO captions JSON naming the images of a results file."
+        )
+        caption_format = serializers.ChoiceField(
+            choices=["", CSV_FORMAT, COCO_FORMAT],
+            required=False,
+            default="",
+            help_text="Empty: by the captions file's extension (.json is COCO).",
+        )
+        system = serializers.CharField(max_length=64, required=False, default="", allow_blank=True)
+        purpose = serializers.ChoiceField(
+            choices=Caption.Purpose.choices, required=False, default=Caption.Purpose.STUDY
+        )
+
+        class Meta:
+            ref_name = "ImportRequest"
+
+        def validate(self, attrs):
+            if not (attrs.get("images_zip") or attrs.get("image_files") or attrs.get("captions")):
+                raise serializers.ValidationError(
+                    {"captions": ["Send images (images_zip or image_files) or a captions file."]}
+                )
+            return attrs
+
+    @extend_schema(request={"multipart/form-data": InputSerializer}, responses={202: JobOutput})
+    def post(self, request, study_id: int):
+        """Queue an import of images and captions into a draft study (the import page's job);
+        poll the job: a bad file fails it with every bad line in ``result.errors``."""
+        study = selectors.study_for_researcher(request.user, study_id)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        if study.status != Study.Status.DRAFT:
+            raise Conflict("Images and captions can only be imported while the study is a draft.")
+        return _accepted(
+            request, enqueue(import_request(study=study, user=request.user, **data.validated_data))
+        )
+
+
+class StudyReferencesApi(APIView):
+    parser_classes = [MultiPartParser, FormParser]
+
+    class InputSerializer(serializers.Serializer):
+        file = serializers.FileField(help_text="The references file.")
+        format = serializers.ChoiceField(
+            choices=["", *FORMATS],
+            required=False,
+            default="",
+            help_text="csv (image,reference), coco (COCO captions JSON) or thumb (THumB "
+            "JSON Lines); empty: told from the file.",
+        )
+
+        class Meta:
+            ref_name = "ReferencesImportRequest"
+
+    @extend_schema(request={"multipart/form-data": InputSerializer}, responses={202: JobOutput})
+    def post(self, request, study_id: int):
+        """Queue an import of reference captions for the metric lab; poll the job: a bad file
+        fails it with every bad line in ``result.errors`` and stores nothing."""
+        study = selectors.study_for_researcher(request.user, study_id)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        options = data.validated_data
+        job = references_request(
+            study=study, user=request.user, upload=options["file"], fmt=options["format"]
+        )
+        return _accepted(request, enqueue(job))
+
+
+class PeopleSerializer(serializers.Serializer):
+    annotators = serializers.ListField(
+        child=serializers.CharField(max_length=150),
+        max_length=5000,
+        help_text="User names of the registered annotators.",
+    )
+    members = serializers.ListField(
+        child=serializers.CharField(max_length=150),
+        max_length=500,
+        required=False,
+        help_text="User names of the researchers sharing the study (owner only; "
+        "omit to keep them).",
+    )
+
+    class Meta:
+        ref_name = "StudyPeople"
+
+
+class StudyPeopleApi(APIView):
+    parser_classes = [JSONParser]
+
+    @staticmethod
+    def _people(study: Study) -> dict:
+        return {
+            "annotators": sorted(study.annotators.values_list("username", flat=True)),
+            "members": sorted(study.members.values_list("username", flat=True)),
+        }
+
+    @extend_schema(responses=PeopleSerializer)
+    def get(self, request, study_id: int):
+        """Who annotates the study and who shares it, by user name."""
+        study = selectors.study_for_researcher(request.user, study_id)
+        return Response(self._people(study))
+
+    @extend_schema(request=PeopleSerializer, responses=PeopleSerializer)
+    def put(self, request, study_id: int):
+        """Set the annotators (and, for the owner, the members); an unknown or ineligible
+        name refuses them all (400 naming the field) and changes nothing."""
+        study = selectors.study_for_researcher(request.user, study_id)
+        data = PeopleSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        study_set_people(
+            study=study,
+            changed_by=request.user,
+            annotators=data.validated_data["annotators"],
+            members=data.validated_data.get("members"),
+        )
+        return Response(self._people(study))
