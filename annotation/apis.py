@@ -28,11 +28,11 @@ from annotation.services.metrics import (
     CIDER_CONVENTIONS,
     CIDER_DEFAULT,
     RESAMPLES,
-    metrics_ensemble,
     metrics_latest,
     metrics_pending,
     metrics_request,
 )
+from annotation.services.metrics_ensemble import metrics_ensemble
 from annotation.services.reports import report_request
 from annotation.services.studies import (
     MAX_SEED,

@@ -20,6 +20,7 @@ from annotation.services.imports.references import FORMATS as REFERENCE_FORMATS
 from annotation.services.imports.references import references_request
 from annotation.services.jobs import job_sweep_stale
 from annotation.services.metrics_clip import CLIP_NAMES, clip_folder
+from annotation.services.metrics_ensemble import metrics_ensemble
 from annotation.tasks import enqueue
 from annotation.views.access import researcher_required
 from annotation.views.errors import job_not_started
@@ -112,9 +113,7 @@ def study_metrics(request: HttpRequest, study_id: int) -> HttpResponse:
                 context["ensemble_error"] = "Choose a study whose metrics are computed."
             else:
                 try:
-                    context["ensemble"] = ensemble_tables(
-                        lab.metrics_ensemble(train=study, test=other)
-                    )
+                    context["ensemble"] = ensemble_tables(metrics_ensemble(train=study, test=other))
                 except ServiceError as exc:
                     context["ensemble_error"] = exc.message
     return render(request, "metrics/study.html", context)

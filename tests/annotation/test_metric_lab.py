@@ -24,6 +24,7 @@ from annotation.errors import ServiceError
 from annotation.models import Caption, Job, PairJudgment, Reference, Study
 from annotation.services import metrics as lab
 from annotation.services.datasets import dataset_import_thumb_release
+from annotation.services.metrics_ensemble import metrics_ensemble
 from rubrics import metrics as metric_rules
 from tests.factories.core import skip_or_fail
 from tests.factories.humanr import crowd, do_group, humanr_study
@@ -385,7 +386,7 @@ def test_ensemble_fit_on_one_study_evaluated_on_another(
     call_command("import_references", other.pk, str(write_references_csv(tmp_path / "o.csv")))
     compute(thumb_lab)
     compute(other)
-    result = lab.metrics_ensemble(train=thumb_lab, test=other, resamples=0)
+    result = metrics_ensemble(train=thumb_lab, test=other, resamples=0)
     assert result["metrics"] == sorted(NO_JAVA)
     assert set(result["coefficients"]) == {*NO_JAVA, "intercept"}
     # Same captions and scores on both sides: the ensemble is the least-squares fit, so on
