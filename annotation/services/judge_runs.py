@@ -122,8 +122,14 @@ def judge_endpoint_save(
     swap: bool = False,
     **numbers: Any,
 ) -> JudgeEndpoint:
-    """Save the study's judge endpoint; an empty ``api_key`` keeps the stored one
-    (``clear_key`` removes it). The key is stored encrypted; InvalidInput names the field."""
+    """Save the study's judge endpoint; an empty ``api_key`` keeps the stored one for the
+    same ``base_url`` (``clear_key`` removes it). The key is stored encrypted;
+    InvalidInput names the field.
+
+    A stored key is bound to the address it was entered for: a new ``base_url`` without a
+    new key drops it. Otherwise anyone who may edit the settings (a researcher the study
+    is shared with) could point the endpoint at their own server, run the judge and
+    receive the owner's key in the ``Authorization`` header."""
     unknown = set(numbers) - set(NUMBERS)
     if unknown:
         raise InvalidInput(f"Unknown setting(s): {', '.join(sorted(unknown))}.")
@@ -153,6 +159,8 @@ def judge_endpoint_save(
     with transaction.atomic():
         row = JudgeEndpoint.objects.select_for_update().filter(study=study).first()
         row = row or JudgeEndpoint(study=study)
+        if row.base_url != base_url and not api_key:
+            clear_key = True  # the key goes only where it was entered for (docstring)
         row.name, row.base_url, row.model, row.swap = name, base_url, model, bool(swap)
         for key, value in values.items():
             setattr(row, key, value)

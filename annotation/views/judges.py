@@ -58,7 +58,10 @@ class JudgeEndpointForm(forms.Form):
         label="API key",
         # Never rendered back: the page shows only the masked form beside the field.
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
-        help_text="Stored encrypted and never shown again; leave empty to keep the saved key.",
+        help_text=(
+            "Stored encrypted and never shown again; leave empty to keep the saved key "
+            "(a new base URL needs the key again: a key goes only where it was entered)."
+        ),
     )
     clear_key = forms.BooleanField(required=False, label="Remove the saved key")
     concurrency = forms.IntegerField(label="Concurrent requests (1-64)")

@@ -450,6 +450,30 @@ def test_the_settings_keep_the_key_when_left_empty_and_clear_it_on_request(resea
     assert (row.api_key_token, row.api_key_masked) == ("", "")
 
 
+def test_a_member_who_repoints_the_endpoint_never_receives_the_owners_key(
+    researcher, make_user, client
+):
+    """A rival researcher the study is shared with changes the base URL to their own
+    server, leaves the key field empty (which keeps a stored key) and runs the judge: the
+    owner's key must not travel to the new address."""
+    study = vicr_study(researcher, game=2)
+    write_images(study)
+    rival = make_user("rival", researcher=True)
+    study.members.add(rival)
+    save_endpoint(study, "http://127.0.0.1:9/v1")  # the owner's key, for the owner's server
+    client.force_login(rival)
+    with fake_judge(lambda prompt, n: "4", key="whatever-they-get") as theirs:
+        data = {**GOOD, "base_url": theirs.url}
+        response = client.post(reverse("study_judge_settings", args=[study.pk]), data)
+        assert response.status_code == 302
+        with TestCase.captureOnCommitCallbacks(execute=True):
+            client.post(reverse("study_judge_run", args=[study.pk]))
+    sent = [value for headers in theirs.headers for value in headers.values()]
+    assert not any(KEY in value for value in sent)
+    row = JudgeEndpoint.objects.get()
+    assert (row.base_url, row.api_key_token, row.api_key_masked) == (theirs.url, "", "")
+
+
 def test_the_prompt_editor_shows_the_current_version_and_saves_new_ones(researcher, client):
     study = arena_study(researcher, images=2)
     client.force_login(researcher)
