@@ -646,6 +646,9 @@ def test_serving_a_battle_costs_the_same_queries_whatever_the_history(researcher
         adaptive=adaptive,
         bootstrap_rounds=20,
         cap_per_pair=100,
+        # An always-"a" worker misses gold battles; flagged, they would be served nothing
+        # more (the catch rule): the rule stays off here, the gold bookkeeping stays on.
+        catch_min_seen=1000,
     )
     person = worker(study)
     for _ in range(3):
@@ -657,7 +660,7 @@ def test_serving_a_battle_costs_the_same_queries_whatever_the_history(researcher
         """The queries to serve the worker's next system battle. A gold battle due first is
         judged on the way: its serve skips the pair draw, so its cost is a different (smaller)
         constant and comparing it with a battle's would test the gold schedule, not history."""
-        while True:
+        for _ in range(10):
             person.refresh_from_db()
             with CaptureQueriesContext(connection) as queries:
                 lease = assignment_next(participant=person)
@@ -673,9 +676,11 @@ def test_serving_a_battle_costs_the_same_queries_whatever_the_history(researcher
                 # Rows the queries return would grow with history if serving read every
                 # past lease's spec; the count of queries is what a grouped read keeps fixed.
                 return len(queries)
+        raise AssertionError("ten gold battles in a row: no system battle was served")
 
     early = serve_queries()
     while Judgment.objects.filter(participant=person).count() < 24:
-        judge(person, "a")
+        lease, _ = judge(person, "a")
+        assert lease is not None, "the worker was served nothing more"
     late = serve_queries()
     assert early == late
