@@ -79,38 +79,53 @@ def write_images(study) -> dict[int, bytes]:
     return {c.pk: data[c.image_id] for c in Caption.objects.filter(study=study)}
 
 
-def make(mode, researcher, make_study):
-    if mode == "thumb":
-        study = thumb_study(make_study)
-    elif mode == "vicr":
-        study = vicr_study(researcher, game=4)
-    elif mode == "humanr":
-        study = humanr_study(researcher, images=3, humans=2, systems=("GIT",))
-    elif mode == "arena":
-        study = arena_study(researcher, images=2)
-    else:
-        study = spans_study(researcher, images=2)
-    return study
+def _captions_alone(study):
+    return {(c.pk, None) for c in Caption.objects.filter(study=study, purpose="study")}
 
 
-def expected_units(study) -> set[tuple[int, int | None]]:
-    """The questions of each mode, worked out from the rows rather than ``units()``."""
-    study_captions = Caption.objects.filter(study=study, purpose="study")
-    if study.mode in ("thumb", "spans"):
-        return {(c.pk, None) for c in study_captions}
-    if study.mode == "vicr":
-        return {(i.spec["caption_id"], None) for i in Item.objects.filter(study=study, kind="game")}
-    if study.mode == "arena":
-        return {
-            (i.spec["caption_a"], i.spec["caption_b"])
-            for i in Item.objects.filter(study=study, kind="battle")
-        }
+def _game_pairs(study):
+    return {(i.spec["caption_id"], None) for i in Item.objects.filter(study=study, kind="game")}
+
+
+def _battles(study):
+    return {
+        (i.spec["caption_a"], i.spec["caption_b"])
+        for i in Item.objects.filter(study=study, kind="battle")
+    }
+
+
+def _comparisons(study):
     return {
         (t["reference_caption_id"], t["other_caption_id"])
         for i in Item.objects.filter(study=study)
         for t in i.spec["trials"]
         if t["kind"] == "comparison"
     }
+
+
+#: Per mode: a small study, and its questions worked out from the rows rather than from
+#: ``Judging.units()`` (THumB and spans ask about each study caption, VICR each game pair,
+#: the arena each battle, HUMANr each comparison trial).
+CASES = {
+    "thumb": (lambda researcher, make_study: thumb_study(make_study), _captions_alone),
+    "vicr": (lambda researcher, make_study: vicr_study(researcher, game=4), _game_pairs),
+    "humanr": (
+        lambda researcher, make_study: humanr_study(
+            researcher, images=3, humans=2, systems=("GIT",)
+        ),
+        _comparisons,
+    ),
+    "arena": (lambda researcher, make_study: arena_study(researcher, images=2), _battles),
+    "spans": (lambda researcher, make_study: spans_study(researcher, images=2), _captions_alone),
+}
+
+
+def make(mode, researcher, make_study):
+    return CASES[mode][0](researcher, make_study)
+
+
+def expected_units(study) -> set[tuple[int, int | None]]:
+    return CASES[study.mode][1](study)
 
 
 def save_endpoint(study, url, **extra):

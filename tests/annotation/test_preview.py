@@ -17,30 +17,20 @@ from tests.factories.vicr import vicr_study
 pytestmark = pytest.mark.django_db
 
 
-def a_study(mode, researcher, make_study):
-    if mode == "thumb":
-        return thumb_study(make_study)
-    if mode == "vicr":
-        return vicr_study(researcher)
-    if mode == "humanr":
-        return humanr_study(researcher)
-    if mode == "arena":
-        return arena_study(researcher)
-    return spans_study(researcher)
-
-
-FORMS = {
-    "thumb": 'id="thumb-form"',
-    "vicr": 'class="vicr-form"',
-    "humanr": 'class="hr-form"',
-    "arena": 'class="arena-form"',
-    "spans": 'class="spans-form"',
+#: Each mode's study factory and the form its item page shows.
+CASES = {
+    "thumb": (lambda researcher, make_study: thumb_study(make_study), 'id="thumb-form"'),
+    "vicr": (lambda researcher, make_study: vicr_study(researcher), 'class="vicr-form"'),
+    "humanr": (lambda researcher, make_study: humanr_study(researcher), 'class="hr-form"'),
+    "arena": (lambda researcher, make_study: arena_study(researcher), 'class="arena-form"'),
+    "spans": (lambda researcher, make_study: spans_study(researcher), 'class="spans-form"'),
 }
 
 
-@pytest.mark.parametrize("mode", sorted(FORMS))
+@pytest.mark.parametrize("mode", sorted(CASES))
 def test_a_researcher_previews_items_and_nothing_is_recorded(mode, researcher, make_study):
-    study = a_study(mode, researcher, make_study)
+    make, form = CASES[mode]
+    study = make(researcher, make_study)
     client = Client()
     client.force_login(researcher)
     url = reverse("study_preview", args=[study.pk])
@@ -48,12 +38,12 @@ def test_a_researcher_previews_items_and_nothing_is_recorded(mode, researcher, m
     page = client.get(url)
     assert page.status_code == 200
     text = page.content.decode()
-    assert FORMS[mode] in text and 'id="preview-banner"' in text
+    assert form in text and 'id="preview-banner"' in text
     assert f'action="{url}?n=0"' in text
     answered = client.post(f"{url}?n=0", {"part": "0"})
     assert answered.status_code == 302 and answered["Location"] == f"{url}?n=1"
     second = client.get(answered["Location"]).content.decode()
-    assert "that answer was not recorded" in second and FORMS[mode] in second
+    assert "that answer was not recorded" in second and form in second
     assert client.get(f"{url}?n=abc").status_code == 200
     assert client.get(f"{url}?n=999999").status_code == 302  # past the last item: the first
     for model in (Assignment, Judgment, Participant):

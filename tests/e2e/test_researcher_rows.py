@@ -189,13 +189,17 @@ def test_row8_a_wide_table_names_the_columns_out_of_view(page, login, researcher
     assert_fits_every_width(page, "the per-worker table")
 
 
-@pytest.mark.parametrize("mode", ["thumb", "arena"])
+PREVIEWED = {
+    "thumb": lambda researcher, make_study: thumb_study(make_study),
+    "arena": lambda researcher, make_study: arena_study(
+        researcher, systems=("alpha", "beta"), images=2
+    ),
+}
+
+
+@pytest.mark.parametrize("mode", sorted(PREVIEWED))
 def test_row21_a_researcher_previews_the_workers_view(page, login, researcher, make_study, mode):
-    study = (
-        thumb_study(make_study)
-        if mode == "thumb"
-        else arena_study(researcher, systems=("alpha", "beta"), images=2)
-    )
+    study = PREVIEWED[mode](researcher, make_study)
     page.route(
         "**/media/**", lambda route: route.fulfill(status=200, body=PNG, content_type="image/png")
     )
