@@ -2,10 +2,13 @@
 rejected and abandoned assignments; approve, reject and bonus reach it with the right ids;
 a bonus retried after an error or a lost answer is paid once (UniqueRequestToken)."""
 
+import logging
 from datetime import timedelta
+from io import StringIO
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 
@@ -131,3 +134,32 @@ def test_a_bonus_retried_after_a_lost_answer_is_paid_once(client, researcher, st
     assert len(platform.state.calls("SendBonus")) == 2  # the retry reached MTurk ...
     assert list(platform.state.bonus_tokens.values()) == [2]  # ... with the same token,
     assert platform.state.bonuses_paid == [("WG", "1.00")]  # which MTurk refused: paid once
+
+
+def test_the_secret_key_is_never_in_a_page_an_export_a_log_or_the_database(
+    client, researcher, platform, caplog
+):
+    """The key pair goes in through the account form, is used to sign a real call, and its
+    secret half is nowhere afterwards: not in a page, a dump, the table or the log."""
+    caplog.set_level(logging.DEBUG)  # botocore's own debug log included
+    client.force_login(researcher)
+    form = {"mturk_access_key_id": KEY_ID, "mturk_secret_access_key": SECRET_KEY}
+    page = client.post(reverse("account_crowd"), {**form, "mturk_mode": "sandbox"}, follow=True)
+    study = rating_study(researcher, captions=1, target=1, mturk_hit_ids=HIT)
+    good = worker(study, "WG", "ASG-G")
+    review(client, study, filter="all", step="confirm", action="approve", participants=[good.pk])
+    assert len(platform.state.calls("ApproveAssignment")) == 1  # the stored pair signed it
+    pages = [
+        page.content.decode(),
+        client.get(reverse("account_crowd")).content.decode(),
+        client.get(reverse("study_crowd_review", args=[study.pk])).content.decode(),
+        client.get(f"/api/studies/{study.pk}/crowd/ledger/").content.decode(),
+    ]
+    dump = StringIO()
+    call_command("dumpdata", "annotation", stdout=dump)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT * FROM annotation_crowdcredential")
+        rows = " ".join(str(value) for row in cursor.fetchall() for value in row)
+    assert rows.count("gAAAA") >= 2  # both halves stored as Fernet tokens
+    for text in [*pages, dump.getvalue(), rows, caplog.text]:
+        assert SECRET_KEY not in text
