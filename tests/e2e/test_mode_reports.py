@@ -1,0 +1,75 @@
+"""The report pages of the newer modes in a real browser (error spans: issue 24).
+
+Each study is the mode's finished demo study (answered by the simulated crowd through the
+services, closed, its report computed, as ``load_demo`` makes it). The owner logs in through
+the form and reads the report: the mode's own sections are on the page (error spans: the
+counts, agreement and the adjudication view with every annotator's highlighted spans), axe
+finds no serious or critical violation, and the page fits 390 and 1280 px without
+horizontal scroll. The ``page`` fixture fails the test on any request outside the server,
+console error or JavaScript error.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+
+import pytest
+
+try:
+    from playwright.sync_api import expect
+except ImportError:  # the browser fixture skips, or fails on CI, and says why
+    expect = None
+
+from annotation.management.commands.load_demo import DEMO_FINISHED, Command
+from annotation.models import Study
+from tests.e2e.axe import assert_no_serious_a11y_violations
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+NO_HORIZONTAL_SCROLL = "() => document.documentElement.scrollWidth <= window.innerWidth"
+
+# What each mode's report must show: headings by id, and a check of its main table.
+SECTIONS = {
+    "spans": ["#systems-heading", "#counts-heading", "#agreement-heading", "#adjudication-heading"],
+}
+SYSTEMS = {"spans": ["GoodBot", "BadBot"]}
+
+
+def finished_demo(mode: str, owner) -> Study:
+    row = next(row for row in DEMO_FINISHED if row[0] == mode)
+    _, name, workers, settings = row
+    Command(stdout=io.StringIO())._finished(mode, name, owner, workers, settings)
+    return Study.objects.get(name=name)
+
+
+@pytest.mark.parametrize("mode", sorted(SECTIONS))
+def test_the_report_reads_at_both_widths_with_no_serious_violation(page, login, researcher, mode):
+    study = finished_demo(mode, researcher)
+    login(page, researcher)
+    page.goto(f"/studies/{study.pk}/report/")
+    # With a real task queue (CI's second pass) the demo's report job runs in the worker:
+    # reload until its result is on the page, as a researcher would.
+    deadline = time.monotonic() + 60
+    while not page.locator(SECTIONS[mode][0]).count():
+        assert time.monotonic() < deadline, "the report was not computed in time"
+        page.wait_for_timeout(500)
+        page.reload()
+    for heading in SECTIONS[mode]:
+        expect(page.locator(heading)).to_be_visible()
+    main = page.locator("#main")
+    for system in SYSTEMS[mode]:
+        expect(main).to_contain_text(system)
+    if mode == "spans":
+        # The adjudication view highlights the stored spans (the demo's crowd marks some).
+        assert (
+            page.locator(
+                "#adjudication-heading ~ * mark.spans-major, "
+                "#adjudication-heading ~ * mark.spans-minor"
+            ).count()
+            > 2
+        )
+    for width, height in ((1280, 900), (390, 844)):
+        page.set_viewport_size({"width": width, "height": height})
+        assert page.evaluate(NO_HORIZONTAL_SCROLL), f"{mode} report scrolls sideways at {width} px"
+        assert_no_serious_a11y_violations(page, context=f"{mode} report at {width} px")
