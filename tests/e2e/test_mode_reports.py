@@ -1,12 +1,13 @@
-"""The report pages of the newer modes in a real browser (error spans: issue 24).
+"""The report pages of the newer modes in a browser (arena: issue 23; spans: issue 24).
 
 Each study is the mode's finished demo study (answered by the simulated crowd through the
 services, closed, its report computed, as ``load_demo`` makes it). The owner logs in through
-the form and reads the report: the mode's own sections are on the page (error spans: the
-counts, agreement and the adjudication view with every annotator's highlighted spans), axe
-finds no serious or critical violation, and the page fits 390 and 1280 px without
-horizontal scroll. The ``page`` fixture fails the test on any request outside the server,
-console error or JavaScript error.
+the form and reads the report: the mode's own sections are on the page (arena: both
+leaderboards and position bias; error spans: the counts, agreement and the adjudication
+view with every annotator's highlighted spans), axe finds no serious or critical
+violation, and the page fits 390 and 1280 px without horizontal scroll. The ``page``
+fixture fails the test on any request outside the server, console error or JavaScript
+error.
 """
 
 from __future__ import annotations
@@ -31,9 +32,10 @@ NO_HORIZONTAL_SCROLL = "() => document.documentElement.scrollWidth <= window.inn
 
 # What each mode's report must show: headings by id, and a check of its main table.
 SECTIONS = {
+    "arena": ["#leaderboard-heading", "#length-heading", "#position-heading"],
     "spans": ["#systems-heading", "#counts-heading", "#agreement-heading", "#adjudication-heading"],
 }
-SYSTEMS = {"spans": ["GoodBot", "BadBot"]}
+SYSTEMS = {"arena": ["Human", "GoodBot", "MidBot", "BadBot"], "spans": ["GoodBot", "BadBot"]}
 
 
 def finished_demo(mode: str, owner) -> Study:
