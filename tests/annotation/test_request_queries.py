@@ -21,13 +21,13 @@ from tests.factories.vicr import in_game, play, vicr_study
 
 pytestmark = pytest.mark.django_db
 
-#: Study, session and participant, the lease (participant lock, leases, the lapse rule's
+#: Session, the participant with its study, the lease (participant lock, leases, the lapse rule's
 #: one query, candidate lock, claim, item, insert), and the pair's caption with its image.
-GET_NEXT_QUERIES = 11
-#: Study, session and participant, the submission (participant lock, lease lock, item
+GET_NEXT_QUERIES = 10
+#: Session, the participant with its study, the submission (participant lock, lease lock, item
 #: lock, the pair's caption, the pool, insert, lease, item and participant updates), and
 #: the feedback (caption, image, leaderboard and own rank).
-POST_SUBMIT_QUERIES = 16
+POST_SUBMIT_QUERIES = 15
 
 FORM_ACTION = re.compile(r'<form method="post" action="([^"]+)" class="vicr-form"')
 
