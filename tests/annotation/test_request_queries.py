@@ -26,8 +26,8 @@ pytestmark = pytest.mark.django_db
 GET_NEXT_QUERIES = 10
 #: Session, the participant with its study, the submission (participant lock, lease lock, item
 #: lock, the pair's caption, the pool, insert, lease, item and participant updates), and
-#: the feedback (caption, image, leaderboard and own rank).
-POST_SUBMIT_QUERIES = 15
+#: the feedback (caption with its image, leaderboard and own rank).
+POST_SUBMIT_QUERIES = 14
 
 FORM_ACTION = re.compile(r'<form method="post" action="([^"]+)" class="vicr-form"')
 

@@ -147,7 +147,10 @@ class VicrPages(Pages):
         caption = Caption.objects.select_related("image").get(pk=spec["caption_id"])
         # What the pair page showed: a catch trial's altered text, on the item's image.
         shown_text = (spec.get("catch") or {}).get("text") or caption.text
-        image = judgment.item.image if judgment.item.image_id else caption.image
+        # A pair's image is usually its caption's, which came with the caption's row: asking
+        # for the same row again would cost a query per rating (issue 27).
+        item_image_id = judgment.item.image_id
+        image = caption.image if item_image_id in (None, caption.image_id) else judgment.item.image
         context: dict[str, Any] = {
             "result": result,
             "rating": judgment.payload["rating"],
