@@ -25,9 +25,9 @@ pytestmark = pytest.mark.django_db
 #: one query, candidate lock, claim, item, insert), and the pair's caption with its image.
 GET_NEXT_QUERIES = 10
 #: Session, the participant with its study, the submission (participant lock, lease lock, item
-#: lock, the pair's caption, the pool, insert, lease, item and participant updates), and
-#: the feedback (caption with its image, leaderboard and own rank).
-POST_SUBMIT_QUERIES = 14
+#: lock, the pair's caption with its image, the pool, insert, lease, item and participant
+#: updates), and the feedback (the same caption, no query; leaderboard and own rank).
+POST_SUBMIT_QUERIES = 13
 
 FORM_ACTION = re.compile(r'<form method="post" action="([^"]+)" class="vicr-form"')
 

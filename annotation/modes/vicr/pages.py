@@ -17,9 +17,9 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from annotation.models import Assignment, Caption, Judgment, Participant
+from annotation.models import Assignment, Judgment, Participant
 from annotation.modes.base import Pages
-from annotation.modes.vicr.protocol import BLOCK_KINDS, CATCH, GAME, player_state
+from annotation.modes.vicr.protocol import BLOCK_KINDS, CATCH, GAME, pair_caption, player_state
 from rubrics import vicr as rules
 
 #: The minus sign (U+2212): a hyphen is not a minus to a reader or to a screen reader.
@@ -94,7 +94,7 @@ class VicrPages(Pages):
         # with the study) already loaded.
         participant = assignment.participant
         config = self.mode.settings(participant.study)
-        caption = Caption.objects.select_related("image").get(pk=assignment.item.spec["caption_id"])
+        caption = pair_caption(assignment.item)
         state = participant.state or {}
         player = player_state(participant)
         # A catch trial is a game pair to the player: same page, its own text (modes/catch.py).
@@ -144,7 +144,7 @@ class VicrPages(Pages):
         phase = GAME if judgment.item.kind == CATCH else judgment.item.kind
         # The pair is shown again beside the outcome: the rating is judged against it.
         spec = judgment.item.spec
-        caption = Caption.objects.select_related("image").get(pk=spec["caption_id"])
+        caption = pair_caption(judgment.item)
         # What the pair page showed: a catch trial's altered text, on the item's image.
         shown_text = (spec.get("catch") or {}).get("text") or caption.text
         # A pair's image is usually its caption's, which came with the caption's row: asking
