@@ -207,8 +207,7 @@ def assignment_next(*, participant: Participant, now: datetime | None = None) ->
         # lapsed ones to give back) and this round's released ones, since an item that comes
         # back to them reopens its old lease (one lease per participant, item and round).
         leases = list(
-            Assignment.objects.select_related("item")
-            .filter(participant=locked)
+            Assignment.objects.filter(participant=locked)
             .filter(
                 Q(status=Assignment.Status.OPEN)
                 | Q(status=Assignment.Status.RELEASED, round=round_number)
@@ -218,6 +217,10 @@ def assignment_next(*, participant: Participant, now: datetime | None = None) ->
         for lease in leases:
             if lease.status == Assignment.Status.OPEN and lease.expires_at > now:
                 lease.participant = locked
+                # Its item is read only here: most requests find no open lease (they are
+                # served a new item), and joining the item into the read above cost every
+                # request the join's building (issue 27).
+                lease.item = Item.objects.get(pk=lease.item_id)
                 return lease
         released: dict[int, Assignment] = {}
         for lease in leases:
@@ -273,13 +276,15 @@ def assignment_next(*, participant: Participant, now: datetime | None = None) ->
         tried: list[int] = []
         gave_back_lapsed = False
         for _ in range(CLAIM_ATTEMPTS + 1):
-            item_id = _lock_first(candidates.exclude(pk__in=tried))
+            # (No empty exclude on the first try: building it costs every claim a filter.)
+            untried = candidates.exclude(pk__in=tried) if tried else candidates
+            item_id = _lock_first(untried)
             if item_id is None and not gave_back_lapsed:
                 # Capacity may be held by lapsed leases nobody has released yet (no beat, or
                 # not yet): give them back now and look once more.
                 gave_back_lapsed = True
                 if _release_lapsed_in_study(locked.study_id, now):
-                    item_id = _lock_first(candidates.exclude(pk__in=tried))
+                    item_id = _lock_first(untried)
             if item_id is None:
                 if waiting is not None:
                     raise waiting
