@@ -7,12 +7,14 @@ page is handed the caption's text, never the caption row (which carries the trut
 from __future__ import annotations
 
 import math
+from functools import cache
 from typing import Any
 
 from django.conf import settings
 from django.db.models import IntegerField
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
+from django.template.loader import render_to_string
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
@@ -80,6 +82,21 @@ def reason_text(result: dict[str, Any]) -> str:
     )
 
 
+def scale_levels(levels: int) -> list[rules.ScaleLevel]:
+    """The levels of a ``levels``-point scale, best first, as the pair page lists them."""
+    return [rules.SCALE[level] for level in sorted(rules.SCALE, reverse=True) if level <= levels]
+
+
+@cache
+def rating_guide(levels: int) -> SafeString:
+    """The rating guide of a ``levels``-point scale, as HTML.
+
+    Every pair page shows it twice (in its dialog, and for readers without JavaScript), and
+    its words are fixed: rendered once per scale and process, not twice a request (issue 27).
+    """
+    return render_to_string("modes/vicr/_guide.html", {"guide_levels": scale_levels(levels)})
+
+
 class VicrPages(Pages):
     intro_template = "modes/vicr/intro.html"
     item_template = "modes/vicr/item.html"
@@ -129,9 +146,8 @@ class VicrPages(Pages):
             if caption.image.display
             else "",
             "alt_text": caption.image.alt_text or "Image to rate",
-            "levels": [
-                rules.SCALE[level] for level in sorted(rules.SCALE, reverse=True) if level <= levels
-            ],
+            "levels": scale_levels(levels),
+            "guide": rating_guide(levels),
             "progress": progress,
             "remaining_seconds": math.ceil(remaining * 10) / 10,
             "minimum_seconds": config.seconds_before_submit,
