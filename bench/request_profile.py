@@ -39,10 +39,21 @@ PARTS = {
     "view": ("annotation/views/participate.py", None),
     "assignment_next (service)": ("annotation/services/assignments.py", "assignment_next"),
     "judgment_submit (service)": ("annotation/services/judgments.py", "judgment_submit"),
-    "current_participant (view helper)": (
+    "study and participant (view helper)": (
+        "annotation/views/participate.py",
+        "_study_and_participant",
+    ),
+    "current_participant (the full path of the helper above)": (
         "annotation/views/participate.py",
         "current_participant",
     ),
+    "lapse rule (lapse_wait_until, in assignment_next)": (
+        "annotation/services/assignments.py",
+        "lapse_wait_until",
+    ),
+    "item page context (mode)": ("annotation/modes/vicr/pages.py", "item_context"),
+    "feedback page context (mode)": ("annotation/modes/vicr/pages.py", "feedback_context"),
+    "leaderboard (in the feedback context)": ("annotation/modes/vicr/pages.py", "leaderboard"),
     "template rendering": ("django/template/backends/django.py", "render"),
     "session load": ("django/contrib/sessions/backends/db.py", "load"),
     "session save": ("django/contrib/sessions/backends/db.py", "save"),

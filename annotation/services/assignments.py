@@ -28,7 +28,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F, Q, QuerySet
+from django.db.models import F, FilteredRelation, Q, QuerySet
 from django.utils import timezone
 
 from annotation.errors import ServiceError, TooFast
@@ -109,30 +109,39 @@ def lapse_wait_until(*, participant: Participant, now: datetime) -> datetime | N
     """
     window = timedelta(seconds=settings.CAPEVAL_LAPSE_WINDOW_SECONDS)
     since = now - window
+    # One query for both records of a lapse (asked on every crowd claim): each linked crowd
+    # participant's flags, LEFT JOINed to its lapsed leases in the window, so a participant
+    # with flags and no lapsed lease still comes back (with None) and each lapsed lease is
+    # one row, counted once, as the lapse limit counts them.
+    lapsed_lease = FilteredRelation(
+        "assignments",
+        condition=Q(
+            assignments__status__in=(Assignment.Status.OPEN, Assignment.Status.RELEASED),
+            assignments__submitted_at__isnull=True,
+            assignments__released_by="",
+            assignments__expires_at__lte=now,
+            assignments__expires_at__gt=since,
+        ),
+    )
+    rows = (
+        Participant.objects.filter(linked_q(participant))
+        .exclude(source=Participant.Source.ACCOUNT)
+        .annotate(lapsed_lease=lapsed_lease)
+        .values_list("pk", "flags", "lapsed_lease__expires_at")
+    )
+    flags_of: dict[int, list] = {}
+    expiries = []
+    for pk, flags, expires_at in rows:
+        flags_of[pk] = flags or []
+        if expires_at is not None:
+            expiries.append(expires_at)
     flagged = [
         datetime.fromisoformat(flag["at"])
-        for flags in Participant.objects.filter(linked_q(participant))
-        .exclude(source=Participant.Source.ACCOUNT)
-        .values_list("flags", flat=True)
-        for flag in flags or []
+        for flags in flags_of.values()
+        for flag in flags
         if isinstance(flag, dict) and flag.get("kind") == LAPSE_FLAG
     ]
-    expiries = sorted(
-        [at for at in flagged if since < at <= now]
-        + list(
-            Assignment.objects.filter(linked_q(participant, prefix="participant__"))
-            .filter(
-                status__in=(Assignment.Status.OPEN, Assignment.Status.RELEASED),
-                submitted_at__isnull=True,
-                released_by="",
-                expires_at__lte=now,
-                expires_at__gt=now - window,
-            )
-            .exclude(participant__source=Participant.Source.ACCOUNT)
-            .values_list("expires_at", flat=True)
-        ),
-        reverse=True,
-    )
+    expiries = sorted([at for at in flagged if since < at <= now] + expiries, reverse=True)
     if not expiries:
         return None
     until = expiries[0] + timedelta(seconds=settings.CAPEVAL_LAPSE_WAIT_SECONDS)
@@ -198,8 +207,7 @@ def assignment_next(*, participant: Participant, now: datetime | None = None) ->
         # lapsed ones to give back) and this round's released ones, since an item that comes
         # back to them reopens its old lease (one lease per participant, item and round).
         leases = list(
-            Assignment.objects.select_related("item")
-            .filter(participant=locked)
+            Assignment.objects.filter(participant=locked)
             .filter(
                 Q(status=Assignment.Status.OPEN)
                 | Q(status=Assignment.Status.RELEASED, round=round_number)
@@ -209,6 +217,10 @@ def assignment_next(*, participant: Participant, now: datetime | None = None) ->
         for lease in leases:
             if lease.status == Assignment.Status.OPEN and lease.expires_at > now:
                 lease.participant = locked
+                # Its item is read only here: most requests find no open lease (they are
+                # served a new item), and joining the item into the read above cost every
+                # request the join's building (issue 27).
+                lease.item = Item.objects.get(pk=lease.item_id)
                 return lease
         released: dict[int, Assignment] = {}
         for lease in leases:
@@ -264,13 +276,15 @@ def assignment_next(*, participant: Participant, now: datetime | None = None) ->
         tried: list[int] = []
         gave_back_lapsed = False
         for _ in range(CLAIM_ATTEMPTS + 1):
-            item_id = _lock_first(candidates.exclude(pk__in=tried))
+            # (No empty exclude on the first try: building it costs every claim a filter.)
+            untried = candidates.exclude(pk__in=tried) if tried else candidates
+            item_id = _lock_first(untried)
             if item_id is None and not gave_back_lapsed:
                 # Capacity may be held by lapsed leases nobody has released yet (no beat, or
                 # not yet): give them back now and look once more.
                 gave_back_lapsed = True
                 if _release_lapsed_in_study(locked.study_id, now):
-                    item_id = _lock_first(candidates.exclude(pk__in=tried))
+                    item_id = _lock_first(untried)
             if item_id is None:
                 if waiting is not None:
                     raise waiting

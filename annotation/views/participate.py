@@ -56,8 +56,11 @@ def _set_browser_cookie(response: HttpResponse, browser_id: str) -> None:
     )
 
 
+PARTICIPANT_SESSION_PREFIX = "capeval.participant."
+
+
 def _session_key(study: Study) -> str:
-    return f"capeval.participant.{study.pk}"
+    return f"{PARTICIPANT_SESSION_PREFIX}{study.pk}"
 
 
 def current_participant(request: HttpRequest, study: Study) -> Participant | None:
@@ -170,7 +173,41 @@ def _open_study(request: HttpRequest, public_id) -> Study:
     return study
 
 
+def _crowd_participant_of_live_study(request: HttpRequest, public_id) -> Participant | None:
+    """The crowd participant this session holds in the live study ``public_id``, read with
+    its study in one query; None when that does not settle it (then the full path decides).
+
+    A crowd worker's every request starts here (issue 27): the study and the participant
+    are one join instead of two queries. Only the plain case is taken: a live study and a
+    participant with no account, stored in this session under that study's key, which
+    is exactly when ``current_participant`` returns it whoever is logged in. Accounts
+    (whose annotator check is asked each time) and every other case go the full way.
+    """
+    ids = [
+        value
+        for key, value in request.session.items()
+        if key.startswith(PARTICIPANT_SESSION_PREFIX) and isinstance(value, int)
+    ]
+    if not ids:
+        return None
+    participant = (
+        Participant.objects.select_related("study")
+        .filter(pk__in=ids, study__public_id=public_id, user__isnull=True)
+        .first()
+    )
+    if (
+        participant is None
+        or participant.study.status != Study.Status.LIVE
+        or request.session.get(_session_key(participant.study)) != participant.pk
+    ):
+        return None
+    return participant
+
+
 def _study_and_participant(request: HttpRequest, public_id) -> tuple[Study, Participant]:
+    participant = _crowd_participant_of_live_study(request, public_id)
+    if participant is not None:
+        return participant.study, participant
     study = _open_study(request, public_id)
     participant = current_participant(request, study)
     if participant is None:

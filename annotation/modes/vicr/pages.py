@@ -7,19 +7,21 @@ page is handed the caption's text, never the caption row (which carries the trut
 from __future__ import annotations
 
 import math
+from functools import cache
 from typing import Any
 
 from django.conf import settings
 from django.db.models import IntegerField
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
+from django.template.loader import render_to_string
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from annotation.models import Assignment, Caption, Judgment, Participant
+from annotation.models import Assignment, Judgment, Participant
 from annotation.modes.base import Pages
-from annotation.modes.vicr.protocol import BLOCK_KINDS, CATCH, GAME, player_state
+from annotation.modes.vicr.protocol import BLOCK_KINDS, CATCH, GAME, pair_caption, player_state
 from rubrics import vicr as rules
 
 #: The minus sign (U+2212): a hyphen is not a minus to a reader or to a screen reader.
@@ -80,6 +82,21 @@ def reason_text(result: dict[str, Any]) -> str:
     )
 
 
+def scale_levels(levels: int) -> list[rules.ScaleLevel]:
+    """The levels of a ``levels``-point scale, best first, as the pair page lists them."""
+    return [rules.SCALE[level] for level in sorted(rules.SCALE, reverse=True) if level <= levels]
+
+
+@cache
+def rating_guide(levels: int) -> SafeString:
+    """The rating guide of a ``levels``-point scale, as HTML.
+
+    Every pair page shows it twice (in its dialog, and for readers without JavaScript), and
+    its words are fixed: rendered once per scale and process, not twice a request (issue 27).
+    """
+    return render_to_string("modes/vicr/_guide.html", {"guide_levels": scale_levels(levels)})
+
+
 class VicrPages(Pages):
     intro_template = "modes/vicr/intro.html"
     item_template = "modes/vicr/item.html"
@@ -94,7 +111,7 @@ class VicrPages(Pages):
         # with the study) already loaded.
         participant = assignment.participant
         config = self.mode.settings(participant.study)
-        caption = Caption.objects.select_related("image").get(pk=assignment.item.spec["caption_id"])
+        caption = pair_caption(assignment.item)
         state = participant.state or {}
         player = player_state(participant)
         # A catch trial is a game pair to the player: same page, its own text (modes/catch.py).
@@ -129,9 +146,8 @@ class VicrPages(Pages):
             if caption.image.display
             else "",
             "alt_text": caption.image.alt_text or "Image to rate",
-            "levels": [
-                rules.SCALE[level] for level in sorted(rules.SCALE, reverse=True) if level <= levels
-            ],
+            "levels": scale_levels(levels),
+            "guide": rating_guide(levels),
             "progress": progress,
             "remaining_seconds": math.ceil(remaining * 10) / 10,
             "minimum_seconds": config.seconds_before_submit,
@@ -144,10 +160,13 @@ class VicrPages(Pages):
         phase = GAME if judgment.item.kind == CATCH else judgment.item.kind
         # The pair is shown again beside the outcome: the rating is judged against it.
         spec = judgment.item.spec
-        caption = Caption.objects.select_related("image").get(pk=spec["caption_id"])
+        caption = pair_caption(judgment.item)
         # What the pair page showed: a catch trial's altered text, on the item's image.
         shown_text = (spec.get("catch") or {}).get("text") or caption.text
-        image = judgment.item.image if judgment.item.image_id else caption.image
+        # A pair's image is usually its caption's, which came with the caption's row: asking
+        # for the same row again would cost a query per rating (issue 27).
+        item_image_id = judgment.item.image_id
+        image = caption.image if item_image_id in (None, caption.image_id) else judgment.item.image
         context: dict[str, Any] = {
             "result": result,
             "rating": judgment.payload["rating"],

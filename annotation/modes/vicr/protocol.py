@@ -103,6 +103,20 @@ def _primed(caption_primes: Iterable[Any]) -> list[int]:
     return [min(5, max(1, round_half_up(float(value)))) for value in caption_primes]
 
 
+def pair_caption(item: Item) -> Caption:
+    """The caption a pair asks about, with its image, read once per item row in hand.
+
+    Scoring a rating and the feedback page after it both need the caption (issue 27: a
+    query less per rating): the submission service hands both the item row it locked, so
+    the row carries it from one to the other. Captions do not change once a study is open.
+    """
+    cached = item.__dict__.get("_pair_caption")
+    if cached is None or cached.pk != item.spec["caption_id"]:
+        cached = Caption.objects.select_related("image").get(pk=item.spec["caption_id"])
+        item.__dict__["_pair_caption"] = cached
+    return cached
+
+
 def player_state(participant: Participant) -> rules.PlayerState:
     """The player's place in the phase machine: the phase from the status, the rest from state.
 
@@ -301,7 +315,7 @@ class VicrProtocol(Mode):
                 else catch_rules.vicr_caught(rating),
             }
             return result
-        caption = Caption.objects.only("truth", "prime_ratings").get(pk=item.spec["caption_id"])
+        caption = pair_caption(item)
         if item.kind in BLOCK_KINDS:
             points = rules.tutorial_points(rating, caption.truth)
             result = {"points": points, "truth": caption.truth}

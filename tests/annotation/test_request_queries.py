@@ -1,0 +1,64 @@
+"""The queries of the two requests a crowd worker makes most (issue 27): GET next, POST submit.
+
+Pinned on bench/assign.py's path: a VICR crowd study, a Prolific player in the game who
+entered through the crowd link, GET next claiming a fresh pair, POST a rating that shows
+the feedback page. Each query costs the web worker its ORM building more than the database
+its work, so a new query on these paths must be a decision, not a drift: change the numbers
+here with the reason. Transaction statements (savepoints in the tests, BEGIN/COMMIT in
+production) are not counted; everything else is.
+"""
+
+import re
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from annotation.models import Assignment, Judgment
+from annotation.services.participants import crowd_link_token
+from tests.factories.vicr import in_game, play, vicr_study
+
+pytestmark = pytest.mark.django_db
+
+#: Session, the participant with its study, the lease (participant lock, leases, the lapse rule's
+#: one query, candidate lock, claim, item, insert), and the pair's caption with its image.
+GET_NEXT_QUERIES = 10
+#: Session, the participant with its study, the submission (participant lock, lease lock, item
+#: lock, the pair's caption with its image, the pool, insert, lease, item and participant
+#: updates), and the feedback (the same caption, no query; leaderboard and own rank).
+POST_SUBMIT_QUERIES = 13
+
+FORM_ACTION = re.compile(r'<form method="post" action="([^"]+)" class="vicr-form"')
+
+
+def _counted(queries) -> list[str]:
+    return [
+        q["sql"]
+        for q in queries.captured_queries
+        if not q["sql"].startswith(("SAVEPOINT", "RELEASE SAVEPOINT", "BEGIN", "COMMIT"))
+    ]
+
+
+def test_next_and_submit_queries_are_pinned(client, researcher):
+    study = vicr_study(researcher, game=12, seconds_before_submit=0)
+    for _ in range(3):  # other players, so the pool and the leaderboard have rows
+        play(in_game(study), 3)
+    in_game(study, "P1")
+    entry = client.get(reverse("crowd_entry", args=[crowd_link_token(study)]) + "?PROLIFIC_PID=P1")
+    assert entry.status_code == 302
+    url = reverse("participate_next", args=[study.public_id])
+    for round_number in range(2):  # the second round: a worker with a submission behind
+        with CaptureQueriesContext(connection) as shown:
+            page = client.get(url)
+        html = page.content.decode()
+        assert page.status_code == 200 and FORM_ACTION.search(html), html[:500]
+        lease = Assignment.objects.get(status="open", participant__external_id="P1")
+        assert FORM_ACTION.search(html).group(1).endswith(f"/{lease.token}/")
+        with CaptureQueriesContext(connection) as submitted:
+            answer = client.post(FORM_ACTION.search(html).group(1), {"rating": "3", "part": "0"})
+        assert answer.status_code == 200 and 'id="vicr-next"' in answer.content.decode()
+        assert Judgment.objects.filter(assignment=lease).count() == 1
+        get_sql, post_sql = _counted(shown), _counted(submitted)
+        assert len(get_sql) == GET_NEXT_QUERIES, (round_number, get_sql)
+        assert len(post_sql) == POST_SUBMIT_QUERIES, (round_number, post_sql)
