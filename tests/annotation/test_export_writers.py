@@ -1,15 +1,22 @@
 """Exports, byte for byte: what the CSV and JSONL writers put in a file for every column
 type (nulls, negatives, quotes, line breaks, formulas, timestamps with and without
 microseconds), written out by hand from the format notes in
-``annotation/services/exports/__init__.py`` (issue 27: the writers are being made
-faster; these pin what must not change)."""
+``annotation/services/exports/__init__.py``; and the worker's COPY path with chunks of
+one row each and a writer that fails midway (issue 27: the writers and the reader were
+made faster; these pin what must not change)."""
 
 import io
+import threading
 from datetime import UTC, datetime
 
 import pyarrow as pa
+import pytest
+from django.db import connection
 
 from annotation.services import exports
+from annotation.services.exports import export_file, query, table_columns
+from tests.annotation.test_exports import assert_same_rows, expected_vicr, read_table, vicr_data
+from tests.factories.core import skip_or_fail
 
 COLUMNS = [
     exports.ExportColumn("id", "int", "An id."),
@@ -100,8 +107,51 @@ def test_jsonl_escapes_line_separators_and_keeps_other_text():
     )
 
 
+# ---------------------------------------------------------------------- the worker's COPY
+
+
+@pytest.fixture
+def worker_study(researcher):
+    if connection.vendor != "postgresql":
+        skip_or_fail("the COPY path of a worker needs PostgreSQL (set DATABASE_URL)")
+    return vicr_data(researcher)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_copy_in_chunks_of_one_row_gives_every_row(worker_study, tmp_path, monkeypatch):
+    # A chunk ends after every row: rows with quotes and line breaks, many chunks queued.
+    monkeypatch.setattr(query, "COPY_CHUNK_BYTES", 1)
+    monkeypatch.setattr(query, "COPY_QUEUE_CHUNKS", 1)
+    columns = table_columns(worker_study, "judgments")
+    for export_format in ("csv", "parquet"):
+        path = tmp_path / f"worker.{export_format}"
+        export_file(study=worker_study, path=path, export_format=export_format)
+        table = read_table(path, export_format, columns)
+        assert_same_rows(table, expected_vicr(worker_study), columns, export_format)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_writer_failing_midway_stops_the_copy(worker_study, tmp_path, monkeypatch):
+    monkeypatch.setattr(query, "COPY_CHUNK_BYTES", 1)
+    monkeypatch.setattr(query, "COPY_QUEUE_CHUNKS", 1)
+    writes = []
+
+    def fail_on_the_second(self, batch):
+        writes.append(batch.num_rows)
+        if len(writes) == 2:
+            raise RuntimeError("writer broke")
+
+    monkeypatch.setattr(exports._CsvSink, "write", fail_on_the_second)
+    with pytest.raises(RuntimeError, match="writer broke"):
+        export_file(study=worker_study, path=tmp_path / "x.csv", export_format="csv")
+    assert writes == [1, 1]
+    assert not [t for t in threading.enumerate() if t.name == "capeval-export-copy"]
+    assert not list(tmp_path.iterdir())
+
+
 def test_csv_of_texts_holding_the_writers_own_separators():
-    # Control characters a text may hold (a faster writer may use them as markers).
+    # The fast path marks cells with U+001F and rows with U+001E; a text holding them is
+    # written the plain way, the same bytes.
     batch = sample()
     texts = pa.array(["unit\x1fsep", "record\x1esep", None, "="])
     odd = pa.RecordBatch.from_arrays(
