@@ -3,7 +3,7 @@ type (nulls, negatives, quotes, line breaks, formulas, timestamps with and witho
 microseconds), written out by hand from the format notes in
 ``annotation/services/exports/__init__.py``; and the worker's COPY path with chunks of
 one row each and a writer that fails midway (issue 27: the writers and the reader were
-made faster; these pin what must not change)."""
+made faster; these pin what must not change); progress written every few percent."""
 
 import io
 import threading
@@ -13,6 +13,7 @@ import pyarrow as pa
 import pytest
 from django.db import connection
 
+from annotation.models import Judgment
 from annotation.services import exports
 from annotation.services.exports import export_file, query, table_columns
 from tests.annotation.test_exports import assert_same_rows, expected_vicr, read_table, vicr_data
@@ -164,3 +165,23 @@ def test_csv_of_texts_holding_the_writers_own_separators():
         ",,,,\n"
         '40,"\'=",1e+20,true,1999-12-31 23:59:59.999999Z\n'
     )
+
+
+# ---------------------------------------------------------------------- progress
+
+
+def test_progress_is_written_every_five_percent_not_every_percent(researcher, tmp_path, settings):
+    settings.CAPEVAL_EXPORT_CHUNK_SIZE = 1  # a batch per judgment: a percent or less each
+    study = vicr_data(researcher, game_ratings=7, players=7)
+    total = Judgment.objects.filter(study=study).count()
+    assert total > 40
+    calls = []
+    export_file(
+        study=study,
+        path=tmp_path / "x.csv",
+        export_format="csv",
+        progress=lambda percent, message="": calls.append(percent),
+    )
+    steps = [later - earlier for earlier, later in zip(calls, calls[1:], strict=False)]
+    assert calls[0] == 0 and calls[-1] >= 95
+    assert steps and all(step >= 5 for step in steps), calls
