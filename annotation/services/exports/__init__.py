@@ -38,8 +38,8 @@ runs the COPY on a connection of its own in a thread handing chunks over a bound
 so PostgreSQL and the parsing and writing overlap, and inside a caller's transaction
 (tests) the COPY goes to a temporary file first on the caller's connection. On SQLite a
 cursor's chunks become Arrow arrays. Writers: pyarrow's CSV writer (after vectorised
-neutralisation) and Parquet writer; JSONL through ``json``. The datasheet's counts come
-from the written batches.
+neutralisation, with zone-less timestamps whose ``Z`` numpy adds) and Parquet writer;
+JSONL through ``json``. The datasheet's counts come from the written batches.
 
 Memory (the export process stays below 200 MB on 1M rows; Django and pyarrow take about
 120 MB before the first row). What it is bounded by: the COPY thread's queue
@@ -47,8 +47,8 @@ Memory (the export process stays below 200 MB on 1M rows; Django and pyarrow tak
 (``_ParquetSink.ROW_GROUP_ROWS``), the distinct ids and names the datasheet counts. What
 made it grow before, and is avoided: pyarrow's streaming CSV reader's read-ahead (32
 blocks), 1 MiB chunks, the default mimalloc pool keeping freed pages (``EXPORT_POOL``),
-``np.unique`` temporaries and Python sets of ids, and ``pa.array()`` or ``to_pylist()`` of
-timestamps, which import pandas when it is installed (about
+``np.unique`` temporaries and Python sets of ids, and ``pa.array()``, ``to_pylist()`` or
+``Schema.empty_table()`` of timestamps, which import pandas when it is installed (about
 50 MB), as does the first pyarrow.compute call (40-60 MB).
 
 Files are written as hidden ``.part`` files in the export folder itself, flushed to disk
