@@ -185,3 +185,23 @@ def test_progress_is_written_every_five_percent_not_every_percent(researcher, tm
     steps = [later - earlier for earlier, later in zip(calls, calls[1:], strict=False)]
     assert calls[0] == 0 and calls[-1] >= 95
     assert steps and all(step >= 5 for step in steps), calls
+
+
+# ---------------------------------------------------------------------- the datasheet's tally
+
+
+def test_a_closed_tally_keeps_its_counts_and_lets_go_of_the_ids_and_names():
+    columns = [
+        exports.ExportColumn("caption_id", "int", "Caption.", "captions"),
+        exports.ExportColumn("image", "str", "Image.", "images"),
+    ]
+    tally = exports._Tally(columns)
+    batch = pa.RecordBatch.from_arrays(
+        [pa.array([1, 2, 2, None]), pa.array(["a.jpg", "b.jpg", "a.jpg", None])],
+        schema=exports._schema(columns),
+    )
+    tally.observe(batch)
+    tally.observe(batch.slice(1))
+    tally.close()
+    assert tally.counts() == {"rows": 7, "captions": 2, "images": 2}
+    assert tally.ids == {} and tally.distinct == {}, "a dataset's next table starts clean"

@@ -332,6 +332,7 @@ def _write_table(study: Study, table: str, sink, *, raw_ids: bool, progress: Pro
             tally.observe(batch)
             sink.write(batch)
         sink.close()
+        tally.close()
         return tally
     total = Judgment.objects.filter(study_id=study.pk).count()
     progress(0, f"Exporting {total:,} judgments")
@@ -348,6 +349,7 @@ def _write_table(study: Study, table: str, sink, *, raw_ids: bool, progress: Pro
                 shown = percent
                 progress(percent, f"Exported {tally.judgments:,} of {total:,} judgments")
     sink.close()
+    tally.close()
     return tally
 
 
