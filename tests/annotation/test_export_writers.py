@@ -6,6 +6,7 @@ one row each and a writer that fails midway (issue 27: the writers and the reade
 made faster; these pin what must not change); progress written every few percent."""
 
 import io
+import json
 import threading
 from datetime import UTC, datetime
 
@@ -205,3 +206,21 @@ def test_a_closed_tally_keeps_its_counts_and_lets_go_of_the_ids_and_names():
     tally.close()
     assert tally.counts() == {"rows": 7, "captions": 2, "images": 2}
     assert tally.ids == {} and tally.distinct == {}, "a dataset's next table starts clean"
+
+
+def test_jsonl_timestamps_are_pythons_isoformat_across_the_calendar():
+    when = [
+        datetime(1, 1, 1, tzinfo=UTC),
+        datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+        datetime(1970, 1, 1, tzinfo=UTC),
+        datetime(2038, 1, 19, 3, 14, 8, 1, tzinfo=UTC),
+        datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC),
+    ]
+    schema = exports._schema(COLUMNS[4:])
+    out = io.BytesIO()
+    sink = exports._JsonlSink(out)
+    sink.open(schema)
+    sink.write(pa.RecordBatch.from_arrays([pa.array(when, schema.field(0).type)], schema=schema))
+    sink.close()
+    lines = out.getvalue().decode().splitlines()
+    assert lines == [json.dumps({"at": moment.isoformat()}) for moment in when]

@@ -17,8 +17,8 @@ from annotation.services.exports.common import (
     ARROW_TYPES,
     EXPORT_POOL,
     _bits,
-    _iso_column,
     _neutralised,
+    _values,
 )
 
 # ---------------------------------------------------------------------------------------
@@ -113,37 +113,71 @@ class _CsvSink:
 
 
 class _JsonlSink:
-    # Rows become Python dicts here; slices keep that memory small.
+    """One JSON object a line, as ``json.dumps(row, ensure_ascii=False)`` writes it.
+
+    Built column by column, not row by row (issue 27: a dict and a ``json.dumps`` call a
+    row cost 17 us for VICR's 22 columns, a fifth of COPY's speed): numbers, flags and
+    nulls of a column are one ``json.dumps`` of its values split at ``", "`` (no such
+    value's text holds one), texts are ``json``'s own string encoder, timestamps come from
+    numpy, and each line is one ``%`` of a template holding the keys.
+    """
+
+    # Each slice's values are Python objects here; slices keep that memory small.
     SLICE_ROWS = 2000
 
     def __init__(self, out: BinaryIO):
         self.out = out
 
     def open(self, schema: pa.Schema) -> None:
-        self.names = schema.names
-        self.times = [
-            n
-            for n, f in enumerate(schema)
-            if pa.types.is_timestamp(f.type) and f.type.tz == ARROW_TYPES["timestamp"].tz
-        ]
+        self.times = [n for n, f in enumerate(schema) if pa.types.is_timestamp(f.type)]
+        self.texts = [n for n, f in enumerate(schema) if pa.types.is_string(f.type)]
+        keys = [json.dumps(name, ensure_ascii=False).replace("%", "%%") for name in schema.names]
+        self.line = "{" + ", ".join(f"{key}: %s" for key in keys) + "}\n"
 
     def write(self, batch: pa.RecordBatch) -> None:
-        names = self.names
         for start in range(0, batch.num_rows, self.SLICE_ROWS):
-            # Timestamps from their int64 values: to_pylist() of a timestamp column makes
-            # pyarrow import pandas (about 50 MB) when it is installed.
             columns = [
-                _iso_column(col) if n in self.times else col.to_pylist()
+                self._json(n, col)
                 for n, col in enumerate(batch.slice(start, self.SLICE_ROWS).columns)
             ]
-            text = "".join(
-                json.dumps(dict(zip(names, row, strict=True)), ensure_ascii=False) + "\n"
-                for row in zip(*columns, strict=True)
-            )
-            self.out.write(text.translate(_LINE_SEPARATORS).encode())
+            line = self.line
+            text = "".join([line % row for row in zip(*columns, strict=True)])
+            # str.replace per separator, not str.translate: translate looks every
+            # character up in its table, 60% of this writer's time.
+            for separator, escaped in _LINE_SEPARATORS.items():
+                text = text.replace(chr(separator), escaped)
+            self.out.write(text.encode())
+
+    def _json(self, n: int, column: pa.Array) -> list[str]:
+        """The JSON text of every value of a column."""
+        if n in self.times:
+            return _iso_json(column)
+        if n in self.texts:
+            return [
+                "null" if value is None else _json_string(value) for value in column.to_pylist()
+            ]
+        return json.dumps(column.to_pylist()).removeprefix("[").removesuffix("]").split(", ")
 
     def close(self) -> None:
         return None
+
+
+_json_string = json.encoder.encode_basestring  # what json.dumps(ensure_ascii=False) uses
+
+
+def _iso_json(column: pa.Array) -> list[str]:
+    """A timestamp[us] array as JSON texts of ``datetime.isoformat()`` in UTC
+    (``"2025-01-02T03:04:05.000678+00:00"``, no fraction when it is zero), null for nulls.
+    From the int64 values: to_pylist() of a timestamp column makes pyarrow import pandas
+    (about 50 MB) when it is installed."""
+    micros = _values(column, np.int64)
+    texts = np.datetime_as_string(micros.astype("datetime64[us]"), unit="us").tolist()
+    whole = (micros % 1_000_000 == 0).tolist()
+    valid = _bits(column, 0).tolist()
+    return [
+        ('"' + (text[:19] if no_fraction else text) + '+00:00"') if ok else "null"
+        for text, no_fraction, ok in zip(texts, whole, valid, strict=True)
+    ]
 
 
 class _ParquetSink:
