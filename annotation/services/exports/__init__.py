@@ -32,22 +32,24 @@ study's completion code never (settings are redacted in the datasheet).
 
 How rows flow (the Saleor model: the database selects, a library writes). The mode's SQL
 computes every cell; no model instance is built per row. On PostgreSQL the rows leave as
-``COPY (<the mode's query>) TO STDOUT (FORMAT csv)`` and pyarrow's streaming CSV reader
-turns them into typed record batches; a worker (autocommit) runs the COPY on a connection
-of its own in a thread writing to a pipe, so PostgreSQL and the parsing overlap, and
-inside a caller's transaction (tests) the COPY goes to a temporary file first on the
-caller's connection. On SQLite a cursor's chunks become Arrow arrays. Writers: pyarrow's
-CSV writer (after vectorised neutralisation) and Parquet writer; JSONL through ``json``.
-The datasheet's counts come from the written batches.
+``COPY (<the mode's query>) TO STDOUT (FORMAT csv)``, gathered into chunks of whole rows,
+each parsed by pyarrow's CSV reader into one typed record batch; a worker (autocommit)
+runs the COPY on a connection of its own in a thread handing chunks over a bounded queue,
+so PostgreSQL and the parsing and writing overlap, and inside a caller's transaction
+(tests) the COPY goes to a temporary file first on the caller's connection. On SQLite a
+cursor's chunks become Arrow arrays. Writers: pyarrow's CSV writer (after vectorised
+neutralisation, with zone-less timestamps whose ``Z`` numpy adds) and Parquet writer;
+JSONL through ``json``. The datasheet's counts come from the written batches.
 
 Memory (the export process stays below 200 MB on 1M rows; Django and pyarrow take about
-120 MB before the first row). What it is bounded by: the CSV reader's read-ahead (32
-blocks of ``COPY_BLOCK_BYTES``), one Parquet row group (``_ParquetSink.ROW_GROUP_ROWS``),
-the distinct ids and names the datasheet counts. What made it grow before, and is avoided:
-2 MiB blocks (64 MB of read-ahead), the default mimalloc pool keeping freed pages
-(``EXPORT_POOL``), ``np.unique`` temporaries and Python sets of ids, and ``pa.array()`` or
-``to_pylist()`` of timestamps, which import pandas when it is installed (about 50 MB), as
-does the first pyarrow.compute call (40-60 MB).
+120 MB before the first row). What it is bounded by: the COPY thread's queue
+(``query.COPY_QUEUE_CHUNKS`` chunks of ``COPY_CHUNK_BYTES``), one Parquet row group
+(``_ParquetSink.ROW_GROUP_ROWS``), the distinct ids and names the datasheet counts. What
+made it grow before, and is avoided: pyarrow's streaming CSV reader's read-ahead (32
+blocks), 1 MiB chunks, the default mimalloc pool keeping freed pages (``EXPORT_POOL``),
+``np.unique`` temporaries and Python sets of ids, and ``pa.array()``, ``to_pylist()`` or
+``Schema.empty_table()`` of timestamps, which import pandas when it is installed (about
+50 MB), as does the first pyarrow.compute call (40-60 MB).
 
 Files are written as hidden ``.part`` files in the export folder itself, flushed to disk
 (``fsync``) and renamed with ``os.replace`` when complete (datasheet first, data file last,

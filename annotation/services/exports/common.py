@@ -17,12 +17,11 @@ EXPORT_FORMATS = ("csv", "jsonl", "parquet", "dataset")
 EXPORT_TABLES = ("judgments", "participants", "judges", "caption_metrics")
 FILE_SUFFIX = {"csv": "csv", "jsonl": "jsonl", "parquet": "parquet", "dataset": "zip"}
 DEFAULT_CHUNK_SIZE = 50_000
-# Bytes pyarrow parses at a time from PostgreSQL's COPY stream (about 1,000 rows). Kept
-# small because pyarrow's streaming CSV reader reads up to 32 blocks ahead on its I/O
-# thread (Arrow's background generator; the depth is not an option, ARROW-12090), outside
-# its memory pool: with 2 MiB blocks that read-ahead alone took 90-110 MB of the export
-# process's 200 MB budget, with 256 KiB blocks it takes about 10 MB. Parsing is as fast.
-COPY_BLOCK_BYTES = 256 << 10
+# Bytes of PostgreSQL's COPY output parsed at a time (about 1,300 VICR rows; query.py),
+# one record batch each. The COPY thread holds at most ``query.COPY_QUEUE_CHUNKS`` of them.
+# 1 MiB chunks cost no less CPU and took 30 MB more of the 200 MB budget (the queued
+# chunks and each batch's temporaries in the CSV writer; bench/export.py, VICR at 1M rows).
+COPY_CHUNK_BYTES = 256 << 10
 DEFAULT_KEEP_DAYS = 7
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 # A cell's first byte -> whether it starts a formula (a table lookup is cheaper than np.isin).

@@ -48,10 +48,13 @@ class _Tally:
     first: Any = None
     last: Any = None
     _last_id: Any = None
+    _counts: dict[str, int] | None = None
 
     def observe(self, batch: pa.RecordBatch) -> None:
         """Count from the batch's buffers (numpy views; see ``_neutralised`` for why not
         pyarrow.compute)."""
+        if self._counts is not None:
+            raise RuntimeError("this table's tally is closed")
         self.rows += batch.num_rows
         if not batch.num_rows:
             return
@@ -89,7 +92,16 @@ class _Tally:
                 else:
                     self.distinct.setdefault(column.counts, set()).update(values.to_pylist())
 
+    def close(self) -> None:
+        """Count now and let go of the ids and names: a dataset writes its tables one after
+        the other, and THumB's 100,000 image names (a Python set, about 11 MB) would
+        otherwise still be held while the next table's are counted."""
+        self._counts = self.counts()
+        self.distinct, self.ids = {}, {}
+
     def counts(self) -> dict[str, int]:
+        if self._counts is not None:
+            return dict(self._counts)
         counts = {"rows": self.rows}
         if any(c.name == "judgment_id" for c in self.columns):
             counts["judgments"] = self.judgments

@@ -1,15 +1,26 @@
 """The rows of a table as Arrow record batches: ``COPY ... TO STDOUT`` parsed by pyarrow on
 PostgreSQL, a cursor's chunks on SQLite (the SQL dialect differences live in
-``modes.base.ExportSql``)."""
+``modes.base.ExportSql``).
+
+How the COPY's rows reach pyarrow (issue 27). libpq hands over one row at a time, so a
+Python loop touches every row; it runs in a thread of its own and only joins rows into
+chunks of about ``COPY_CHUNK_BYTES``, always ending on a row's end, which a bounded queue
+hands to the caller. The caller parses each chunk with ``pyarrow.csv.read_csv`` on an
+in-memory buffer, which needs no Python and releases the GIL. The export used to stream a
+pipe into pyarrow's CSV reader instead: its read-ahead thread read the pipe through a
+Python file object, so whenever the caller held the GIL (numpy, the writers' Python file)
+the pipe (64 KiB) filled, the COPY thread blocked, and PostgreSQL waited; the database's
+work and ours ran one after the other.
+"""
 
 from __future__ import annotations
 
-import os
+import queue
 import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, BinaryIO
+from typing import Any
 
 import psycopg
 import pyarrow as pa
@@ -17,7 +28,11 @@ import pyarrow.csv as pa_csv
 from django.conf import settings
 from django.db import connection
 
-from annotation.services.exports.common import COPY_BLOCK_BYTES, DEFAULT_CHUNK_SIZE, EXPORT_POOL
+from annotation.services.exports.common import COPY_CHUNK_BYTES, DEFAULT_CHUNK_SIZE, EXPORT_POOL
+
+# Chunks the COPY thread may hold ready for the caller: with COPY_CHUNK_BYTES, 2 MiB at
+# most, so PostgreSQL keeps going while the caller writes a chunk or records progress.
+COPY_QUEUE_CHUNKS = 8
 
 # ---------------------------------------------------------------------------------------
 # Reading rows from the database
@@ -34,30 +49,46 @@ def _sql_batches(
     connection.ensure_connection()
     # COPY takes no parameters: the client binds them (psycopg quotes each literal).
     with psycopg.ClientCursor(connection.connection) as cursor:
-        copy_sql = f"COPY ({cursor.mogrify(sql, params)}) TO STDOUT WITH (FORMAT csv, HEADER)"
+        copy_sql = f"COPY ({cursor.mogrify(sql, params)}) TO STDOUT WITH (FORMAT csv)"
     if connection.in_atomic_block:
-        # A second connection cannot see the caller's uncommitted rows: COPY on this one.
+        # A second connection cannot see the caller's uncommitted rows: COPY on this one,
+        # into a temporary file first (the caller may query while it writes the batches).
         with tempfile.TemporaryFile() as spool:
-            with connection.connection.cursor() as cursor, cursor.copy(copy_sql) as copy:
-                for block in copy:
-                    spool.write(block)
+            sizes = []
+            with connection.connection.cursor() as cursor:
+                for chunk in _copy_chunks(cursor, copy_sql):
+                    spool.write(chunk)
+                    sizes.append(len(chunk))
             spool.seek(0)
-            yield _csv_batches(spool, schema)
+            yield (_parse(spool.read(size), schema) for size in sizes)
         return
-    with _CopyPipe(copy_sql) as stream:
-        yield stream.checked(_csv_batches(stream.reader, schema))
+    with _CopyThread(copy_sql) as chunks:
+        yield (_parse(chunk, schema) for chunk in chunks)
 
 
-def _csv_batches(stream: BinaryIO, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-    reader = pa_csv.open_csv(
-        stream,
-        memory_pool=EXPORT_POOL,
-        # One thread: PostgreSQL has the other core, and read-ahead blocks cost memory.
+def _copy_chunks(cursor: Any, copy_sql: str) -> Iterator[bytearray]:
+    """The COPY's output in chunks of whole rows (libpq returns one row at a time)."""
+    # One bytearray grown in place: a list of the rows joined at the end cost twice the
+    # CPU of the COPY itself (1 us a row), holding thousands of libpq buffers alive.
+    chunk = bytearray()
+    with cursor.copy(copy_sql) as copy:
+        for row in copy:
+            chunk += row
+            if len(chunk) >= COPY_CHUNK_BYTES:
+                yield chunk
+                chunk = bytearray()
+    if chunk:
+        yield chunk
+
+
+def _parse(chunk: bytearray, schema: pa.Schema) -> pa.RecordBatch:
+    """One chunk of COPY's CSV as one record batch of ``schema``."""
+    table = pa_csv.read_csv(
+        pa.py_buffer(chunk),
+        # One thread: PostgreSQL and the COPY thread have the other core. One block: the
+        # chunk holds whole rows, and a row must not straddle two blocks.
         read_options=pa_csv.ReadOptions(
-            column_names=schema.names,
-            skip_rows=1,
-            block_size=COPY_BLOCK_BYTES,
-            use_threads=False,
+            column_names=schema.names, block_size=len(chunk) + 1, use_threads=False
         ),
         parse_options=pa_csv.ParseOptions(newlines_in_values=True),
         convert_options=pa_csv.ConvertOptions(
@@ -68,58 +99,78 @@ def _csv_batches(stream: BinaryIO, schema: pa.Schema) -> Iterator[pa.RecordBatch
             true_values=["t"],
             false_values=["f"],
         ),
+        memory_pool=EXPORT_POOL,
     )
-    for batch in reader:
-        # Same types; the schema adds the column descriptions (zero-copy).
-        yield pa.RecordBatch.from_arrays(batch.columns, schema=schema)
+    # Same types; the schema adds the column descriptions (zero-copy).
+    columns = [
+        column.chunk(0) if column.num_chunks == 1 else column.combine_chunks(EXPORT_POOL)
+        for column in table.columns
+    ]
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
-class _CopyPipe:
-    """COPY ... TO STDOUT on a connection of its own, in a thread, into a pipe."""
+class _Stopped(Exception):
+    """The caller left before the COPY ended: the COPY thread stops (psycopg ends the COPY
+    when an exception leaves its block)."""
+
+
+class _CopyThread:
+    """COPY ... TO STDOUT on a connection of its own, in a thread, handing over chunks."""
+
+    _END = object()
 
     def __init__(self, copy_sql: str):
         self.copy_sql = copy_sql
-        self.error: BaseException | None = None
+        self.chunks: queue.Queue[Any] = queue.Queue(maxsize=COPY_QUEUE_CHUNKS)
+        self.stop = threading.Event()
 
-    def __enter__(self) -> _CopyPipe:
-        read_fd, write_fd = os.pipe()
-        self.reader = os.fdopen(read_fd, "rb")
-        writer = os.fdopen(write_fd, "wb")
+    def __enter__(self) -> Iterator[bytearray]:
         # Opened here, so a connection error is raised in the caller's thread.
         self.conn = connection.get_new_connection(connection.get_connection_params())
-        self.thread = threading.Thread(
-            target=self._copy, args=(writer,), name="capeval-export-copy", daemon=True
-        )
+        self.thread = threading.Thread(target=self._copy, name="capeval-export-copy", daemon=True)
         self.thread.start()
-        return self
+        return self._received()
 
-    def _copy(self, writer: BinaryIO) -> None:
+    def _copy(self) -> None:
+        outcome: Any = self._END
         try:
-            with writer, self.conn.cursor() as cursor:
+            with self.conn.cursor() as cursor:
                 cursor.execute("SET TIME ZONE 'UTC'")
-                with cursor.copy(self.copy_sql) as copy:
-                    for block in copy:
-                        writer.write(block)
+                chunks = _copy_chunks(cursor, self.copy_sql)
+                try:
+                    for chunk in chunks:
+                        self._hand_over(chunk)
+                finally:
+                    chunks.close()  # ends the COPY now if it was stopped
+        except _Stopped:
+            outcome = None
         except BaseException as exc:  # re-raised in the caller's thread
-            self.error = exc
-        finally:
-            self.conn.close()
-
-    def checked(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            outcome = exc
         try:
-            yield from batches
-        except pa.ArrowInvalid:
-            self.thread.join()
-            if self.error is not None:
-                raise self.error from None
-            raise
-        self.thread.join()
-        if self.error is not None:
-            raise self.error
+            self.conn.close()
+        finally:
+            if outcome is not None:
+                self._hand_over(outcome, final=True)
+
+    def _hand_over(self, item: Any, final: bool = False) -> None:
+        while not self.stop.is_set():
+            try:
+                self.chunks.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+        if not final:
+            raise _Stopped
+
+    def _received(self) -> Iterator[bytearray]:
+        while (item := self.chunks.get()) is not self._END:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
 
     def __exit__(self, *exc_info: Any) -> None:
-        # Closing the read end stops a COPY still writing (broken pipe) when we failed.
-        self.reader.close()
+        # A caller that failed (or stopped early) stops a COPY still running.
+        self.stop.set()
         self.thread.join()
 
 
