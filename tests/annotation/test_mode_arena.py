@@ -496,6 +496,11 @@ def test_length_control_undoes_a_planted_preference_for_longer_captions(research
 
 
 def test_a_simulated_crowd_answers_through_the_services_and_ranks_by_quality(researcher):
+    # No gold battles here: the simulated crowd often misses a gold battle built on the
+    # weakest system (its caption is barely better than the alteration), so with 4 workers
+    # the catch rule could exclude all of them, depending on the lease ids (CI on PostgreSQL
+    # once found every worker flagged and an empty leaderboard). Gold battles and the catch
+    # rule have their own tests above.
     study = arena_study(
         researcher,
         systems=("good-one", "mid-one", "bad-one"),
@@ -504,6 +509,7 @@ def test_a_simulated_crowd_answers_through_the_services_and_ranks_by_quality(res
         bootstrap_rounds=20,
         min_seconds=2,
         criteria=True,
+        catch_rate=0,
     )
 
     summary = crowd_simulate(study=study, workers=4, seed=1)
