@@ -305,7 +305,9 @@ def span_suggestions_import(*, study: Study, path: Path, source: str) -> Suggest
     again replaces that source's suggestions of the captions listed. The whole file is
     checked first and written in one transaction: a bad line stores nothing.
     """
-    if study.mode != "spans":
+    config = get_mode(study.mode).settings(study)
+    # A capability, not a mode name: only a mode with a ``suggestions`` setting shows them.
+    if not hasattr(config, "suggestions"):
         raise InvalidInput("Suggestions are for error-span studies only.", field="study")
     if not _SOURCE.match(source or ""):
         raise InvalidInput(
@@ -321,7 +323,6 @@ def span_suggestions_import(*, study: Study, path: Path, source: str) -> Suggest
             "The study has no items yet: open it first (suggestions are stored with its items).",
             field="study",
         )
-    config = get_mode(study.mode).settings(study)
     lines = _suggestion_lines(path)
     texts = dict(Caption.objects.filter(pk__in=items).values_list("pk", "text"))
     found: dict[int, list[dict[str, Any]]] = {}
