@@ -292,6 +292,19 @@ def run_design(owner, *, seed, names, s, truth, args, adaptive: bool) -> dict:
     }
 
 
+def design_matrices(s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For true strengths ``s`` (natural log-odds, in rank order): each pair's contrast row
+    ``x_p = e_i - e_j`` (i < j), the information ``I_p`` of one battle of it, and the
+    adjacent contrasts ``e_r - e_(r+1)``."""
+    k = len(s)
+    pairs = [(i, j) for i in range(k) for j in range(i + 1, k)]
+    x = np.zeros((len(pairs), k))
+    for row, (i, j) in enumerate(pairs):
+        x[row, i], x[row, j] = 1.0, -1.0
+    win = 1 / (1 + np.exp(-(x @ s)))
+    return x, win * (1 - win), np.eye(k)[:-1] - np.eye(k)[1:]
+
+
 def design_bound(s: np.ndarray) -> dict[str, float]:
     """What any pairing design can save at the true strengths, asymptotically (no crowd).
 
@@ -302,18 +315,13 @@ def design_bound(s: np.ndarray) -> dict[str, float]:
     the five adjacent contrasts weighted alike (the order as a whole) and for one contrast
     alone (the most an adaptive design can gain while one order is the only doubt).
     """
+    x, info, adjacent = design_matrices(s)
     k = len(s)
-    pairs = [(i, j) for i in range(k) for j in range(i + 1, k)]
-    x = np.zeros((len(pairs), k))
-    for row, (i, j) in enumerate(pairs):
-        x[row, i], x[row, j] = 1.0, -1.0
-    win = 1 / (1 + np.exp(-(x @ s)))
-    info = win * (1 - win)
-    lever = (np.eye(k)[:-1] - np.eye(k)[1:]) @ np.linalg.pinv(x.T @ (info[:, None] * x)) @ x.T
+    lever = adjacent @ np.linalg.pinv(x.T @ (info[:, None] * x)) @ x.T
     out = {}
     for name, rows in (("all_adjacent", lever), ("one_adjacent", lever[k // 2 - 1 : k // 2])):
         need = info * (rows**2).sum(axis=0)
-        out[name] = round(float(np.sqrt(need).sum() ** 2 / (len(pairs) * need.sum())), 3)
+        out[name] = round(float(np.sqrt(need).sum() ** 2 / (len(info) * need.sum())), 3)
     return out
 
 

@@ -28,26 +28,14 @@ import numpy as np
 from scipy.optimize import minimize
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from arena import design_bound  # noqa: E402  (the bench's own Neyman bound)
+from arena import design_bound, design_matrices  # noqa: E402  (the bench's own bound)
 
 SETTINGS = [(6, 1.5), (6, 3.0), (12, 1.5), (12, 3.0), (14, 3.0)]
 
 
-def _design(s: np.ndarray):
-    k = len(s)
-    pairs = [(i, j) for i in range(k) for j in range(i + 1, k)]
-    x = np.zeros((len(pairs), k))
-    for row, (i, j) in enumerate(pairs):
-        x[row, i], x[row, j] = 1.0, -1.0
-    win = 1 / (1 + np.exp(-(x @ s)))
-    info = win * (1 - win)
-    adjacent = np.eye(k)[:-1] - np.eye(k)[1:]  # s is sorted: neighbours are adjacent
-    return x, info, adjacent
-
-
 def minimax_share(s: np.ndarray, weighted: bool) -> float:
     """Worst adjacent variance of the best static design / of the uniform design."""
-    x, info, c = _design(s)
+    x, info, c = design_matrices(s)
     n = len(info)
     lever = c @ np.linalg.pinv(x.T @ (info[:, None] * x / n)) @ x.T
 
