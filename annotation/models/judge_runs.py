@@ -22,6 +22,15 @@ class JudgeEndpoint(models.Model):
     model = models.CharField(max_length=200)
     api_key_token = models.TextField(blank=True, help_text="Fernet token of the key, or empty.")
     api_key_masked = models.CharField(max_length=40, blank=True, help_text="What pages show.")
+    # Who may spend the key: the researcher who saved it (``judge_runs.key_spender``).
+    api_key_saved_by = models.ForeignKey(
+        django_settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="Who saved the key; only they may spend it (empty: no researcher may).",
+    )
     concurrency = models.PositiveSmallIntegerField(default=16)
     timeout = models.FloatField(default=60.0, help_text="Seconds per attempt.")
     max_retries = models.PositiveSmallIntegerField(default=4)
