@@ -220,7 +220,7 @@ class Platform:
         )
         judge_endpoint_save(
             study=self.study, name="bench", base_url=url, model="bench", api_key="sk-bench",
-            concurrency=concurrency, timeout=10.0, max_retries=0,
+            concurrency=concurrency, timeout=10.0, max_retries=0, by=self.owner,
         )  # fmt: skip
         self.round = 0
 

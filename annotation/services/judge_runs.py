@@ -35,7 +35,7 @@ from django.conf import settings
 from django.db import transaction
 
 from annotation import secrets
-from annotation.errors import InvalidInput, ServiceError
+from annotation.errors import Forbidden, InvalidInput, ServiceError
 from annotation.judges.client import Endpoint, JudgeItem, run_batch
 from annotation.models import (
     Caption,
@@ -106,6 +106,7 @@ def judge_endpoint_view(study: Study) -> dict[str, Any] | None:
         "model": row.model,
         "api_key": row.api_key_masked,
         "has_key": bool(row.api_key_token),
+        "key_saved_by": _saver_name(row),
         "swap": row.swap,
         **{name: getattr(row, name) for name in NUMBERS},
     }
@@ -120,11 +121,13 @@ def judge_endpoint_save(
     api_key: str = "",
     clear_key: bool = False,
     swap: bool = False,
+    by: User | None = None,
     **numbers: Any,
 ) -> JudgeEndpoint:
     """Save the study's judge endpoint; an empty ``api_key`` keeps the stored one for the
-    same ``base_url`` (``clear_key`` removes it). The key is stored encrypted;
-    InvalidInput names the field.
+    same ``base_url`` (``clear_key`` removes it). The key is stored encrypted, with ``by``
+    as the one researcher who may spend it (``check_key_spender``); InvalidInput names
+    the field.
 
     A stored key is bound to the address it was entered for: a new ``base_url`` without a
     new key drops it. Otherwise anyone who may edit the settings (a researcher the study
@@ -167,10 +170,38 @@ def judge_endpoint_save(
         if api_key:
             row.api_key_token = secrets.encrypt(api_key)
             row.api_key_masked = secrets.masked(api_key)
+            row.api_key_saved_by = by
         elif clear_key:
             row.api_key_token = row.api_key_masked = ""
+            row.api_key_saved_by = None
         row.save()
     return row
+
+
+def _saver_name(row: JudgeEndpoint) -> str:
+    saver = row.api_key_saved_by if row.api_key_token else None
+    return saver.get_username() if saver else ""
+
+
+def check_key_spender(endpoint: JudgeEndpoint, user: User | None) -> None:
+    """Refuse a run on a stored key by anyone but the researcher who saved it (Forbidden).
+
+    Sharing a study lets another researcher manage it, not spend money its owner pays: a
+    rival could run the judge again and again, each time with a new prompt version so
+    that the cache answers nothing. So a key is spent only by whoever saved it; the others
+    may save their own key (which replaces it) and run on that. An endpoint with no key
+    (a local server) is anyone's. ``user`` None is the server itself (a command); a key
+    saved with no user (``by`` None) is no researcher's to spend.
+    """
+    if not endpoint.api_key_token or user is None:
+        return
+    if endpoint.api_key_saved_by_id != user.pk:
+        saver = _saver_name(endpoint) or "a command on the server"
+        raise Forbidden(
+            f"The judge's API key was saved by {saver}, and only they may spend it. Save "
+            "your own key in the endpoint settings to run the judge on it.",
+            field="api_key",
+        )
 
 
 # ------------------------------------------------------------------------------ prompts
@@ -235,9 +266,11 @@ def judge_run_request(*, study: Study, by: User | None) -> Job:
         raise InvalidInput("The study has no question for a judge yet (import its captions).")
     if judge_run_pending(study) is not None:
         raise InvalidInput("A judge run of this study is already queued or running.")
+    check_key_spender(endpoint, by)
     prompt = judge_prompt_for_run(study, by)
     snapshot = judge_endpoint_view(study) or {}
     snapshot.pop("api_key", None)
+    snapshot.pop("key_saved_by", None)
     params = {"prompt": prompt.pk, "prompt_version": prompt.label, "settings": snapshot}
     return job_create(kind=Job.Kind.JUDGE, study=study, created_by=by, params=params)
 
@@ -306,6 +339,8 @@ def judge_run(*, job: Job, progress: Progress) -> dict[str, Any]:
     prompt = JudgePrompt.objects.filter(pk=job.params.get("prompt"), study=study).first()
     if endpoint_row is None or prompt is None:
         raise ServiceError("The judge's settings or prompt were removed; request a new run.")
+    # Again here: the key may have been replaced since the run was requested.
+    check_key_spender(endpoint_row, job.created_by)
     try:
         key = secrets.decrypt(endpoint_row.api_key_token) if endpoint_row.api_key_token else ""
     except secrets.SecretError as exc:

@@ -237,7 +237,7 @@ def study_judge_settings(request: HttpRequest, study_id: int) -> HttpResponse:
     form = _endpoint_form(study, request.POST)
     if form.is_valid():
         try:
-            runs.judge_endpoint_save(study=study, **form.cleaned_data)
+            runs.judge_endpoint_save(study=study, by=request.user, **form.cleaned_data)
         except ServiceError as exc:
             form.add_error(exc.field if exc.field in form.fields else None, exc.message)
         else:

@@ -131,7 +131,8 @@ def expected_units(study) -> set[tuple[int, int | None]]:
 def save_endpoint(study, url, **extra):
     options = {"name": "toy-vlm", "base_url": url, "model": "judge-7b", "api_key": KEY}
     options.update(extra)
-    return judge_endpoint_save(study=study, **options)
+    # Saved as the owner, who runs it (test_judge_key_spending.py: only the saver may).
+    return judge_endpoint_save(study=study, by=study.owner, **options)
 
 
 def run(study, researcher) -> Job:

@@ -41,6 +41,8 @@ def test_researcher_sets_up_and_runs_a_judge(page, login, researcher):
         with page.expect_navigation():
             page.get_by_role("button", name="Save the endpoint").click()
         expect(page.get_by_text("Saved key: sk-...cdef")).to_be_visible()
+        # Only the researcher who saved a key may spend it (test_judge_key_spending.py).
+        expect(page.get_by_text(f"saved by {researcher.username}. Only they")).to_be_visible()
         expect(page.get_by_label("API key")).to_have_value("")
         assert KEY not in page.content()
 

@@ -1,0 +1,192 @@
+"""Who may spend a judge endpoint's stored API key (issue 25's run, followed up).
+
+The attack: a rival researcher the study is shared with runs the judge, again and again
+(a new prompt version each time, so the cache answers nothing), on the key the owner
+saved: every run is paid by the owner. A shared study lets a member manage it, not spend
+another researcher's money. So a stored key is spent only by the researcher who saved it
+(a key saved before that was recorded, or by a command, by the study's owner); anyone
+else who manages the study may save their own key and run on that.
+
+Every case goes through the real views (the page's run button and the API), against the
+loopback judge server of ``tests/factories/judge_server.py``, which counts what reaches it.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.test import TestCase
+from django.urls import reverse
+
+from annotation.models import Job, JudgeEndpoint
+from annotation.services.judge_runs import judge_endpoint_save
+from tests.annotation.test_judge_runs import write_images
+from tests.factories.judge_server import KEY, fake_judge
+from tests.factories.vicr import vicr_study
+
+pytestmark = pytest.mark.django_db
+
+OTHER_KEY = "sk-member-" + "9" * 24
+
+
+def _settings_form(url: str, key: str = "") -> dict[str, str]:
+    return {
+        "name": "toy-vlm",
+        "base_url": url,
+        "model": "judge-7b",
+        "api_key": key,
+        "concurrency": "2",
+        "timeout": "5",
+        "max_retries": "0",
+        "temperature": "0",
+        "repeats": "1",
+        "price_prompt_per_1k": "0",
+        "price_completion_per_1k": "0",
+    }
+
+
+def _run_from_page(client, study):
+    # No broker in tests: a queued job runs when the request's transaction commits.
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        return client.post(reverse("study_judge_run", args=[study.pk]))
+
+
+def _run_from_api(client, study):
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        return client.post(f"/api/studies/{study.pk}/judges/runs/")
+
+
+@pytest.fixture
+def shared(researcher, other_researcher):
+    study = vicr_study(researcher, game=3)
+    study.members.add(other_researcher)
+    write_images(study)  # the judge is sent each pair's image
+    return study
+
+
+@pytest.mark.parametrize("route", [_run_from_page, _run_from_api])
+def test_a_member_cannot_spend_the_key_the_owner_saved(
+    route, shared, researcher, other_researcher, client
+):
+    with fake_judge(lambda prompt, n: "4") as server:
+        client.force_login(researcher)
+        saved = client.post(reverse("study_judge_settings", args=[shared.pk]),
+                            _settings_form(server.url, KEY))  # fmt: skip
+        assert saved.status_code == 302
+        client.force_login(other_researcher)
+
+        answer = route(client, shared)
+
+        assert answer.status_code == 403
+        body = answer.content.decode()
+        assert "saved by" in body and researcher.username in body
+        assert "Traceback" not in body and KEY not in body
+        assert not Job.objects.filter(study=shared, kind=Job.Kind.JUDGE).exists()
+        assert server.total == 0, "nothing reached the paid endpoint"
+        # The owner, who saved it, still runs the judge on it: the 3 game pairs are asked.
+        client.force_login(researcher)
+        assert route(client, shared).status_code in (202, 302)
+        assert server.total == 3
+
+
+def _keys_sent(server) -> set[str]:
+    return {headers.get("Authorization", "") for headers in server.headers}
+
+
+def test_a_member_runs_on_their_own_key_and_then_the_owner_cannot_spend_it(
+    shared, researcher, other_researcher, client
+):
+    with (
+        fake_judge(lambda prompt, n: "4") as owners,
+        fake_judge(lambda prompt, n: "4", key=OTHER_KEY) as members,
+    ):
+        client.force_login(researcher)
+        settings_url = reverse("study_judge_settings", args=[shared.pk])
+        client.post(settings_url, _settings_form(owners.url, KEY))
+        client.force_login(other_researcher)
+        # Same address, no key: the owner's key stays, and stays the owner's to spend.
+        client.post(reverse("study_judge_settings", args=[shared.pk]), _settings_form(owners.url))
+        assert _run_from_page(client, shared).status_code == 403
+        assert JudgeEndpoint.objects.get(study=shared).api_key_saved_by == researcher
+
+        client.post(reverse("study_judge_settings", args=[shared.pk]),
+                    _settings_form(members.url, OTHER_KEY))  # fmt: skip
+        assert _run_from_page(client, shared).status_code == 302
+        job = Job.objects.get(study=shared, kind=Job.Kind.JUDGE)
+        assert job.status == Job.Status.DONE, job.error
+        assert members.total == 3 and _keys_sent(members) == {f"Bearer {OTHER_KEY}"}
+        assert owners.total == 0
+
+        client.force_login(researcher)
+        assert _run_from_page(client, shared).status_code == 403
+        assert Job.objects.filter(study=shared, kind=Job.Kind.JUDGE).count() == 1
+
+
+def test_a_key_saved_by_no_researcher_is_nobodys_and_an_endpoint_without_key_is_anyones(
+    shared, researcher, other_researcher, client
+):
+    with fake_judge(lambda prompt, n: "4") as server:
+        # Saved with no user (a command on the server): no researcher may spend it.
+        judge_endpoint_save(study=shared, name="toy-vlm", base_url=server.url,
+                            model="judge-7b", api_key=KEY)  # fmt: skip
+        for user in (researcher, other_researcher):
+            client.force_login(user)
+            answer = _run_from_page(client, shared)
+            assert answer.status_code == 403
+            assert "saved by a command on the server" in answer.content.decode()
+        assert server.total == 0
+
+        # No key (a local server nobody pays for): any researcher of the study may run it.
+        judge_endpoint_save(study=shared, name="toy-vlm", base_url=server.url,
+                            model="judge-7b", clear_key=True)  # fmt: skip
+        client.force_login(other_researcher)
+        assert _run_from_page(client, shared).status_code == 302
+        job = Job.objects.get(study=shared, kind=Job.Kind.JUDGE)
+        assert job.created_by == other_researcher
+        assert server.total == 3 and _keys_sent(server) == {""}, "no key was sent"
+
+
+def test_a_queued_run_does_not_spend_a_key_saved_after_it_was_requested(
+    shared, researcher, other_researcher
+):
+    """The member queues a run on their own key; before it starts the owner saves theirs.
+    The run must not go out on the owner's key, which the member may not spend."""
+    from annotation.services.judge_runs import judge_run_request
+    from annotation.services.runner import job_run
+
+    with fake_judge(lambda prompt, n: "4") as server:
+        judge_endpoint_save(study=shared, name="toy-vlm", base_url=server.url,
+                            model="judge-7b", api_key=OTHER_KEY, by=other_researcher)  # fmt: skip
+        job = judge_run_request(study=shared, by=other_researcher)
+        judge_endpoint_save(study=shared, name="toy-vlm", base_url=server.url,
+                            model="judge-7b", api_key=KEY, by=researcher)  # fmt: skip
+
+        job_run(job=job)
+
+        job.refresh_from_db()
+        assert job.status == Job.Status.FAILED
+        assert "saved by" in job.error and KEY not in job.error
+        assert server.total == 0
+
+
+def test_keys_saved_before_the_saver_was_recorded_become_the_owners(shared, researcher):
+    """The migration gives each stored key to the study's owner, who could always run it;
+    an endpoint with no key stays no one's."""
+    import importlib
+
+    from django.apps import apps
+
+    migration = importlib.import_module("annotation.migrations.0014_judge_key_saved_by")
+    with fake_judge(lambda prompt, n: "4") as server:
+        endpoint = judge_endpoint_save(study=shared, name="toy-vlm", base_url=server.url,
+                                       model="judge-7b", api_key=KEY)  # fmt: skip
+    keyless_study = vicr_study(researcher, game=1)
+    keyless = judge_endpoint_save(study=keyless_study, name="local", base_url=server.url,
+                                  model="judge-7b")  # fmt: skip
+    assert endpoint.api_key_saved_by is None
+
+    migration.keys_to_owners(apps, None)
+
+    endpoint.refresh_from_db()
+    keyless.refresh_from_db()
+    assert endpoint.api_key_saved_by == researcher == shared.owner
+    assert keyless.api_key_saved_by is None
