@@ -31,6 +31,10 @@ Behaviour, and why:
   model's answers. Only replies that parsed are cached, so a rerun retries the failures.
   Repeated runs at temperature > 0 (self-consistency) give each repeat its own item key
   (``"<item>#r2"``), and position-swapped pairs theirs (``"<pair>#ba"``).
+- **Stop.** ``stop()``, when given, is asked before each item is taken: once it says True
+  no new request is sent, the requests in flight finish, and every item not yet asked
+  keeps ``NOT_ASKED`` as its error. The platform's runner sets it when its job ends
+  early (a soft time limit), so a batch whose answers will not be stored stops spending.
 - **Cost.** ``usage`` from each reply; cost = tokens / 1000 * the prices passed in. Cached
   answers cost nothing and are counted apart.
 - **The key.** Sent only in the ``Authorization`` header. It is not in :class:`Endpoint`'s
@@ -137,6 +141,10 @@ class ItemResult:
         return not self.error
 
 
+#: The error of an item the batch never asked (it was stopped first).
+NOT_ASKED = "not asked: the run was stopped before this question"
+
+
 @dataclass
 class RunResult:
     results: list[ItemResult]
@@ -146,6 +154,7 @@ class RunResult:
     requests_sent: int = 0
     cached: int = 0
     failed: int = 0
+    not_asked: int = 0
     seconds: float = 0.0
     answers: dict[str, Any] = field(default_factory=dict)
 
@@ -296,6 +305,7 @@ async def arun_batch(
     price_completion_per_1k: float = 0.0,
     cache: MutableMapping[CacheKey, dict[str, Any]] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    stop: Callable[[], bool] | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> RunResult:
     """The coroutine behind :func:`run_batch` (same arguments)."""
@@ -306,7 +316,7 @@ async def arun_batch(
         raise ValueError("concurrency >= 1, timeout > 0, max_retries >= 0, backoff >= 0")
     started = time.perf_counter()
     run = _Run(endpoint, parse, temperature, max_tokens, timeout, max_retries, backoff, max_backoff)
-    results = [ItemResult(key=item.key) for item in items]
+    results = [ItemResult(key=item.key, error=NOT_ASKED) for item in items]
     total, done = len(items), 0
     todo: asyncio.Queue[int] = asyncio.Queue()
     for i, item in enumerate(items):
@@ -329,10 +339,13 @@ async def arun_batch(
     async def worker(client: httpx.AsyncClient) -> None:
         nonlocal done
         while True:
+            if stop is not None and stop():
+                return  # the items left in the queue keep NOT_ASKED
             try:
                 i = todo.get_nowait()
             except asyncio.QueueEmpty:
                 return
+            results[i].error = ""  # taken: asked now
             try:
                 await run.ask(client, items[i], results[i])
             except _AuthFailed:
@@ -363,6 +376,7 @@ async def arun_batch(
         out.completion_tokens += r.completion_tokens
         out.cached += r.cached
         out.failed += not r.ok
+        out.not_asked += r.error == NOT_ASKED
         if r.ok:
             out.answers[r.key] = r.answer
     out.cost = (

@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from annotation.judges.client import Endpoint, JudgeItem, cache_key, run_batch
+from annotation.judges.client import NOT_ASKED, Endpoint, JudgeItem, cache_key, run_batch
 
 KEY = "sk-test-Very5ecretKey-0123456789abcdef"
 IMAGE = b"\x89PNG\r\n\x1a\n tiny test image"
@@ -290,3 +290,19 @@ def test_duplicate_keys_and_bad_settings_refused(server):
         run(server, [item("ok:1"), item("ok:1")])
     with pytest.raises(ValueError):
         run(server, [item("ok:1")], concurrency=0)
+
+
+def test_a_stop_sends_no_new_request_and_leaves_the_rest_not_asked(server):
+    # One worker, so the order is the input order: the stop is asked before each item and
+    # says True once two answers are in (progress counts them), so items 3-6 are not sent.
+    answered = []
+    items = [item(f"ok:{(n - 1) % 5 + 1}", key=f"c{n}") for n in range(1, 7)]  # ratings 1-5
+    out = run(server, items, concurrency=1, progress=lambda done, total: answered.append(done),
+              stop=lambda: len(answered) >= 2)  # fmt: skip
+    assert sum(server.state["requests"].values()) == 2 == out.requests_sent
+    assert out.answers == {"c1": 1, "c2": 2}
+    assert [r.error for r in out.results[2:]] == [NOT_ASKED] * 4
+    assert out.not_asked == 4 and out.failed == 4
+    # Without a stop nothing is left not asked.
+    again = run(server, items, concurrency=1)
+    assert again.not_asked == 0 and again.failed == 0 and len(again.answers) == 6
