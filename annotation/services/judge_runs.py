@@ -499,9 +499,14 @@ def _listed(failure: JudgeFailure) -> dict[str, Any]:
 def _run_with_progress(items, progress, endpoint, row, version, cache, parse):
     """``run_batch`` in a thread while this one writes the progress every
     ``PROGRESS_EVERY`` seconds: the batch's event loop must not wait on the database (and
-    Django refuses ORM calls from inside a running loop)."""
+    Django refuses ORM calls from inside a running loop).
+
+    If this thread leaves early (the soft time limit interrupts it), the job fails and the
+    batch's answers will never be stored: the batch is told to stop, so it sends no new
+    request (only those in flight finish) instead of paying for every question left."""
     state = {"done": 0, "total": len(items)}
     lock = threading.Lock()
+    stopping = threading.Event()
 
     def seen(done: int, total: int) -> None:
         with lock:
@@ -519,6 +524,7 @@ def _run_with_progress(items, progress, endpoint, row, version, cache, parse):
         "price_completion_per_1k": row.price_completion_per_1k,
         "cache": cache,
         "progress": seen,
+        "stop": stopping.is_set,
     }
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge-run")
     try:
@@ -532,6 +538,8 @@ def _run_with_progress(items, progress, endpoint, row, version, cache, parse):
                 progress(5 + int(90 * done / max(total, 1)), f"{done:,} of {total:,} asked")
         return future.result()
     finally:
-        # Not waiting: when the soft time limit interrupts this thread, the job fails now
-        # (the batch thread finishes its requests and its result is dropped unwritten).
+        # Not waiting: when the soft time limit interrupts this thread, the job fails now;
+        # the batch thread finishes the requests in flight, sends no other, and its result
+        # is dropped unwritten.
+        stopping.set()
         pool.shutdown(wait=False)
