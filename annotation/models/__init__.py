@@ -412,6 +412,16 @@ class Job(models.Model):
         django_settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
     )
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.QUEUED)
+    # A researcher asked a judge run to stop (``judge_runs.judge_run_stop``); the run keeps
+    # what was answered by then. Other kinds of job do not stop on request.
+    stop_requested_at = models.DateTimeField(null=True, blank=True)
+    stop_requested_by = models.ForeignKey(
+        django_settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
     progress = models.PositiveSmallIntegerField(default=0)
     message = models.CharField(max_length=500, blank=True)
     params = models.JSONField(default=dict, blank=True)
