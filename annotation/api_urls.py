@@ -3,7 +3,7 @@ from django.urls import path
 from annotation import apis
 from annotation.views import crowd_api, items, study_data_api
 from annotation.views.api_root import ApiRootApi
-from annotation.views.judges import StudyJudgeRunsApi, StudyJudgesApi
+from annotation.views.judges import StudyJudgeRunsApi, StudyJudgeRunStopApi, StudyJudgesApi
 
 urlpatterns = [
     path("", ApiRootApi.as_view(), name="api_root"),
@@ -33,6 +33,11 @@ urlpatterns = [
         "studies/<int:study_id>/judges/runs/",
         StudyJudgeRunsApi.as_view(),
         name="api_study_judge_runs",
+    ),
+    path(
+        "studies/<int:study_id>/judges/runs/<int:job_id>/stop/",
+        StudyJudgeRunStopApi.as_view(),
+        name="api_study_judge_run_stop",
     ),
     path(
         "studies/<int:study_id>/imports/",

@@ -72,6 +72,11 @@ urlpatterns = [
         name="study_judge_job",
     ),
     path(
+        "studies/<int:study_id>/judges/runs/<int:job_id>/stop/",
+        judges.study_judge_stop,
+        name="study_judge_stop",
+    ),
+    path(
         "studies/<int:study_id>/plan/figure.svg", plan.study_plan_figure, name="study_plan_figure"
     ),
     path(

@@ -33,10 +33,11 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from annotation import secrets
-from annotation.errors import Forbidden, InvalidInput, ServiceError
-from annotation.judges.client import Endpoint, JudgeItem, run_batch
+from annotation.errors import Conflict, Forbidden, InvalidInput, NotFound, ServiceError
+from annotation.judges.client import NOT_ASKED, Endpoint, JudgeItem, run_batch
 from annotation.models import (
     Caption,
     Image,
@@ -285,6 +286,41 @@ def judge_runs_list(study: Study, limit: int = 20) -> list[Job]:
     return list(study.jobs.filter(kind=Job.Kind.JUDGE).order_by("-created_at", "-id")[:limit])
 
 
+def judge_run_stop(*, study: Study, job_id: int, by: User) -> Job:
+    """Ask a queued or running judge run to stop. The run sends no new question from its
+    next progress tick (half a second), lets those in flight finish, and stores what was
+    answered; a rerun of the same prompt version asks only the rest.
+
+    Only the researcher who started the run, or whose key it spends, may stop it: another
+    member of a shared study could otherwise stop every run of a rival (Forbidden). A run
+    that has ended is a Conflict; asking twice keeps the first request.
+    """
+    job = study.jobs.filter(pk=job_id, kind=Job.Kind.JUDGE).first()
+    if job is None:
+        raise NotFound("No such judge run.")
+    if not judge_run_may_stop(job, by):
+        raise Forbidden("Only the researcher who started this run, or whose key it spends, "
+                        "may stop it.")  # fmt: skip
+    if job.is_finished:
+        raise Conflict("This run has already ended.")
+    Job.objects.filter(pk=job.pk, stop_requested_at__isnull=True).update(
+        stop_requested_at=timezone.now(), stop_requested_by=by
+    )
+    job.refresh_from_db()
+    return job
+
+
+def judge_run_may_stop(job: Job, user: User) -> bool:
+    """Whether ``user`` may stop the run: they started it, or it spends their key."""
+    endpoint = JudgeEndpoint.objects.filter(study_id=job.study_id).first()
+    payer = endpoint.api_key_saved_by_id if endpoint and endpoint.api_key_token else None
+    return user.pk in (job.created_by_id, payer)
+
+
+def _stop_requested(job: Job) -> bool:
+    return Job.objects.filter(pk=job.pk, stop_requested_at__isnull=False).exists()
+
+
 class _Question:
     __slots__ = ("item", "first", "second", "run", "key", "image")
 
@@ -391,11 +427,13 @@ def judge_run(*, job: Job, progress: Progress) -> dict[str, Any]:
     before = set(cache)
     progress(5, f"Asking {len(items):,} questions")
     result = _run_with_progress(items, progress, endpoint, endpoint_row, prompt.label, cache,
-                                judging.parse_reply)  # fmt: skip
+                                judging.parse_reply, lambda: _stop_requested(job))  # fmt: skip
     progress(95, "Storing the answers")
     answers, fresh, stale = [], [], []
     for q, item, outcome in zip(ask, items, result.results, strict=True):
         ck = (prompt.label, endpoint_row.model, item.key, item.image_hash)
+        if outcome.error == NOT_ASKED:
+            continue  # the run was stopped first: a rerun asks it
         if not outcome.ok:
             failures.append(_failure(job, q, outcome.error, outcome.raw))
             continue
@@ -470,8 +508,14 @@ def judge_run(*, job: Job, progress: Progress) -> dict[str, Any]:
         "completion_tokens": result.completion_tokens,
         "cost": round(result.cost, 6),
         "seconds": round(result.seconds, 3),
+        "not_asked": result.not_asked,
     }
     message = f"{len(answers):,} answered, {len(failures):,} failed"
+    if result.not_asked:
+        job.refresh_from_db(fields=["stop_requested_by"])
+        who = job.stop_requested_by.get_username() if job.stop_requested_by else "a researcher"
+        summary["stopped_by"] = who
+        message = f"Stopped by {who}: {message}, {result.not_asked:,} not asked"
     return {"result": summary, "message": message}
 
 
@@ -496,14 +540,16 @@ def _listed(failure: JudgeFailure) -> dict[str, Any]:
     return {**unit, "run": failure.run, "error": failure.error}
 
 
-def _run_with_progress(items, progress, endpoint, row, version, cache, parse):
+def _run_with_progress(items, progress, endpoint, row, version, cache, parse, stop_requested):
     """``run_batch`` in a thread while this one writes the progress every
     ``PROGRESS_EVERY`` seconds: the batch's event loop must not wait on the database (and
     Django refuses ORM calls from inside a running loop).
 
-    If this thread leaves early (the soft time limit interrupts it), the job fails and the
-    batch's answers will never be stored: the batch is told to stop, so it sends no new
-    request (only those in flight finish) instead of paying for every question left."""
+    At each tick it also asks ``stop_requested()`` (a researcher's stop, ``judge_run_stop``)
+    and tells the batch to stop. If this thread leaves early (the soft time limit
+    interrupts it), the job fails and the batch's answers will never be stored: the batch
+    is told to stop too, so it sends no new request (only those in flight finish) instead
+    of paying for every question left."""
     state = {"done": 0, "total": len(items)}
     lock = threading.Lock()
     stopping = threading.Event()
@@ -527,10 +573,14 @@ def _run_with_progress(items, progress, endpoint, row, version, cache, parse):
         "stop": stopping.is_set,
     }
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge-run")
+    if stop_requested():
+        stopping.set()  # stopped while queued: nothing is asked
     try:
         future = pool.submit(run_batch, items, **options)
         shown = -1
         while not wait_for([future], timeout=PROGRESS_EVERY).done:
+            if not stopping.is_set() and stop_requested():
+                stopping.set()
             with lock:
                 done, total = state["done"], state["total"]
             if done != shown:

@@ -95,12 +95,13 @@ def _endpoint_form(study, data=None) -> JudgeEndpointForm:
     return JudgeEndpointForm(data, initial=initial, auto_id="endpoint_%s")
 
 
-def _run_context(study, *, endpoint_form=None, prompt_form=None) -> dict[str, Any]:
+def _run_context(study, user, *, endpoint_form=None, prompt_form=None) -> dict[str, Any]:
     """What the page's "Run a judge" section shows."""
     judging = get_mode(study.mode).judging
     current = runs.judge_prompt_current(study)
     text = current.text if current else judging.default_prompt(study)
     jobs = runs.judge_runs_list(study, limit=10)
+    pending = runs.judge_run_pending(study)
     return {
         "endpoint": runs.judge_endpoint_view(study),
         "endpoint_form": endpoint_form or _endpoint_form(study),
@@ -108,7 +109,9 @@ def _run_context(study, *, endpoint_form=None, prompt_form=None) -> dict[str, An
         "prompt": current,
         "placeholders": " and ".join(runs._placeholders(judging.unit)),
         "judge_jobs": jobs,
-        "pending": runs.judge_run_pending(study),
+        "pending": pending,
+        # At most one run is pending: the Stop button is for it, shown to who may use it.
+        "may_stop": bool(pending) and runs.judge_run_may_stop(pending, user),
     }
 
 
@@ -222,7 +225,7 @@ def _page(request, study, *, status: int | None = None, **forms_) -> HttpRespons
         "report": report,
         "sections": _sections(report),
         "resamples": RESAMPLES,
-        **_run_context(study, **forms_),
+        **_run_context(study, request.user, **forms_),
     }
     if status is None:
         status = 400 if request.method == "POST" else 200
@@ -279,13 +282,33 @@ def study_judge_run(request: HttpRequest, study_id: int) -> HttpResponse:
         )  # fmt: skip
     if request.htmx:
         job.refresh_from_db()  # without a broker the job has already run
-        return render(request, "judges/_job.html", _job_context(study, job))
+        return render(request, "judges/_job.html", _job_context(study, job, request.user))
     return redirect(f"{reverse('study_judges', args=[study.pk])}#runs-heading")
 
 
-def _job_context(study, job: Job) -> dict[str, Any]:
+def _job_context(study, job: Job, user) -> dict[str, Any]:
     failures = JudgeFailure.objects.filter(job=job).count() if job.is_finished else 0
-    return {"study": study, "job": job, "failure_count": failures}
+    may_stop = not job.is_finished and runs.judge_run_may_stop(job, user)
+    return {"study": study, "job": job, "failure_count": failures, "may_stop": may_stop}
+
+
+@require_POST
+@researcher_required
+def study_judge_stop(request: HttpRequest, study_id: int, job_id: int) -> HttpResponse:
+    """Stop a judge run (the progress fragment's button); what was answered is kept."""
+    study = selectors.study_for_researcher(request.user, study_id)
+    try:
+        job = runs.judge_run_stop(study=study, job_id=job_id, by=request.user)
+    except ServiceError as exc:
+        if request.htmx:
+            return render(request, "metrics/_refused.html", {"message": exc.message})
+        return render(
+            request, "error.html", {"title": "Run not stopped", "message": exc.message},
+            status=exc.status,
+        )  # fmt: skip
+    if request.htmx:
+        return render(request, "judges/_job.html", _job_context(study, job, request.user))
+    return redirect(f"{reverse('study_judges', args=[study.pk])}#runs-heading")
 
 
 @require_GET
@@ -298,7 +321,7 @@ def study_judge_job(request: HttpRequest, study_id: int, job_id: int) -> HttpRes
         raise Http404("No such judge run.")
     if job_sweep_stale(job_ids=[job.pk]):  # its process vanished: say so, stop polling
         job.refresh_from_db()
-    return render(request, "judges/_job.html", _job_context(study, job))
+    return render(request, "judges/_job.html", _job_context(study, job, request.user))
 
 
 # ------------------------------------------------------------------------------ the API
@@ -424,7 +447,8 @@ class JudgeRunOutput(serializers.Serializer):
     )
     result = serializers.DictField(
         help_text="answered, failed, failures (the first 50), requests_sent, cached, "
-        "prompt_tokens, completion_tokens, cost, seconds, judge (id)."
+        "prompt_tokens, completion_tokens, cost, seconds, judge (id), not_asked (and "
+        "stopped_by) when the run was stopped."
     )
     created_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
@@ -445,4 +469,16 @@ class StudyJudgeRunsApi(APIView):
         study = selectors.study_for_researcher(request.user, study_id)
         job = enqueue(runs.judge_run_request(study=study, by=request.user))
         job.refresh_from_db()
+        return Response(JudgeRunOutput(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+class StudyJudgeRunStopApi(APIView):
+    """Stop a queued or running judge run; what it answered by then is stored."""
+
+    @extend_schema(request=None, responses={202: JudgeRunOutput})
+    def post(self, request, study_id: int, job_id: int):
+        """Ask the run to stop (403 unless you started it or it spends your key; 409 once
+        it has ended); poll ``GET`` of the runs for its end."""
+        study = selectors.study_for_researcher(request.user, study_id)
+        job = runs.judge_run_stop(study=study, job_id=job_id, by=request.user)
         return Response(JudgeRunOutput(job).data, status=status.HTTP_202_ACCEPTED)

@@ -95,3 +95,36 @@ def test_a_bad_endpoint_is_refused_under_its_field(browser, live_server, login, 
         fits(page, "judges page, refused endpoint")
     finally:
         context.close()
+
+
+def test_the_researcher_stops_a_run_by_keyboard_and_it_asks_nothing(page, login, researcher):
+    """A queued run (no worker has taken it yet) shows "Stop the run"; pressing it swaps the
+    progress fragment for the stopping notice, and the run, when it starts, asks nothing."""
+    from annotation.models import Job
+    from annotation.services.judge_runs import judge_endpoint_save, judge_run_request
+    from annotation.services.runner import job_run
+
+    study = vicr_study(researcher, game=3)
+    write_images(study)
+    with fake_judge(lambda prompt, n: "4") as server:
+        judge_endpoint_save(study=study, name="toy-vlm", base_url=server.url,
+                            model="judge-7b", api_key=KEY, by=researcher)  # fmt: skip
+        job = judge_run_request(study=study, by=researcher)
+        login(page, researcher)
+        page.goto(f"/studies/{study.pk}/judges/")
+        stop = page.get_by_role("button", name="Stop the run")
+        expect(stop).to_be_visible()
+        assert_no_serious_a11y_violations(page, context="judges page, run queued")
+        fits(page, "judges page, run queued")
+
+        stop.focus()
+        page.keyboard.press("Enter")
+        expect(page.get_by_text("Stopping: no new question is sent")).to_be_visible()
+        expect(stop).to_have_count(0)
+        assert_no_serious_a11y_violations(page, context="judges page, run stopping")
+        fits(page, "judges page, run stopping")
+
+        job_run(job=job)
+        job.refresh_from_db()
+        assert job.status == Job.Status.DONE and server.total == 0
+        expect(page.get_by_text(f"Stopped by {researcher.username}: 3 not asked")).to_be_visible()
