@@ -274,14 +274,23 @@ def study_judge_run(request: HttpRequest, study_id: int) -> HttpResponse:
     except Unavailable as exc:  # the task queue is down: the job failed, say so
         return job_not_started(request, exc, "Judge run not started")
     except ServiceError as exc:
-        if request.htmx:
-            return render(request, "metrics/_refused.html", {"message": exc.message})
-        return render(
-            request, "error.html", {"title": "Judge run not started", "message": exc.message},
-            status=exc.status,
-        )  # fmt: skip
+        return _refused(request, exc, "Judge run not started")
     if request.htmx:
         job.refresh_from_db()  # without a broker the job has already run
+    return _job_answer(request, study, job)
+
+
+def _refused(request: HttpRequest, exc: ServiceError, title: str) -> HttpResponse:
+    """A refused run or stop: its message in the runs list (htmx), else the error page."""
+    if request.htmx:
+        return render(request, "metrics/_refused.html", {"message": exc.message})
+    return render(request, "error.html", {"title": title, "message": exc.message},
+                  status=exc.status)  # fmt: skip
+
+
+def _job_answer(request: HttpRequest, study, job: Job) -> HttpResponse:
+    """The run's progress fragment (htmx), else back to the runs on the page."""
+    if request.htmx:
         return render(request, "judges/_job.html", _job_context(study, job, request.user))
     return redirect(f"{reverse('study_judges', args=[study.pk])}#runs-heading")
 
@@ -300,15 +309,8 @@ def study_judge_stop(request: HttpRequest, study_id: int, job_id: int) -> HttpRe
     try:
         job = runs.judge_run_stop(study=study, job_id=job_id, by=request.user)
     except ServiceError as exc:
-        if request.htmx:
-            return render(request, "metrics/_refused.html", {"message": exc.message})
-        return render(
-            request, "error.html", {"title": "Run not stopped", "message": exc.message},
-            status=exc.status,
-        )  # fmt: skip
-    if request.htmx:
-        return render(request, "judges/_job.html", _job_context(study, job, request.user))
-    return redirect(f"{reverse('study_judges', args=[study.pk])}#runs-heading")
+        return _refused(request, exc, "Run not stopped")
+    return _job_answer(request, study, job)
 
 
 @require_GET
