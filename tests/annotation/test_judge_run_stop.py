@@ -86,8 +86,9 @@ def test_a_run_interrupted_by_its_time_limit_sends_no_new_question(researcher):
             time.sleep(0.05)
         assert not _batch_threads(), "the batch thread ended"
         # At the interruption `seen[0]` answers were in and at most CONCURRENCY requests
-        # in flight; one more answer may have landed between the count and the stop.
-        assert seen and server.total <= seen[0] + CONCURRENCY + 1
+        # in flight; a worker that finished one between the count and the stop may have
+        # taken one more (a scheduling margin: replies take 0.1 s, the gap microseconds).
+        assert seen and server.total <= seen[0] + 2 * CONCURRENCY
         assert server.total < PAIRS, "not every question was paid for"
     assert not JudgeAnswer.objects.exists(), "a failed run stores nothing"
 
