@@ -42,7 +42,10 @@ from tests.factories.vicr import vicr_study
 
 pytestmark = pytest.mark.django_db
 
-PAIRS, CONCURRENCY, SECONDS_PER_REPLY = 24, 2, 0.1
+#: At 2 replies in flight and 0.1 s a reply the server answers at most 20 questions a
+#: second, and the runner reads a stop within a second or so: 60 pairs leave most of the
+#: run unasked even on a slow, loaded machine.
+PAIRS, CONCURRENCY, SECONDS_PER_REPLY = 60, 2, 0.1
 
 
 def _batch_threads() -> list[threading.Thread]:
