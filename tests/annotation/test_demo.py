@@ -22,10 +22,6 @@ from annotation.modes import get_mode
 DEMO_IMAGES = sorted(p.name for p in (DEMO_DIR / "images").iterdir() if p.is_file())
 
 
-#: Tutorial and probation captions of each mode's demo study (none where not listed).
-TRAINING_CAPTIONS = {"vicr": (10, 20)}
-
-
 def registered(mode: str) -> bool:
     try:
         get_mode(mode)
@@ -88,10 +84,13 @@ def test_load_demo_twice_changes_nothing(db, settings, django_capture_on_commit_
             "annotator1",
             "annotator2",
         }
-        # VICR's tutorial and probation pairs; the other modes have none.
-        tutorial, probation = TRAINING_CAPTIONS.get(mode, (0, 0))
-        assert study.captions.filter(purpose=Caption.Purpose.TUTORIAL).count() == tutorial
-        assert study.captions.filter(purpose=Caption.Purpose.PROBATION).count() == probation
+        # The mode's further caption files (VICR's tutorial and probation pools), each with
+        # its purpose and every row; no other purpose has any caption.
+        extra = {
+            purpose: len(read_csv(name)) for name, purpose in get_mode(mode).demo.extra_captions
+        }
+        for purpose in (Caption.Purpose.TUTORIAL, Caption.Purpose.PROBATION):
+            assert study.captions.filter(purpose=purpose).count() == extra.get(purpose, 0)
     # The same photographs in every study are stored once: an original and a rendition each.
     if loaded:
         assert len(first["files"]) == 2 * len(DEMO_IMAGES)

@@ -12,6 +12,8 @@ import os
 import subprocess
 import sys
 import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -129,17 +131,10 @@ def thumb_data(make_study, make_annotator):  # noqa: F811
     return tiny_study(make_study, make_annotator)
 
 
-ROWS_PER_JUDGMENT_ABOVE_ONE = {"thumb": True, "vicr": False, "humanr": False}
-
-
 @pytest.fixture
 def studies(researcher, make_study, make_annotator):  # noqa: F811
-    builders = {
-        "thumb": lambda: thumb_data(make_study, make_annotator),
-        "vicr": lambda: vicr_data(researcher),
-        "humanr": lambda: humanr_data(researcher),
-    }
-    return lambda mode: builders[mode]()
+    """Build a case's fixture study (each builder takes what it needs of these)."""
+    return lambda case: case.build(researcher, make_study, make_annotator)
 
 
 # ---------------------------------------------------------------------- expected rows
@@ -287,7 +282,22 @@ def expected_thumb(study) -> list[dict[str, Any]]:
     return rows
 
 
-EXPECTED = {"vicr": expected_vicr, "humanr": expected_humanr, "thumb": expected_thumb}
+@dataclass(frozen=True)
+class Case:
+    """A mode's round trip: its fixture study, the rows its export must hold, and whether a
+    judgment gives several rows (a THumB judgment scores every caption of its image)."""
+
+    mode: str
+    build: Callable[..., Study]  # (researcher, make_study, make_annotator) -> the study
+    expected: Callable[[Study], list[dict[str, Any]]]
+    several_rows_per_judgment: bool
+
+
+CASES = [
+    Case("thumb", lambda _r, make, annotator: thumb_data(make, annotator), expected_thumb, True),
+    Case("vicr", lambda researcher, *_: vicr_data(researcher), expected_vicr, False),
+    Case("humanr", lambda researcher, *_: humanr_data(researcher), expected_humanr, False),
+]
 
 
 # ---------------------------------------------------------------------- reading files back
@@ -392,17 +402,17 @@ def datasheet_of(job) -> dict:
 
 
 @pytest.mark.parametrize("export_format", FORMATS)
-@pytest.mark.parametrize("mode", ["thumb", "vicr", "humanr"])
+@pytest.mark.parametrize("case", CASES, ids=lambda case: case.mode)
 def test_every_cell_reads_back_as_the_database_holds_it(
-    mode, export_format, studies, researcher, capture
+    case, export_format, studies, researcher, capture
 ):
-    study = studies(mode)
+    study = studies(case)
     columns = table_columns(study, "judgments")
 
     job = run(study, researcher, capture, export_format)
 
     got = read_table(job_path(job), export_format, columns)
-    expected = EXPECTED[mode](study)
+    expected = case.expected(study)
     assert expected, "the fixture has rows"
     assert_same_rows(got, expected, columns, export_format)
     if export_format == "parquet":
@@ -419,13 +429,12 @@ def test_every_cell_reads_back_as_the_database_holds_it(
     assert counts["images"] == len({row["image"] for row in got})
     caption_columns = [c.name for c in columns if c.counts == "captions"]
     assert counts["captions"] == len({row[name] for row in got for name in caption_columns})
-    # A THumB judgment gives a row per caption; the other modes a row per judgment.
-    assert ROWS_PER_JUDGMENT_ABOVE_ONE[mode] == (counts["rows"] > counts["judgments"])
+    assert case.several_rows_per_judgment == (counts["rows"] > counts["judgments"])
 
 
-@pytest.mark.parametrize("mode", ["thumb", "vicr", "humanr"])
-def test_no_column_is_always_empty_and_none_repeats_another(mode, studies, researcher, capture):
-    study = studies(mode)
+@pytest.mark.parametrize("case", CASES, ids=lambda case: case.mode)
+def test_no_column_is_always_empty_and_none_repeats_another(case, studies, researcher, capture):
+    study = studies(case)
     columns = table_columns(study, "judgments")
     job = run(study, researcher, capture, "parquet")
     table = pq.read_table(job_path(job))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import time
+from dataclasses import dataclass
 
 import pytest
 
@@ -30,19 +31,36 @@ pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 NO_HORIZONTAL_SCROLL = "() => document.documentElement.scrollWidth <= window.innerWidth"
 
-# What each mode's report must show: headings by id, and a check of its main table.
-SECTIONS = {
-    "arena": ["#leaderboard-heading", "#length-heading", "#position-heading"],
-    "spans": ["#systems-heading", "#counts-heading", "#agreement-heading", "#adjudication-heading"],
-}
-ROWS = {
-    "arena": ("#leaderboard-heading ~ * tbody tr", 4),
-    "spans": (
+
+@dataclass(frozen=True)
+class Report:
+    """What a mode's report must show: headings by id, the systems it names, and rows of
+    its main table (a leaderboard row per system; highlighted spans in the adjudication
+    view, which the demo's crowd gives)."""
+
+    mode: str
+    sections: tuple[str, ...]
+    systems: tuple[str, ...]
+    rows: str
+    at_least: int
+
+
+REPORTS = [
+    Report(
+        "arena",
+        ("#leaderboard-heading", "#length-heading", "#position-heading"),
+        ("Human", "GoodBot", "MidBot", "BadBot"),
+        "#leaderboard-heading ~ * tbody tr",
+        4,
+    ),
+    Report(
+        "spans",
+        ("#systems-heading", "#counts-heading", "#agreement-heading", "#adjudication-heading"),
+        ("GoodBot", "BadBot"),
         "#adjudication-heading ~ * mark.spans-major, #adjudication-heading ~ * mark.spans-minor",
         3,
     ),
-}
-SYSTEMS = {"arena": ["Human", "GoodBot", "MidBot", "BadBot"], "spans": ["GoodBot", "BadBot"]}
+]
 
 
 def finished_demo(mode: str, owner) -> Study:
@@ -52,28 +70,26 @@ def finished_demo(mode: str, owner) -> Study:
     return Study.objects.get(name=name)
 
 
-@pytest.mark.parametrize("mode", sorted(SECTIONS))
-def test_the_report_reads_at_both_widths_with_no_serious_violation(page, login, researcher, mode):
-    study = finished_demo(mode, researcher)
+@pytest.mark.parametrize("report", REPORTS, ids=lambda report: report.mode)
+def test_the_report_reads_at_both_widths_with_no_serious_violation(page, login, researcher, report):
+    study = finished_demo(report.mode, researcher)
     login(page, researcher)
     page.goto(f"/studies/{study.pk}/report/")
     # With a real task queue (CI's second pass) the demo's report job runs in the worker:
     # reload until its result is on the page, as a researcher would.
     deadline = time.monotonic() + 60
-    while not page.locator(SECTIONS[mode][0]).count():
+    while not page.locator(report.sections[0]).count():
         assert time.monotonic() < deadline, "the report was not computed in time"
         page.wait_for_timeout(500)
         page.reload()
-    for heading in SECTIONS[mode]:
+    for heading in report.sections:
         expect(page.locator(heading)).to_be_visible()
     main = page.locator("#main")
-    for system in SYSTEMS[mode]:
+    for system in report.systems:
         expect(main).to_contain_text(system)
-    # The rows each report must hold (the demo's crowd gives both): a leaderboard row per
-    # system; highlighted spans in the adjudication view.
-    selector, at_least = ROWS[mode]
-    assert page.locator(selector).count() >= at_least, selector
+    assert page.locator(report.rows).count() >= report.at_least, report.rows
     for width, height in ((1280, 900), (390, 844)):
         page.set_viewport_size({"width": width, "height": height})
-        assert page.evaluate(NO_HORIZONTAL_SCROLL), f"{mode} report scrolls sideways at {width} px"
-        assert_no_serious_a11y_violations(page, context=f"{mode} report at {width} px")
+        where = f"{report.mode} report at {width} px"
+        assert page.evaluate(NO_HORIZONTAL_SCROLL), f"{where} scrolls sideways"
+        assert_no_serious_a11y_violations(page, context=where)
