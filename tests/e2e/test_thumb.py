@@ -159,13 +159,8 @@ def test_keyboard_scoring_stage2_review_and_report(page, login, study, researche
     login(page, researcher)
     page.goto(f"/studies/{study.pk}/report/")
     page.get_by_role("button", name="Compute the report").click()
-    # The job runs eagerly in the request; whichever way the page then shows the result
-    # (swapped in, or after a reload), the tables must appear.
-    for _ in range(20):
-        if page.locator("#table-2").count():
-            break
-        page.wait_for_timeout(500)
-        page.reload()
+    # The page reloads itself when the job ends (reloading here too could race with it).
+    expect(page.locator("#table-2")).to_be_visible(timeout=60_000)
     for system in systems:
         row = page.locator("#table-2 tr", has=page.locator(f'th:text-is("{system}")'))
         expect(row.locator('td[data-field="recall"]')).to_contain_text(re.compile(r"^5\.00"))
