@@ -175,7 +175,7 @@ class Platform:
         self.media = tempfile.TemporaryDirectory(prefix="capeval-bench-judges-")
         settings.MEDIA_ROOT = Path(self.media.name)
         from annotation.models import Caption, Image, User
-        from annotation.services.judge_runs import judge_endpoint_save
+        from annotation.services.judge_endpoints import judge_endpoint_save
         from annotation.services.studies import study_create
 
         owner = User.objects.create_user("bench", is_researcher=True)

@@ -22,7 +22,7 @@ class JudgeEndpoint(models.Model):
     model = models.CharField(max_length=200)
     api_key_token = models.TextField(blank=True, help_text="Fernet token of the key, or empty.")
     api_key_masked = models.CharField(max_length=40, blank=True, help_text="What pages show.")
-    # Who may spend the key: the researcher who saved it (``judge_runs.check_key_spender``).
+    # Who may spend the key: the researcher who saved it (``judge_endpoints.check_key_spender``).
     api_key_saved_by = models.ForeignKey(
         django_settings.AUTH_USER_MODEL,
         on_delete=models.SET_NULL,

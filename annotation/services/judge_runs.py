@@ -1,9 +1,9 @@
 """Run a VLM judge over a study through the platform (issue 25, "Run").
 
-The researcher saves the endpoint (``judge_endpoint_save``: base URL, model, API key,
-concurrency, timeout, retries, temperature, repeats, position swap, prices) and edits the
-prompt template (``judge_prompt_save``: every save is a new version, the first one the
-mode's ``Judging.default_prompt``). ``judge_run_request`` queues a job; the job
+The researcher saves the endpoint (``judge_endpoints.judge_endpoint_save``: base URL,
+model, API key, repeats, prices and the rest) and edits the prompt template
+(``judge_prompt_save``: every save is a new version, the first one the mode's
+``Judging.default_prompt``). ``judge_run_request`` queues a job; the job
 (``judge_run``, through ``services/runner.py``) asks every question of the study
 (``Judging.units``) with ``annotation.judges.client.run_batch`` and stores what came back
 in one transaction: a ``Judge`` (kind VLM, its model and prompt version) with its
@@ -22,7 +22,6 @@ a failure too and is not cached, so a rerun asks again.
 
 from __future__ import annotations
 
-import math
 import mimetypes
 import threading
 from collections.abc import Callable
@@ -54,12 +53,12 @@ from annotation.models import (
 from annotation.modes import get_mode
 from annotation.modes.base import fill_prompt
 from annotation.services.jobs import job_create
+from annotation.services.judge_endpoints import check_key_spender, judge_endpoint_view
 from annotation.text import clean_text
 
 Progress = Callable[..., None]
 
 MAX_PROMPT = 20_000
-MAX_KEY = 500
 #: Most questions one run asks (units x repeats x 2 with swap): the job's time limit and
 #: one transaction's rows stay bounded.
 MAX_QUESTIONS = 200_000
@@ -68,142 +67,6 @@ LISTED_FAILURES = 50
 #: Seconds between progress writes while the batch runs.
 PROGRESS_EVERY = 0.5
 _AUTH_PREFIX = "the endpoint refused the API key"
-
-#: Each numeric setting: (default, lowest, highest, whole number?). Every bound is finite:
-#: a setting is work the server does on the researcher's behalf.
-NUMBERS: dict[str, tuple[float, float, float, bool]] = {
-    "concurrency": (16, 1, 64, True),  # requests in flight; 64 saturates a large vLLM server
-    "timeout": (60.0, 0.5, 600.0, False),  # seconds per attempt; a slow VLM takes ~30 s
-    "max_retries": (4, 0, 10, True),  # retries of 429 / 5xx / timeouts
-    "temperature": (0.0, 0.0, 2.0, False),  # the chat-completions API's own range
-    "repeats": (1, 1, 10, True),  # runs of each question (self-consistency)
-    "price_prompt_per_1k": (0.0, 0.0, 1000.0, False),
-    "price_completion_per_1k": (0.0, 0.0, 1000.0, False),
-}
-
-
-def _number(raw: Any, name: str) -> float | int:
-    default, low, high, whole = NUMBERS[name]
-    if raw is None or raw == "":
-        return default
-    try:
-        value = float(raw)
-    except (TypeError, ValueError):
-        value = math.nan
-    if not math.isfinite(value) or not low <= value <= high or (whole and value != int(value)):
-        kind = "a whole number" if whole else "a number"
-        raise InvalidInput(f"{name}: give {kind} from {low:g} to {high:g}.", field=name)
-    return int(value) if whole else value
-
-
-def judge_endpoint_view(study: Study) -> dict[str, Any] | None:
-    """The saved settings as pages and the API show them: the key only masked."""
-    row = JudgeEndpoint.objects.filter(study=study).first()
-    if row is None:
-        return None
-    return {
-        "name": row.name,
-        "base_url": row.base_url,
-        "model": row.model,
-        "api_key": row.api_key_masked,
-        "has_key": bool(row.api_key_token),
-        "key_saved_by": _saver_name(row),
-        "swap": row.swap,
-        **{name: getattr(row, name) for name in NUMBERS},
-    }
-
-
-def judge_endpoint_save(
-    *,
-    study: Study,
-    name: str,
-    base_url: str,
-    model: str,
-    api_key: str = "",
-    clear_key: bool = False,
-    swap: bool = False,
-    by: User | None = None,
-    **numbers: Any,
-) -> JudgeEndpoint:
-    """Save the study's judge endpoint; an empty ``api_key`` keeps the stored one for the
-    same ``base_url`` (``clear_key`` removes it). The key is stored encrypted, with ``by``
-    as the one researcher who may spend it (``check_key_spender``); InvalidInput names
-    the field.
-
-    A stored key is bound to the address it was entered for: a new ``base_url`` without a
-    new key drops it. Otherwise anyone who may edit the settings (a researcher the study
-    is shared with) could point the endpoint at their own server, run the judge and
-    receive the owner's key in the ``Authorization`` header."""
-    unknown = set(numbers) - set(NUMBERS)
-    if unknown:
-        raise InvalidInput(f"Unknown setting(s): {', '.join(sorted(unknown))}.")
-    name = clean_text((name or "").strip(), field="name", max_length=100)
-    if not name:
-        raise InvalidInput("name: give the judge a name.", field="name")
-    base_url = clean_text((base_url or "").strip(), field="base_url", max_length=500)
-    model = clean_text((model or "").strip(), field="model", max_length=200)
-    if not model:
-        raise InvalidInput("model: name the model the endpoint serves.", field="model")
-    try:
-        Endpoint(base_url, model)
-    except ValueError:
-        raise InvalidInput(
-            "base_url: give the endpoint's address, http:// or https://, ending in /v1.",
-            field="base_url",
-        ) from None
-    api_key = (api_key or "").strip()
-    if api_key and (
-        len(api_key) > MAX_KEY or any(c.isspace() or not c.isprintable() for c in api_key)
-    ):
-        # The key is never quoted back: the message may reach a page or a log.
-        raise InvalidInput(
-            f"api_key: at most {MAX_KEY} printable characters, no spaces.", field="api_key"
-        )
-    values = {key: _number(numbers.get(key), key) for key in NUMBERS}
-    with transaction.atomic():
-        row = JudgeEndpoint.objects.select_for_update().filter(study=study).first()
-        row = row or JudgeEndpoint(study=study)
-        if row.base_url != base_url and not api_key:
-            clear_key = True  # the key goes only where it was entered for (docstring)
-        row.name, row.base_url, row.model, row.swap = name, base_url, model, bool(swap)
-        for key, value in values.items():
-            setattr(row, key, value)
-        if api_key:
-            row.api_key_token = secrets.encrypt(api_key)
-            row.api_key_masked = secrets.masked(api_key)
-            row.api_key_saved_by = by
-        elif clear_key:
-            row.api_key_token = row.api_key_masked = ""
-            row.api_key_saved_by = None
-        row.save()
-    return row
-
-
-def _saver_name(row: JudgeEndpoint) -> str:
-    saver = row.api_key_saved_by if row.api_key_token else None
-    return saver.get_username() if saver else ""
-
-
-def check_key_spender(endpoint: JudgeEndpoint, user: User | None) -> None:
-    """Refuse a run on a stored key by anyone but the researcher who saved it (Forbidden).
-
-    Sharing a study lets another researcher manage it, not spend money its owner pays: a
-    rival could run the judge again and again, each time with a new prompt version so
-    that the cache answers nothing. So a key is spent only by whoever saved it; the others
-    may save their own key (which replaces it) and run on that. An endpoint with no key
-    (a local server) is anyone's. ``user`` None is the server itself (a command); a key
-    saved with no user (``by`` None) is no researcher's to spend.
-    """
-    if not endpoint.api_key_token or user is None:
-        return
-    if endpoint.api_key_saved_by_id != user.pk:
-        saver = _saver_name(endpoint) or "a command on the server"
-        raise Forbidden(
-            f"The judge's API key was saved by {saver}, and only they may spend it. Save "
-            "your own key in the endpoint settings to run the judge on it.",
-            field="api_key",
-        )
-
 
 # ------------------------------------------------------------------------------ prompts
 

@@ -20,6 +20,7 @@ from annotation import selectors
 from annotation.errors import InvalidInput, ServiceError, Unavailable
 from annotation.models import Job, Judge, JudgeFailure
 from annotation.modes import get_mode
+from annotation.services import judge_endpoints as endpoints
 from annotation.services import judge_runs as runs
 from annotation.services.jobs import job_sweep_stale
 from annotation.services.judges import MAX_RESAMPLES, RESAMPLES, judge_import, judges_report
@@ -42,7 +43,7 @@ class JudgeImportForm(forms.Form):
 
 class JudgeEndpointForm(forms.Form):
     """The judge's endpoint settings. Types only: bounds are the service's
-    (``judge_runs.NUMBERS``), so the form and a direct call refuse the same values."""
+    (``judge_endpoints.NUMBERS``), so the form and a direct call refuse the same values."""
 
     name = forms.CharField(max_length=100, initial="VLM judge", label="Name in the report")
     base_url = forms.CharField(
@@ -86,8 +87,8 @@ class JudgePromptForm(forms.Form):
 
 
 def _endpoint_form(study, data=None) -> JudgeEndpointForm:
-    saved = runs.judge_endpoint_view(study)
-    initial = {key: default for key, (default, *_rest) in runs.NUMBERS.items()}
+    saved = endpoints.judge_endpoint_view(study)
+    initial = {key: default for key, (default, *_rest) in endpoints.NUMBERS.items()}
     if saved:
         initial.update({k: v for k, v in saved.items() if k in JudgeEndpointForm.base_fields})
         initial.pop("api_key", None)
@@ -103,7 +104,7 @@ def _run_context(study, user, *, endpoint_form=None, prompt_form=None) -> dict[s
     jobs = runs.judge_runs_list(study, limit=10)
     pending = runs.judge_run_pending(study)
     return {
-        "endpoint": runs.judge_endpoint_view(study),
+        "endpoint": endpoints.judge_endpoint_view(study),
         "endpoint_form": endpoint_form or _endpoint_form(study),
         "prompt_form": prompt_form or JudgePromptForm(initial={"text": text}, auto_id="prompt_%s"),
         "prompt": current,
@@ -240,7 +241,7 @@ def study_judge_settings(request: HttpRequest, study_id: int) -> HttpResponse:
     form = _endpoint_form(study, request.POST)
     if form.is_valid():
         try:
-            runs.judge_endpoint_save(study=study, by=request.user, **form.cleaned_data)
+            endpoints.judge_endpoint_save(study=study, by=request.user, **form.cleaned_data)
         except ServiceError as exc:
             form.add_error(exc.field if exc.field in form.fields else None, exc.message)
         else:

@@ -18,7 +18,7 @@ from django.test import TestCase
 from django.urls import reverse
 
 from annotation.models import Job, JudgeEndpoint
-from annotation.services.judge_runs import judge_endpoint_save
+from annotation.services.judge_endpoints import judge_endpoint_save
 from tests.annotation.test_judge_runs import write_images
 from tests.factories.judge_server import KEY, fake_judge
 from tests.factories.vicr import vicr_study

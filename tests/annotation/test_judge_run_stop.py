@@ -28,8 +28,8 @@ from django.urls import reverse
 
 from annotation.models import Job, JudgeAnswer, JudgeFailure
 from annotation.services.jobs import job_finish
+from annotation.services.judge_endpoints import judge_endpoint_save
 from annotation.services.judge_runs import (
-    judge_endpoint_save,
     judge_run,
     judge_run_request,
     judge_run_stop,

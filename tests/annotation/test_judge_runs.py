@@ -33,8 +33,8 @@ from annotation.models import (
     JudgePrompt,
 )
 from annotation.modes import get_mode
+from annotation.services.judge_endpoints import judge_endpoint_save
 from annotation.services.judge_runs import (
-    judge_endpoint_save,
     judge_prompt_save,
     judge_run_request,
 )

@@ -101,7 +101,8 @@ def test_the_researcher_stops_a_run_by_keyboard_and_it_asks_nothing(page, login,
     """A queued run (no worker has taken it yet) shows "Stop the run"; pressing it swaps the
     progress fragment for the stopping notice, and the run, when it starts, asks nothing."""
     from annotation.models import Job
-    from annotation.services.judge_runs import judge_endpoint_save, judge_run_request
+    from annotation.services.judge_endpoints import judge_endpoint_save
+    from annotation.services.judge_runs import judge_run_request
     from annotation.services.runner import job_run
 
     study = vicr_study(researcher, game=3)
