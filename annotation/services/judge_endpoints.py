@@ -4,8 +4,8 @@
 concurrency, timeout, retries, temperature, repeats, position swap, prices);
 ``check_key_spender`` is asked before a run spends a stored key. The key is stored only as
 a Fernet token (``annotation/secrets.py``) plus its masked form, and is bound to the
-researcher who saved it and to the address it was entered for (``judge_endpoint_save``'s
-docstring says why).
+researcher who saved it, the address it was entered for and the settings that saver saved
+(``judge_endpoint_save``'s docstring says why each).
 """
 
 from __future__ import annotations
@@ -87,7 +87,12 @@ def judge_endpoint_save(
     A stored key is bound to the address it was entered for: a new ``base_url`` without a
     new key drops it. Otherwise anyone who may edit the settings (a researcher the study
     is shared with) could point the endpoint at their own server, run the judge and
-    receive the owner's key in the ``Authorization`` header."""
+    receive the owner's key in the ``Authorization`` header.
+
+    It is also bound to the settings its saver saved: when anyone else changes one of them
+    (all but the name), the key is dropped. Otherwise that researcher could raise the
+    repeats, pick a dearer model or zero the prices the cost estimate uses, and the saver's
+    next run would spend on settings they never chose."""
     unknown = set(numbers) - set(NUMBERS)
     if unknown:
         raise InvalidInput(f"Unknown setting(s): {', '.join(sorted(unknown))}.")
@@ -119,6 +124,10 @@ def judge_endpoint_save(
         row = row or JudgeEndpoint(study=study)
         if row.base_url != base_url and not api_key:
             clear_key = True  # the key goes only where it was entered for (docstring)
+        paid_for = {"model": model, "swap": bool(swap), **values}
+        changed = any(getattr(row, key) != value for key, value in paid_for.items())
+        if changed and row.api_key_saved_by_id != getattr(by, "pk", None) and not api_key:
+            clear_key = True  # a key pays only for its saver's settings (docstring)
         row.name, row.base_url, row.model, row.swap = name, base_url, model, bool(swap)
         for key, value in values.items():
             setattr(row, key, value)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -240,11 +241,18 @@ def study_judge_settings(request: HttpRequest, study_id: int) -> HttpResponse:
     study = selectors.study_for_researcher(request.user, study_id)
     form = _endpoint_form(study, request.POST)
     if form.is_valid():
+        before = endpoints.judge_endpoint_view(study) or {"has_key": False}
         try:
-            endpoints.judge_endpoint_save(study=study, by=request.user, **form.cleaned_data)
+            row = endpoints.judge_endpoint_save(study=study, by=request.user, **form.cleaned_data)
         except ServiceError as exc:
             form.add_error(exc.field if exc.field in form.fields else None, exc.message)
         else:
+            if before["has_key"] and not row.api_key_token and not form.cleaned_data["clear_key"]:
+                saver = before["key_saved_by"] or "a command on the server"
+                messages.warning(request, (
+                    f"The API key saved by {saver} was removed: a key pays only for the "
+                    "address, model and numbers its saver saved. Enter a key to run the judge."
+                ))  # fmt: skip
             return redirect(f"{reverse('study_judges', args=[study.pk])}#run-heading")
     return _page(request, study, endpoint_form=form)
 

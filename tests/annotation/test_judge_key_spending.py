@@ -190,3 +190,56 @@ def test_keys_saved_before_the_saver_was_recorded_become_the_owners(shared, rese
     keyless.refresh_from_db()
     assert endpoint.api_key_saved_by == researcher == shared.owner
     assert keyless.api_key_saved_by is None
+
+
+def test_a_member_who_changes_what_the_key_pays_for_drops_it(
+    shared, researcher, other_researcher, client
+):
+    """The attack: the member keeps the owner's key but raises the repeats (each question
+    asked ten times), sets the prices to 0 (the page's cost estimate then says nothing is
+    spent) and picks another model; the owner, trusting the settings they saved, runs the
+    judge and pays ten times over. A key pays only for the settings its saver last saved:
+    another researcher's change to the model or a number drops it, and the page says so."""
+    with fake_judge(lambda prompt, n: "4") as server:
+        settings_url = reverse("study_judge_settings", args=[shared.pk])
+        client.force_login(researcher)
+        client.post(settings_url, _settings_form(server.url, KEY))
+        client.force_login(other_researcher)
+        costly = {**_settings_form(server.url), "repeats": "10", "price_prompt_per_1k": "0",
+                  "model": "judge-70b"}  # fmt: skip
+
+        answer = client.post(settings_url, costly, follow=True)
+        client.force_login(researcher)
+        _run_from_page(client, shared)
+
+        assert f"Bearer {KEY}" not in _keys_sent(server), "the owner's key paid for it"
+        endpoint = JudgeEndpoint.objects.get(study=shared)
+        assert endpoint.repeats == 10 and endpoint.model == "judge-70b", "the change is saved"
+        assert not endpoint.api_key_token and endpoint.api_key_saved_by is None
+        assert answer.status_code == 200
+        page = answer.content.decode()
+        assert f"The API key saved by {researcher.username} was removed" in page
+
+        # The owner saves the key again with the settings now shown: it pays for them.
+        client.post(settings_url, {**costly, "api_key": KEY})
+        endpoint.refresh_from_db()
+        assert endpoint.api_key_saved_by == researcher and endpoint.repeats == 10
+
+
+def test_the_savers_own_changes_and_a_members_unchanged_save_keep_the_key(
+    shared, researcher, other_researcher, client
+):
+    with fake_judge(lambda prompt, n: "4") as server:
+        settings_url = reverse("study_judge_settings", args=[shared.pk])
+        client.force_login(researcher)
+        client.post(settings_url, _settings_form(server.url, KEY))
+        client.post(settings_url, {**_settings_form(server.url), "repeats": "3"})
+        endpoint = JudgeEndpoint.objects.get(study=shared)
+        assert endpoint.api_key_saved_by == researcher and endpoint.repeats == 3
+
+        client.force_login(other_researcher)
+        # Only the name, which costs nothing, differs.
+        client.post(settings_url, {**_settings_form(server.url), "repeats": "3", "name": "v2"})
+        endpoint.refresh_from_db()
+        assert endpoint.name == "v2" and endpoint.api_key_saved_by == researcher
+        assert endpoint.api_key_token
