@@ -4,8 +4,8 @@
 concurrency, timeout, retries, temperature, repeats, position swap, prices);
 ``check_key_spender`` is asked before a run spends a stored key. The key is stored only as
 a Fernet token (``annotation/secrets.py``) plus its masked form, and is bound to the
-researcher who saved it, the address it was entered for and the settings that saver saved
-(``judge_endpoint_save``'s docstring says why each).
+researcher who saved it, the address it was entered for, and the settings and prompt that
+saver saved (``judge_endpoint_save`` and ``judge_key_drop_unless_saver`` say why).
 """
 
 from __future__ import annotations
@@ -140,6 +140,18 @@ def judge_endpoint_save(
             row.api_key_saved_by = None
         row.save()
     return row
+
+
+def judge_key_drop_unless_saver(*, study: Study, by: User | None) -> None:
+    """Drop the study's stored key unless ``by`` saved it, inside the caller's transaction.
+
+    Called when ``by`` changes what a run costs outside the settings: a new prompt version
+    (a longer prompt is paid on every question). Like a new model or more repeats in
+    ``judge_endpoint_save``, another researcher's prompt is not run on the saver's key;
+    the saver enters it again once they have read the prompt."""
+    JudgeEndpoint.objects.filter(study=study).exclude(api_key_token="").exclude(
+        api_key_saved_by=by
+    ).update(api_key_token="", api_key_masked="", api_key_saved_by=None)
 
 
 def _saver_name(row: JudgeEndpoint) -> str:

@@ -53,7 +53,11 @@ from annotation.models import (
 from annotation.modes import get_mode
 from annotation.modes.base import fill_prompt
 from annotation.services.jobs import job_create
-from annotation.services.judge_endpoints import check_key_spender, judge_endpoint_view
+from annotation.services.judge_endpoints import (
+    check_key_spender,
+    judge_endpoint_view,
+    judge_key_drop_unless_saver,
+)
 from annotation.text import clean_text
 
 Progress = Callable[..., None]
@@ -80,7 +84,9 @@ def _placeholders(unit: str) -> tuple[str, ...]:
 
 
 def judge_prompt_save(*, study: Study, text: str, by: User | None = None) -> JudgePrompt:
-    """Save ``text`` as the study's next prompt version (the current one when unchanged)."""
+    """Save ``text`` as the study's next prompt version (the current one when unchanged).
+    A new version saved by anyone but the key's saver drops the stored key
+    (``judge_endpoints.judge_key_drop_unless_saver``)."""
     judging = get_mode(study.mode).judging
     if not judging.unit:
         raise InvalidInput(f"The {get_mode(study.mode).label} mode takes no judge.")
@@ -100,6 +106,7 @@ def judge_prompt_save(*, study: Study, text: str, by: User | None = None) -> Jud
         if current is not None and current.text == text:
             return current
         version = current.version + 1 if current else 1
+        judge_key_drop_unless_saver(study=study, by=by)
         return JudgePrompt.objects.create(study=study, version=version, text=text, created_by=by)
 
 

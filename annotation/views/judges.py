@@ -234,6 +234,17 @@ def _page(request, study, *, status: int | None = None, **forms_) -> HttpRespons
     return render(request, "judges/study.html", context, status=status)
 
 
+def _say_if_key_removed(request: HttpRequest, study, before: dict[str, Any] | None) -> None:
+    """Tell whoever changed the settings or the prompt that the saved key went with it."""
+    after = endpoints.judge_endpoint_view(study)
+    if before and before["has_key"] and not (after and after["has_key"]):
+        saver = before["key_saved_by"] or "a command on the server"
+        messages.warning(request, (
+            f"The API key saved by {saver} was removed: a key pays only for the address, "
+            "model, numbers and prompt its saver saved. Enter a key to run the judge."
+        ))  # fmt: skip
+
+
 @require_POST
 @researcher_required
 def study_judge_settings(request: HttpRequest, study_id: int) -> HttpResponse:
@@ -241,18 +252,14 @@ def study_judge_settings(request: HttpRequest, study_id: int) -> HttpResponse:
     study = selectors.study_for_researcher(request.user, study_id)
     form = _endpoint_form(study, request.POST)
     if form.is_valid():
-        before = endpoints.judge_endpoint_view(study) or {"has_key": False}
+        before = endpoints.judge_endpoint_view(study)
         try:
-            row = endpoints.judge_endpoint_save(study=study, by=request.user, **form.cleaned_data)
+            endpoints.judge_endpoint_save(study=study, by=request.user, **form.cleaned_data)
         except ServiceError as exc:
             form.add_error(exc.field if exc.field in form.fields else None, exc.message)
         else:
-            if before["has_key"] and not row.api_key_token and not form.cleaned_data["clear_key"]:
-                saver = before["key_saved_by"] or "a command on the server"
-                messages.warning(request, (
-                    f"The API key saved by {saver} was removed: a key pays only for the "
-                    "address, model and numbers its saver saved. Enter a key to run the judge."
-                ))  # fmt: skip
+            if not form.cleaned_data["clear_key"]:
+                _say_if_key_removed(request, study, before)
             return redirect(f"{reverse('study_judges', args=[study.pk])}#run-heading")
     return _page(request, study, endpoint_form=form)
 
@@ -264,11 +271,13 @@ def study_judge_prompt(request: HttpRequest, study_id: int) -> HttpResponse:
     study = selectors.study_for_researcher(request.user, study_id)
     form = JudgePromptForm(request.POST, auto_id="prompt_%s")
     if form.is_valid():
+        before = endpoints.judge_endpoint_view(study)
         try:
             runs.judge_prompt_save(study=study, text=form.cleaned_data["text"], by=request.user)
         except ServiceError as exc:
             form.add_error("text", exc.message)
         else:
+            _say_if_key_removed(request, study, before)
             return redirect(f"{reverse('study_judges', args=[study.pk])}#prompt-heading")
     return _page(request, study, prompt_form=form)
 

@@ -5,7 +5,9 @@ The attack: a rival researcher the study is shared with runs the judge, again an
 saved: every run is paid by the owner. A shared study lets a member manage it, not spend
 another researcher's money. So a stored key is spent only by the researcher who saved it
 (a key saved before that was recorded, or by a command, by the study's owner); anyone
-else who manages the study may save their own key and run on that.
+else who manages the study may save their own key and run on that. The second attack
+keeps the owner's key but changes what it pays for (more repeats, a dearer model, zeroed
+prices, a padded prompt): such a change by anyone but the saver drops the key.
 
 Every case goes through the real views (the page's run button and the API), against the
 loopback judge server of ``tests/factories/judge_server.py``, which counts what reaches it.
@@ -18,6 +20,7 @@ from django.test import TestCase
 from django.urls import reverse
 
 from annotation.models import Job, JudgeEndpoint
+from annotation.modes import get_mode
 from annotation.services.judge_endpoints import judge_endpoint_save
 from tests.annotation.test_judge_runs import write_images
 from tests.factories.judge_server import KEY, fake_judge
@@ -243,3 +246,37 @@ def test_the_savers_own_changes_and_a_members_unchanged_save_keep_the_key(
         endpoint.refresh_from_db()
         assert endpoint.name == "v2" and endpoint.api_key_saved_by == researcher
         assert endpoint.api_key_token
+
+
+def test_a_members_new_prompt_is_not_run_on_the_owners_key(
+    shared, researcher, other_researcher, client
+):
+    """The same attack through the prompt: the member pads it to the longest allowed, so
+    every question the owner's next run asks is paid at many times its tokens."""
+    prompts = []
+    with fake_judge(lambda prompt, n: prompts.append(prompt) or "4") as server:
+        client.force_login(researcher)
+        client.post(reverse("study_judge_settings", args=[shared.pk]),
+                    _settings_form(server.url, KEY))  # fmt: skip
+        prompt_url = reverse("study_judge_prompt", args=[shared.pk])
+        default = get_mode(shared.mode).judging.default_prompt(shared)
+        client.post(prompt_url, {"text": default})  # the owner's own version keeps the key
+        assert JudgeEndpoint.objects.get(study=shared).api_key_saved_by == researcher
+        client.force_login(other_researcher)
+        client.post(prompt_url, {"text": default})  # the same text: no new version
+        assert JudgeEndpoint.objects.get(study=shared).api_key_saved_by == researcher
+        padded = default + "\n" + "Consider every detail of the image. " * 500
+
+        answer = client.post(prompt_url, {"text": padded}, follow=True)
+        client.force_login(researcher)
+        _run_from_page(client, shared)
+
+        assert f"Bearer {KEY}" not in _keys_sent(server), "the owner's key paid for it"
+        assert not JudgeEndpoint.objects.get(study=shared).api_key_token
+        assert f"The API key saved by {researcher.username} was removed" in answer.content.decode()
+        # Having read the prompt, the owner enters the key again and runs on it.
+        client.post(reverse("study_judge_settings", args=[shared.pk]),
+                    _settings_form(server.url, KEY))  # fmt: skip
+        assert _run_from_page(client, shared).status_code == 302
+        assert f"Bearer {KEY}" in _keys_sent(server)
+        assert any("Consider every detail" in text for text in prompts)
