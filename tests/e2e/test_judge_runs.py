@@ -129,3 +129,31 @@ def test_the_researcher_stops_a_run_by_keyboard_and_it_asks_nothing(page, login,
         job.refresh_from_db()
         assert job.status == Job.Status.DONE and server.total == 0
         expect(page.get_by_text(f"Stopped by {researcher.username}: 3 not asked")).to_be_visible()
+
+
+def test_a_members_change_of_the_repeats_removes_the_owners_key_and_says_so(
+    page, login, researcher, other_researcher
+):
+    """test_judge_key_spending.py's attack in the browser: what the member sees."""
+    from annotation.services.judge_endpoints import judge_endpoint_save
+
+    study = vicr_study(researcher, game=2)
+    study.members.add(other_researcher)
+    judge_endpoint_save(study=study, name="toy-vlm", base_url="http://127.0.0.1:9/v1",
+                        model="judge-7b", api_key=KEY, by=researcher)  # fmt: skip
+    login(page, other_researcher)
+    page.goto(f"/studies/{study.pk}/judges/")
+    expect(page.get_by_text("a change by anyone else to the model")).to_be_visible()
+
+    repeats = page.get_by_label("Runs of each question")
+    repeats.fill("10")
+    with page.expect_navigation():
+        repeats.press("Enter")  # keyboard only: Enter in a field submits its form
+
+    expect(page.get_by_role("status").filter(has_text="was removed")).to_contain_text(
+        f"The API key saved by {researcher.username} was removed"
+    )
+    expect(page.get_by_text("Saved key: sk-")).to_have_count(0)
+    expect(page.get_by_label("Runs of each question")).to_have_value("10")
+    assert_no_serious_a11y_violations(page, context="judges page, key removed")
+    fits(page, "judges page, key removed")
