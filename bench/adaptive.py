@@ -463,6 +463,8 @@ def main() -> int:
     parser.add_argument("--first-seed", type=int, default=1)
     parser.add_argument("--images", type=int, default=270)
     parser.add_argument("--target", type=float, default=0.12)
+    # VICR: game pairs per study (the VICR sample has 249).
+    parser.add_argument("--pairs", type=int, default=40)
     # Merge the per-seed runs of several HUMANr processes (their JSON files) and print the
     # pooled summary (no Django, nothing run).
     parser.add_argument("--merge", nargs="*", type=Path, default=None)
@@ -480,6 +482,8 @@ def main() -> int:
         parser.error("--images must be 27-2000")
     if not 0 < args.target < 1:
         parser.error("--target must be in (0, 1)")
+    if not 10 <= args.pairs <= 1000:
+        parser.error("--pairs must be 10-1000")
     setup_django("capeval-bench-adaptive-")
     out = ROOT / "bench" / "results"
     out.mkdir(exist_ok=True)
@@ -495,12 +499,13 @@ def main() -> int:
         (out / name).write_text(json.dumps(result, indent=2))
         print(json.dumps(result["summary"], indent=2))
     if args.part in ("all", "vicr"):
-        from bench.adaptive_vicr import vicr_part
+        from bench.adaptive_vicr import PAIRS, vicr_part
 
+        name = "adaptive-vicr" if args.pairs == PAIRS else f"adaptive-vicr-{args.pairs}-pairs"
         started = time.perf_counter()
-        result = vicr_part(args, partial=out / "adaptive-vicr-partial.json")
+        result = vicr_part(args, partial=out / f"{name}-partial.json")
         result["summary"]["seconds"] = round(time.perf_counter() - started, 1)
-        (out / "adaptive-vicr.json").write_text(json.dumps(result, indent=2))
+        (out / f"{name}.json").write_text(json.dumps(result, indent=2))
         print(json.dumps(result["summary"], indent=2))
     return 0
 

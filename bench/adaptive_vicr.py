@@ -2,17 +2,18 @@
 
 Run by ``bench/adaptive.py --part vicr`` (which sets Django up on a scratch SQLite file).
 
-Per seed, two live VICR studies of ``PAIRS`` game pairs each, built by ``study_create`` and
-``study_open``: the mode's default settings (``min_ratings`` 3, ``max_ratings`` 7,
-``adaptive_risk`` 0.05), one with ``adaptive_stopping`` on (the adaptive design) and one
-with it off (the fixed design: every pair takes ``max_ratings``). Bench-only settings:
-``gate_pool_multiple`` 1 (the bench's gate pools are one draw, as ``bench/vicr_game.py``)
-and per-address crowd limits above the crowd (all players share one machine). ``PLAYERS``
-players start in the game phase past the first-game check (the gates are not what is
-measured). Each round, every player takes a lease with ``assignment_next`` and answers it
-with ``judgment_submit`` (the calls the views make) 5 s (server clock) after it was served;
-the stopping rule acts as wired: ``after_submit`` -> ``stopping.adaptive_stop`` with the
-study's own rater model once it has 30 pairs, the stated one before.
+Per seed, two live VICR studies of ``--pairs`` game pairs each (default ``PAIRS``), built
+by ``study_create`` and ``study_open``: the mode's default settings (``min_ratings`` 3,
+``max_ratings`` 7, ``adaptive_risk`` 0.05), one with ``adaptive_stopping`` on (the adaptive
+design) and one with it off (the fixed design: every pair takes ``max_ratings``).
+Bench-only settings: ``gate_pool_multiple`` 1 (the bench's gate pools are one draw, as
+``bench/vicr_game.py``) and per-address crowd limits above the crowd (all players share one
+machine). ``PLAYERS`` players start in the game phase past the first-game check (the gates
+are not what is measured). Each round, every player takes a lease with ``assignment_next``
+and answers it with ``judgment_submit`` (the calls the views make) 5 s (server clock) after
+it was served; the stopping rule acts as wired: ``after_submit`` ->
+``stopping.adaptive_stop`` with the study's own rater model once it has 30 pairs, the
+stated one before.
 
 The simulated crowd: a rater model (``rubrics.adaptive.fit_rater_model``, two classes per
 level) fitted to the 249-pair VICR sample (``../shared/datasets/vicr-sample``); per seed,
@@ -36,6 +37,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASETS = ROOT.parent / "shared" / "datasets"
+#: Game pairs per study unless ``--pairs`` says otherwise. The study fits its own rater
+#: model once 30 pairs have 3 ratings: below about that, it stops on the stated one.
 PAIRS = 40
 PLAYERS = 12
 TUTORIAL_POOL, PROBATION_POOL = 10, 40
@@ -66,7 +69,7 @@ def build_study(owner, *, seed: int, adaptive: bool, primes: np.ndarray):
             "crowd_open_leases_per_address": 100_000,
         },
     )
-    total = TUTORIAL_POOL + PROBATION_POOL + PAIRS
+    total = TUTORIAL_POOL + PROBATION_POOL + len(primes)
     images = Image.objects.bulk_create(
         fileless_image(study=study, name=f"img-{seed}-{i}.jpg", alt_text=f"Bench image {i}")
         for i in range(total)
@@ -190,8 +193,9 @@ def vicr_part(args, partial: Path | None = None) -> dict:
     owner = get_user_model().objects.create_user("bench-vicr", is_researcher=True)
     model = fit_rater_model(vicr_sample(), levels=5)
     runs = []
+    pairs = args.pairs
     for seed in range(1, args.seeds + 1):
-        drawn = model.simulate(PAIRS, 9, seed=seed)
+        drawn = model.simulate(pairs, 9, seed=seed)
         primes, ratings = drawn[:, :2], drawn[:, 2:]
         result = {}
         for adaptive in (True, False):
@@ -206,7 +210,7 @@ def vicr_part(args, partial: Path | None = None) -> dict:
                 "saving_on_page": get_mode("vicr").adaptive_saving(study),
             }
         a, f = result["adaptive"], result["fixed"]
-        same = sum(a["labels"][p] == f["labels"][p] for p in range(PAIRS)) / PAIRS
+        same = sum(a["labels"][p] == f["labels"][p] for p in range(pairs)) / pairs
         run = {
             "seed": seed,
             "ratings_adaptive": a["ratings"],
@@ -236,7 +240,7 @@ def vicr_part(args, partial: Path | None = None) -> dict:
         ),
         "code_imported_from": str(Path(annotation.__file__).resolve().parent),
         "seeds": len(runs),
-        "pairs_per_study": PAIRS,
+        "pairs_per_study": pairs,
         "players": PLAYERS,
         "crowd_model": "fit_rater_model on the 249-pair VICR sample (two classes per level)",
         "saving_pooled": 1 - adaptive_total / fixed_total,
