@@ -91,8 +91,8 @@ def judge_endpoint_save(
 
     It is also bound to the settings its saver saved: when anyone else changes one of them
     (all but the name), the key is dropped. Otherwise that researcher could raise the
-    repeats, pick a dearer model or zero the prices the cost estimate uses, and the saver's
-    next run would spend on settings they never chose."""
+    repeats, pick a dearer model or zero the prices a run's cost is reported with, and the
+    saver's next run would spend on settings they never chose."""
     unknown = set(numbers) - set(NUMBERS)
     if unknown:
         raise InvalidInput(f"Unknown setting(s): {', '.join(sorted(unknown))}.")

@@ -199,10 +199,10 @@ def test_a_member_who_changes_what_the_key_pays_for_drops_it(
     shared, researcher, other_researcher, client
 ):
     """The attack: the member keeps the owner's key but raises the repeats (each question
-    asked ten times), sets the prices to 0 (the page's cost estimate then says nothing is
-    spent) and picks another model; the owner, trusting the settings they saved, runs the
-    judge and pays ten times over. A key pays only for the settings its saver last saved:
-    another researcher's change to the model or a number drops it, and the page says so."""
+    asked ten times), sets the prices to 0 (the run then reports no cost) and picks another
+    model; the owner, trusting the settings they saved, runs the judge and pays ten times
+    over. A key pays only for the settings its saver last saved: another researcher's change
+    to the model or a number drops it, and the page says so."""
     with fake_judge(lambda prompt, n: "4") as server:
         settings_url = reverse("study_judge_settings", args=[shared.pk])
         client.force_login(researcher)
