@@ -408,6 +408,9 @@ def test_humanr_pages_keyboard_only_own_message_and_a_b_wording(page, researcher
     check_page(page, "HUMANr intro")
     expect(page.locator("#main")).to_contain_text("caption A")
     page.get_by_role("link", name="I agree, start").click()
+    # Checked only once the trial page is there: right after the click, axe could run on
+    # the document between the two pages (CI once saw "no main landmark" here).
+    expect(page.locator("#hr-progress")).to_have_text("Trial 1 of 10")
     check_page(page, "HUMANr trial page")
 
     # The page's own message, not the browser's bubble: nothing is sent.
