@@ -499,9 +499,9 @@ def main() -> int:
         (out / name).write_text(json.dumps(result, indent=2))
         print(json.dumps(result["summary"], indent=2))
     if args.part in ("all", "vicr"):
-        from bench.adaptive_vicr import PAIRS, vicr_part
+        from bench.adaptive_vicr import vicr_part
 
-        name = "adaptive-vicr" if args.pairs == PAIRS else f"adaptive-vicr-{args.pairs}-pairs"
+        name = f"adaptive-vicr-{args.pairs}-pairs"
         started = time.perf_counter()
         result = vicr_part(args, partial=out / f"{name}-partial.json")
         result["summary"]["seconds"] = round(time.perf_counter() - started, 1)
