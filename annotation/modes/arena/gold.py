@@ -18,7 +18,6 @@ import numpy as np
 from annotation.models import Caption, Item, Participant
 from annotation.modes import catch
 from rubrics import catch as rules
-from rubrics import transformations as tf
 
 
 def new_gold_item(
@@ -46,7 +45,7 @@ def new_gold_item(
         Caption.objects.filter(study_id=study.pk, purpose=Caption.Purpose.STUDY)
         .exclude(text="")
         .order_by("id")
-        .values_list("id", "image_id", "system", "text")
+        .values_list("id", "image_id", "system")
     )
     seen = catch.seen_captions(participant, caption_ids_of)
     unseen = [row for row in captions if row[0] not in seen]
@@ -57,11 +56,12 @@ def new_gold_item(
     if not others:
         others = [row for row in unseen if row[1] != source[1]]
     other = others[int(rng.integers(len(others)))] if others else None
+    texts = catch.caption_texts(source, other)
     try:
         made = rules.make_catch(
-            source=source[3],
-            others=[other[3]] if other else [],
-            vocabulary=tf.vocabulary([row[3] for row in captions]),
+            source=texts[source[0]],
+            others=[texts[other[0]]] if other else [],
+            vocabulary=catch.study_vocabulary(study),
             gammas=gammas,
             rng=rng,
         )

@@ -1,0 +1,79 @@
+"""The T_RW vocabulary of a study is built once per process, not on every catch trial.
+
+Drawing a gold battle (arena) or a catch trial (VICR) happens inside the submission's
+transaction. It used to read every caption text of the study and split it into words each
+time: about 0.2 s of CPU for the 1,800 detailed captions of ``bench/arena_load.py``'s study,
+growing with the study. These tests count the builds through the real services and views
+and check that a cached vocabulary is still the words of every study caption.
+"""
+
+from __future__ import annotations
+
+from unittest import mock
+
+import pytest
+
+from annotation.models import Caption, Item
+from annotation.modes import catch
+from annotation.modes.arena.protocol import CATCH
+from rubrics import transformations as tf
+from tests.annotation.test_catch_trials import Player, catch_study, is_altered
+from tests.factories.arena import arena_study, judge, worker
+
+pytestmark = pytest.mark.django_db
+
+
+def every_study_caption_word(study) -> tuple[str, ...]:
+    texts = Caption.objects.filter(study=study, purpose=Caption.Purpose.STUDY)
+    return tf.vocabulary(list(texts.values_list("text", flat=True)))
+
+
+def test_gold_battles_of_one_study_build_its_vocabulary_once(researcher):
+    study = arena_study(
+        researcher, systems=("Human", "beta", "gamma"), images=30, catch_rate=0.5,
+        catch_min_seen=100,
+    )  # fmt: skip
+    people = [worker(study), worker(study)]
+    with mock.patch.object(tf, "vocabulary", wraps=tf.vocabulary) as built:
+        for _ in range(12):
+            for person in people:
+                judge(person, "tie")
+    gold = Item.objects.filter(study=study, kind=CATCH)
+
+    # Two workers and several gold battles each; the study's words were split once.
+    assert gold.count() >= 4
+    assert {item.spec["catch"]["participant_id"] for item in gold} == {p.pk for p in people}
+    assert built.call_count == 1
+
+
+def test_vicr_catch_trials_of_one_study_build_its_vocabulary_once(researcher):
+    study = catch_study(researcher, catch_rate=0.5)
+    players = [Player(study, "w-one"), Player(study, "w-two")]
+    with mock.patch.object(tf, "vocabulary", wraps=tf.vocabulary) as built:
+        logs = [player.play(lambda item: 3, limit=8) for player in players]
+    altered = [item for log in logs for item, *_ in log if is_altered(item)]
+
+    assert len(altered) >= 2
+    assert built.call_count == 1
+
+
+def test_the_cached_vocabulary_is_every_study_captions_words_and_follows_new_ones(researcher):
+    study = arena_study(researcher, images=3, catch_rate=0.5)
+
+    assert catch.study_vocabulary(study) == every_study_caption_word(study)
+    # Captions are only ever added: a new one (here with words no other caption has) makes
+    # a new vocabulary, the same as one built from scratch.
+    image = study.images.first()
+    Caption.objects.create(
+        study=study, image=image, system="delta", raw_text="A quokka naps.", text="A quokka naps."
+    )
+    fresh = catch.study_vocabulary(study)
+    assert "quokka" in fresh
+    assert fresh == every_study_caption_word(study)
+    # Another study's captions never enter it.
+    other = arena_study(researcher, images=2, catch_rate=0.5)
+    Caption.objects.create(
+        study=other, image=other.images.first(), system="delta", raw_text="okapi", text="okapi"
+    )
+    assert "okapi" not in catch.study_vocabulary(study)
+    assert "okapi" in catch.study_vocabulary(other)
