@@ -47,12 +47,16 @@ class ArenaPages(Pages):
         config = self.mode.settings(study)
         item = assignment.item
         first, second = battle_captions(item)
-        texts = dict(Caption.objects.filter(pk__in={first, second}).values_list("pk", "text"))
-        text_a, text_b = texts[first], texts[second]
+        # Both captions and the image in one read (the page's only reads).
+        shown = {
+            caption.pk: caption
+            for caption in Caption.objects.select_related("image").filter(pk__in={first, second})
+        }
+        text_a, text_b = shown[first].text, shown[second].text
         if item.kind == CATCH:
             text_b = item.spec["catch"]["text"]
         left, right = (text_a, text_b) if left_is_a(study, assignment.pk) else (text_b, text_a)
-        image = Caption.objects.select_related("image").get(pk=first).image
+        image = shown[first].image
         waited = (timezone.now() - assignment.served_at).total_seconds()
         remaining = max(0.0, float(config.min_seconds) - waited)
         answers = answers or {}
