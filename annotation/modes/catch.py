@@ -189,7 +189,9 @@ def study_vocabulary(study: Study) -> tuple[str, ...]:
     detailed captions of ``bench/arena_load.py``'s study, paid on each draw and growing with
     the study. No service edits a caption's text, captions are only added, so their count
     and largest id name one set of texts; the study's creation time is in the key because a
-    rolled-back transaction can hand its ids out again.
+    rolled-back transaction can hand its ids out again. (A text edited in Django's admin
+    is missed until a caption is added or the process restarts: it only changes which
+    words T_RW may draw.)
     """
     shape = Caption.objects.filter(study_id=study.pk, purpose=Caption.Purpose.STUDY).aggregate(
         count=Count("id"), last=Max("id")
