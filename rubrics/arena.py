@@ -39,7 +39,7 @@ no result is NaN.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -557,32 +557,3 @@ def adaptive_pair_probabilities(
     uniform = np.full(len(pairs), 1.0 / len(pairs))
     greedy = need / need.sum() if need.sum() > 1e-12 else uniform
     return pairs, (1.0 - explore) * greedy + explore * uniform
-
-
-def criterion_preference(
-    values: Sequence[int], seed: int = 0, rounds: int = 2000, level: float = 0.95
-) -> Mapping[str, float]:
-    """Summary of 5-point side-by-side labels coded -2..2 (positive: side A better).
-
-    Returns the mean with a seeded bootstrap percentile interval, and the shares of
-    A-better, neutral and B-better labels. The interval says which side wins the
-    criterion: above 0, A; below 0, B; containing 0, neither is shown to win.
-    """
-    v = np.asarray(values, dtype=float)
-    if v.ndim != 1 or v.size == 0:
-        raise ValueError("no labels")
-    if not np.all(np.isin(v, [-2, -1, 0, 1, 2])):
-        raise ValueError("labels must be coded -2, -1, 0, 1 or 2")
-    rng = np.random.default_rng(seed)
-    means = rng.choice(v, size=(rounds, v.size), replace=True).mean(axis=1)
-    alpha = (1.0 - level) / 2.0
-    low, high = np.quantile(means, [alpha, 1.0 - alpha])
-    return {
-        "mean": float(v.mean()),
-        "low": float(low),
-        "high": float(high),
-        "a_better": float((v > 0).mean()),
-        "neutral": float((v == 0).mean()),
-        "b_better": float((v < 0).mean()),
-        "n": float(v.size),
-    }

@@ -158,7 +158,7 @@ def test_iiw_400_gives_both_sxs_columns_of_100(shared_datasets):
 
 
 def test_iiw_wins_dci_comprehensiveness_with_an_interval(shared_datasets):
-    from rubrics.arena import criterion_preference
+    from rubrics.arena_criteria import criterion_preference
 
     path = shared_datasets / "imageinwords" / "DCI_Test.jsonl"
     comparisons = battles.read_iiw_sxs(path.read_text().splitlines(), "DCI_Test")

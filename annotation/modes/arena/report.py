@@ -26,6 +26,7 @@ from annotation.modes.reliability import reliability_section
 from rubrics import arena as rules
 from rubrics import arena_style
 from rubrics.agreement import fleiss_kappa
+from rubrics.arena_criteria import criterion_preference
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -238,7 +239,7 @@ def criteria_section(rows: list[dict[str, Any]], seed: int) -> list[dict[str, An
             values = [r["criteria"][criterion] for r in labelled if criterion in r["criteria"]]
             if not values:
                 continue
-            summary = rules.criterion_preference(values, seed=seed)
+            summary = criterion_preference(values, seed=seed)
             if summary["low"] > 0:
                 winner = system_a
             elif summary["high"] < 0:
