@@ -201,6 +201,18 @@ def _win_matrix(table: CountTable, count: np.ndarray) -> np.ndarray:
     return wins
 
 
+def logistic(eta: np.ndarray) -> np.ndarray:
+    """1 / (1 + exp(-eta)) without overflow: a nearly separated bootstrap resample drives
+    a Newton step's eta past 709, where ``exp`` overflowed (a RuntimeWarning in the report
+    job's log). The value is the same; ``logaddexp`` never forms exp(-eta) itself."""
+    return np.exp(-np.logaddexp(0.0, -eta))
+
+
+def _log_likelihood(eta: np.ndarray, mass: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The weighted BT log-likelihood of each row of ``eta`` (B, rows), without overflow."""
+    return -(mass * (y * np.logaddexp(0.0, -eta) + (1.0 - y) * np.logaddexp(0.0, eta))).sum(-1)
+
+
 def _newton(
     table: CountTable, theta: np.ndarray, count: np.ndarray, steps: int = 50
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -219,14 +231,28 @@ def _newton(
     mass = count * table.weight
     y = table.y
     hess = np.zeros((t.shape[0], k - 1, k - 1))
+    ll = _log_likelihood(t @ x.T, mass, y)
     for _ in range(steps):
         eta = t @ x.T
-        p = 1.0 / (1.0 + np.exp(-eta))
+        p = logistic(eta)
         grad = ((mass * (y - p)) @ x)[..., None]
         # (B, k-1, rows) @ (rows, k-1): a batched matmul, far faster than einsum here.
         hess = (x.T[None, :, :] * (mass * p * (1.0 - p))[:, None, :]) @ x
         delta = np.linalg.solve(hess, grad)[..., 0]
+        # Halve a row's step while it lowers that row's log-likelihood. A full step can
+        # overshoot on a nearly separated bootstrap resample and diverge until the Hessian
+        # is singular (the report then lost its leaderboard); the maximum is the same.
+        scale = np.ones(len(t))
+        for _ in range(60):
+            worse = _log_likelihood((t + scale[:, None] * delta) @ x.T, mass, y) < ll - (
+                1e-12 * (1.0 + np.abs(ll))
+            )
+            if not worse.any():
+                break
+            scale[worse] /= 2.0
+        delta = scale[:, None] * delta
         t = t + delta
+        ll = _log_likelihood(t @ x.T, mass, y)
         if np.max(np.abs(delta)) < 1e-11:
             break
     else:
@@ -332,7 +358,7 @@ def _robust_cov(
     table: CountTable, theta: np.ndarray, hess: np.ndarray, x: np.ndarray
 ) -> np.ndarray:
     eta = x @ theta
-    p = 1.0 / (1.0 + np.exp(-eta))
+    p = logistic(eta)
     # Every battle in a row has the same x, y and weight: its score is w (y - p) x.
     meat = np.einsum("r,ri,rj->ij", table.count * (table.weight * (table.y - p)) ** 2, x, x)
     bread = np.linalg.inv(hess)
@@ -539,7 +565,7 @@ def adaptive_pair_probabilities(
     x[np.arange(len(pairs)), ii] = 1.0
     x[np.arange(len(pairs)), jj] = -1.0
     # Information of one battle of each pair at the current scores (natural log-odds).
-    win = 1.0 / (1.0 + np.exp(-(s[ii] - s[jj]) / ELO_PER_NATURAL))
+    win = logistic((s[ii] - s[jj]) / ELO_PER_NATURAL)
     info = win * (1.0 - win)
     # H^-1 on the contrasts (scores sum-free): the pseudo-inverse of the weighted Laplacian.
     h_inv = np.linalg.pinv(x.T @ (info[:, None] * x))

@@ -26,6 +26,7 @@ from rubrics.arena import (
     _outcome_codes,
     _system_codes,
     count_table,
+    logistic,
 )
 
 
@@ -100,7 +101,7 @@ def style_control(
     y = _Y[codes]
     t = np.zeros(x.shape[1])
     for _ in range(100):
-        p = 1.0 / (1.0 + np.exp(-(x @ t)))
+        p = logistic(x @ t)
         grad = x.T @ (w * (y - p))
         hess = (x * (w * p * (1.0 - p))[:, None]).T @ x
         delta = np.linalg.solve(hess, grad)
@@ -109,7 +110,7 @@ def style_control(
             break
     else:
         raise ValueError("the style-controlled fit did not converge")
-    p = 1.0 / (1.0 + np.exp(-(x @ t)))
+    p = logistic(x @ t)
     hess = (x * (w * p * (1.0 - p))[:, None]).T @ x
     bread = np.linalg.inv(hess)
     sc = x * (w * (y - p))[:, None]

@@ -317,3 +317,29 @@ def test_length_control_is_unbiased_when_side_a_is_always_the_same_system():
     # 9,000 battles give a standard error of about 10 points; the bias was about 190.
     for i, system in enumerate(controlled.systems):
         assert controlled.scores[i] == pytest.approx(expected[system], abs=30)
+
+
+def test_a_lopsided_log_bootstraps_without_error_or_warning():
+    """A strong favourite (it never loses; one tie): the estimate exists, but some
+    resamples are nearly separated. A full Newton step overshot there and diverged: exp
+    overflowed, then the Hessian was singular and the report lost its whole leaderboard
+    ("Singular matrix"). The step is now halved while it lowers the likelihood."""
+    import warnings
+
+    rng = np.random.default_rng(3)
+    a, b, w = [], [], []
+    for i in range(4):
+        for j in range(i + 1, 4):
+            for _ in range(int(rng.integers(3, 12))):
+                a.append(f"s{i}")
+                b.append(f"s{j}")
+                w.append("model_a" if rng.random() < 0.93 else str(rng.choice(["model_b", "tie"])))
+    table = arena.count_table(a, b, w)
+    point = arena.fit(table)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        intervals, scores = arena.bootstrap(table, rounds=200, seed=3)
+        _, cov = arena.sandwich(table)
+    assert np.isfinite(scores).all() and np.isfinite(cov).all()
+    assert (intervals.low <= point.scores).all() and (point.scores <= intervals.high).all()
+    assert list(np.argsort(-point.scores)) == [0, 1, 2, 3]
