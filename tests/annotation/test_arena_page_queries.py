@@ -27,7 +27,8 @@ pytestmark = pytest.mark.django_db
 #: still open, candidate lock, claim, item, insert; the page: both captions with the image.
 GET_NEXT_QUERIES = 14
 
-FORM_ACTION = re.compile(r'<form method="post" action="([^"]+)" class="arena-form"')
+#: The page's answer form (the only POST form a battle page has).
+FORM_ACTION = re.compile(r'<form method="post" action="([^"]+/submit/[^"]*)"')
 
 
 def test_the_battle_page_queries_are_pinned(client, researcher):

@@ -15,7 +15,6 @@ import pytest
 
 from annotation.models import Caption, Item
 from annotation.modes import catch
-from annotation.modes.arena.protocol import CATCH
 from rubrics import transformations as tf
 from tests.annotation.test_catch_trials import Player, catch_study, is_altered
 from tests.factories.arena import arena_study, judge, worker
@@ -38,7 +37,7 @@ def test_gold_battles_of_one_study_build_its_vocabulary_once(researcher):
         for _ in range(12):
             for person in people:
                 judge(person, "tie")
-    gold = Item.objects.filter(study=study, kind=CATCH)
+    gold = Item.objects.filter(study=study, kind=catch.CATCH)
 
     # Two workers and several gold battles each; the study's words were split once.
     assert gold.count() >= 4
