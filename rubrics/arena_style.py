@@ -29,6 +29,55 @@ from rubrics.arena import (
     logistic,
 )
 
+#: No caption pair is this far apart (natural log-odds: a win probability of 1 - 1e-13).
+#: A fit that walks past it is climbing towards a maximum at infinity, or to one so far
+#: out that its probabilities round to 0 and 1 and its intervals mean nothing.
+_DIVERGED = 30.0
+
+
+def _log_likelihood(eta: np.ndarray, y: np.ndarray, w: np.ndarray) -> float:
+    return -float((w * (y * np.logaddexp(0.0, -eta) + (1.0 - y) * np.logaddexp(0.0, eta))).sum())
+
+
+def _newton(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """The maximum-likelihood coefficients, by Newton steps halved while they lower the
+    log-likelihood (as :func:`rubrics.arena._newton`).
+
+    A full step from 0 overshoots when the outcomes are nearly separated (a system that
+    never loses, captions whose longer side nearly always wins) and diverged until the
+    Hessian was singular: the report showed "Singular matrix" instead of the length
+    leaderboard. When the outcomes are separated no finite maximum exists, and when it
+    lies past ``_DIVERGED`` it is no estimate to show: either is said in words.
+    """
+    t = np.zeros(x.shape[1])
+    ll = _log_likelihood(x @ t, y, w)
+    for _ in range(200):
+        p = logistic(x @ t)
+        grad = x.T @ (w * (y - p))
+        hess = (x * (w * p * (1.0 - p))[:, None]).T @ x
+        try:
+            delta = np.linalg.solve(hess, grad)
+        except np.linalg.LinAlgError:
+            delta = np.full_like(t, np.inf)  # a singular Hessian: some p is exactly 0 or 1
+        if not np.all(np.isfinite(delta)) or np.max(np.abs(t)) > _DIVERGED:
+            break
+        scale = 1.0
+        while _log_likelihood(x @ (t + scale * delta), y, w) < ll - 1e-12 * (1.0 + abs(ll)):
+            scale /= 2.0
+            if scale < 1e-18:
+                break
+        t = t + scale * delta
+        ll = _log_likelihood(x @ t, y, w)
+        if np.max(np.abs(scale * delta)) < 1e-12:
+            if np.max(np.abs(t)) <= _DIVERGED:
+                return t
+            break
+    raise ValueError(
+        "the length-controlled fit has no usable estimate: the battles are (nearly) "
+        "separated, for example the longer caption won every battle that was not a tie, "
+        "or a system never lost once length is taken into account; more battles are needed"
+    )
+
 
 def length_feature(len_a: Sequence[float], len_b: Sequence[float]) -> np.ndarray:
     """LMArena's style feature: (len_a - len_b) / (len_a + len_b), before standardising."""
@@ -99,17 +148,7 @@ def style_control(
     x[:, k] = z
     x = np.delete(x, k - 1, axis=1)  # last system pinned at 0
     y = _Y[codes]
-    t = np.zeros(x.shape[1])
-    for _ in range(100):
-        p = logistic(x @ t)
-        grad = x.T @ (w * (y - p))
-        hess = (x * (w * p * (1.0 - p))[:, None]).T @ x
-        delta = np.linalg.solve(hess, grad)
-        t = t + delta
-        if np.max(np.abs(delta)) < 1e-12:
-            break
-    else:
-        raise ValueError("the style-controlled fit did not converge")
+    t = _newton(x, y, w)
     p = logistic(x @ t)
     hess = (x * (w * p * (1.0 - p))[:, None]).T @ x
     bread = np.linalg.inv(hess)

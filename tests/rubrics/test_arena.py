@@ -343,3 +343,25 @@ def test_a_lopsided_log_bootstraps_without_error_or_warning():
     assert np.isfinite(scores).all() and np.isfinite(cov).all()
     assert (intervals.low <= point.scores).all() and (point.scores <= intervals.high).all()
     assert list(np.argsort(-point.scores)) == [0, 1, 2, 3]
+
+
+def test_separated_lengths_give_a_clear_error_not_singular_matrix():
+    """The longer caption wins every battle: the raw leaderboard exists (each system wins
+    and loses), but the length effect has no finite estimate. Full
+    Newton steps ran until the Hessian was singular, and the report's length section said
+    only "Singular matrix"; it now says what is wrong."""
+    rng = np.random.default_rng(11)
+    sa, sb, out, la, lb = [], [], [], [], []
+    for i in range(4):
+        for j in range(i + 1, 4):
+            for _ in range(8):
+                len_a, len_b = rng.choice(np.arange(50, 300), size=2, replace=False)
+                sa.append(f"s{i}")
+                sb.append(f"s{j}")
+                la.append(int(len_a))
+                lb.append(int(len_b))
+                out.append("model_a" if len_a > len_b else "model_b")
+    raw = arena.fit(arena.count_table(sa, sb, out))
+    assert np.isfinite(raw.scores).all()
+    with pytest.raises(ValueError, match="separated"):
+        arena_style.style_control(sa, sb, out, la, lb)
