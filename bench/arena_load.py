@@ -11,11 +11,13 @@ Follows ``bench/humanr_load.py``: recreates the scratch database, builds a live 
 limits lifted, since every worker comes from 127.0.0.1), serves it with gunicorn on a free
 loopback port, and lets ``--workers`` threads (each its own ``requests.Session``) arrive
 through the signed Prolific link, then GET the battle page and POST one of the four
-outcomes at random until ``--seconds`` pass (at most 60). Gold battles are served and
-answered like any battle. Then ``bench/humanr_load.py`` runs as a subprocess with the same
-crowd size, seconds and gunicorn workers, so both judgments/s come from the same machine
-at about the same load. Checked: every POST answered 302 is one stored judgment, no worker
-met an image twice. Writes ``bench/results/arena_load.json``; exits 1 if a check fails.
+outcomes at random until ``--seconds`` pass (at most 60). Gold battles are served like any
+battle and answered as an attentive worker would (the unaltered caption wins), which the
+bench reads from the database (``gold_side``), so the catch rule keeps the crowd. Then
+``bench/humanr_load.py`` runs as a subprocess with the same crowd size, seconds and
+gunicorn workers, so both judgments/s come from the same machine at about the same load.
+Checked: every POST answered 302 is one stored judgment, no worker met an image twice.
+Writes ``bench/results/arena_load-<time>.json``; exits 1 if a check fails.
 """
 
 from __future__ import annotations
@@ -109,13 +111,14 @@ def battle_until_deadline(base: str, k: int, arrived: dict, deadline: float) -> 
             if form is None:
                 if page.status_code != 200:
                     run["errors"].append(f"{pid}: GET {page.status_code}")
+                run["told_nothing_left"] = True
                 break  # nothing left for this worker
             action = form.group(1)
             token = action.rstrip("/").rsplit("/", 1)[-1]
             data = {
                 "csrfmiddlewaretoken": session.cookies.get("csrftoken", ""),
                 "part": PART.search(page.text).group(1),
-                "outcome": rng.choice(["a", "b", "tie", "bothbad"]),
+                "outcome": gold_side(token) or rng.choice(["a", "b", "tie", "bothbad"]),
             }
             began = time.perf_counter()
             answer = session.post(
@@ -128,7 +131,30 @@ def battle_until_deadline(base: str, k: int, arrived: dict, deadline: float) -> 
                 run["errors"].append(f"{pid}: POST {answer.status_code} {answer.text[:100]!r}")
     except requests.RequestException as exc:
         run["errors"].append(f"{pid}: {type(exc).__name__}: {exc}")
+    finally:
+        from django.db import connection
+
+        connection.close()  # this thread's, opened by gold_side
     return run
+
+
+def gold_side(token: str) -> str | None:
+    """The side an attentive worker picks on a gold battle (the unaltered caption), or None
+    on a system battle.
+
+    The page does not say which battles are gold, so the bench reads it from the database
+    (one indexed query per battle, in the bench's own process). Workers who clicked at
+    random on gold battles too were flagged by the catch rule and served nothing more, so
+    runs of the faster code ended before their time with few workers left.
+    """
+    from annotation.models import Assignment
+    from annotation.modes.arena.protocol import left_is_a
+    from annotation.modes.catch import CATCH
+
+    lease = Assignment.objects.select_related("item", "participant__study").get(token=token)
+    if lease.item.kind != CATCH:
+        return None
+    return "a" if left_is_a(lease.participant.study, lease.pk) else "b"
 
 
 def integrity_check(study, sent: list[tuple[str, str]]) -> dict:
@@ -238,6 +264,10 @@ def main() -> None:
             "seconds": round(crowd.elapsed, 2),
             "judgments": len(sent),
             "judgments_per_second": round(len(sent) / crowd.elapsed, 1),
+            # Workers served nothing more before the time was up (the catch rule, or done).
+            "workers_told_nothing_left": sum(
+                bool(run.get("told_nothing_left")) for run in crowd.results
+            ),
             "answer_post_ms": harness.summary([t for run in crowd.results for t in run["post"]]),
             "battle_page_get_ms": harness.summary([t for run in crowd.results for t in run["get"]]),
             "cpu": crowd.cpu,
