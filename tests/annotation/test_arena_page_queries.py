@@ -9,21 +9,18 @@ statements are not counted.
 """
 
 import re
-from datetime import timedelta
 
 import pytest
 from django.db import connection
 from django.db.models import F
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
-from django.utils import timezone
 
 from annotation.models import Assignment, Item
 from annotation.services.assignments import assignment_next
-from annotation.services.judgments import judgment_submit
 from annotation.services.participants import crowd_link_token
 from tests.annotation.test_request_queries import _counted
-from tests.factories.arena import arena_study, worker
+from tests.factories.arena import answer, arena_study, worker
 
 pytestmark = pytest.mark.django_db
 
@@ -73,7 +70,7 @@ def test_a_drawn_pair_with_room_is_served_without_listing_every_pair(researcher)
         lease, listing = _serve(person)
         assert lease is not None
         assert not listing, listing
-        judge_lease(person, lease)
+        answer(person, lease, "tie")
 
 
 def test_a_worker_whose_drawn_pair_is_full_gets_a_pair_with_room(researcher):
@@ -93,16 +90,6 @@ def test_a_worker_whose_drawn_pair_is_full_gets_a_pair_with_room(researcher):
             break
         listed += bool(listing)
         served.append((lease.item.spec["system_a"], lease.item.spec["system_b"]))
-        judge_lease(person, lease)
+        answer(person, lease, "tie")
     assert served == [("beta", "gamma")] * 6
     assert listed >= 1  # the fallback ran: some draw landed on a full pair
-
-
-def judge_lease(person, lease):
-    judgment_submit(
-        participant=person,
-        token=lease.token,
-        data={"outcome": "tie"},
-        part=0,
-        now=timezone.now() + timedelta(seconds=30),
-    )

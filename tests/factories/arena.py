@@ -131,14 +131,18 @@ def judge(participant: Participant, outcome="a", *, seconds=30, **extra):
     if lease is None:
         return None, None
     value = outcome(lease) if callable(outcome) else outcome
-    result = judgment_submit(
+    return lease, answer(participant, lease, value, seconds=seconds, **extra)
+
+
+def answer(participant: Participant, lease: Assignment, outcome="a", *, seconds=30, **extra):
+    """Answer the battle of ``lease`` with ``outcome``, ``seconds`` after now."""
+    return judgment_submit(
         participant=participant,
         token=lease.token,
-        data={"outcome": value, **extra},
+        data={"outcome": outcome, **extra},
         part=0,
         now=timezone.now() + timedelta(seconds=seconds),
     )
-    return lease, result
 
 
 MODE = get_mode("arena")
