@@ -374,6 +374,8 @@ class ArenaProtocol(Mode):
             battles = battles.exclude(spec__system_a=system_a, spec__system_b=system_b)
         probabilities = self.pair_probabilities(participant.study)
         allowed = sorted(pair for pair, p in probabilities.items() if p > 0 and pair not in capped)
+        if not allowed:
+            return battles.none()
         rng = np.random.default_rng(
             [participant.study.seed, participant.pk, sum(counts.values()), 0xA7E4A]
         )
@@ -382,11 +384,9 @@ class ArenaProtocol(Mode):
         )
         # Draw a pair, then ask whether it has a battle for this worker (a query that stops
         # at its first row). Most draws find one. Only when it has none are the pairs with
-        # room listed (a scan of every battle: about 8 ms of PostgreSQL on a 4,500-battle
+        # room listed (a scan of every battle: 5-10 ms of PostgreSQL on a 4,500-battle
         # study, which every serve paid before) and the draw repeated among them: the pair
         # served is the design's pair conditioned on having room, as before.
-        if not allowed:
-            return battles.none()
         pick = _draw(rng, allowed, probabilities)
         if not _of_pair(with_room, pick).exists():
             met = (
