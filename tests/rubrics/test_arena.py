@@ -347,9 +347,9 @@ def test_a_lopsided_log_bootstraps_without_error_or_warning():
 
 def test_separated_lengths_give_a_clear_error_not_singular_matrix():
     """The longer caption wins every battle: the raw leaderboard exists (each system wins
-    and loses), but the length effect has no finite estimate. Full
-    Newton steps ran until the Hessian was singular, and the report's length section said
-    only "Singular matrix"; it now says what is wrong."""
+    and loses), but the length effect has no finite estimate. Full Newton steps ran until
+    the Hessian was singular, and the report's length section said only "Singular
+    matrix"; it now says what is wrong."""
     rng = np.random.default_rng(11)
     sa, sb, out, la, lb = [], [], [], [], []
     for i in range(4):
