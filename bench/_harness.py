@@ -14,6 +14,8 @@ this module only does the plumbing the same way for all of them:
   timeout, so a run lasts at most ``seconds`` plus one request timeout;
 - ``CpuMeter``: CPU seconds of this process (the clients), of gunicorn and of the whole
   machine over the run, because on a 2-core machine the clients compete with the server;
+- ``python_speed``: this machine's speed at plain Python, to compare CPU per request
+  between machines;
 - ``summary``, ``write_result``.
 """
 
@@ -239,6 +241,24 @@ class CpuMeter:
 
 def load_average() -> list[float]:
     return [round(value, 2) for value in os.getloadavg()]
+
+
+def python_speed() -> float:
+    """CPU seconds this process takes for 10**7 additions in a plain loop (best of three).
+
+    CPU per request is a machine's figure: ``bench/results-requests.md`` has the same code
+    at 9-12 ms per request on one machine and 19-25 ms on another, twice as slow at plain
+    Python. Printed beside it, a reader on another machine can tell a slower machine from
+    slower code. Best of three: other processes only add.
+    """
+    best = float("inf")
+    for _ in range(3):
+        began = time.process_time()
+        total = 0
+        for value in range(10**7):
+            total += value
+        best = min(best, time.process_time() - began)
+    return round(best, 3)
 
 
 @dataclass

@@ -17,7 +17,8 @@ bench reads from the database (``gold_side``), so the catch rule keeps the crowd
 ``bench/humanr_load.py`` runs as a subprocess with the same crowd size, seconds and
 gunicorn workers, so both judgments/s come from the same machine at about the same load.
 Checked: every POST answered 302 is one stored judgment, no worker met an image twice.
-Writes ``bench/results/arena_load-<time>.json``; exits 1 if a check fails.
+Writes ``bench/results/arena_load-<time>.json`` (with the machine's ``python_speed``, to compare
+CPU per request between machines); exits 1 if a check fails.
 """
 
 from __future__ import annotations
@@ -239,6 +240,7 @@ def main() -> None:
     if not (1 <= args.workers <= 200 and 10 <= args.images <= 5000):
         parser.error("--workers 1..200, --images 10..5,000")
     seconds = harness.bounded_seconds(args.seconds)
+    speed = harness.python_speed()  # before any load of ours
     env = harness.prepare_database(args.server, args.database)
     study, link = build_study(args.images)
     with harness.gunicorn(env, workers=args.gunicorn_workers) as server:
@@ -257,6 +259,7 @@ def main() -> None:
     check = integrity_check(study, sent)
     result = {
         "when": harness.now_iso(),
+        "python_speed_s_per_1e7_additions": speed,
         "arena": {
             "crowd_workers": args.workers,
             "images": args.images,

@@ -35,8 +35,9 @@ game rating also locks the item row against the other ratings of that pair.
    ``open_lease_count`` the leases still open on it. The race must also fill every slot.
 
 Prints judgments/s and latency percentiles of GET next and POST submit per run, the CPU the
-clients, gunicorn and the machine used, and the checks; writes JSON to ``bench/results/``
-(git-ignored). Exits 1 if a check fails.
+clients, gunicorn and the machine used, the machine's ``python_speed`` (CPU seconds for 10**7
+plain additions, to compare CPU per request between machines), and the checks; writes JSON
+to ``bench/results/`` (git-ignored). Exits 1 if a check fails.
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ def main() -> None:
     parser.add_argument("--server", default=harness.DEFAULT_SERVER)
     parser.add_argument("--database", default="capeval_bench_assign")
     args = parser.parse_args()
+    speed = harness.python_speed()  # before any load of ours
     env = harness.prepare_database(args.server, args.database)
     scenarios = [
         (
@@ -115,6 +117,7 @@ def main() -> None:
             runs[label] = (study, crowd)
     result = {
         "when": harness.now_iso(),
+        "python_speed_s_per_1e7_additions": speed,
         "participants": args.participants,
         "gunicorn_workers": args.workers,
         "gunicorn_cpu_seconds_both_runs": server.cpu_seconds,
