@@ -35,12 +35,13 @@ demo: $(VENV)/.installed
 	@echo "Ctrl-C stops the server and its job worker."
 	$(BIN)/python manage.py demo_server $(HOST):$(PORT)
 
-## Install with test dependencies and run lint, the import contracts and the whole suite.
+## Install with test dependencies and run lint, the import contracts and the whole suite,
+## one pytest-xdist worker per core (each with its own test database and browser).
 test: $(VENV)/.installed-test node_modules/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest -n auto $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/lint-imports
