@@ -36,7 +36,7 @@ demo: $(VENV)/.installed
 	$(BIN)/python manage.py demo_server $(HOST):$(PORT)
 
 ## Install with test dependencies and run lint, the import contracts and the whole suite,
-## one pytest-xdist worker per core (each with its own test database and browser).
+## two pytest-xdist workers per core (each with its own test database and browser).
 test: $(VENV)/.installed-test node_modules/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
