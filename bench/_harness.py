@@ -249,16 +249,11 @@ def python_speed() -> float:
     CPU per request is a machine's figure: ``bench/results-requests.md`` has the same code
     at 9-12 ms per request on one machine and 19-25 ms on another, twice as slow at plain
     Python. Printed beside it, a reader on another machine can tell a slower machine from
-    slower code. Best of three: other processes only add.
+    slower code. The loop is the planner test's too (``tests/factories/machine.py``).
     """
-    best = float("inf")
-    for _ in range(3):
-        began = time.process_time()
-        total = 0
-        for value in range(10**7):
-            total += value
-        best = min(best, time.process_time() - began)
-    return round(best, 3)
+    from tests.factories.machine import python_speed as measured
+
+    return round(measured(), 3)
 
 
 @dataclass

@@ -31,6 +31,7 @@ from annotation.services.participants import crowd_link_token
 from rubrics import planner
 from tests.annotation.test_crowd_humanr_exposure import MemoryBot, read_trial
 from tests.factories.humanr import humanr_study
+from tests.factories.machine import python_speed
 
 pytestmark = pytest.mark.django_db
 
@@ -71,7 +72,7 @@ def _largest(sizes: list[int], judgments: int) -> dict[str, str]:
     }
 
 
-#: CPU seconds of 10**7 additions in a function's loop (``bench/_harness.py:python_speed``)
+#: CPU seconds of 10**7 additions in a function's loop (``tests/factories/machine.py``)
 #: on the machine the 10 s limit was set on. Not measured there: its module-level loop took
 #: 0.66 s, which is 1.05-1.47 s on a machine whose function loop takes 0.61-0.70 s, so about
 #: 0.3-0.45 s; the upper end is taken, which leaves a slower machine the least slack.
@@ -85,14 +86,7 @@ def _slowness() -> float:
     The limit protects the worker from a request that would take minutes, not seconds; on a
     machine twice as slow the same capped work takes twice the CPU, which is no attack.
     """
-    best = float("inf")
-    for _ in range(3):
-        began = time.process_time()
-        total = 0
-        for value in range(10**7):
-            total += value
-        best = min(best, time.process_time() - began)
-    return max(1.0, best / REFERENCE_SPEED)
+    return max(1.0, python_speed() / REFERENCE_SPEED)
 
 
 @pytest.mark.parametrize(
