@@ -25,6 +25,10 @@ SAME answers. Compared:
   first groups (in the order judged) reach the target by the same width the rule uses
   (``humanr_next_systems_by_worker``), on the same answers: the best a fixed design sized
   in advance could do;
+- the bound on that saving: each system stopped at the first of its own groups (in the
+  order judged) at which the same rule calls it settled. With hindsight, no allocation that
+  stops systems by this rule spends less on these answers, so one minus this cost over the
+  best fixed design's is the most the rule can save at this crowd, whatever serves it;
 - coverage: the adaptive report's 95% ``worker_t_interval`` (one vote per worker, what the
   rule measures), ``t_interval`` and ``bootstrap_interval`` hold the true HUMANr (below);
   widths of the adaptive report against the target;
@@ -248,11 +252,21 @@ def conclusions(result: dict) -> tuple[tuple[str, ...], dict[str, bool]]:
     return order, tests
 
 
-def best_fixed_groups(rows: list[tuple[int, int, str, float]], target: float) -> int | None:
-    """Whole groups per system a fixed design needs for every system to reach ``target``
-    by the SAME width the allocation rule uses (``humanr_next_systems_by_worker``: the
-    report's t-interval over one vote per worker, at least 5 workers and 27 values), over
-    each system's first groups in the order judged; None if the study is too small.
+def settling_groups(
+    rows: list[tuple[int, int, str, float]], target: float
+) -> tuple[int | None, dict[str, int]]:
+    """When the systems reach ``target`` by the SAME width the allocation rule uses
+    (``humanr_next_systems_by_worker``: the report's t-interval over one vote per worker, at
+    least 10 workers and 27 values), counting each system's first groups in the order judged.
+
+    Returns ``(fixed, first)``:
+
+    - ``fixed``: whole groups per system a fixed design needs for every system to be settled
+      at once (the best fixed design), or None if the study is too small;
+    - ``first``: for each system, the first number of its groups at which it alone is
+      settled (hindsight per-system stopping). ``sum(first)`` groups is the least any
+      allocation that stops each system by this rule could spend on these answers, so
+      ``1 - sum(first) / (systems * fixed)`` bounds the saving over the best fixed design.
 
     ``rows``: ``(assignment id, participant id, system, value)`` of kept comparisons, in
     the order judged. Bench workers have distinct ids, browsers and networks, so a
@@ -266,9 +280,10 @@ def best_fixed_groups(rows: list[tuple[int, int, str, float]], target: float) ->
     for assignment_id, _, system, _ in rows:
         if assignment_id not in groups.setdefault(system, []):
             groups[system].append(assignment_id)
+    first: dict[str, int] = {}
     for g in range(1, max(len(v) for v in groups.values()) + 1):
         if any(len(v) < g for v in groups.values()):
-            return None
+            return None, first
         chosen = {a for v in groups.values() for a in v[:g]}
         values: dict[str, dict[int, list[float]]] = {}
         for assignment_id, participant_id, system, value in rows:
@@ -281,9 +296,12 @@ def best_fixed_groups(rows: list[tuple[int, int, str, float]], target: float) ->
             min_values=ADAPTIVE_MIN_VALUES,
             min_workers=ADAPTIVE_MIN_WORKERS,
         )
+        for system in groups:
+            if system not in still:
+                first.setdefault(system, g)
         if not still:
-            return g
-    return None
+            return g, first
+    return None, first
 
 
 def kept_rows(study) -> list[tuple[int, int, str, float]]:
@@ -317,15 +335,17 @@ def humanr_seed(owner, *, seed: int, args, truth: dict[str, float]) -> dict:
     )
     study.refresh_from_db()
     crowd.study = study
-    fixed_groups = best_fixed_groups(kept_rows(study), args.target)
+    fixed_groups, first_groups = settling_groups(kept_rows(study), args.target)
     # Until the best fixed design is known (every system then has at least its groups):
     # the rest of the study would not change it.
     while fixed_groups is None and crowd.one_group():
-        fixed_groups = best_fixed_groups(kept_rows(study), args.target)
+        fixed_groups, first_groups = settling_groups(kept_rows(study), args.target)
     full_report = run_report(study, owner)
     total_comparisons = len(kept_rows(study))
     # A fixed design of g groups per system costs g groups of 10 judgments per system.
     fixed_judgments = None if fixed_groups is None else fixed_groups * 10 * len(HUMANR_MU)
+    # Hindsight per-system stopping: every system stopped at its own first settled group.
+    hindsight_judgments = None if fixed_groups is None else sum(first_groups.values()) * 10
     per_system = {}
     entries = {**adaptive_report["humanr"]["systems"]}
     if adaptive_report["humanr"].get("baseline"):
@@ -357,6 +377,11 @@ def humanr_seed(owner, *, seed: int, args, truth: dict[str, float]) -> dict:
         "saving_vs_best_fixed": None
         if not fixed_judgments
         else 1 - adaptive_judgments / fixed_judgments,
+        "first_settled_groups": first_groups,
+        "hindsight_judgments": hindsight_judgments,
+        "saving_bound_vs_best_fixed": None
+        if not fixed_judgments
+        else 1 - hindsight_judgments / fixed_judgments,
         "systems": per_system,
         "same_order": adaptive_order == full_order,
         "same_baseline_tests": adaptive_tests == full_tests,
@@ -378,7 +403,8 @@ def humanr_part(args, partial: Path | None = None) -> dict:
         print(
             f"seed {seed}: adaptive {run['adaptive_judgments']} judgments, best fixed "
             f"{run['best_fixed_judgments']}, after phase 2 {run['phase2_judgments']}, saving "
-            f"{run['saving_vs_best_fixed']}, {run['seconds']} s",
+            f"{run['saving_vs_best_fixed']} (bound {run['saving_bound_vs_best_fixed']}), "
+            f"{run['seconds']} s",
             flush=True,
         )
         if partial is not None:  # what is done so far, should the run be cut short
@@ -413,6 +439,11 @@ def humanr_summary(runs: list[dict], args) -> dict:
     widths = [s["t_half_width"] for r in runs for s in r["systems"].values() if s["t_half_width"]]
     adaptive_total = sum(r["adaptive_judgments"] for r in runs if r["best_fixed_judgments"])
     fixed_total = sum(r["best_fixed_judgments"] for r in runs if r["best_fixed_judgments"])
+    # Runs merged from before the bound existed have no hindsight figure.
+    bounded = [r for r in runs if r["best_fixed_judgments"] and r.get("hindsight_judgments")]
+    hindsight_total = sum(r["hindsight_judgments"] for r in bounded)
+    bounded_fixed_total = sum(r["best_fixed_judgments"] for r in bounded)
+    bounded_adaptive_total = sum(r["adaptive_judgments"] for r in bounded)
     summary = {
         "code_path": (
             "study_open (HumanrProtocol.build_items, one system per group) -> "
@@ -430,6 +461,14 @@ def humanr_summary(runs: list[dict], args) -> dict:
         "noise_steps": NOISE_STEPS,
         "worker_bias_steps": WORKER_BIAS_STEPS,
         "saving_pooled": None if not fixed_total else 1 - adaptive_total / fixed_total,
+        "saving_bound_pooled": None
+        if not bounded_fixed_total
+        else 1 - hindsight_total / bounded_fixed_total,
+        "saving_bound_max": max((r["saving_bound_vs_best_fixed"] for r in bounded), default=None),
+        "adaptive_over_hindsight_pooled": None
+        if not hindsight_total
+        else bounded_adaptive_total / hindsight_total,
+        "seeds_with_bound": len(bounded),
         "saving_median": statistics.median(savings) if savings else None,
         "saving_min": min(savings) if savings else None,
         "saving_max": max(savings) if savings else None,
