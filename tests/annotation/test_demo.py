@@ -158,15 +158,16 @@ def test_demo_captions_serve_every_mode():
 def test_finished_arena_demo_has_a_leaderboard(db, django_capture_on_commit_callbacks):
     """The finished arena study alone (fast): answered by the simulated crowd through the
     services, closed, its report holding a leaderboard in the hidden qualities' order."""
-    if not registered("arena"):
-        return
     from annotation.management.commands.load_demo import Command
 
-    mode, name, workers, settings = next(row for row in DEMO_FINISHED if row[0] == "arena")
+    arena = get_mode("arena")
+    name = arena.demo.finished
     command = Command(stdout=io.StringIO())
     owner = User.objects.create_user("researcher", password="x", is_researcher=True)
     with django_capture_on_commit_callbacks(execute=True):
-        command._finished(mode, name, owner, workers, settings)
+        command._finished(
+            arena.name, name, owner, arena.demo.finished_workers, arena.demo.finished_settings
+        )
     study = Study.objects.get(name=name)
     assert_answered_with_a_report(study)
     # Every battle slot is filled: 6 system pairs x 9 images x 2 workers.

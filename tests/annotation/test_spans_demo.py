@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 from collections import Counter
 
-from annotation.management.commands.load_demo import DEMO_DIR, DEMO_FINISHED, DEMO_STUDIES
+from annotation.management.commands.load_demo import DEMO_DIR
 from annotation.models import Item, Job, Judgment, Study, User
 from annotation.modes import get_mode
 from annotation.modes.spans.simulate import DEMO_ERRORS
@@ -47,10 +47,9 @@ def test_the_detailed_captions_are_long_and_hold_their_planted_errors():
 def test_the_live_spans_demo_is_open_with_one_item_per_detailed_caption(db):
     from annotation.management.commands.load_demo import Command
 
-    (name,) = [name for mode, name in DEMO_STUDIES if mode == "spans"]
     owner = User.objects.create_user("researcher", password="x", is_researcher=True)
     command = Command(stdout=io.StringIO())
-    study = command._study("spans", name, owner, [])
+    study = command._study(MODE.name, MODE.demo.live, owner, [])
     command._opened(study)
     study.refresh_from_db()
     assert study.status == Study.Status.LIVE
@@ -66,11 +65,13 @@ def test_the_finished_spans_demo_separates_the_careful_system(
 ):
     from annotation.management.commands.load_demo import Command
 
-    mode, name, workers, settings = next(row for row in DEMO_FINISHED if row[0] == "spans")
+    name = MODE.demo.finished
     owner = User.objects.create_user("researcher", password="x", is_researcher=True)
     command = Command(stdout=io.StringIO())
     with django_capture_on_commit_callbacks(execute=True):
-        command._finished(mode, name, owner, workers, settings)
+        command._finished(
+            MODE.name, name, owner, MODE.demo.finished_workers, MODE.demo.finished_settings
+        )
     study = Study.objects.get(name=name)
     assert_answered_with_a_report(study)
     assert Judgment.objects.filter(study=study).count() == 12 * 3
