@@ -2,7 +2,8 @@
 
 Fixtures: ``browser`` (one Chromium for all e2e tests), ``page`` (a fresh browser context per
 test, failing the test on JavaScript errors and on requests that leave the live server),
-``login`` (log a user in through the login form) and ``live_url`` (absolute URL of a path).
+``login`` (log a user in through the login form), ``live_url`` (absolute URL of a path) and
+``live_server_lock`` (held by the test's writes beside a page that polls).
 
 Chromium comes from ``CAPEVAL_CHROMIUM`` or the ``chromium`` on the PATH (Debian's package);
 Playwright's own browser download is never used. Without Chromium, the ``playwright`` package
@@ -12,6 +13,7 @@ See docs/testing.md.
 
 import os
 import shutil
+import threading
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -207,3 +209,27 @@ def login():
         expect(logout, f"login as {user.username} failed").to_be_visible()
 
     return log_in
+
+
+@pytest.fixture
+def live_server_lock(monkeypatch) -> threading.Lock:
+    """A lock that every request to the live server takes while it is handled.
+
+    The live server and the test share one in-memory SQLite database, whose tables lock
+    while the other thread uses them ("database table is locked", no waiting): a page that
+    polls (the dashboard, a job's progress) during the test's own writes would answer 500,
+    or the write would fail. A test that writes beside an open page holds this lock while it
+    writes (never while it drives the browser); a request meanwhile waits, then shows what
+    was written.
+    """
+    from django.core.handlers.wsgi import WSGIHandler
+
+    lock = threading.Lock()
+    handle = WSGIHandler.__call__
+
+    def one_at_a_time(self, environ, start_response):
+        with lock:
+            return handle(self, environ, start_response)
+
+    monkeypatch.setattr(WSGIHandler, "__call__", one_at_a_time)
+    return lock

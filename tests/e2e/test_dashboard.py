@@ -37,7 +37,9 @@ def answer(participant, rating=4):
     judgment_submit(participant=participant, token=lease.token, data={"rating": rating})
 
 
-def test_the_dashboard_updates_by_itself_as_answers_arrive(page, login, researcher, monkeypatch):
+def test_the_dashboard_updates_by_itself_as_answers_arrive(
+    page, login, researcher, monkeypatch, live_server_lock
+):
     monkeypatch.setattr(dashboard_views, "POLL_SECONDS", 1)
     study = rating_study(researcher, captions=2, target=2)  # 4 answers needed
     early = crowd_participant(study, "early")
@@ -50,9 +52,10 @@ def test_the_dashboard_updates_by_itself_as_answers_arrive(page, login, research
     # A mark in this document: if the page reloaded, it would be gone.
     page.evaluate("window.notReloaded = true")
 
-    late = crowd_participant(study, "late")
-    answer(late)
-    answer(early)
+    with live_server_lock:  # the page polls meanwhile (tests/e2e/conftest.py)
+        late = crowd_participant(study, "late")
+        answer(late)
+        answer(early)
 
     expect(page.get_by_text("Overall: 3 of 4 answers needed (75%)")).to_be_visible()
     expect(overall).to_have_attribute("value", "3")
@@ -64,7 +67,7 @@ def test_the_dashboard_updates_by_itself_as_answers_arrive(page, login, research
 
 
 def test_sorting_swaps_the_table_in_place_and_polling_keeps_the_order(
-    page, login, researcher, monkeypatch
+    page, login, researcher, monkeypatch, live_server_lock
 ):
     monkeypatch.setattr(dashboard_views, "POLL_SECONDS", 1)
     study = rating_study(researcher, captions=3, target=3)
@@ -82,7 +85,8 @@ def test_sorting_swaps_the_table_in_place_and_polling_keeps_the_order(
 
     expect(rows).to_have_text([many.pseudonym, few.pseudonym])
     expect(page.locator("th[aria-sort=descending]")).to_contain_text("Judgments")
-    answer(few)  # the next poll redraws the table, in the order chosen (not newest first)
+    with live_server_lock:
+        answer(few)  # the next poll redraws the table, in the order chosen (not newest first)
     few_judgments = page.locator("table.workers tbody tr").nth(1).locator("td").nth(2)
     expect(few_judgments).to_have_text("2")
     expect(rows).to_have_text([many.pseudonym, few.pseudonym])

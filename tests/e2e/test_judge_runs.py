@@ -97,7 +97,9 @@ def test_a_bad_endpoint_is_refused_under_its_field(browser, live_server, login, 
         context.close()
 
 
-def test_the_researcher_stops_a_run_by_keyboard_and_it_asks_nothing(page, login, researcher):
+def test_the_researcher_stops_a_run_by_keyboard_and_it_asks_nothing(
+    page, login, researcher, live_server_lock
+):
     """A queued run (no worker has taken it yet) shows "Stop the run"; pressing it swaps the
     progress fragment for the stopping notice, and the run, when it starts, asks nothing."""
     from annotation.models import Job
@@ -125,7 +127,8 @@ def test_the_researcher_stops_a_run_by_keyboard_and_it_asks_nothing(page, login,
         assert_no_serious_a11y_violations(page, context="judges page, run stopping")
         fits(page, "judges page, run stopping")
 
-        job_run(job=job)
+        with live_server_lock:  # the run's progress polls meanwhile (tests/e2e/conftest.py)
+            job_run(job=job)
         job.refresh_from_db()
         assert job.status == Job.Status.DONE and server.total == 0
         expect(page.get_by_text(f"Stopped by {researcher.username}: 3 not asked")).to_be_visible()

@@ -52,17 +52,18 @@ def overall_progress(page) -> int:
     return int(page.locator("#progress-overall").get_attribute("value") or 0)
 
 
-def simulate_beside_the_server(study) -> int:
+def simulate_beside_the_server(study, live_server_lock) -> int:
     """Let a simulated crowd answer while the page polls; return the judgments stored.
 
-    The live server and this test share one in-memory SQLite database, whose tables lock
-    while the other thread reads them ("database table is locked", no waiting): the crowd
-    then simply goes on where it stopped (the same seed continues with the same workers;
-    every judgment is a transaction of its own).
+    The crowd writes holding ``live_server_lock``, so a poll waits for it rather than meet
+    a locked table (``tests/e2e/conftest.py``). Should a write still meet a lock, the crowd
+    goes on where it stopped (the same seed continues with the same workers; every judgment
+    is a transaction of its own).
     """
     for _ in range(50):
         try:
-            crowd_simulate(study=study, workers=3, seed=11, max_items_per_worker=2)
+            with live_server_lock:
+                crowd_simulate(study=study, workers=3, seed=11, max_items_per_worker=2)
         except OperationalError:
             time.sleep(0.2)
             continue
@@ -77,7 +78,7 @@ def fast_dashboard(monkeypatch):
 
 
 def test_a_researcher_runs_a_study_from_the_settings_form_to_the_report(
-    page, researcher, login, tmp_path, fast_dashboard
+    page, researcher, login, tmp_path, fast_dashboard, live_server_lock
 ):
     login(page, researcher)
     page.set_viewport_size({"width": 1280, "height": 800})
@@ -125,7 +126,7 @@ def test_a_researcher_runs_a_study_from_the_settings_form_to_the_report(
     # A simulated crowd answers while the page is open: the dashboard follows by itself.
     assert overall_progress(page) == 0
     study.refresh_from_db()
-    answered = simulate_beside_the_server(study)
+    answered = simulate_beside_the_server(study, live_server_lock)
     assert answered == Judgment.objects.filter(study=study).count() > 0
     expect(page.locator("#progress-overall")).not_to_have_attribute("value", "0", timeout=15_000)
     expect(page.locator("#progress-overall")).to_have_attribute("value", str(answered))
