@@ -527,6 +527,18 @@ def _kept_rows(responses: humanr.Responses) -> np.ndarray:
     return ~responses.is_attention_check & ~failed & ~responses.dropped  # type: ignore[operator]
 
 
+def humanr_pilot_images(pilot: humanr.Responses) -> dict[str, int]:
+    """Per system, the images with at least one comparison the HUMANr report keeps: how
+    much of a pilot ``plan_humanr`` has to resample for that system."""
+    kept = _kept_rows(pilot)
+    images: dict[str, set[Any]] = {}
+    for system, image in zip(
+        pilot.systems[kept].tolist(), pilot.image_ids[kept].tolist(), strict=True
+    ):
+        images.setdefault(str(system), set()).add(image)
+    return {name: len(seen) for name, seen in images.items()}
+
+
 def plan_humanr(
     *,
     n_images: Sequence[int],

@@ -332,3 +332,29 @@ def test_thumb_half_widths_and_power_match_a_brute_force_simulation(n):
     assert point.power == pytest.approx(power, abs=0.03)
     assert point.judgments_per_item == 2
     assert point.cost.judgments == n * 2 * 2  # two systems, two stages per caption
+
+
+def test_humanr_pilot_images_counts_only_what_the_report_keeps():
+    """Hand-worked: worker 1's group 10 passes its check, worker 2's group 11 fails its own
+    (oriented 5 on the correct caption), and one row of group 10 is dropped."""
+    pilot = humanr.Responses.from_records(
+        [
+            # group 10, worker 1: Human on images 1 and 2, GIT on image 1 (dropped), a check.
+            {"worker_id": 1, "image_id": 1, "system": "Human", "raw": 3, "human_on_left": True,
+             "is_attention_check": False, "group_id": 10},
+            {"worker_id": 1, "image_id": 2, "system": "Human", "raw": 6, "human_on_left": True,
+             "is_attention_check": False, "group_id": 10},
+            {"worker_id": 1, "image_id": 1, "system": "GIT", "raw": 2, "human_on_left": False,
+             "is_attention_check": False, "group_id": 10, "dropped": True},
+            {"worker_id": 1, "image_id": 9, "system": "", "raw": 2, "human_on_left": True,
+             "is_attention_check": True, "group_id": 10},
+            # group 11, worker 2: GIT on images 3 and 4, a failed check: none of it counts.
+            {"worker_id": 2, "image_id": 3, "system": "GIT", "raw": 4, "human_on_left": True,
+             "is_attention_check": False, "group_id": 11},
+            {"worker_id": 2, "image_id": 4, "system": "GIT", "raw": 4, "human_on_left": True,
+             "is_attention_check": False, "group_id": 11},
+            {"worker_id": 2, "image_id": 8, "system": "", "raw": 5, "human_on_left": True,
+             "is_attention_check": True, "group_id": 11},
+        ]
+    )  # fmt: skip
+    assert planner.humanr_pilot_images(pilot) == {"Human": 2}
