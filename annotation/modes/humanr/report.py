@@ -64,19 +64,7 @@ class HumanrReport(Report):
     def run(self, study: Study, progress: Progress) -> dict[str, Any]:
         config = self.mode.settings(study)
         progress(5, "Loading responses")
-        rows = list(
-            Judgment.objects.filter(study=study, item__kind=GROUP)
-            .order_by("id")
-            .values_list(
-                "participant_id",
-                "item_id",
-                "assignment__status",
-                "payload",
-                "result",
-                "excluded",
-                "dwell_ms",
-            )
-        )
+        rows = report_rows(Judgment.objects.filter(study=study, item__kind=GROUP))
         people = {
             pk: (pseudonym, source)
             for pk, pseudonym, source in Participant.objects.filter(study=study).values_list(
@@ -142,6 +130,38 @@ class HumanrReport(Report):
         return _figure_std_vs_images(report)
 
 
+def report_rows(judgments) -> list[tuple[Any, ...]]:
+    """The rows the report reads from ``judgments`` (a queryset of group judgments), in the
+    order judged: ``(participant id, item id, assignment status, payload, result, excluded,
+    dwell_ms)``. The planner reads a study's pilot the same way."""
+    return list(
+        judgments.order_by("id").values_list(
+            "participant_id",
+            "item_id",
+            "assignment__status",
+            "payload",
+            "result",
+            "excluded",
+            "dwell_ms",
+        )
+    )
+
+
+def record(participant_id, item_id, status, payload, result, excluded) -> dict[str, Any]:
+    """One judgment row as ``rubrics.humanr.Responses.from_records`` reads it. Only finished
+    groups count (an expired lease's partial group has no check to vouch for it)."""
+    return {
+        "worker_id": participant_id,
+        "image_id": result["image_id"],
+        "system": result["system"],
+        "raw": payload["raw"],
+        "human_on_left": bool(result["reference_on_left"]),
+        "is_attention_check": result["kind"] == CHECK,
+        "group_id": item_id,
+        "dropped": bool(excluded) or status != Assignment.Status.SUBMITTED,
+    }
+
+
 def summarize(
     rows: Sequence[tuple[Any, ...]],
     *,
@@ -172,18 +192,7 @@ def summarize(
         if not finished:
             mine["incomplete_responses"] += 1
         raw_all.append(payload["raw"])
-        records.append(
-            {
-                "worker_id": participant_id,
-                "image_id": result["image_id"],
-                "system": result["system"],
-                "raw": payload["raw"],
-                "human_on_left": bool(result["reference_on_left"]),
-                "is_attention_check": result["kind"] == CHECK,
-                "group_id": item_id,
-                "dropped": bool(excluded) or not finished,
-            }
-        )
+        records.append(record(participant_id, item_id, status, payload, result, excluded))
     out: dict[str, Any] = {
         "n_responses": len(rows),
         "n_incomplete_responses": sum(w["incomplete_responses"] for w in per_worker.values()),
