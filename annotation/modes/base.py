@@ -254,6 +254,8 @@ class Planner:
     fields: ClassVar[dict[str, str]] = {}
     #: The help beside "Judgments per item": what one item is in this mode.
     judgments_help: ClassVar[str] = ""
+    #: What the page calls the pilot when ``plan`` took the study's own judgments for it.
+    pilot_note: ClassVar[str] = "this study's own judgments"
     #: Appended to the help of the target half-width: what else the recommendation needs.
     target_note: ClassVar[str] = ""
     #: Whether the simulated systems are the study's own (``systems``): False where the

@@ -8,6 +8,7 @@ from playwright.sync_api import expect
 
 from tests.e2e.axe import assert_no_serious_a11y_violations
 from tests.e2e.test_planner import figure_loaded, fits
+from tests.factories.humanr import answer_every_group, humanr_study
 from tests.factories.thumb import add_image
 
 pytestmark = pytest.mark.e2e
@@ -41,3 +42,19 @@ def test_planner_of_a_thumb_study_with_its_own_systems(page, login, researcher, 
     figure_loaded(page)
     assert_no_serious_a11y_violations(page, context="planner about the study")
     fits(page, "planner about the study")
+
+
+def test_planner_of_an_answered_humanr_study_uses_it_as_the_pilot(page, login, researcher):
+    study = humanr_study(researcher, images=20, systems=("GIT", "ClipCap"))
+    answer_every_group(study, {"Human": 0.0, "GIT": -0.3, "ClipCap": -0.6}, seed=3)
+    login(page, researcher)
+    page.goto(f"/studies/{study.pk}/plan/?simulations=5&sizes=20,40")
+    expect(
+        page.get_by_text("Pilot: this study's own kept comparisons, resampled by image")
+    ).to_be_visible()
+    table = page.get_by_role("region", name="Planner curve")
+    for system in ("Human", "GIT", "ClipCap"):
+        expect(table.get_by_role("columnheader", name=f"± {system}")).to_be_visible()
+    figure_loaded(page)
+    assert_no_serious_a11y_violations(page, context="planner with the study as its pilot")
+    fits(page, "planner with the study as its pilot")

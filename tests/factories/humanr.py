@@ -3,8 +3,11 @@ workers who answer whole groups honestly or carelessly."""
 
 from __future__ import annotations
 
+import random
+
 from annotation.models import Caption, Image, Participant
 from annotation.modes.humanr import reference_on_left
+from annotation.modes.humanr.protocol import CHECK
 from annotation.services.assignments import assignment_next
 from annotation.services.judgments import judgment_submit
 from annotation.services.participants import participant_for_crowd_worker
@@ -102,3 +105,26 @@ def do_group(participant, answer=honest, *, parts=None):
             data={"raw": answer(spec["trials"][part], on_left)},
         )
     return lease
+
+
+def answer_every_group(study, means: dict[str, float], *, seed: int) -> None:
+    """Fresh crowd workers answer one whole group each until nothing is left (a fresh worker
+    has met no image, so only a full study serves them nothing). Checks are passed; a
+    comparison of ``system`` gets the oriented answer ``5 + 4 * means[system]`` plus one
+    slider step of normal noise, rounded and kept on the slider."""
+    rng = random.Random(seed)
+    for number in range(1000):
+        worker = crowd(study, f"PID-{number}")
+        lease = assignment_next(participant=worker)
+        if lease is None:
+            return
+        for part, trial in enumerate(lease.item.spec["trials"]):
+            on_left = reference_on_left(lease.item.spec["seed"], lease.pk, part)
+            if trial["kind"] == CHECK:
+                raw = honest(trial, on_left)
+            else:
+                oriented = round(5 + 4 * means[trial["system"]] + rng.gauss(0, 1))
+                oriented = min(9, max(1, oriented))
+                raw = oriented if on_left else 10 - oriented
+            judgment_submit(participant=worker, token=lease.token, part=part, data={"raw": raw})
+    raise AssertionError("the study was not answered by 1,000 workers")

@@ -33,6 +33,7 @@ class VicrPlanner(Planner):
         "adjacent": "Share of ratings one level off (0 to 1)",
     }
     judgments_help = "Ratings per image-caption pair (at least 3)."
+    pilot_note = "this study's own ratings (a rater model fitted to them)"
 
     def plan(self, study: Study, *, sizes, judgments_per_item, assumptions, common):
         """The study is its own pilot with ``PLAN_PILOT_MIN_PAIRS`` pairs of 2+ kept game
