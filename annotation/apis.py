@@ -462,7 +462,9 @@ class PlanOutput(serializers.Serializer):
     recommended = serializers.JSONField(
         allow_null=True, help_text="The cheapest point meeting the targets; null if none."
     )
-    pilot = serializers.CharField(help_text='"study" (its own ratings) or "assumptions".')
+    pilot = serializers.CharField(
+        help_text='"study" (its own judgments: VICR ratings, HUMANr comparisons) or "assumptions".'
+    )
     seconds_per_judgment = serializers.FloatField(allow_null=True)
     price_per_judgment = serializers.FloatField(allow_null=True)
 
