@@ -14,13 +14,10 @@ import pytest
 from django.urls import reverse
 
 from annotation.models import Judgment
-from annotation.modes.humanr import reference_on_left
 from annotation.modes.humanr.plan import PLAN_PILOT_MIN_IMAGES
 from annotation.modes.humanr.protocol import CHECK
 from annotation.modes.humanr.report import report_rows, summarize
-from annotation.services.assignments import assignment_next
-from annotation.services.judgments import judgment_submit
-from tests.factories.humanr import answer_every_group, crowd, honest, humanr_study
+from tests.factories.humanr import answer_every_group, crowd, do_group, honest, humanr_study
 
 pytestmark = pytest.mark.django_db
 
@@ -71,12 +68,11 @@ def test_another_number_of_workers_per_comparison_keeps_to_the_assumptions(clien
 def test_too_few_answered_images_keep_to_the_assumptions(client, researcher):
     study = humanr_study(researcher, images=IMAGES, systems=("GIT", "ClipCap"))
     rng = random.Random(5)
-    worker = crowd(study, "PID-only")
-    lease = assignment_next(participant=worker)  # one group: 9 comparisons at most
-    for part, trial in enumerate(lease.item.spec["trials"]):
-        on_left = reference_on_left(lease.item.spec["seed"], lease.pk, part)
-        raw = honest(trial, on_left) if trial["kind"] == CHECK else rng.randint(1, 9)
-        judgment_submit(participant=worker, token=lease.token, part=part, data={"raw": raw})
+
+    def answer(trial, on_left):
+        return honest(trial, on_left) if trial["kind"] == CHECK else rng.randint(1, 9)
+
+    do_group(crowd(study, "PID-only"), answer)  # one group: 9 comparisons at most
     compared = Judgment.objects.filter(study=study).exclude(result__kind=CHECK)
     assert len({j.result["image_id"] for j in compared}) < PLAN_PILOT_MIN_IMAGES
     client.force_login(researcher)

@@ -113,18 +113,16 @@ def answer_every_group(study, means: dict[str, float], *, seed: int) -> None:
     comparison of ``system`` gets the oriented answer ``5 + 4 * means[system]`` plus one
     slider step of normal noise, rounded and kept on the slider."""
     rng = random.Random(seed)
+
+    def answer(trial, on_left):
+        if trial["kind"] == CHECK:
+            return honest(trial, on_left)
+        oriented = min(9, max(1, round(5 + 4 * means[trial["system"]] + rng.gauss(0, 1))))
+        return oriented if on_left else 10 - oriented
+
     for number in range(1000):
         worker = crowd(study, f"PID-{number}")
-        lease = assignment_next(participant=worker)
-        if lease is None:
+        if assignment_next(participant=worker) is None:
             return
-        for part, trial in enumerate(lease.item.spec["trials"]):
-            on_left = reference_on_left(lease.item.spec["seed"], lease.pk, part)
-            if trial["kind"] == CHECK:
-                raw = honest(trial, on_left)
-            else:
-                oriented = round(5 + 4 * means[trial["system"]] + rng.gauss(0, 1))
-                oriented = min(9, max(1, oriented))
-                raw = oriented if on_left else 10 - oriented
-            judgment_submit(participant=worker, token=lease.token, part=part, data={"raw": raw})
+        do_group(worker, answer)  # the same lease, served again
     raise AssertionError("the study was not answered by 1,000 workers")
