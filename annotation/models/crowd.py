@@ -79,7 +79,9 @@ class CrowdLedgerEntry(models.Model):
         SET_UP = "set_up", "Bonus set up, not paid yet"
         DONE = "done", "Done"
         FAILED = "failed", "Failed (may be retried)"
-        UNCERTAIN = "uncertain", "No answer after paying (check the platform)"
+        # Sent, and no answer tells what the platform did (a timeout, a reset, a 5xx): never
+        # sent again until the platform's own records or the owner say what happened.
+        UNCERTAIN = "uncertain", "Outcome unknown (not sent again until checked)"
 
     study = models.ForeignKey(
         "annotation.Study", on_delete=models.CASCADE, related_name="crowd_ledger"
