@@ -38,8 +38,10 @@ Behaviour, and why:
 - **Cost.** ``usage`` from each reply; cost = tokens / 1000 * the prices passed in. Cached
   answers cost nothing and are counted apart.
 - **The key.** Sent only in the ``Authorization`` header. It is not in :class:`Endpoint`'s
-  repr, and every message this module records or logs is scrubbed of it (a server may echo
-  it in an error body). Exceptions from httpx never escape: each becomes a short message.
+  repr, and every message and raw reply this module records or logs is scrubbed of it,
+  its encoded forms and its pieces, before any cut (a server may echo it; see
+  ``annotation/judges/scrub.py``). Exceptions from httpx never escape: each becomes a
+  short message.
 
 The function is synchronous (a Celery task calls it); :func:`arun_batch` is the coroutine.
 """
@@ -56,6 +58,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+
+from annotation.judges.scrub import Scrubber
 
 __all__ = [
     "Endpoint",
@@ -79,7 +83,7 @@ _BODY_EXCERPT = 200
 class Endpoint:
     """Where and as whom to ask: ``base_url`` ends with ``/v1`` (``http://127.0.0.1:8000/v1``)."""
 
-    __slots__ = ("base_url", "model", "_api_key")
+    __slots__ = ("base_url", "model", "_api_key", "_scrub")
 
     def __init__(self, base_url: str, model: str, api_key: str = ""):
         if not base_url.startswith(("http://", "https://")):
@@ -89,6 +93,7 @@ class Endpoint:
         self.base_url = base_url.rstrip("/")
         self.model = model
         self._api_key = api_key
+        self._scrub = Scrubber(api_key)
 
     @property
     def url(self) -> str:
@@ -98,8 +103,13 @@ class Endpoint:
         return {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
 
     def scrub(self, text: str) -> str:
-        """``text`` with the key replaced, for anything recorded or logged."""
-        return text.replace(self._api_key, "[key]") if self._api_key else text
+        """``text`` with the key (and its encoded forms and pieces) replaced, for anything
+        recorded or logged (``annotation/judges/scrub.py``)."""
+        return self._scrub(text)
+
+    def excerpt(self, text: str, limit: int = 200) -> str:
+        """At most ``limit`` characters of ``text``, scrubbed before the cut."""
+        return self._scrub.excerpt(text, limit)
 
     def __repr__(self) -> str:
         key = "set" if self._api_key else "none"
@@ -239,7 +249,7 @@ class _Run:
                 if status == 200:
                     self._read(response, result)
                     return
-                excerpt = self.endpoint.scrub(response.text[:_BODY_EXCERPT])
+                excerpt = self.endpoint.excerpt(response.text, _BODY_EXCERPT)
                 if status in (401, 403):
                     self.auth_error = (
                         f"the endpoint refused the API key (HTTP {status}); "
@@ -271,12 +281,15 @@ class _Run:
             if not isinstance(text, str):
                 raise TypeError
         except (ValueError, KeyError, IndexError, TypeError):
-            excerpt = self.endpoint.scrub(response.text[:_BODY_EXCERPT])
+            excerpt = self.endpoint.excerpt(response.text, _BODY_EXCERPT)
             result.error = f"malformed response (no choices[0].message.content): {excerpt}"
             return
         usage = data.get("usage") or {}
         result.prompt_tokens = _count(usage.get("prompt_tokens"))
         result.completion_tokens = _count(usage.get("completion_tokens"))
+        # Scrubbed before it is parsed, kept or cached: a reply may quote the key, and
+        # whatever the mode's parser says about it comes from the scrubbed text.
+        text = self.endpoint.scrub(text)
         result.raw = text
         try:
             result.answer = self.parse(text)

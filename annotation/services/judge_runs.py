@@ -12,7 +12,8 @@ reason and the raw reply), and the cache rows that make a rerun free.
 
 The key. Stored only as a Fernet token (``annotation/secrets.py``) plus its masked form;
 decrypted in the job just before the batch starts, held by ``client.Endpoint`` (whose
-repr and every recorded message scrub it), and never returned by anything here.
+repr hides it, and which scrubs it from every error and raw reply before anything is cut,
+stored or logged), and never returned by anything here.
 
 Validation. A reply is read by the mode's ``parse_reply`` inside the batch (a malformed
 reply is that item's error, with the reply kept) and checked by ``clean_answer`` after it,
@@ -22,6 +23,7 @@ a failure too and is not cached, so a rerun asks again.
 
 from __future__ import annotations
 
+import logging
 import mimetypes
 import threading
 from collections.abc import Callable
@@ -30,6 +32,7 @@ from concurrent.futures import wait as wait_for
 from pathlib import Path
 from typing import Any
 
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -61,6 +64,7 @@ from annotation.services.judge_endpoints import (
 from annotation.text import clean_text
 
 Progress = Callable[..., None]
+logger = logging.getLogger(__name__)
 
 MAX_PROMPT = 20_000
 #: Most questions one run asks (units x repeats x 2 with swap): the job's time limit and
@@ -296,8 +300,17 @@ def judge_run(*, job: Job, progress: Progress) -> dict[str, Any]:
     }
     before = set(cache)
     progress(5, f"Asking {len(items):,} questions")
-    result = _run_with_progress(items, progress, endpoint, endpoint_row, prompt.label, cache,
-                                judging.parse_reply, lambda: _stop_requested(job))  # fmt: skip
+    try:
+        result = _run_with_progress(items, progress, endpoint, endpoint_row, prompt.label, cache,
+                                    judging.parse_reply, lambda: _stop_requested(job))  # fmt: skip
+    except SoftTimeLimitExceeded:
+        raise
+    except Exception as exc:
+        # A bug's message may quote a reply, and a reply may quote the key: the job's error
+        # and the log get it scrubbed (the runner would show and log it as it is).
+        message = endpoint.scrub(f"{type(exc).__name__}: {exc}")
+        logger.error("judge run of job %s failed: %s", job.pk, message)
+        raise ServiceError(f"The judge run failed: {message}") from None
     progress(95, "Storing the answers")
     answers, fresh, stale = [], [], []
     for q, item, outcome in zip(ask, items, result.results, strict=True):

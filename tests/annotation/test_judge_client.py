@@ -14,6 +14,7 @@ import threading
 import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import quote, quote_plus
 
 import pytest
 
@@ -306,3 +307,27 @@ def test_a_stop_sends_no_new_request_and_leaves_the_rest_not_asked(server):
     # Without a stop nothing is left not asked.
     again = run(server, items, concurrency=1)
     assert again.not_asked == 0 and again.failed == 0 and len(again.answers) == 6
+
+
+def test_the_scrubber_replaces_the_key_its_encodings_and_its_pieces_before_a_cut():
+    key = "sk-live_Ab+cD/eF=gH&iJ%kL0123456789wxyz"
+    scrub = Endpoint("http://judge.example.org/v1", "m", key)
+    b64 = base64.b64encode(b"Basic:" + key.encode()).decode()
+    for text in (
+        f"key {key} again {key}",
+        "quoted " + quote(key, safe="") + " or " + quote_plus(key),
+        "encoded " + b64,
+        "cut by the server: " + key[:9],
+        key[-12:] + " (the end of a key at the start of a body)",
+    ):
+        out = scrub.scrub(text)
+        assert "[key]" in out
+        assert not any(key[i : i + 8] in out for i in range(len(key) - 7)), out
+    # Cut at every offset across the key: the excerpt never holds 8 of its characters.
+    for pad in range(150, 205):
+        excerpt = scrub.excerpt("x" * pad + key + " tail", 200)
+        assert len(excerpt) <= 200 and "x" * min(pad, 200) in excerpt
+        assert not any(key[i : i + 8] in excerpt for i in range(len(key) - 7)), pad
+    # Ordinary text is left alone, and an endpoint without a key scrubs nothing.
+    assert scrub.scrub("rating 4: a dog on a sofa") == "rating 4: a dog on a sofa"
+    assert Endpoint("http://judge.example.org/v1", "m").scrub(key) == key
