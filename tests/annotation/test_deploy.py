@@ -10,6 +10,7 @@ against a private redis-server on a free port, and its healthcheck must pass too
 once the worker is gone. ``.ci/run`` validates the file itself with ``docker-compose config``.
 """
 
+import json
 import os
 import re
 import shlex
@@ -270,3 +271,62 @@ def test_the_worker_healthcheck_passes_while_the_worker_runs(
     assert alive.returncode == 0, alive.stdout + alive.stderr + log.read_text()[-3000:]
     assert "pong" in alive.stdout
     assert dead.returncode != 0, "a healthcheck that passes without a worker checks nothing"
+
+
+# ---------------------------------------------------------------------- jobs need a worker
+# Issue 45, row 13: without a broker, production ran a metrics job of 1,000 resamples inside
+# the web request, past gunicorn's timeout (a 500). Production now refuses to start without
+# one, and every kind of job carries a time limit to the worker.
+
+
+def test_the_web_command_refuses_to_start_without_a_broker(django_db_setup, tmp_path):
+    service = compose_service("web", OPERATOR_ENV)
+    env = service_env(service, tmp_path)
+    del env["REDIS_URL"]
+    env.pop("CAPEVAL_BROKER_DIR", None)
+    port = free_port()
+    command = shlex.split(service["command"])
+    command[-1] = command[-1].replace("0.0.0.0:8000", f"127.0.0.1:{port}")
+    log = tmp_path / "web-without-broker.log"
+
+    with running(command, env, log) as process:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while process.poll() is None:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            except OSError:
+                assert time.monotonic() < deadline, "neither refused nor started"
+                time.sleep(0.2)
+                continue
+            pytest.fail("gunicorn served under production settings without a broker")
+
+    assert process.returncode != 0
+    # The last line is the refusal itself, naming what to set (not a connection error from
+    # the first job, nor a traceback from somewhere deep in Celery).
+    last = log.read_text().strip().splitlines()[-1]
+    assert last.startswith("django.core.exceptions.ImproperlyConfigured: "), last
+    assert "REDIS_URL" in last
+
+
+def test_under_production_settings_every_kind_of_job_runs_on_a_worker_within_limits(tmp_path):
+    """What the web service's settings say of jobs: never eager (inside the request), and a
+    finite soft and hard time limit for every kind, below the broker's redelivery time."""
+    from annotation.models import Job
+
+    env = service_env(compose_service("web", OPERATOR_ENV), tmp_path)
+    script = (
+        "import json, django; django.setup(); from django.conf import settings as s; "
+        "print(json.dumps([s.CELERY_TASK_ALWAYS_EAGER, s.CAPEVAL_JOB_TIME_LIMITS, "
+        "s.CELERY_BROKER_TRANSPORT_OPTIONS['visibility_timeout']]))"
+    )
+    result = subprocess.run(
+        [str(VENV_BIN / "python"), "-c", script], cwd=REPO, env={**env, "PYTHONPATH": str(
+            REPO / "platform")}, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    eager, limits, visibility = json.loads(result.stdout.strip().splitlines()[-1])
+
+    assert eager is False
+    assert set(limits) == set(Job.Kind.values), "a kind of job without a time limit"
+    for kind, (soft, hard) in limits.items():
+        assert 0 < soft < hard < visibility, kind

@@ -1,4 +1,5 @@
-"""Production settings: refuse to start without a secret key; secure cookies and HSTS.
+"""Production settings: refuse to start without a secret key or a task broker; secure
+cookies and HSTS.
 
 Behind a TLS-terminating reverse proxy set ``CAPEVAL_TRUSTED_PROXIES`` to the number of
 proxies (see ``base.py``): only then is the proxy's ``X-Forwarded-Proto: https`` believed
@@ -11,7 +12,13 @@ docker-compose.yml and the Dockerfile): this setting is the one place that decid
 from django.core.exceptions import ImproperlyConfigured
 
 from capeval.settings.base import *  # noqa: F403
-from capeval.settings.base import CAPEVAL_TRUSTED_PROXIES, SECRET_KEY, env_bool, env_int
+from capeval.settings.base import (
+    CAPEVAL_TRUSTED_PROXIES,
+    CELERY_TASK_ALWAYS_EAGER,
+    SECRET_KEY,
+    env_bool,
+    env_int,
+)
 
 if not SECRET_KEY or len(SECRET_KEY) < 50:
     raise ImproperlyConfigured(
@@ -21,6 +28,15 @@ if not SECRET_KEY or len(SECRET_KEY) < 50:
 DEBUG = False
 if not ALLOWED_HOSTS:  # noqa: F405
     raise ImproperlyConfigured("ALLOWED_HOSTS must name the host(s) this site is served on.")
+# Without a broker Celery runs a job eagerly inside the web request that asked for it: a
+# metrics job of 1,000 resamples then outlived gunicorn's timeout (a 500; issue 45, row 13),
+# and no time limit applies there. Jobs run only on workers, which need a broker.
+if CELERY_TASK_ALWAYS_EAGER:
+    raise ImproperlyConfigured(
+        "REDIS_URL must name the Celery broker in production (or CAPEVAL_BROKER_DIR a folder "
+        "a worker beside the web server reads): without one, jobs would run inside web "
+        "requests."
+    )
 
 # Static files are served by WhiteNoise right after the security middleware.
 MIDDLEWARE = [MIDDLEWARE[0], "whitenoise.middleware.WhiteNoiseMiddleware", *MIDDLEWARE[1:]]  # noqa: F405
