@@ -3,7 +3,8 @@
 Environment variables:
 
 - ``DATABASE_URL``: database (default: a SQLite file under ``var/``).
-- ``REDIS_URL``: Celery broker; without it, ``CAPEVAL_BROKER_DIR`` or eager runs.
+- ``REDIS_URL``: Celery broker; without it, ``CAPEVAL_BROKER_DIR`` or eager runs (production
+  refuses to start with neither).
 - ``CAPEVAL_BROKER_DIR``: without ``REDIS_URL``, a folder for Kombu's filesystem broker,
   which a worker beside the web server reads (``manage.py demo_server``, run by
   ``make demo``); with neither, Celery runs tasks eagerly in-process (tests, commands).
@@ -254,8 +255,8 @@ DATA_UPLOAD_MAX_NUMBER_FIELDS = 5000
 
 # Jobs (docs/architecture.md, "Long work"). Soft and hard time limits per kind, in seconds:
 # at the soft limit the job fails with its reason (an import stores nothing); the hard limit
-# kills the process if it does not stop by then. Eager runs (no broker) have no limits;
-# the web server's request timeout bounds them.
+# kills the process if it does not stop by then. Eager runs (no broker) have no limits,
+# which is why production refuses to start without a broker (production.py).
 CAPEVAL_JOB_HARD_LIMIT_GRACE_SECONDS = 5 * 60
 CAPEVAL_JOB_TIME_LIMITS = {
     kind: (minutes * 60, minutes * 60 + CAPEVAL_JOB_HARD_LIMIT_GRACE_SECONDS)
