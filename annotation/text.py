@@ -1,9 +1,10 @@
 """The one check of text a person types or uploads, before it is stored or shown.
 
 Every text field goes through ``text_problem`` (the study form and API, the settings'
-``text`` fields, every field of an import row): a value is refused when it is longer than
-its column, or when it holds a character that no name, caption or description needs and
-that breaks storage or misleads a reader:
+``text`` fields, every field of an import row, every value a participant posts as an
+answer, ``clean_answer``): a value is refused when it is longer than its column, or when it
+holds a character that no name, caption or description needs and that breaks storage or
+misleads a reader:
 
 - control characters (C0, DEL, C1): PostgreSQL refuses NUL in text and in ``jsonb``, and
   the rest are invisible or drive terminals; a multi-line field keeps tab, LF and CR;
@@ -21,7 +22,10 @@ ordinary text. Values are never changed here; callers strip them where they alwa
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.utils.deconstruct import deconstructible
@@ -112,3 +116,85 @@ class TextValidator:
             self.max_length,
             self.multiline,
         ) == (other.label, other.max_length, other.multiline)
+
+
+#: Deepest nesting of lists and objects in a posted answer. The deepest a mode reads is a
+#: list of objects (spans' marks); ``json`` recurses once per level and, thousands deep,
+#: raises RecursionError (not ValueError), which was a 500 (issue 45).
+MAX_ANSWER_DEPTH = 32
+
+# An escape (skipped, so an escaped quote does not end a string), a quote or a bracket: the
+# value is read once, in linear time whatever it holds (an unclosed quote backtracks nothing).
+_JSON_TOKEN = re.compile(r'\\.|["\[\]{}]', re.S)
+
+
+def nesting_problem(value: str, *, max_depth: int = MAX_ANSWER_DEPTH) -> str | None:
+    """What is wrong with ``value`` if it nests lists or objects (``[`` and ``{`` outside
+    JSON strings) deeper than ``max_depth``, to follow the field's name, or None.
+
+    Linear and without recursion, so it can run before any parser does.
+    """
+    depth = 0
+    inside = False
+    for match in _JSON_TOKEN.finditer(value):
+        token = match.group()
+        if token[0] == "\\":
+            continue
+        if token == '"':
+            inside = not inside
+        elif inside:
+            continue
+        elif token in "[{":
+            depth += 1
+            if depth > max_depth:
+                return (
+                    f"is nested too deeply (more than {max_depth} lists or objects inside "
+                    "each other)"
+                )
+        else:
+            depth = max(0, depth - 1)
+    return None
+
+
+def _strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
+    """Every string of decoded JSON (keys too) with where it is: ``spans[0].note``."""
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, list):
+        for index, element in enumerate(value):
+            yield from _strings(element, f"{path}[{index}]")
+    elif isinstance(value, dict):
+        for key, element in value.items():
+            yield f"{path} key", key
+            yield from _strings(element, f"{path}.{shown(key, 40)}")
+
+
+def clean_answer(fields: Iterable[tuple[str, list[str]]]) -> None:
+    """Refuse a participant's posted answer that no mode may read: ServiceError naming the
+    field (``fields``: a form's ``(name, values)``, e.g. ``request.POST.lists()``).
+
+    One check for every mode, before its ``parse_form`` and ``validate`` run: each name and
+    value passes ``text_problem`` (values may span lines) and ``nesting_problem``, and a
+    value that is a JSON list or object (spans' marks) has every string in it checked too,
+    since ``\\u0000`` in JSON is a NUL once decoded and PostgreSQL refuses it in ``jsonb``.
+    A value that is not valid JSON is left to the mode, which says what it expected.
+    """
+    for name, values in fields:
+        field = shown(name)
+        problem = text_problem(name, max_length=None)
+        if problem is not None:
+            raise ServiceError(f"The field name {field} {problem}", field=field)
+        for value in values:
+            problem = text_problem(value, max_length=None, multiline=True) or nesting_problem(value)
+            if problem is not None:
+                raise ServiceError(f"{field} {problem}", field=field)
+            if value.lstrip()[:1] not in ("[", "{"):
+                continue
+            try:
+                decoded = json.loads(value)
+            except ValueError:
+                continue
+            for path, text in _strings(decoded, field):
+                problem = text_problem(text, max_length=None, multiline=True)
+                if problem is not None:
+                    raise ServiceError(f"{path} {problem}", field=field)

@@ -29,6 +29,7 @@ from annotation.services.participants import (
     participant_for_user,
     study_from_crowd_token,
 )
+from annotation.text import clean_answer
 from annotation.views.errors import error_page
 
 BROWSER_COOKIE = "capeval_browser"
@@ -398,8 +399,12 @@ def participate_submit(request: HttpRequest, public_id, token: str) -> HttpRespo
     raw_part = request.POST.get("part", "0").strip()
     # Only ASCII digits: int() would also read "３" or "٣" as 3.
     part = int(raw_part) if raw_part.isascii() and raw_part.isdigit() else -1
-    data = mode.pages.parse_form(request.POST, part)
+    data: dict = {}
     try:
+        # Every mode's answer, before the mode reads it (issue 45): no character PostgreSQL
+        # cannot store, no JSON deep enough to run the mode's ``json`` out of recursion.
+        clean_answer(request.POST.lists())
+        data = mode.pages.parse_form(request.POST, part)
         outcome = judgment_submit(participant=participant, token=token, data=data, part=part)
     except ServiceError as exc:
         assignment = (

@@ -149,7 +149,8 @@ def bad_submissions(text):
             ],
             "50",
             "spans",
-            "code points",
+            # Refused before the mode reads it (annotation/text.py:clean_answer).
+            "half of a surrogate pair",
         ),
         ("surrogate note", [mark(text, "dog", note="x\udc15")], "50", "spans", "surrogate"),
         ("category", [mark(text, "dog", category="colour")], "50", "spans", "categories"),
