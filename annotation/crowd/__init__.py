@@ -23,3 +23,14 @@ class PlatformError(Exception):
 
     def __str__(self) -> str:
         return self.message
+
+    @property
+    def outcome_unknown(self) -> bool:
+        """Whether the platform may have acted although the call failed.
+
+        True when the request was sent and no answer says what happened: none came (a
+        timeout, a reset) or a 5xx came, which may be a gateway's in front of a platform
+        that went on and acted. A 4xx is the platform's own refusal (nothing done); a
+        connect error means the request never left.
+        """
+        return self.sent and (self.status is None or self.status >= 500)

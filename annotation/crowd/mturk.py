@@ -2,9 +2,14 @@
 or ``CAPEVAL_MTURK_SANDBOX_ENDPOINT`` (sandbox), so tests point it at a local server.
 
 ``SendBonus`` carries ``UniqueRequestToken`` (the ledger row's key): MTurk refuses a second
-bonus with the same token, so a retry after a timeout cannot pay twice.
+bonus with the same token for 24 hours. A call whose outcome is unknown is checked against
+MTurk's records before anything is sent again: ``ListBonusPayments`` for a bonus,
+``GetAssignment`` for an approval or rejection. boto3 never retries on its own
+(``total_max_attempts=1``): its retry of a 5xx or a timeout would be a second send the
+ledger never saw.
 """
 
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import boto3
@@ -34,7 +39,10 @@ class MTurkClient:
             aws_access_key_id=key_id,
             aws_secret_access_key=secret,
             config=Config(
-                connect_timeout=timeout, read_timeout=timeout, retries={"max_attempts": 1}
+                connect_timeout=timeout,
+                read_timeout=timeout,
+                # One attempt: botocore's "max_attempts" counts retries, so 1 meant two sends.
+                retries={"total_max_attempts": 1},
             ),
         )
 
@@ -74,6 +82,28 @@ class MTurkClient:
         hit = self._call("get_hit", HITId=hit_id).get("HIT") or {}
         return int(hit.get("AssignmentDurationInSeconds") or 0)
 
+    def assignment_status(self, assignment_id: str) -> str:
+        """``Submitted``, ``Approved`` or ``Rejected``, as MTurk has it now (``GetAssignment``)."""
+        answer = self._call("get_assignment", AssignmentId=assignment_id)
+        return str((answer.get("Assignment") or {}).get("AssignmentStatus") or "")
+
+    def bonus_paid(self, *, worker_id: str, assignment_id: str, amount: str, reason: str) -> bool:
+        """Whether ``ListBonusPayments`` of the assignment holds this bonus (worker, amount and
+        reason: the ledger allows one bonus per participant and reason)."""
+        kwargs: dict[str, Any] = {"AssignmentId": assignment_id, "MaxResults": 100}
+        while True:
+            page = self._call("list_bonus_payments", **kwargs)
+            for row in page.get("BonusPayments") or []:
+                if (
+                    row.get("WorkerId") == worker_id
+                    and row.get("Reason") == reason[:1024]
+                    and _same_amount(row.get("BonusAmount"), amount)
+                ):
+                    return True
+            if not page.get("NextToken") or not page.get("BonusPayments"):
+                return False
+            kwargs["NextToken"] = page["NextToken"]
+
     def approve(self, assignment_id: str) -> dict[str, Any]:
         return self._call("approve_assignment", AssignmentId=assignment_id)
 
@@ -93,3 +123,10 @@ class MTurkClient:
             Reason=reason[:1024],
             UniqueRequestToken=token[:64],
         )
+
+
+def _same_amount(listed, amount: str) -> bool:
+    try:
+        return Decimal(str(listed)) == Decimal(amount)
+    except InvalidOperation:
+        return False

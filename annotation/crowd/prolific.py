@@ -4,12 +4,17 @@ Endpoints used (relative to ``CAPEVAL_PROLIFIC_API_URL``), with ``Authorization:
 
 - ``GET /api/v1/studies/{study}/submissions/``: ``{"results": [...], "_links": {"next":
   {"href": ...}}}``, each result with ``id``, ``participant_id`` and ``status``;
+- ``GET /api/v1/submissions/{id}/``: one submission, with its ``status``: how an approval or
+  rejection whose answer was lost is checked before anything is sent again;
 - ``POST /api/v1/submissions/{id}/transition/``: ``{"action": "APPROVE"}`` or
-  ``{"action": "REJECT", "message": ..., "rejection_category": ...}``;
+  ``{"action": "REJECT", "message": ..., "rejection_category": ...}`` (idempotent, Prolific
+  says: a repeat is ignored);
 - ``POST /api/v1/submissions/bonus-payments/``: ``{"study_id", "csv_bonuses":
   "<participant id>,<amount in pounds/dollars>"}`` answers the set-up with its ``id``;
 - ``POST /api/v1/bulk-bonus-payments/{id}/pay/``: pays it. Not idempotent: a second call
-  pays again, so the service never repeats it blindly (``PlatformError.sent``).
+  pays again, and the API lists no bonus payments to check against, so a pay whose outcome
+  is unknown (``PlatformError.outcome_unknown``) is never repeated: the owner checks on
+  Prolific and says what happened.
 """
 
 from typing import Any
@@ -41,7 +46,7 @@ class ProlificClient:
     def _call(self, method: str, url: str, **kwargs) -> dict[str, Any]:
         try:
             response = self._client.request(method, url, **kwargs)
-        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
             raise PlatformError(
                 f"Prolific could not be reached ({type(exc).__name__})", sent=False
             ) from None
@@ -72,6 +77,10 @@ class ProlificClient:
             found.extend(row for row in page.get("results") or [] if isinstance(row, dict))
             url = ((page.get("_links") or {}).get("next") or {}).get("href")
         return found
+
+    def submission_status(self, submission_id: str) -> str:
+        """The submission's status as Prolific has it now (e.g. ``APPROVED``)."""
+        return str(self._call("GET", f"/api/v1/submissions/{submission_id}/").get("status") or "")
 
     def approve(self, submission_id: str) -> dict[str, Any]:
         return self._call(
