@@ -181,7 +181,8 @@ def study_crowd_resolve(request: HttpRequest, study_id: int, entry_id: int) -> H
         review.ledger_resolve(
             study=study,
             entry_id=entry_id,
-            paid=request.POST.get("paid") == "yes",
+            done=request.POST.get("paid") == "yes",
+            confirmed=request.POST.get("confirm") == "yes",
             user=request.user,
         )
     except ServiceError as exc:

@@ -109,12 +109,15 @@ def test_approve_reject_and_bonus_reach_mturk(client, researcher, study, platfor
     assert reject[3]["AssignmentId"] == "ASG-X" and reject[3]["RequesterFeedback"]
     (bonus,) = state.calls("SendBonus")
     entry = CrowdLedgerEntry.objects.get(action="bonus")
+    # The idempotency key is the row's own: its id, then its creation time (so another
+    # CapEval sharing the MTurk account cannot reuse it), within MTurk's 64 characters.
+    token = bonus[3].pop("UniqueRequestToken")
+    assert token.startswith(f"capeval-{entry.pk}-") and len(token) <= 64
     assert bonus[3] == {
         "WorkerId": "WG",
         "AssignmentId": "ASG-G",
         "BonusAmount": "0.75",
         "Reason": "bonus",
-        "UniqueRequestToken": f"capeval-ledger-{entry.pk}",
     }
     # boto3 signed with the stored key pair (SigV4 names the key id).
     assert all(f"Credential={KEY_ID}/" in c[4]["Authorization"] for c in state.requests)
@@ -126,12 +129,15 @@ def test_a_bonus_retried_after_a_lost_answer_is_paid_once(client, researcher, st
     client.force_login(researcher)
     data = {"filter": "all", "step": "confirm", "action": "bonus", "amount": "1"}
     review(client, study, **data, participants=[good.pk])
-    # As if the answer had been lost: the row is uncertain, MTurk has paid.
+    # As if the answer had been lost: the row is uncertain, MTurk has paid, and its
+    # ListBonusPayments does not show the bonus yet (a listing that lags).
     CrowdLedgerEntry.objects.update(status="uncertain")
+    platform.state.bonus_records.clear()
     review(client, study, **data, participants=[good.pk])
     entry = CrowdLedgerEntry.objects.get()
     assert entry.status == "done" and "already paid" in entry.answer
-    assert len(platform.state.calls("SendBonus")) == 2  # the retry reached MTurk ...
+    assert len(platform.state.calls("ListBonusPayments")) == 1  # checked first,
+    assert len(platform.state.calls("SendBonus")) == 2  # then the retry reached MTurk ...
     assert list(platform.state.bonus_tokens.values()) == [2]  # ... with the same token,
     assert platform.state.bonuses_paid == [("WG", "1.00")]  # which MTurk refused: paid once
 

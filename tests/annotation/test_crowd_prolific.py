@@ -312,15 +312,18 @@ def test_a_bonus_retried_after_a_timeout_is_paid_once(client, researcher, study,
     assert first.status_code == 200
     entry = CrowdLedgerEntry.objects.get()
     assert entry.status == "uncertain" and entry.platform_ref == "bonus-1"
-    assert "check Prolific" in first.content.decode()
+    assert "check the bonus on Prolific" in first.content.decode()
     platform.state.pay_delay = 0
     review(client, study, **data, participants=[good.pk])
     review(client, study, **data, participants=[good.pk])
     time.sleep(2.6)  # let the first, slow answer finish before counting
     assert platform.state.pays == {"bonus-1": 1}
     assert platform.state.set_ups == 1
-    # The researcher checks Prolific and says it was paid: done, still one payment.
-    client.post(reverse("study_crowd_resolve", args=[study.pk, entry.pk]), data={"paid": "yes"})
+    # The researcher checks Prolific and confirms it was paid: done, still one payment.
+    client.post(
+        reverse("study_crowd_resolve", args=[study.pk, entry.pk]),
+        data={"paid": "yes", "confirm": "yes"},
+    )
     assert CrowdLedgerEntry.objects.get().status == "done"
     assert platform.state.pays == {"bonus-1": 1}
 

@@ -6,12 +6,19 @@ once find the row and do not call again. The steps of one call are committed one
 purpose (not one transaction): a row must say what was sent even when the process dies
 after the platform answered.
 
+A call whose outcome is unknown (sent, then a timeout, a reset or a 5xx, which may be a
+gateway's while the platform behind it acted) leaves the row ``uncertain``, and an
+uncertain row is never sent again blindly. The next attempt reads the platform's own record
+first (``_read_back``: the submission's or assignment's status, MTurk's ListBonusPayments)
+and sends only if that record shows it was not done. Prolific lists no bonus payments, so
+an uncertain Prolific bonus waits for its owner to check on Prolific and confirm what
+happened (``ledger_resolve``). A 4xx is the platform's refusal and a connect error sent
+nothing: both leave the row ``failed`` (or ``set_up``), sent again on the next attempt.
+
 Prolific's bonus is two calls, set up then pay, and pay is not idempotent. The set-up id is
-stored before paying, and the row is marked ``uncertain`` before the pay call: if no answer
-comes (a timeout after the request left), a retry does not pay again; the researcher checks
-Prolific and says whether it was paid (``ledger_resolve``). A set-up that was never paid
-(or a pay Prolific refused) is paid with the stored id on retry, never set up twice. MTurk's
-SendBonus carries the row's key as ``UniqueRequestToken``, which MTurk refuses twice.
+stored before paying, so a set-up that was never paid (or a pay Prolific refused) is paid
+with the stored id on retry, never set up twice. MTurk's SendBonus carries the row's own
+``UniqueRequestToken``, which MTurk refuses a second time within 24 hours.
 """
 
 import logging
@@ -33,8 +40,8 @@ logger = logging.getLogger(__name__)
 Action = CrowdLedgerEntry.Action
 Status = CrowdLedgerEntry.Status
 
-#: A row claimed this long ago and still "claimed" belongs to a process that died before
-#: any payment was sent (pay is only called from "uncertain"): it may be claimed again.
+#: A row claimed this long ago and still "claimed" belongs to a process that died, perhaps
+#: after its call reached the platform: it is taken over and treated as uncertain.
 CLAIM_STALE = timedelta(minutes=5)
 #: The largest bonus one participant may get in one call (in cents): a typo guard.
 MAX_BONUS_CENTS = 100_00
@@ -225,7 +232,7 @@ def crowd_review(
     try:
         for row in plan["rows"]:
             person = row["participant"]
-            entry = _claim(
+            claimed = _claim(
                 study=study,
                 person=person,
                 action=action,
@@ -234,12 +241,17 @@ def crowd_review(
                 message=row["message"],
                 user=user,
             )
-            if entry is None:
+            if claimed is None:
                 row["entry"] = CrowdLedgerEntry.objects.get(
                     participant=person, action=action, reason=_reason_key(action, reason)
                 )
                 continue
-            row["entry"] = _send(entry, person, clients[person.source], category)
+            entry, check_first = claimed
+            client = clients[person.source]
+            if check_first and not _read_back(entry, person, client):
+                row["entry"] = entry  # done, refused or still unknown: nothing sent
+                continue
+            row["entry"] = _send(entry, person, client, category)
     finally:
         for client in clients.values():
             getattr(client, "close", lambda: None)()
@@ -247,10 +259,12 @@ def crowd_review(
 
 
 def _claim(*, study, person, action, reason, amount_cents, message, user):
-    """The ledger row, claimed for this call; None if it is done or another call holds it."""
+    """The ledger row claimed for this call, and whether the platform must be read first
+    (the row's last call may have acted); None if it is done, or another call holds it, or
+    it is uncertain and only its owner can settle it."""
     try:
         with transaction.atomic():
-            return CrowdLedgerEntry.objects.create(
+            entry = CrowdLedgerEntry.objects.create(
                 study=study,
                 participant=person,
                 action=action,
@@ -260,23 +274,34 @@ def _claim(*, study, person, action, reason, amount_cents, message, user):
                 created_by=user,
                 attempts=1,
             )
+            return entry, False
     except IntegrityError:
         pass
     entry = CrowdLedgerEntry.objects.get(participant=person, action=action, reason=reason)
-    retry = {Status.FAILED, Status.SET_UP}
-    if action != Action.BONUS or person.source == Participant.Source.MTURK:
-        retry.add(Status.UNCERTAIN)  # approving twice, or a token MTurk refuses, is harmless
     stale = entry.status == Status.CLAIMED and entry.updated_at < timezone.now() - CLAIM_STALE
-    if entry.status not in retry and not stale:
+    if entry.status in (Status.FAILED, Status.SET_UP):
+        check_first = False
+    elif entry.status == Status.UNCERTAIN or stale:
+        # A dead process's Prolific bonus with no set-up id paid nothing yet.
+        check_first = not (_prolific_bonus(entry, person) and not entry.platform_ref)
+        if check_first and not _readable(entry, person):
+            if stale:
+                _save(entry, Status.UNCERTAIN, f"interrupted during the call; {_hint(entry)}")
+            return None
+    else:
         return None
-    # Conditional: of two retries at once, one wins.
+    # Conditional: of two retries at once, one wins. A read-back is not an attempt.
     won = CrowdLedgerEntry.objects.filter(
         pk=entry.pk, status=entry.status, updated_at=entry.updated_at
-    ).update(status=Status.CLAIMED, attempts=F("attempts") + 1, updated_at=timezone.now())
+    ).update(
+        status=Status.CLAIMED,
+        attempts=F("attempts") + (0 if check_first else 1),
+        updated_at=timezone.now(),
+    )
     if not won:
         return None
     entry.refresh_from_db()
-    return entry
+    return entry, check_first
 
 
 def _save(entry: CrowdLedgerEntry, status: str, answer: str, **fields) -> CrowdLedgerEntry:
@@ -287,9 +312,98 @@ def _save(entry: CrowdLedgerEntry, status: str, answer: str, **fields) -> CrowdL
     return entry
 
 
+def _prolific_bonus(entry: CrowdLedgerEntry, person: Participant) -> bool:
+    return entry.action == Action.BONUS and person.source == Participant.Source.PROLIFIC
+
+
+def _readable(entry: CrowdLedgerEntry, person: Participant) -> bool:
+    """Whether the platform's records can tell this call's outcome (Prolific's API lists no
+    bonus payments)."""
+    return not _prolific_bonus(entry, person)
+
+
+def _platform(entry: CrowdLedgerEntry) -> str:
+    return "Prolific" if entry.participant.source == Participant.Source.PROLIFIC else "MTurk"
+
+
+def _hint(entry: CrowdLedgerEntry) -> str:
+    if _readable(entry, entry.participant):
+        return (
+            f"outcome unknown: not sent again until {_platform(entry)}'s record shows it was "
+            "not done (read on the next attempt), or you confirm below"
+        )
+    return "outcome unknown: check the bonus on Prolific, then confirm below whether it was paid"
+
+
+#: What the platforms call a submission once each action is done.
+DONE_STATUS = {
+    (Participant.Source.PROLIFIC, Action.APPROVE): "APPROVED",
+    (Participant.Source.PROLIFIC, Action.REJECT): "REJECTED",
+    (Participant.Source.MTURK, Action.APPROVE): "Approved",
+    (Participant.Source.MTURK, Action.REJECT): "Rejected",
+}
+#: ... and while it is still to be decided.
+OPEN_STATUS = {
+    Participant.Source.PROLIFIC: "AWAITING REVIEW",
+    Participant.Source.MTURK: "Submitted",
+}
+
+
+def _read_back(entry: CrowdLedgerEntry, person: Participant, client) -> bool:
+    """Settle a claimed row whose last call may have acted, from the platform's record.
+
+    True when the record shows it was not done (the caller sends it); otherwise the row is
+    saved done, failed (the submission was decided otherwise) or uncertain (the record could
+    not be read), and False.
+    """
+    platform, submission = _platform(entry), _submission(person)
+    try:
+        if entry.action == Action.BONUS:  # MTurk only: see _readable
+            if not client.bonus_paid(
+                worker_id=person.external_id,
+                assignment_id=submission,
+                amount=money(entry.amount_cents),
+                reason=entry.reason,
+            ):
+                entry.attempts += 1  # sent again, with the same UniqueRequestToken
+                return True
+            _save(entry, Status.DONE, "paid: MTurk's ListBonusPayments shows this bonus")
+            return False
+        if person.source == Participant.Source.PROLIFIC:
+            status = client.submission_status(submission)
+        else:
+            status = client.assignment_status(submission)
+    except PlatformError as exc:
+        logger.warning("crowd check of %s failed: %s", person.pseudonym, exc)
+        _save(entry, Status.UNCERTAIN, f"{platform} could not be read ({exc}); {_hint(entry)}")
+        return False
+    if status == DONE_STATUS[person.source, entry.action]:
+        _save(entry, Status.DONE, f"{platform} shows {status}")
+        return False
+    if status == OPEN_STATUS[person.source]:
+        entry.attempts += 1
+        return True
+    _save(entry, Status.FAILED, f"{platform} shows {status or 'no status'}: not sent")
+    return False
+
+
 def _send(entry: CrowdLedgerEntry, person: Participant, client, category: str):
     submission = _submission(person)
     amount = money(entry.amount_cents)
+    if _prolific_bonus(entry, person) and not entry.platform_ref:
+        # Setting up pays nothing: a failed or lost set-up is simply set up again.
+        linked = get_mode(entry.study.mode).settings(entry.study).prolific_study_id
+        try:
+            ref = client.bonus_set_up(
+                study_id=linked or (person.external_meta or {}).get("STUDY_ID", ""),
+                participant_id=person.external_id,
+                amount=amount,
+            )
+        except PlatformError as exc:
+            logger.warning("crowd bonus set-up of %s failed: %s", person.pseudonym, exc)
+            return _save(entry, Status.FAILED, str(exc), attempts=entry.attempts)
+        # Stored (still claimed) before paying: a retry pays this set-up, never a new one.
+        _save(entry, Status.CLAIMED, f"set up {ref}, paying", platform_ref=ref)
     try:
         if person.source == Participant.Source.PROLIFIC:
             if entry.action == Action.APPROVE:
@@ -297,16 +411,6 @@ def _send(entry: CrowdLedgerEntry, person: Participant, client, category: str):
             elif entry.action == Action.REJECT:
                 answer = client.reject(submission, message=entry.message, category=category)
             else:
-                if not entry.platform_ref:
-                    linked = get_mode(entry.study.mode).settings(entry.study).prolific_study_id
-                    ref = client.bonus_set_up(
-                        study_id=linked or (person.external_meta or {}).get("STUDY_ID", ""),
-                        participant_id=person.external_id,
-                        amount=amount,
-                    )
-                    _save(entry, Status.SET_UP, f"set up {ref}", platform_ref=ref)
-                # Marked before paying: a lost answer leaves it uncertain, never re-paid.
-                _save(entry, Status.UNCERTAIN, "pay sent, no answer yet")
                 answer = client.bonus_pay(entry.platform_ref)
         elif entry.action == Action.APPROVE:
             answer = client.approve(submission)
@@ -318,37 +422,58 @@ def _send(entry: CrowdLedgerEntry, person: Participant, client, category: str):
                 assignment_id=submission,
                 amount=amount,
                 reason=entry.reason,
-                token=f"capeval-ledger-{entry.pk}",
+                token=bonus_token(entry),
             )
     except PlatformError as exc:
         logger.warning("crowd %s of %s failed: %s", entry.action, person.pseudonym, exc)
-        if entry.status == Status.UNCERTAIN and exc.sent and exc.status is None:
-            return _save(entry, Status.UNCERTAIN, f"{exc}; check Prolific before paying again")
+        if exc.outcome_unknown:
+            return _save(entry, Status.UNCERTAIN, f"{exc}; {_hint(entry)}", attempts=entry.attempts)
         if (
             entry.action == Action.BONUS
             and person.source == Participant.Source.MTURK
             and entry.attempts > 1
             and "UniqueRequestToken" in exc.message
         ):
-            return _save(entry, Status.DONE, f"already paid (MTurk: {exc})")
-        if entry.platform_ref:
-            return _save(entry, Status.SET_UP, str(exc))
-        return _save(entry, Status.FAILED, str(exc))
-    return _save(entry, Status.DONE, str(answer)[:2000])
+            return _save(
+                entry, Status.DONE, f"already paid (MTurk: {exc})", attempts=entry.attempts
+            )
+        status = Status.SET_UP if entry.platform_ref else Status.FAILED
+        return _save(entry, status, str(exc), attempts=entry.attempts)
+    return _save(entry, Status.DONE, str(answer)[:2000], attempts=entry.attempts)
 
 
-def ledger_resolve(*, study: Study, entry_id: int, paid: bool, user: User) -> CrowdLedgerEntry:
-    """The researcher checked Prolific for an uncertain bonus: paid (done) or not (retry)."""
+def bonus_token(entry: CrowdLedgerEntry) -> str:
+    """MTurk's idempotency key of this bonus: the row's id and creation time, so another
+    CapEval (a staging copy, a restored database) sharing the MTurk account never reuses
+    one within MTurk's 24 hours."""
+    return f"capeval-{entry.pk}-{entry.created_at:%Y%m%d%H%M%S%f}"
+
+
+def ledger_resolve(
+    *, study: Study, entry_id: int, done: bool, confirmed: bool, user: User
+) -> CrowdLedgerEntry:
+    """The owner checked the platform for an uncertain call and confirms what happened:
+    done, or not done (the next attempt sends it; a Prolific bonus with its stored set-up)."""
+    if not confirmed:
+        raise InvalidInput(
+            "Tick the confirmation that you checked this on the platform.", field="confirm"
+        )
     with transaction.atomic():
         entry = (
-            CrowdLedgerEntry.objects.select_for_update().filter(pk=entry_id, study=study).first()
+            CrowdLedgerEntry.objects.select_for_update()
+            .select_related("participant")
+            .filter(pk=entry_id, study=study)
+            .first()
         )
         if entry is None:
             raise NotFound("No such ledger entry.")
         if entry.status != Status.UNCERTAIN:
-            raise Conflict("Only a payment with no answer needs checking.")
-        note = f"{user.get_username()} checked Prolific: {'paid' if paid else 'not paid'}"
-        return _save(entry, Status.DONE if paid else Status.SET_UP, note)
+            raise Conflict("Only a call whose outcome is unknown needs checking.")
+        words = ("paid", "not paid") if entry.action == Action.BONUS else ("done", "not done")
+        note = f"{user.get_username()} checked {_platform(entry)}: {words[0 if done else 1]}"
+        if done:
+            return _save(entry, Status.DONE, note)
+        return _save(entry, Status.SET_UP if entry.platform_ref else Status.FAILED, note)
 
 
 def ledger_rows(study: Study, *, limit: int = 200) -> list[CrowdLedgerEntry]:
