@@ -137,6 +137,35 @@ def test_brute_force_on_the_admin_login_locks_out_too(client, make_user):
     assert not logged_in(client)
 
 
+def login_answers(client, url: str, username: str, tries: int) -> list[tuple[int, str]]:
+    """Each wrong-password answer's status and page, the CSRF token and nonces blanked."""
+    answers = []
+    for _ in range(tries):
+        response = client.post(url, {"username": username, "password": "guess"})
+        page = re.sub(
+            r'(token|nonce|value)="[^"]*"|"X-CSRFToken": "[^"]*"', "", response.content.decode()
+        )
+        answers.append((response.status_code, response.get("Retry-After"), page))
+    return answers
+
+
+@pytest.mark.parametrize("url_name", ["login", "admin:login"])
+def test_a_locked_account_and_an_unknown_name_get_the_same_answers(
+    client, researcher, make_user, url_name
+):
+    """Issue 45, row 11: the lockout must not tell a known account from a made-up name."""
+    make_user("root", staff=True)
+    url = reverse(url_name)
+    answers = {}
+    for n, name in enumerate(("rita", "root", "nobody-here")):
+        # Each from its own address, so that no pair's failures count for another.
+        answers[name] = login_answers(type(client)(REMOTE_ADDR=f"10.0.7.{n}"), url, name, LIMIT + 2)
+
+    statuses = [status for status, _, _ in answers["rita"]]
+    assert statuses[-1] == 429, statuses
+    assert answers["rita"] == answers["nobody-here"] == answers["root"]
+
+
 def test_failures_on_the_form_and_the_api_count_together(client, researcher):
     api = APIClient()
     for _ in range(LIMIT - 1):
