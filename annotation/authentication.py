@@ -9,7 +9,7 @@ cover on its own.
 from axes.backends import AxesStandaloneBackend
 from django.conf import settings
 from drf_spectacular.authentication import BasicScheme
-from rest_framework import exceptions, status
+from rest_framework import exceptions
 from rest_framework.authentication import BasicAuthentication
 
 
@@ -28,14 +28,16 @@ class LoginThrottleBackend(AxesStandaloneBackend):
         return super().authenticate(request, username=username, password=password, **kwargs)
 
 
-class LockedOut(exceptions.APIException):
-    """429 with axes' message; DRF's handler turns ``wait`` into a Retry-After header."""
+class LockedOut(exceptions.AuthenticationFailed):
+    """Refused credentials, answered as any others (401/403, as the schema documents: a
+    generated client or Schemathesis reads 429 as "slow down", not "not logged in"), with
+    axes' message, ``code`` ``locked_out`` and a Retry-After header (DRF's handler turns
+    ``wait`` into it). The pages' login form still answers 429 (axes' lockout page)."""
 
-    status_code = status.HTTP_429_TOO_MANY_REQUESTS
     default_code = "locked_out"
 
     def __init__(self):
-        super().__init__(detail=settings.AXES_COOLOFF_MESSAGE)
+        super().__init__(detail={"detail": settings.AXES_COOLOFF_MESSAGE, "code": "locked_out"})
         self.wait = int(settings.AXES_COOLOFF_TIME.total_seconds())
 
 

@@ -112,13 +112,16 @@ def test_brute_force_on_basic_auth_locks_the_account_out_with_a_json_message(res
     for _ in range(LIMIT - 1):
         assert api.get(url, HTTP_AUTHORIZATION=basic("rita", "guess")).status_code in {401, 403}
 
+    # Refused as credentials (401/403, what the schema documents and a client expects of
+    # a login it cannot use), not 429 (issue 45, Schemathesis ST401), saying why and when.
     locked = api.get(url, HTTP_AUTHORIZATION=basic("rita", "guess"))
-    assert locked.status_code == 429
+    assert locked.status_code in {401, 403}
     assert "Too many failed logins" in locked.json()["detail"]
+    assert locked.json()["code"] == "locked_out"
     assert int(locked["Retry-After"]) > 0
 
     refused = api.get(url, HTTP_AUTHORIZATION=basic("rita", "pw-rita"))
-    assert refused.status_code == 429
+    assert refused.status_code in {401, 403}
     assert "Too many failed logins" in refused.json()["detail"]
 
     make_user("bea", researcher=True)
