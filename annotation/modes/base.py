@@ -348,8 +348,8 @@ class Mode:
     * ``after_submit(participant, judgment)``: the ``Outcome`` of a submission.
 
     Methods with a default child classes may override: ``eligible_items``,
-    ``current_round``, ``parts``, ``min_seconds``, ``score``, ``completion_earned`` and
-    ``completion_progress``.
+    ``current_round``, ``parts``, ``min_seconds``, ``score``, ``completion_earned``,
+    ``completion_withheld`` and ``completion_progress``.
     Every method is called by a service, which owns the transaction and every write.
 
     Facts the rest of the platform asks of a mode (each has a default): ``kind_labels``,
@@ -476,6 +476,19 @@ class Mode:
         The default: never (a mode without a crowd completion step).
         """
         return False
+
+    def completion_withheld(self, participant: Participant) -> str:
+        """Why the study's own checks keep a crowd worker from the completion code, as a
+        sentence the worker reads ("" when they do not).
+
+        The rule of every mode (issue 45): work the study's checks exclude does not earn the
+        code, and the worker is told why. Called for a crowd worker who has not earned it
+        and was not screened out; the pages show the sentence with the study's
+        ``failed_check_code`` (Prolific's "failed attention check" code) when it has one.
+        The catch-trial flag (``modes/catch.py``) is read by the caller for every mode.
+        Default: "" (nothing of the mode's own withholds it).
+        """
+        return ""
 
     def completion_progress(self, participant: Participant) -> CompletionProgress | None:
         """How far a crowd worker is toward ``completion_earned``, for the item pages.

@@ -316,6 +316,17 @@ class CrowdSettings:
         doc="Prolific's screen-out URL (on app.prolific.com); workers who fail the entry "
         "check go there.",
     )
+    # Prolific's "failed attention check" completion code (a code of that type in the
+    # Prolific study, usually with the "request a return" action): a worker whose work the
+    # study's own checks excluded reports it instead of the completion code, which that work
+    # does not earn (issue 45). Empty: such a worker is asked to return the submission.
+    failed_check_code: str = text(
+        "",
+        label="Failed attention check code",
+        group=CROWD,
+        doc="The code a worker whose work the study's checks excluded reports (Prolific's "
+        "failed attention check code); empty: they are asked to return the submission.",
+    )
     # Prolific's STUDY_ID; when set, an arrival naming another study is refused.
     prolific_study_id: str = text(
         "",

@@ -21,7 +21,7 @@ from annotation.addresses import UNPARSED_NETWORK
 from annotation.errors import Forbidden, Gone, ServiceError, TooFast
 from annotation.identities import network_of
 from annotation.models import CrowdRefusal, Participant, Study, User
-from annotation.modes import get_mode
+from annotation.modes import catch, get_mode
 from annotation.modes.base import screen_out_reason
 from annotation.modes.settings import completion_hosts, url_on_hosts
 from annotation.selectors import PROLIFIC_COMPLETE, completion_code
@@ -305,16 +305,24 @@ def crowd_completion(participant: Participant) -> dict[str, Any]:
     if participant.source == Participant.Source.ACCOUNT:
         return {}
     study = participant.study
-    config = get_mode(study.mode).settings(study)
+    mode = get_mode(study.mode)
+    config = mode.settings(study)
     screened = screen_out_reason(participant.flags) if participant.completed_at is None else ""
     if screened:
         code, url = config.screen_out_code_for(), config.prolific_screen_out_url
         context: dict[str, Any] = {"screened_out": screened}
         if not code and not url:
-            return context  # the study pays no screen-out: the page asks for a return
+            # The study pays no screen-out: the failed-check code, else a return.
+            return _failed_check(context, config.failed_check_code, participant)
         context["completion_code"] = code
     elif participant.completed_at is None:
-        return {}
+        # Not earned: when the study's own checks excluded the work, say so (issue 45).
+        withheld = mode.completion_withheld(participant)
+        if not withheld and catch.is_flagged(participant):
+            withheld = CATCH_WITHHELD
+        if not withheld:
+            return {}
+        return _failed_check({"checks_failed": withheld}, config.failed_check_code, participant)
     else:
         code, url = completion_code(study), config.prolific_completion_url
         context = {"completion_code": code}
@@ -336,4 +344,23 @@ def crowd_completion(participant: Participant) -> dict[str, Any]:
         ):
             context["mturk_submit_url"] = f"https://{submit_to.hostname}/mturk/externalSubmit"
             context["mturk_assignment_id"] = meta["assignmentId"]
+    return context
+
+
+#: Why a worker the catch-trial rule flagged has no completion code (every mode with catch
+#: trials; ``modes/catch.py``).
+CATCH_WITHHELD = (
+    "Your answers did not pass this study's attention checks (items with a known answer), "
+    "so they are excluded and do not earn the completion code."
+)
+
+
+def _failed_check(context: dict[str, Any], code: str, participant: Participant) -> dict[str, Any]:
+    """``context`` with the study's failed-attention-check code (Prolific's code of that
+    type) and, for a Prolific worker, the link that reports it; without a code the page asks
+    for a return. An MTurk worker is asked to return the HIT: MTurk has no such code."""
+    if code and participant.source != Participant.Source.MTURK:
+        context["failed_check_code"] = code
+        if participant.source == Participant.Source.PROLIFIC:
+            context["failed_check_url"] = PROLIFIC_COMPLETE + "?" + urlencode({"cc": code})
     return context

@@ -187,15 +187,19 @@ def test_a_group_answered_after_a_screen_out_never_stamps_completion(client, res
     assert "SCRN42" in response.content.decode()
 
 
-def test_without_a_screen_out_code_humanr_keeps_the_code_after_every_group(client, researcher):
+def test_without_a_screen_out_code_a_failed_humanr_group_earns_no_code(client, researcher):
+    # Issue 45, row 5: before, the paper's rule gave the code after every group, a failed
+    # check included; now the excluded group earns nothing and the page says why.
     study = humanr_study(researcher, prolific_completion_url=FULL_URL)
     worker = arrive(client, study)
 
     last = answer_group(client, study, careless)
 
-    assert "FULL77" in last.content.decode()
+    assert "FULL77" not in last.content.decode()
+    assert "attention check failed in 1 of your 1 group" in last.content.decode()
     assert screened(worker) == []
-    assert worker.completed_at is not None
+    worker.refresh_from_db()
+    assert worker.completed_at is None
 
 
 def test_passing_the_first_check_earns_the_full_code(client, researcher):

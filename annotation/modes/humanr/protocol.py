@@ -55,10 +55,11 @@ and, for the check, whether it failed (``s >= 5``). When the last trial of a gro
 submitted and its check failed, the outcome flags every judgment of that group
 ``excluded=True, exclusion_reason="attention check failed in group <n>"`` (never deleted).
 
-Completion codes: crowd workers get one at the end of every group, also when their check
-failed (whether to approve such a submission is the researcher's decision), except that a
-study with a screen-out code screens out a worker whose first group's check failed
-(``Outcome.screen_out``): they get the screen-out code and no further group.
+Completion codes: crowd workers earn one once ``completion_groups`` groups whose check
+passed are done; a group whose check failed is excluded and counts for nothing (issue 45:
+the rule of every mode), and the pages say why (``completion_withheld``) with the study's
+failed-check code. A study with a screen-out code screens out a worker whose first group's
+check failed (``Outcome.screen_out``): they get the screen-out code and no further group.
 """
 
 from __future__ import annotations
@@ -273,14 +274,33 @@ class HumanrProtocol(Mode):
 
     def completion_progress(self, participant: Participant) -> CompletionProgress:
         needed = self.settings(participant.study).completion_groups
-        done = (participant.state or {}).get("groups_done", 0)
-        return CompletionProgress(done, needed, "groups")
+        done, failed = _groups(participant)
+        note = "counting groups whose attention check passed" if failed else ""
+        return CompletionProgress(done - failed, needed, "groups", note)
 
     def completion_earned(self, participant: Participant) -> bool:
-        # Every complete group counts, a failed check included: the export shows the
-        # failures, and Prolific's rules leave rejecting on one failed check to the researcher.
-        done = (participant.state or {}).get("groups_done", 0)
-        return done >= self.settings(participant.study).completion_groups
+        # Only kept groups count (issue 45, the rule of every mode): a group whose check
+        # failed is excluded, so it earns nothing. Before, a worker answering 5 to every
+        # trial failed every check and still earned the code.
+        done, failed = _groups(participant)
+        return done - failed >= self.settings(participant.study).completion_groups
+
+    def completion_withheld(self, participant: Participant) -> str:
+        done, failed = _groups(participant)
+        if not failed:
+            return ""
+        needed = self.settings(participant.study).completion_groups
+        return (
+            f"The attention check failed in {failed} of your {done} group"
+            f"{'s' if done != 1 else ''}, and a group whose check failed does not count "
+            f"toward the completion code ({done - failed} of the {needed} needed counted)."
+        )
+
+
+def _groups(participant: Participant) -> tuple[int, int]:
+    """(groups done, groups whose check failed) of a participant's state."""
+    state = participant.state or {}
+    return int(state.get("groups_done", 0)), int(state.get("groups_failed", 0))
 
 
 # ---------------------------------------------------------------------- building

@@ -123,7 +123,7 @@ def public_settings(settings_: dict[str, Any] | None) -> dict[str, Any]:
     """Study settings without secrets: the completion code, also inside a Prolific URL."""
     public = dict(settings_ or {})
     # The screen-out code is a secret too: with it anyone could claim the screen-out fee.
-    for key in ("completion_code", "screen_out_code"):
+    for key in ("completion_code", "screen_out_code", "failed_check_code"):
         if key in public:
             public[key] = REDACTED
     for key in ("prolific_completion_url", "prolific_screen_out_url"):
