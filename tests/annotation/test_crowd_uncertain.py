@@ -296,3 +296,30 @@ def test_an_mturk_decision_with_an_unknown_outcome_is_read_back_not_sent_again(
     assert len(platform.state.calls("GetAssignment")) == 1
     entry = CrowdLedgerEntry.objects.get()
     assert entry.status == "done" and "MTurk shows" in entry.answer
+
+
+def test_only_the_owner_settles_an_unknown_decision_and_not_done_sends_it_once_more(
+    client, researcher, other_researcher, mturk_worker, platform
+):
+    client.force_login(researcher)
+    platform.state.fault_acts = False
+    platform.state.faults.update({"ApproveAssignment": "502", "GetAssignment": "502"})
+    click(client, mturk_worker, "approve")
+    entry = CrowdLedgerEntry.objects.get()
+    mturk_worker.study.members.add(other_researcher)
+    client.force_login(other_researcher)  # a member sees the study, never settles or pays
+    url = reverse("study_crowd_resolve", args=[entry.study_id, entry.pk])
+    assert client.post(url, {"paid": "no", "confirm": "yes"}).status_code == 404
+    assert CrowdLedgerEntry.objects.get().status == "uncertain"
+    client.force_login(researcher)
+    page = client.get(reverse("study_crowd_review", args=[entry.study_id])).content.decode()
+    assert "I checked on MTurk" in page and "It was not done" in page
+    resolve(client, entry, paid="no", confirm="yes")
+    entry.refresh_from_db()
+    assert entry.status == "failed" and "checked MTurk: not done" in entry.answer
+    platform.state.faults.clear()
+    click(client, mturk_worker, "approve")
+    click(client, mturk_worker, "approve")
+    assert len(platform.state.calls("ApproveAssignment")) == 2  # the lost one, then one
+    assert platform.state.assignment_status == {"ASG-U": "Approved"}
+    assert CrowdLedgerEntry.objects.get().status == "done"
