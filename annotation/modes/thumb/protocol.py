@@ -35,6 +35,8 @@ KINDS = (STAGE1, STAGE2, FLUENCY, CHECK)
 REVIEWS = {STAGE2: STAGE1, CHECK: STAGE2}
 
 SCORE_FIELDS = ("precision", "recall", "fluency", "conciseness", "inclusive")
+# A score or amount as a form writes it: ASCII digits, a decimal part (0.5, 1.5) at most.
+_DECIMAL = re.compile(r"[0-9]{1,7}(?:\.[0-9]{1,6})?")
 
 
 def number_text(value: float) -> str:
@@ -474,17 +476,17 @@ def _excerpt(text: str, length: int = 40) -> str:
 
 def _as_number(value: Any) -> Any:
     """Turn form text into a number for ``rubrics.thumb``; anything else passes through.
-    Only ASCII is read (``float("３")`` is 3): other text is refused by ``rubrics.thumb``."""
+
+    Only digits with an optional decimal part are read, as every number a form carries:
+    ``float()`` also reads "1e0", "0_4", "+4" and "4." (issue 45) and "３" (issue 26).
+    Other text passes through and ``rubrics.thumb`` refuses it, naming the field."""
     if isinstance(value, str):
         text = value.strip()
         if not text:
             return None
-        if not text.isascii():
+        if not _DECIMAL.fullmatch(text):
             return value
-        try:
-            parsed = float(text)
-        except ValueError:
-            return value
+        parsed = float(text)
         return int(parsed) if parsed.is_integer() else parsed
     return value
 
