@@ -54,6 +54,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from annotation.judges.client import Endpoint, JudgeItem, chat_payload, run_batch  # noqa: E402
+from annotation.judges.network import AddressPolicy  # noqa: E402
 
 # A 10,000-item round of the three clients takes ~5 minutes on a loaded 2-core machine.
 MAX_SECONDS = 1800
@@ -153,6 +154,7 @@ def ours(url: str, batch: list[JudgeItem], concurrency: int) -> float:
         progress=lambda d, t: done.append(d),
         cache={},
         price_prompt_per_1k=0.001,
+        allowed=AddressPolicy.parse(["127.0.0.1"]),  # the bench's server, on the loopback
     )
     if out.failed or len(out.answers) != len(batch):
         raise SystemExit(f"the client failed {out.failed} items: {out.results[0].error}")
@@ -171,6 +173,8 @@ class Platform:
         prepare_database(server, database)
         from django.conf import settings
 
+        # The bench's server listens on the loopback, which a deployment must list.
+        settings.CAPEVAL_JUDGE_ALLOWED_HOSTS = ["127.0.0.1"]
         # Images go to a scratch folder, removed at the end.
         self.media = tempfile.TemporaryDirectory(prefix="capeval-bench-judges-")
         settings.MEDIA_ROOT = Path(self.media.name)

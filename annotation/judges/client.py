@@ -10,16 +10,25 @@ Behaviour, and why:
 - **Concurrency.** ``concurrency`` workers share one ``httpx.AsyncClient`` (one connection
   pool) and pull items from a queue, so at most that many requests are in flight: a local
   vLLM server is saturated without a hosted API's rate limit being hammered.
-- **Timeout.** ``timeout`` seconds per attempt (connect, read, write and pool each). A
-  timed-out or dropped connection is retried like a 5xx: a busy server is the usual cause.
+- **Timeout and size.** ``timeout`` seconds per attempt in all, from connecting to the
+  reply's last byte (a deadline, not a bound on each read: a server sending one byte a
+  second would otherwise hold a worker for as long as it liked). A timed-out or dropped
+  attempt is retried like a 5xx: a busy server is the usual cause. A reply is read as it
+  arrives and given up past ``max_reply_bytes`` (not retried).
+- **Where.** Connections go only to public addresses, or to the hosts and networks
+  ``allowed`` lists (``annotation/judges/network.py``, checked at connect time). A refused
+  address stops the run like a refused key. A port that refuses the connection and one
+  that never answers read the same ("could not connect to the endpoint").
 - **Retries.** 429 and 5xx are retried up to ``max_retries`` times with exponential backoff
   (``backoff * 2**attempt``, at most ``max_backoff``), or after the server's ``Retry-After``
   (seconds or an HTTP date) when it sends one: that is the server saying when it will
   answer. A ``Retry-After`` beyond ``max_backoff`` is not waited for; the item fails with
   that reason instead of stalling a worker for minutes.
-- **No retry on other 4xx.** The request itself is wrong and will stay wrong. 401 and 403
-  mean the key is wrong for every item: the first one stops the run, and every item not
-  yet answered gets the same clear error without another request being sent.
+- **No retry on other 4xx.** The request itself is wrong and will stay wrong; the item's
+  error quotes the server's error message (200 characters at most) only when the body is
+  a chat-completions error, never the body of anything else. 401 and 403 mean the key is
+  wrong for every item: the first one stops the run, and every item not yet answered gets
+  the same clear error (``RunResult.fatal``) without another request being sent.
 - **Parsing.** ``parse(text)`` is the caller's (a mode's own validation): it returns the
   answer or raises ``ValueError`` for a malformed or out-of-range reply, recorded as that
   item's error with the raw reply kept. Nothing is retried for it: at temperature 0 the
@@ -51,6 +60,7 @@ import base64
 import email.utils
 import functools
 import hashlib
+import json
 import logging
 import time
 from collections.abc import Callable, MutableMapping, Sequence
@@ -59,6 +69,7 @@ from typing import Any
 
 import httpx
 
+from annotation.judges.network import AddressPolicy, AddressRefused, GuardedTransport
 from annotation.judges.scrub import Scrubber
 
 __all__ = [
@@ -76,8 +87,10 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 CacheKey = tuple[str, str, str, str]
-# How much of a server's error body an item's error quotes: enough for "model not found".
+# How much of a server's error message an item's error quotes: enough for "model not found".
 _BODY_EXCERPT = 200
+#: The most of a reply read (a reply is a few kilobytes; a spans answer tens at most).
+MAX_REPLY_BYTES = 1024 * 1024
 
 
 class Endpoint:
@@ -167,6 +180,8 @@ class RunResult:
     not_asked: int = 0
     seconds: float = 0.0
     answers: dict[str, Any] = field(default_factory=dict)
+    #: Why the run stopped early for every item alike (a refused key or address), or "".
+    fatal: str = ""
 
 
 def cache_key(prompt_version: str, model: str, item: JudgeItem) -> CacheKey:
@@ -212,8 +227,48 @@ def _retry_after(value: str | None) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-class _AuthFailed(Exception):
+class _RunStopped(Exception):
+    """Every item would fail the same way (a refused key or address): the run stops."""
+
+
+class _TooLarge(Exception):
     pass
+
+
+@dataclass
+class _Reply:
+    status: int
+    headers: httpx.Headers
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+def _error_message(reply: _Reply) -> str | None:
+    """The error message of a chat-completions server's error body: OpenAI's
+    ``{"error": {"message": ...}}`` (or ``{"error": "..."}``, Ollama's), vLLM's older
+    ``{"object": "error", "message": ...}``, FastAPI's ``{"detail": ...}``. None for any
+    other body: a service that is not a chat-completions server shows nothing of its
+    answer (an internal service reached by mistake must not be read back)."""
+    try:
+        data = reply.json()
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    error, detail = data.get("error"), data.get("detail")
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return error["message"]
+    if isinstance(error, str):
+        return error
+    if data.get("object") == "error" and isinstance(data.get("message"), str):
+        return data["message"]
+    if isinstance(detail, str):
+        return detail
+    if isinstance(detail, list) and detail and all(isinstance(d, dict) for d in detail):
+        return "; ".join(str(d.get("msg", "")) for d in detail)
+    return None
 
 
 @dataclass
@@ -226,41 +281,62 @@ class _Run:
     max_retries: int
     backoff: float
     max_backoff: float
+    max_reply_bytes: int
     requests_sent: int = 0
-    auth_error: str = ""
+    fatal: str = ""
 
     async def ask(self, client: httpx.AsyncClient, item: JudgeItem, result: ItemResult) -> None:
         """Fill ``result`` for ``item``: send, retry transient failures, parse."""
         body = chat_payload(self.endpoint, item, self.temperature, self.max_tokens)
         for attempt in range(self.max_retries + 1):
-            if self.auth_error:
-                raise _AuthFailed
+            if self.fatal:
+                raise _RunStopped
             result.attempts = attempt + 1
             self.requests_sent += 1
-            wait: float | None
+            wait: float | None = None
+            sent = [False]  # whether the request reached a connection (see _send)
             try:
-                response = await client.post(self.endpoint.url, json=body)
-            except httpx.TimeoutException:
-                reason, wait = f"timed out after {self.timeout:g} s", None
-            except httpx.TransportError as exc:
-                reason, wait = f"connection failed ({type(exc).__name__})", None
+                reply = await self._send(client, body, sent)
+            except AddressRefused as exc:
+                self.fatal = str(exc)
+                raise _RunStopped from None
+            except _TooLarge:
+                result.error = (
+                    f"the reply is larger than {self.max_reply_bytes / 1024:g} kB "
+                    "(CAPEVAL_JUDGE_MAX_REPLY_BYTES); not retried"
+                )
+                return
+            except (TimeoutError, httpx.TimeoutException, httpx.TransportError) as exc:
+                # Not connected, whether refused at once (a closed port) or never answered
+                # (a filtered one), reads the same: which ports are open is not told.
+                timed_out = isinstance(exc, TimeoutError | httpx.TimeoutException)
+                if not sent[0] or isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+                    reason = "could not connect to the endpoint"
+                elif timed_out:
+                    reason = f"timed out after {self.timeout:g} s"
+                else:
+                    reason = f"connection failed ({type(exc).__name__})"
             else:
-                status = response.status_code
+                status = reply.status
                 if status == 200:
-                    self._read(response, result)
+                    self._read(reply, result)
                     return
-                excerpt = self.endpoint.excerpt(response.text, _BODY_EXCERPT)
                 if status in (401, 403):
-                    self.auth_error = (
+                    self.fatal = (
                         f"the endpoint refused the API key (HTTP {status}); "
                         "check the key in the judge's settings"
                     )
-                    raise _AuthFailed
+                    raise _RunStopped
                 if status != 429 and status < 500:
-                    result.error = f"HTTP {status}, not retried: {excerpt}"
+                    message = _error_message(reply)
+                    result.error = f"HTTP {status}, not retried" + (
+                        f": {self.endpoint.excerpt(message, _BODY_EXCERPT)}"
+                        if message is not None
+                        else " (not a chat-completions error; its body is not shown)"
+                    )
                     return
                 reason = f"HTTP {status}"
-                wait = _retry_after(response.headers.get("Retry-After"))
+                wait = _retry_after(reply.headers.get("Retry-After"))
                 if wait is not None and wait > self.max_backoff:
                     result.error = (
                         f"{reason}; the server asked to retry after {wait:g} s, "
@@ -274,17 +350,44 @@ class _Run:
                 wait = min(self.backoff * 2**attempt, self.max_backoff)
             await asyncio.sleep(wait)
 
-    def _read(self, response: httpx.Response, result: ItemResult) -> None:
+    async def _send(self, client: httpx.AsyncClient, body: dict, sent: list[bool]) -> _Reply:
+        """One attempt, within ``timeout`` seconds in all (httpx's own timeouts bound each
+        read, so a server sending a byte a second would hold the attempt for as long as it
+        likes), reading at most ``max_reply_bytes`` (_TooLarge past that: a reply is a few
+        kilobytes, and a server sending hundreds of megabytes is not read into memory).
+        ``sent[0]`` turns True once the request's headers go out on a connection."""
+
+        async def trace(name: str, info: dict[str, Any]) -> None:
+            if name.endswith("send_request_headers.started"):
+                sent[0] = True
+
+        async with asyncio.timeout(self.timeout):
+            async with client.stream(
+                "POST", self.endpoint.url, json=body, extensions={"trace": trace}
+            ) as response:
+                declared = response.headers.get("Content-Length", "")
+                if declared.isdigit() and int(declared) > self.max_reply_bytes:
+                    raise _TooLarge
+                data = bytearray()
+                async for chunk in response.aiter_bytes():
+                    data += chunk
+                    if len(data) > self.max_reply_bytes:
+                        raise _TooLarge
+                return _Reply(response.status_code, response.headers, bytes(data))
+
+    def _read(self, reply: _Reply, result: ItemResult) -> None:
         try:
-            data = response.json()
+            data = reply.json()
             text = data["choices"][0]["message"]["content"]
             if not isinstance(text, str):
                 raise TypeError
         except (ValueError, KeyError, IndexError, TypeError):
-            excerpt = self.endpoint.excerpt(response.text, _BODY_EXCERPT)
-            result.error = f"malformed response (no choices[0].message.content): {excerpt}"
+            # No excerpt of the body: a 200 from something that is not a chat-completions
+            # server (an internal service at an allowed address) is not read back.
+            result.error = "malformed response (no choices[0].message.content)"
             return
-        usage = data.get("usage") or {}
+        usage = data.get("usage") if isinstance(data, dict) else None
+        usage = usage if isinstance(usage, dict) else {}
         result.prompt_tokens = _count(usage.get("prompt_tokens"))
         result.completion_tokens = _count(usage.get("completion_tokens"))
         # Scrubbed before it is parsed, kept or cached: a reply may quote the key, and
@@ -319,16 +422,20 @@ async def arun_batch(
     cache: MutableMapping[CacheKey, dict[str, Any]] | None = None,
     progress: Callable[[int, int], None] | None = None,
     stop: Callable[[], bool] | None = None,
-    transport: httpx.AsyncBaseTransport | None = None,
+    allowed: AddressPolicy | None = None,
+    max_reply_bytes: int = MAX_REPLY_BYTES,
 ) -> RunResult:
     """The coroutine behind :func:`run_batch` (same arguments)."""
     keys = [item.key for item in items]
     if len(set(keys)) != len(keys):
         raise ValueError("item keys must be unique within a batch")
-    if concurrency < 1 or timeout <= 0 or max_retries < 0 or backoff < 0:
-        raise ValueError("concurrency >= 1, timeout > 0, max_retries >= 0, backoff >= 0")
+    if concurrency < 1 or timeout <= 0 or max_retries < 0 or backoff < 0 or max_reply_bytes < 1:
+        raise ValueError(
+            "concurrency >= 1, timeout > 0, max_retries >= 0, backoff >= 0, max_reply_bytes >= 1"
+        )
     started = time.perf_counter()
-    run = _Run(endpoint, parse, temperature, max_tokens, timeout, max_retries, backoff, max_backoff)
+    run = _Run(endpoint, parse, temperature, max_tokens, timeout, max_retries, backoff, max_backoff,
+               max_reply_bytes)  # fmt: skip
     results = [ItemResult(key=item.key, error=NOT_ASKED) for item in items]
     total, done = len(items), 0
     todo: asyncio.Queue[int] = asyncio.Queue()
@@ -361,12 +468,12 @@ async def arun_batch(
             results[i].error = ""  # taken: asked now
             try:
                 await run.ask(client, items[i], results[i])
-            except _AuthFailed:
-                results[i].error = run.auth_error
+            except _RunStopped:
+                results[i].error = run.fatal
             if results[i].ok and cache is not None:
                 cache[cache_key(prompt_version, endpoint.model, items[i])] = {"raw": results[i].raw}
-            elif not results[i].ok and results[i].error != run.auth_error:
-                # A wrong key is logged once for the run (below), not once per item.
+            elif not results[i].ok and results[i].error != run.fatal:
+                # A wrong key or address is logged once for the run (below), not per item.
                 logger.warning("judge item %s failed: %s", items[i].key, results[i].error)
             done += 1
             if progress:
@@ -377,13 +484,13 @@ async def arun_batch(
         headers=endpoint.headers(),
         timeout=httpx.Timeout(timeout),
         limits=limits,
-        transport=transport,
+        transport=GuardedTransport(allowed or AddressPolicy(), limits),
     ) as client:
         await asyncio.gather(*(worker(client) for _ in range(min(concurrency, todo.qsize()))))
-    if run.auth_error:
-        logger.error("judge run on %s stopped: %s", endpoint.base_url, run.auth_error)
+    if run.fatal:
+        logger.error("judge run on %s stopped: %s", endpoint.base_url, run.fatal)
 
-    out = RunResult(results=results, requests_sent=run.requests_sent)
+    out = RunResult(results=results, requests_sent=run.requests_sent, fatal=run.fatal)
     for r in results:
         out.prompt_tokens += r.prompt_tokens
         out.completion_tokens += r.completion_tokens

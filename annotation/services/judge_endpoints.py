@@ -5,7 +5,9 @@ concurrency, timeout, retries, temperature, repeats, position swap, prices);
 ``check_key_spender`` is asked before a run spends a stored key. The key is stored only as
 a Fernet token (``annotation/secrets.py``) plus its masked form, and is bound to the
 researcher who saved it, the address it was entered for, and the settings and prompt that
-saver saved (``judge_endpoint_save`` and ``judge_key_drop_unless_saver`` say why).
+saver saved (``judge_endpoint_save`` and ``judge_key_drop_unless_saver`` say why). The
+base URL may not name an address inside the server's network unless the deployment lists
+it (``judge_address_policy``); runs check every address again when they connect.
 """
 
 from __future__ import annotations
@@ -13,11 +15,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 
 from annotation import secrets
 from annotation.errors import Forbidden, InvalidInput
 from annotation.judges.client import Endpoint
+from annotation.judges.network import AddressPolicy, url_refusal
 from annotation.models import JudgeEndpoint, Study, User
 from annotation.text import clean_text
 
@@ -48,6 +53,15 @@ def _number(raw: Any, name: str) -> float | int:
         kind = "a whole number" if whole else "a number"
         raise InvalidInput(f"{name}: give {kind} from {low:g} to {high:g}.", field=name)
     return int(value) if whole else value
+
+
+def judge_address_policy() -> AddressPolicy:
+    """Where judge runs may connect: public addresses and ``CAPEVAL_JUDGE_ALLOWED_HOSTS``
+    (``annotation/judges/network.py``). A malformed entry is the deployment's error."""
+    try:
+        return AddressPolicy.parse(settings.CAPEVAL_JUDGE_ALLOWED_HOSTS)
+    except ValueError as exc:
+        raise ImproperlyConfigured(str(exc)) from None
 
 
 def judge_endpoint_view(study: Study) -> dict[str, Any] | None:
@@ -110,6 +124,9 @@ def judge_endpoint_save(
             "base_url: give the endpoint's address, http:// or https://, ending in /v1.",
             field="base_url",
         ) from None
+    refusal = url_refusal(base_url, judge_address_policy())
+    if refusal:
+        raise InvalidInput(f"base_url: {refusal}.", field="base_url")
     api_key = (api_key or "").strip()
     if api_key and (
         len(api_key) > MAX_KEY or any(c.isspace() or not c.isprintable() for c in api_key)

@@ -58,6 +58,7 @@ from annotation.modes.base import fill_prompt
 from annotation.services.jobs import job_create
 from annotation.services.judge_endpoints import (
     check_key_spender,
+    judge_address_policy,
     judge_endpoint_view,
     judge_key_drop_unless_saver,
 )
@@ -74,7 +75,6 @@ MAX_QUESTIONS = 200_000
 LISTED_FAILURES = 50
 #: Seconds between progress writes while the batch runs.
 PROGRESS_EVERY = 0.5
-_AUTH_PREFIX = "the endpoint refused the API key"
 
 # ------------------------------------------------------------------------------ prompts
 
@@ -350,10 +350,10 @@ def judge_run(*, job: Job, progress: Progress) -> dict[str, Any]:
                     raw_reply=outcome.raw,
                 )
             )
-    refused = [f.error for f in failures if f.error.startswith(_AUTH_PREFIX)]
-    if refused and not answers:
-        # A wrong key fails every question alike: one clear reason, nothing stored.
-        raise ServiceError(refused[0][:1].upper() + refused[0][1:] + ".")
+    if result.fatal and not answers:
+        # A wrong key or a refused address fails every question alike: one clear reason,
+        # nothing stored.
+        raise ServiceError(result.fatal[:1].upper() + result.fatal[1:] + ".")
     with transaction.atomic():
         if answers and judge is None:
             judge, _ = Judge.objects.get_or_create(
@@ -454,6 +454,8 @@ def _run_with_progress(items, progress, endpoint, row, version, cache, parse, st
         "cache": cache,
         "progress": seen,
         "stop": stopping.is_set,
+        "allowed": judge_address_policy(),
+        "max_reply_bytes": settings.CAPEVAL_JUDGE_MAX_REPLY_BYTES,
     }
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge-run")
     if stop_requested():

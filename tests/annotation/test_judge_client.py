@@ -19,6 +19,7 @@ from urllib.parse import quote, quote_plus
 import pytest
 
 from annotation.judges.client import NOT_ASKED, Endpoint, JudgeItem, cache_key, run_batch
+from annotation.judges.network import AddressPolicy
 
 KEY = "sk-test-Very5ecretKey-0123456789abcdef"
 IMAGE = b"\x89PNG\r\n\x1a\n tiny test image"
@@ -145,6 +146,8 @@ def run(httpd, items, **kwargs):
         "backoff": 0.05,
         "max_backoff": 5.0,
         "concurrency": 4,
+        # The server listens on the loopback, which only a listed address may reach.
+        "allowed": AddressPolicy.parse(["127.0.0.1"]),
     }
     options.update(kwargs)
     return run_batch(items, **options)

@@ -23,10 +23,11 @@ from annotation.models import Job, JudgeEndpoint
 from annotation.modes import get_mode
 from annotation.services.judge_endpoints import judge_endpoint_save
 from tests.annotation.test_judge_runs import write_images
-from tests.factories.judge_server import KEY, fake_judge
+from tests.factories.judge_server import KEY, fake_judge, judge_on_loopback  # noqa: F401
 from tests.factories.vicr import vicr_study
 
-pytestmark = pytest.mark.django_db
+# The fake judge listens on the loopback, which the deployment must list to be reached.
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("judge_on_loopback")]
 
 OTHER_KEY = "sk-member-" + "9" * 24
 

@@ -37,10 +37,11 @@ from annotation.services.judge_runs import (
 from annotation.services.runner import job_run
 from annotation.tasks import enqueue
 from tests.annotation.test_judge_runs import write_images
-from tests.factories.judge_server import KEY, fake_judge
+from tests.factories.judge_server import KEY, fake_judge, judge_on_loopback  # noqa: F401
 from tests.factories.vicr import vicr_study
 
-pytestmark = pytest.mark.django_db
+# The fake judge listens on the loopback, which the deployment must list to be reached.
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("judge_on_loopback")]
 
 #: At 2 replies in flight and 0.1 s a reply the server answers at most 20 questions a
 #: second, and the runner reads a stop within a second or so: 60 pairs leave most of the

@@ -41,12 +41,13 @@ from annotation.services.judge_runs import (
 from annotation.tasks import enqueue
 from tests.factories.arena import arena_study
 from tests.factories.humanr import humanr_study
-from tests.factories.judge_server import KEY, fake_judge
+from tests.factories.judge_server import KEY, fake_judge, judge_on_loopback  # noqa: F401
 from tests.factories.spans import spans_study
 from tests.factories.thumb import thumb_study
 from tests.factories.vicr import vicr_study
 
-pytestmark = pytest.mark.django_db
+# The fake judge listens on the loopback, which the deployment must list to be reached.
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("judge_on_loopback")]
 
 #: A valid reply per mode, in the form each mode's default prompt asks for (VICR and
 #: arena also take their bare forms).

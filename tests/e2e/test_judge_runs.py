@@ -9,10 +9,11 @@ from playwright.sync_api import expect
 from annotation.models import JudgeAnswer, JudgePrompt
 from tests.annotation.test_judge_runs import write_images
 from tests.e2e.axe import assert_no_serious_a11y_violations
-from tests.factories.judge_server import KEY, fake_judge
+from tests.factories.judge_server import KEY, fake_judge, judge_on_loopback  # noqa: F401
 from tests.factories.vicr import vicr_study
 
-pytestmark = pytest.mark.e2e
+# The fake judge listens on the loopback, which the deployment must list to be reached.
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("judge_on_loopback")]
 
 NO_HORIZONTAL_SCROLL = "() => document.documentElement.scrollWidth <= window.innerWidth"
 

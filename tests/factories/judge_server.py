@@ -6,6 +6,11 @@ It speaks the API's shapes (request: ``model``, ``messages`` with a text part an
 ``script(prompt, n)`` says, ``n`` being how many times that prompt was asked: a reply
 text, or ``(status, body, headers)``, or ``("sleep", seconds, reply)``. It records every
 request body and counts the requests.
+
+It listens on the loopback, which judge runs refuse unless the deployment lists it in
+``CAPEVAL_JUDGE_ALLOWED_HOSTS`` (``annotation/judges/network.py``): a test module that
+runs a judge through the platform uses the ``judge_on_loopback`` fixture, as a deployment
+with a local vLLM server sets the same.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+import pytest
 
 KEY = "sk-test-Very5ecretKey-0123456789abcdef"
 USAGE = {"prompt_tokens": 100, "completion_tokens": 2, "total_tokens": 102}
@@ -115,3 +122,9 @@ def fake_judge(script: Callable[[str, int], Any], key: str = KEY) -> Iterator[Fa
     finally:
         server.httpd.shutdown()
         server.httpd.server_close()
+
+
+@pytest.fixture
+def judge_on_loopback(settings):
+    """The deployment's allow-list naming the loopback, where these servers listen."""
+    settings.CAPEVAL_JUDGE_ALLOWED_HOSTS = ["127.0.0.1"]

@@ -282,6 +282,17 @@ CAPEVAL_JOB_STALE_SECONDS = env_int("CAPEVAL_JOB_STALE_SECONDS", 300)
 # Redis restart without persistence); it is never enqueued twice, which could run it twice.
 CAPEVAL_JOB_QUEUED_HOURS = env_int("CAPEVAL_JOB_QUEUED_HOURS", 24)
 
+# Judge endpoints (docs/judges.md, "Where a judge may be"). A judge run connects only to
+# public addresses, unless the host is listed here: comma-separated host names, addresses
+# or networks, e.g. "127.0.0.1,localhost" for a vLLM server beside the platform, or
+# "vllm" in a compose network. Anything listed can be reached by every researcher.
+CAPEVAL_JUDGE_ALLOWED_HOSTS = [
+    host.strip() for host in os.environ.get("CAPEVAL_JUDGE_ALLOWED_HOSTS", "").split(",")
+    if host.strip()
+]  # fmt: skip
+# The most of one judge reply read: a reply is a few kilobytes.
+CAPEVAL_JUDGE_MAX_REPLY_BYTES = env_int("CAPEVAL_JUDGE_MAX_REPLY_BYTES", 1024 * 1024)
+
 # Where jobs run (docs/architecture.md, "Where jobs run"): on Redis when REDIS_URL names
 # one; else on Kombu's filesystem transport when CAPEVAL_BROKER_DIR names a folder (the
 # embedded default of `make demo`: a worker beside runserver, no server to install); else
@@ -450,5 +461,6 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     # httpx logs every request at INFO: a judge run would write one line per question
     # (10,000 a run). Its warnings stay; the judge client logs each failure itself.
-    "loggers": {"httpx": {"level": "WARNING"}},
+    # httpcore's DEBUG lines quote the response headers, where an endpoint may echo the key.
+    "loggers": {"httpx": {"level": "WARNING"}, "httpcore": {"level": "INFO"}},
 }
