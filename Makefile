@@ -29,6 +29,9 @@ node_modules/.installed: package.json package-lock.json
 ## Install, migrate SQLite, load the demo studies and serve them with a Celery worker on
 ## Kombu's filesystem broker (var/broker: no server to install); Ctrl-C stops both.
 ## load_demo computes the demo's reports before the server starts (Celery eager there).
+## The judges page may reach a VLM server on this machine (vLLM, Ollama): the demo lists
+## the loopback, which a deployment does not (docs/judges.md, CAPEVAL_JUDGE_ALLOWED_HOSTS).
+demo: export CAPEVAL_JUDGE_ALLOWED_HOSTS ?= 127.0.0.1,localhost
 demo: $(VENV)/.installed
 	$(BIN)/python manage.py migrate --no-input
 	$(BIN)/python manage.py load_demo --url http://$(HOST):$(PORT)/
