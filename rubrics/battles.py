@@ -20,9 +20,10 @@ which are skipped) and the field.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+
+from rubrics import json_text
 
 OUTCOMES: tuple[str, ...] = ("model_a", "model_b", "tie", "tie (bothbad)")
 CRITERIA: tuple[str, ...] = (
@@ -51,10 +52,8 @@ def _objects(lines: Iterable[str]) -> Iterable[tuple[int, dict]]:
     for number, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
-        try:
-            obj = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"line {number}: not valid JSON ({exc.msg})") from None
+        # Syntax, nesting past Python's recursion, an integer too long: all with the line.
+        obj = json_text.loads(raw, first_line=number)
         if not isinstance(obj, dict):
             raise ValueError(f"line {number}: expected a JSON object, got {type(obj).__name__}")
         yield number, obj

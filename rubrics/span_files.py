@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import os
 from collections import defaultdict
@@ -40,6 +39,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
+
+from rubrics import json_text
 
 __all__ = [
     "MQM_COLUMNS",
@@ -262,10 +263,7 @@ class ESARow:
 
 def read_esa_batches(source: Source) -> dict[int, dict[int, ESAText]]:
     """Read an Appraise batches JSON: ``{batch number: {item index: ESAText}}``."""
-    try:
-        data = json.loads("".join(_lines(source)))
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"line {exc.lineno}: not JSON ({exc.msg})") from None
+    data = json_text.loads("".join(_lines(source)))
     if not isinstance(data, list):
         raise ValueError("line 1: expected a list of batches")
     batches: dict[int, dict[int, ESAText]] = {}
@@ -307,9 +305,12 @@ def _esa_offset(value: Any, line: int, i: int, name: str) -> int:
 
 def _esa_spans(raw: str, line: int) -> tuple[ESASpan, ...]:
     try:
-        data = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"line {line}: spans are not JSON ({exc.msg})") from None
+        data = json_text.loads(raw)
+    except ValueError as exc:
+        # The cell's own line 1 is the row's line: name the row.
+        raise ValueError(
+            f"line {line}: spans are not JSON ({str(exc).split(': ', 1)[-1]})"
+        ) from None
     if isinstance(data, dict) and "errors" in data:  # a later Appraise export wraps them
         data = data["errors"]
     if not isinstance(data, list):

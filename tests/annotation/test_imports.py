@@ -967,8 +967,7 @@ def test_command_prints_every_error_and_fails(study, images_dir, tmp_path, setti
         tmp_path / "c.csv",
         [["image", "system", "caption"], ["nope.png", "Human", "x"], ["red.png", "Human", ""]],
     )
-    err = io.StringIO()
-    with pytest.raises(CommandError, match="2 problems"):
+    with pytest.raises(CommandError, match="2 problems") as refused:
         call_command(
             "import_study",
             "--study",
@@ -977,11 +976,11 @@ def test_command_prints_every_error_and_fails(study, images_dir, tmp_path, setti
             str(images_dir),
             "--captions",
             str(captions),
-            stderr=err,
+            stderr=io.StringIO(),
             stdout=io.StringIO(),
         )
-    assert "line 2: unknown image 'nope.png'" in err.getvalue()
-    assert "line 3: empty caption" in err.getvalue()
+    assert "line 2: unknown image 'nope.png'" in str(refused.value)
+    assert "line 3: empty caption" in str(refused.value)
     assert stored_state(settings) == (0, 0, set())
 
 

@@ -384,8 +384,7 @@ def test_a_nul_in_a_coco_system_name_from_the_command_is_an_error_naming_system(
     (folder / "red.png").write_bytes(png_bytes())
     results = tmp_path / "bot.json"
     results.write_text(json.dumps([{"image_id": "red.png", "caption": "a red square"}]))
-    stderr = io.StringIO()
-    with pytest.raises(CommandError):
+    with pytest.raises(CommandError) as refused:
         call_command(
             "import_study",
             "--study",
@@ -396,10 +395,10 @@ def test_a_nul_in_a_coco_system_name_from_the_command_is_an_error_naming_system(
             str(results),
             "--system",
             "Bo\x00t",
-            stderr=stderr,
+            stderr=io.StringIO(),
             stdout=io.StringIO(),
         )
-    assert "system contains the control character U+0000" in stderr.getvalue()
+    assert "system contains the control character U+0000" in str(refused.value)
     assert (Image.objects.count(), Caption.objects.count()) == (0, 0)
 
 

@@ -92,9 +92,9 @@ class Command(BaseCommand):
                 progress=None,
             )
         except ServiceError as exc:
-            for error in (exc.details or {}).get("errors", []):
-                self.stderr.write(error)
-            raise CommandError(exc.message) from exc
+            # Every problem with its line in the error itself, as import_ratings says them,
+            # so a caller of call_command reads them too (not only a terminal's stderr).
+            raise CommandError(exc.report()) from exc
         return study, summary
 
     def _study(self, options) -> Study:

@@ -20,7 +20,7 @@ before anything is written, and everything is written in one transaction.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from annotation.errors import Forbidden, InvalidInput
 from annotation.models import Assignment, Caption, Image, Item, Judgment, Participant, Study, User
 from annotation.modes.arena.protocol import BATTLE, IIW_NAMES
 from annotation.services.datasets import fileless_image
+from annotation.services.imports import limits
 from annotation.services.studies import study_create
 from rubrics import battles as readers
 
@@ -59,6 +60,10 @@ class _Row:
     judge: str
     winner: str | None  # LMArena's name from the file's view; None: no overall verdict
     criteria: dict[str, int]  # our keys, from the file's A view
+    line: int = 0
+    # The stored fields as a reader names them: one-line names, and texts (captions).
+    names: dict[str, str | None] = field(default_factory=dict)
+    texts: dict[str, str | None] = field(default_factory=dict)
 
 
 def _read(path: Path, fmt: str) -> tuple[list[_Row], list[str]]:
@@ -79,6 +84,14 @@ def _read(path: Path, fmt: str) -> tuple[list[_Row], list[str]]:
                     b.judge or "dataset-judge",
                     b.winner,
                     {},
+                    b.line,
+                    {
+                        "image": b.image,
+                        "model_a": b.model_a,
+                        "model_b": b.model_b,
+                        "judge": b.judge,
+                    },
+                    {"caption_a": b.caption_a, "caption_b": b.caption_b},
                 )
                 for b in battles
             ]
@@ -94,11 +107,31 @@ def _read(path: Path, fmt: str) -> tuple[list[_Row], list[str]]:
                     "dataset-judge",
                     None,
                     {_CRITERION_KEYS[name]: value for name, value in c.labels.items()},
+                    c.line,
+                    {"image": c.image},
+                    {
+                        f"the {c.system_a} description": c.caption_a,
+                        f"the {c.system_b} description": c.caption_b,
+                    },
                 )
                 for c in comparisons
             ]
     except ValueError as exc:
         raise InvalidInput(f"{path.name}: {exc}", field="file") from exc
+    # What is stored must be storable: a NUL (PostgreSQL), half a surrogate pair (UTF-8).
+    problems = [
+        problem
+        for row in rows
+        for problem in limits.field_problems(
+            f"line {row.line}", {**row.names, **row.texts}, multiline=row.texts
+        )
+    ]
+    if problems:
+        raise InvalidInput(
+            f"{path.name}: " + "; ".join(problems[:20]),
+            field="file",
+            details={"errors": problems},
+        )
     missing = ["image files: the file cites images by id only"]
     if any(row.image.startswith("battle-") for row in rows):
         missing.append("the image of some battles (each gets a placeholder id, battle-<line>)")

@@ -33,6 +33,7 @@ from annotation.services.imports.captions import (
 from annotation.services.imports.limits import json_depth_problem
 from annotation.services.imports.sources import ImportTooLarge
 from annotation.text import shown
+from rubrics import json_text
 
 CAPTIONS_FILE = "the captions file"
 # Python's json parses recursively: thousands of nested brackets exhaust the stack.
@@ -152,6 +153,9 @@ def _read_json(text: str, label: str, errors: list[str]) -> Any:
         errors.append(_json_error(exc, label))
     except RecursionError:
         errors.append(f"{label}: {TOO_DEEP}")
+    except ValueError:
+        # An integer longer than int() reads (issue 45): Python's message has no line.
+        errors.append(f"{json_text.long_number_problem(text)} ({label})")
     return _UNREADABLE
 
 

@@ -88,9 +88,39 @@ def _mark(start, end, text, severity, category, note="") -> dict[str, Any]:
     }
 
 
+def _storable(problems: list[str]) -> None:
+    """ValueError listing the rows' fields that cannot be stored (at most 20), if any."""
+    if problems:
+        more = f"; and {len(problems) - 20} more" if len(problems) > 20 else ""
+        raise ValueError("; ".join(problems[:20]) + more)
+
+
 def _read_mqm(path: Path) -> list[_Judged]:
     judged: dict[tuple[str, str, str, str], _Judged] = {}
-    for row in span_files.read_mqm_tsv(path):
+    rows = span_files.read_mqm_tsv(path)
+    # A NUL reaches PostgreSQL as text and jsonb (issue 45): every stored column, checked.
+    _storable(
+        [
+            problem
+            for row in rows
+            for problem in limits.field_problems(
+                f"line {row.line}",
+                {
+                    "system": row.system,
+                    "doc": row.doc,
+                    "seg_id": row.seg_id,
+                    "rater": row.rater,
+                    "category": row.category,
+                    "severity": row.severity,
+                    "source": row.source,
+                    "target": row.target,
+                    "comment": row.comment,
+                },
+                multiline=("source", "target", "comment"),
+            )
+        ]
+    )
+    for row in rows:
         key = (row.system, row.doc, row.seg_id, row.rater)
         unit = judged.get(key)
         if unit is None:
@@ -113,6 +143,23 @@ def _read_mqm(path: Path) -> list[_Judged]:
 
 def _read_esa(path: Path, batches: Path) -> list[_Judged]:
     rows = span_files.read_esa_csv(path, batches)
+    _storable(
+        [
+            problem
+            for r in rows
+            for problem in limits.field_problems(
+                f"line {r.line}",
+                {
+                    "login": r.login,
+                    "system": r.system,
+                    "item_id": r.item_id,
+                    "sourceText (batches)": r.text.source if r.text else None,
+                    "targetText (batches)": r.text.target if r.text else None,
+                },
+                multiline=("sourceText (batches)", "targetText (batches)"),
+            )
+        ]
+    )
     kept = [
         r
         for r in span_files.latest_judgments(rows)
