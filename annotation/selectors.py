@@ -27,6 +27,7 @@ from annotation.models import (
     Judgment,
     Participant,
     Study,
+    StudyInvitation,
     User,
 )
 from annotation.modes import get_mode
@@ -59,6 +60,22 @@ def studies_for_annotator(user: User) -> QuerySet[Study]:
     if not user.is_authenticated:
         return Study.objects.none()
     return Study.objects.filter(status=Study.Status.LIVE, annotators=user)
+
+
+def invitations_for(user: User) -> QuerySet[StudyInvitation]:
+    """The pending invitations to this account, oldest first, for its start page."""
+    if not user.is_authenticated:
+        return StudyInvitation.objects.none()
+    return StudyInvitation.objects.filter(
+        invitee=user, accepted_at__isnull=True, declined_at__isnull=True
+    ).select_related("study", "invited_by")
+
+
+def study_pending_invitations(study: Study) -> QuerySet[StudyInvitation]:
+    """The study's unanswered invitations, by the name typed (the People page)."""
+    return study.invitations.filter(
+        accepted_at__isnull=True, declined_at__isnull=True
+    ).select_related("invited_by")
 
 
 def job_for_user(user: User, job_id: int) -> Job:

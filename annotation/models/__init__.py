@@ -505,6 +505,7 @@ class Reference(models.Model):
 
 
 from annotation.models.crowd import CrowdCredential, CrowdEvent, CrowdLedgerEntry  # noqa: E402, F401
+from annotation.models.invitations import StudyInvitation  # noqa: E402, F401
 from annotation.models.judge_runs import (  # noqa: E402, F401
     JudgeCacheEntry,
     JudgeEndpoint,

@@ -22,11 +22,11 @@ from annotation.services.studies import (
     study_create,
     study_open,
     study_reopen,
-    study_set_people,
     study_update_settings,
 )
 from annotation.views.access import researcher_required
 from annotation.views.dashboard import crowd_panel_context, dashboard_context
+from annotation.views.people import people_context
 
 
 @require_GET
@@ -35,8 +35,12 @@ def home(request: HttpRequest) -> HttpResponse:
     studies = selectors.studies_with_counts(
         selectors.studies_for_researcher(request.user).select_related("owner")
     ).order_by("-created_at", "-id")
-    to_annotate = selectors.studies_for_annotator(request.user)
-    return render(request, "home.html", {"studies": studies, "to_annotate": to_annotate})
+    context = {
+        "studies": studies,
+        "to_annotate": selectors.studies_for_annotator(request.user),
+        "invitations": selectors.invitations_for(request.user),
+    }
+    return render(request, "home.html", context)
 
 
 def _chosen_mode(request: HttpRequest) -> str:
@@ -129,9 +133,7 @@ def study_detail(request: HttpRequest, study_id: int) -> HttpResponse:
         "counts": selectors.study_counts(study),
         "caption_notes": get_mode(study.mode).caption_notes(study),
         "jobs": selectors.study_jobs_for_user(request.user, study)[:10],
-        "annotator_names": " ".join(study.annotators.values_list("username", flat=True)),
-        "member_names": " ".join(study.members.values_list("username", flat=True)),
-        "may_change_members": request.user.is_staff or request.user.pk == study.owner_id,
+        **people_context(request, study),
         # The captions with their metric scores (every mode), then the mode's own tables.
         "export_extra_tables": export_table_choices(study),
         # The crowd setup panel and the live dashboard (views/dashboard.py).
@@ -227,49 +229,3 @@ def job_download(request: HttpRequest, job_id: int) -> FileResponse:
         raise Http404("This job has no file.")
     path = selectors.job_file_path(job)
     return FileResponse(path.open("rb"), as_attachment=True, filename=path.name)
-
-
-def _names(raw: str) -> list[str]:
-    return [name for name in raw.replace(",", " ").split() if name]
-
-
-@require_http_methods(["GET", "POST"])
-@researcher_required
-def study_people(request: HttpRequest, study_id: int) -> HttpResponse:
-    """Set the study's annotators (and, for its owner, the researchers who share it).
-
-    A GET (a bookmarked or reloaded form address) goes to the study page's People section
-    rather than an empty 405.
-
-    A refused name is shown under its field with every typed name kept: in the People
-    form itself (htmx swaps it), or, without JavaScript, on a page holding that form.
-    """
-    study = selectors.study_for_researcher(request.user, study_id)
-    if request.method == "GET":
-        return redirect(reverse("study_detail", args=[study.pk]) + "#people-heading")
-    members = _names(request.POST["members"]) if "members" in request.POST else None
-    context = {
-        "study": study,
-        "annotator_names": request.POST.get("annotators", ""),
-        "member_names": request.POST.get("members", ""),
-        "may_change_members": request.user.is_staff or request.user.pk == study.owner_id,
-    }
-    try:
-        study_set_people(
-            study=study,
-            changed_by=request.user,
-            annotators=_names(request.POST.get("annotators", "")),
-            members=members,
-        )
-    except ServiceError as exc:
-        context["people_errors"] = {exc.field or "annotators": exc.message}
-        if request.htmx:  # htmx swaps only 2xx answers
-            return render(request, "studies/_people.html", context)
-        return render(request, "studies/people.html", context, status=exc.status)
-    if request.htmx:
-        context["annotator_names"] = " ".join(study.annotators.values_list("username", flat=True))
-        context["member_names"] = " ".join(study.members.values_list("username", flat=True))
-        context["people_saved"] = True
-        return render(request, "studies/_people.html", context)
-    messages.success(request, "People saved.")
-    return redirect("study_detail", study_id=study.pk)

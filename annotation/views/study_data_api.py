@@ -1,8 +1,9 @@
 """The API's study data endpoints: import images and captions, import references, set people.
 
 Thin views over the services the pages use (``import_request``, ``references_request``,
-``study_set_people``), so the API and the pages refuse the same things the same way. Access
-as the pages: the owner or a member; anyone else gets 404 (``selectors.study_for_researcher``).
+``study_set_people``, which invites new people), so the API and the pages refuse the same
+things the same way. Access as the pages: the owner or a member; anyone else gets 404
+(``selectors.study_for_researcher``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from annotation.models import Caption, Study
 from annotation.serializers import JobOutput
 from annotation.services.imports import COCO_FORMAT, CSV_FORMAT, import_request
 from annotation.services.imports.references import FORMATS, references_request
-from annotation.services.studies import study_set_people
+from annotation.services.people import NAME_MAX_CHARS, study_set_people
 from annotation.tasks import enqueue
 
 
@@ -117,20 +118,45 @@ class StudyReferencesApi(APIView):
 
 class PeopleSerializer(serializers.Serializer):
     annotators = serializers.ListField(
-        child=serializers.CharField(max_length=150),
+        child=serializers.CharField(max_length=NAME_MAX_CHARS),
         max_length=5000,
-        help_text="User names of the registered annotators.",
+        help_text="User names or e-mail addresses of the registered annotators: a new one is "
+        "invited (see ``invited``), one left out is removed or its invitation withdrawn.",
     )
     members = serializers.ListField(
-        child=serializers.CharField(max_length=150),
+        child=serializers.CharField(max_length=NAME_MAX_CHARS),
         max_length=500,
         required=False,
-        help_text="User names of the researchers sharing the study (owner only; "
-        "omit to keep them).",
+        help_text="User names or e-mail addresses of the researchers sharing the study, "
+        "invited the same way (owner only; omit to keep them).",
     )
 
     class Meta:
         ref_name = "StudyPeople"
+
+
+class InvitationOutput(serializers.Serializer):
+    name = serializers.CharField(help_text="The user name or e-mail address as sent.")
+    role = serializers.ChoiceField(choices=["annotator", "member"])
+    invited_by = serializers.CharField(source="invited_by.username", allow_null=True)
+    created_at = serializers.DateTimeField()
+
+
+class PeopleOutput(serializers.Serializer):
+    annotators = serializers.ListField(
+        child=serializers.CharField(), help_text="User names of those who accepted."
+    )
+    members = serializers.ListField(
+        child=serializers.CharField(), help_text="User names of those who accepted."
+    )
+    invited = InvitationOutput(
+        many=True,
+        help_text="Invitations not answered yet. An invitation reaches an account only if "
+        "one fits the name; the answer is the same either way.",
+    )
+
+    class Meta:
+        ref_name = "StudyPeopleAnswer"
 
 
 class StudyPeopleApi(APIView):
@@ -138,21 +164,25 @@ class StudyPeopleApi(APIView):
 
     @staticmethod
     def _people(study: Study) -> dict:
-        return {
-            "annotators": sorted(study.annotators.values_list("username", flat=True)),
-            "members": sorted(study.members.values_list("username", flat=True)),
-        }
+        return PeopleOutput(
+            {
+                "annotators": sorted(study.annotators.values_list("username", flat=True)),
+                "members": sorted(study.members.values_list("username", flat=True)),
+                "invited": selectors.study_pending_invitations(study),
+            }
+        ).data
 
-    @extend_schema(responses=PeopleSerializer)
+    @extend_schema(responses=PeopleOutput)
     def get(self, request, study_id: int):
-        """Who annotates the study and who shares it, by user name."""
+        """Who annotates the study and who shares it, by user name, and who is invited."""
         study = selectors.study_for_researcher(request.user, study_id)
         return Response(self._people(study))
 
-    @extend_schema(request=PeopleSerializer, responses=PeopleSerializer)
+    @extend_schema(request=PeopleSerializer, responses=PeopleOutput)
     def put(self, request, study_id: int):
-        """Set the annotators (and, for the owner, the members); an unknown or ineligible
-        name refuses them all (400 naming the field) and changes nothing."""
+        """Set the annotators (and, for the owner, the members): new names are invited and
+        join when they accept; a name that is not a user name or e-mail address refuses
+        them all (400 naming the field) and changes nothing."""
         study = selectors.study_for_researcher(request.user, study_id)
         data = PeopleSerializer(data=request.data)
         data.is_valid(raise_exception=True)

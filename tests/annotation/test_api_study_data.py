@@ -10,6 +10,7 @@ from PIL import Image as PILImage
 from annotation.models import Caption, Image, Job, Reference, Study
 from annotation.services.assignments import assignment_next
 from annotation.services.judgments import judgment_submit
+from annotation.services.people import invitation_accept
 from tests.factories.core import crowd_participant, rating_study
 
 pytestmark = pytest.mark.django_db
@@ -146,20 +147,29 @@ def test_references_input_and_access_are_checked(api, make_study, other_research
     assert not Job.objects.exists()
 
 
-def test_people_are_read_and_set_by_name(api, make_study, make_user, other_researcher):
+def test_people_are_read_and_invited_by_name(api, make_study, make_user, other_researcher):
     study = make_study("vicr")
-    make_user("ann1")
-    make_user("ann2")
+    ann1, ann2 = make_user("ann1"), make_user("ann2")
     url = reverse("api_study_people", args=[study.pk])
 
-    assert api.get(url).json() == {"annotators": [], "members": []}
+    assert api.get(url).json() == {"annotators": [], "members": [], "invited": []}
     body = {"annotators": ["ann2", "ann1"], "members": [other_researcher.username]}
     saved = api.put(url, body, content_type="application/json")
 
     assert saved.status_code == 200, saved.content
-    expected = {"annotators": ["ann1", "ann2"], "members": [other_researcher.username]}
-    assert saved.json() == expected == api.get(url).json()
-    assert set(study.annotators.values_list("username", flat=True)) == {"ann1", "ann2"}
+    assert saved.json() == api.get(url).json()
+    assert saved.json()["annotators"] == [] and saved.json()["members"] == []
+    invited = [(row["name"], row["role"], row["invited_by"]) for row in saved.json()["invited"]]
+    assert invited == [
+        ("ann2", "annotator", "rita"),
+        ("ann1", "annotator", "rita"),
+        (other_researcher.username, "member", "rita"),
+    ]
+    for user in (ann1, ann2):
+        invitation_accept(invitation_id=user.study_invitations.get().pk, user=user)
+    answer = api.put(url, body, content_type="application/json").json()
+    assert answer["annotators"] == ["ann1", "ann2"]
+    assert [row["name"] for row in answer["invited"]] == [other_researcher.username]
 
 
 def test_bad_people_are_refused_naming_the_field_and_nothing_changes(
@@ -170,15 +180,15 @@ def test_bad_people_are_refused_naming_the_field_and_nothing_changes(
     url = reverse("api_study_people", args=[study.pk])
     api.put(url, {"annotators": ["ann1"]}, content_type="application/json")
 
-    unknown = api.put(url, {"annotators": ["ann1", "ghost"]}, content_type="application/json")
-    assert unknown.status_code == 400 and "ghost" in unknown.json()["annotators"][0]
-    not_researcher = api.put(
-        url, {"annotators": [], "members": ["ann1"]}, content_type="application/json"
+    malformed = api.put(url, {"annotators": ["ann1", "gh ost"]}, content_type="application/json")
+    assert malformed.status_code == 400 and "gh ost" in malformed.json()["annotators"][0]
+    bad_member = api.put(
+        url, {"annotators": [], "members": ["<b>"]}, content_type="application/json"
     )
-    assert not_researcher.status_code == 400 and "members" in not_researcher.json()
+    assert bad_member.status_code == 400 and "members" in bad_member.json()
     wrong_type = api.put(url, {"annotators": "ann1"}, content_type="application/json")
     assert wrong_type.status_code == 400 and "annotators" in wrong_type.json()
-    assert list(study.annotators.values_list("username", flat=True)) == ["ann1"]
+    assert list(study.invitations.values_list("name", flat=True)) == ["ann1"]
 
 
 def test_a_member_sets_annotators_but_not_members_and_a_rival_gets_404(

@@ -18,7 +18,7 @@ import pytest
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from annotation.models import Judgment, Participant, Study, User
+from annotation.models import Judgment, Participant, Study
 from annotation.services.assignments import assignment_next
 from annotation.services.judgments import judgment_submit
 from annotation.services.participants import participant_for_user
@@ -58,9 +58,13 @@ def basic(username, password):
     return f"Basic {token}"
 
 
-def alert(response) -> str:
-    """The text of the page's error message."""
-    match = re.search(r'<p class="error" role="alert">(.*?)</p>', response.content.decode(), re.S)
+def alert(response, kind: str = "error") -> str:
+    """The text of the page's error message (or, for ``success``, its flash message)."""
+    pattern = {
+        "error": r'<p class="error" role="alert">(.*?)</p>',
+        "success": r'<li class="success">(.*?)</li>',
+    }[kind]
+    match = re.search(pattern, response.content.decode(), re.S)
     return match.group(1).strip()
 
 
@@ -314,22 +318,23 @@ def test_the_people_form_does_not_tell_which_accounts_exist_or_their_roles(
     gone = make_user("gone")
     gone.is_active = False
     gone.save()
-    carla = make_user("carla", researcher=True)
+    make_user("carla", researcher=True)
     client.force_login(researcher)
     url = reverse("study_people", args=[study.pk])
 
     answers = {}
-    for name in ("ghost", "gone"):
-        response = client.post(url, {"annotators": f"anna2 {name}"})
-        assert response.status_code == 400
-        answers[name] = alert(response).replace(name, "NAME")
+    for name in ("ghost", "gone", "anna2", "carla"):
+        response = client.post(url, {"annotators": name}, follow=True)
+        answers[name] = alert(response, "success").replace(name, "NAME")
+        client.post(url, {"annotators": ""}, follow=True)  # withdrawn again
 
-    # One sentence whether the account is missing or disabled.
-    assert set(answers.values()) == {"Not annotators here: NAME."}
+    # One sentence whether the account is missing, disabled, an annotator or a researcher
+    # (issue 45, row 11): every name is invited, and only an account that fits can answer.
+    assert set(answers.values()) == {
+        "People saved. Invited: NAME. Each joins when they accept the invitation on their "
+        "start page."
+    }
     assert not study.annotators.exists()
-    # A researcher may pilot the study as an annotator.
-    assert client.post(url, {"annotators": "anna2 carla"}).status_code == 302
-    assert set(study.annotators.all()) == {carla, User.objects.get(username="anna2")}
 
 
 def test_members_named_wrongly_get_one_answer_whether_missing_or_not_researchers(
@@ -337,13 +342,21 @@ def test_members_named_wrongly_get_one_answer_whether_missing_or_not_researchers
 ):
     study = make_study("vicr")
     make_user("anna2")
+    make_user("carla", researcher=True)
     client.force_login(researcher)
     url = reverse("study_people", args=[study.pk])
 
-    missing = alert(client.post(url, {"annotators": "", "members": "ghost"}))
-    plain = alert(client.post(url, {"annotators": "", "members": "anna2"}))
+    answers = [
+        alert(client.post(url, {"annotators": "", "members": name}, follow=True), "success")
+        for name in ("ghost", "anna2", "carla")
+    ]
 
-    assert (missing, plain) == ("Not researchers: ghost.", "Not researchers: anna2.")
+    assert answers == [
+        f"People saved. Invited: {name}. Each joins when they accept the invitation on their "
+        "start page."
+        for name in ("ghost", "anna2", "carla")
+    ]
+    assert not study.members.exists()
 
 
 # ---------------------------------------------------------------------- bad input

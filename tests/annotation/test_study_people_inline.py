@@ -23,15 +23,15 @@ def test_an_unknown_name_is_shown_under_annotators_with_the_typed_names_kept(
     study = make_study("vicr")
     make_user("anna2")
     client.force_login(researcher)
-    typed = "anna2, ghost  bob-typo"
+    typed = "anna2, ghost  bob/typo"
     response = client.post(reverse("study_people", args=[study.pk]), {"annotators": typed})
 
     html = response.content.decode()
     assert response.status_code == 400
     assert textarea(html, "annotators") == typed
-    assert error_under(html, "annotators") == "Not annotators here: bob-typo, ghost."
+    assert error_under(html, "annotators") == "Not a user name or e-mail address: bob/typo."
     assert 'aria-invalid="true"' in html
-    assert not study.annotators.exists()
+    assert not study.invitations.exists()
 
 
 def test_with_htmx_the_form_itself_comes_back_with_the_error_and_the_names(
@@ -42,20 +42,20 @@ def test_with_htmx_the_form_itself_comes_back_with_the_error_and_the_names(
     client.force_login(researcher)
     response = client.post(
         reverse("study_people", args=[study.pk]),
-        {"annotators": "anna2", "members": "nobody here"},
+        {"annotators": "anna2", "members": "nobody (here)"},
         HTTP_HX_REQUEST="true",
     )
     html = response.content.decode()
     assert response.status_code == 200, "htmx swaps only 2xx answers"
     assert html.lstrip().startswith("<form") and "<html" not in html
     assert textarea(html, "annotators") == "anna2"
-    assert textarea(html, "members") == "nobody here"
-    assert error_under(html, "members") == "Not researchers: here, nobody."
+    assert textarea(html, "members") == "nobody (here)"
+    assert error_under(html, "members") == "Not a user name or e-mail address: (here)."
     assert 'id="annotators_error"' not in html
-    assert not study.annotators.exists() and not study.members.exists()
+    assert not study.invitations.exists()
 
 
-def test_saving_with_htmx_answers_the_form_with_the_saved_names(
+def test_saving_with_htmx_answers_the_form_with_the_invited_names(
     client, researcher, make_user, make_study
 ):
     study = make_study("vicr")
@@ -65,6 +65,7 @@ def test_saving_with_htmx_answers_the_form_with_the_saved_names(
         reverse("study_people", args=[study.pk]), {"annotators": "anna2"}, HTTP_HX_REQUEST="true"
     )
     html = response.content.decode()
-    assert response.status_code == 200 and "People saved." in html
+    assert response.status_code == 200 and "People saved. Invited: anna2." in html
     assert textarea(html, "annotators") == "anna2"
-    assert list(study.annotators.values_list("username", flat=True)) == ["anna2"]
+    assert "anna2 as annotator" in html, "listed as invited"
+    assert not study.annotators.exists()
