@@ -162,25 +162,50 @@ def test_a_researcher_runs_a_study_from_the_settings_form_to_the_report(
     assert saved.read_text(encoding="utf-8").lstrip().startswith(("<?xml", "<svg"))
 
 
-def test_the_people_form_shows_an_unknown_name_in_place_keeping_the_names(
+def test_the_people_form_invites_and_the_invitee_accepts_on_the_start_page(
     page, researcher, login, make_study, make_user
 ):
+    """Issue 45, rows 11 and 12: names are typed, never picked from a list; each new one is
+    invited with the same answer whether an account has it, and joins on accepting."""
     study = make_study("vicr", name="People study")
-    make_user("anna2")
+    anna = make_user("anna2")
     login(page, researcher)
     page.goto(f"/studies/{study.pk}/")
     page.evaluate("window.notReloaded = true")  # gone if the page were replaced
+    people = page.locator("#people-form")
+    expect(people.locator("select, datalist, [list]")).to_have_count(0)
 
     annotators = page.get_by_label("Registered annotators", exact=False)
-    annotators.fill("anna2 ghost")
+    annotators.fill("anna2 gh/ost")
     page.get_by_role("button", name="Save people").click()
-    expect(page.locator("#annotators_error")).to_have_text("Not annotators here: ghost.")
-    expect(page.get_by_label("Registered annotators", exact=False)).to_have_value("anna2 ghost")
+    expect(page.locator("#annotators_error")).to_have_text(
+        "Not a user name or e-mail address: gh/ost."
+    )
+    expect(page.get_by_label("Registered annotators", exact=False)).to_have_value("anna2 gh/ost")
     assert page.evaluate("window.notReloaded === true"), "swapped by htmx, not a new page"
     check_page(page, "study page with a People error")
+
+    page.get_by_label("Registered annotators", exact=False).fill("anna2 ghost")
+    page.get_by_role("button", name="Save people").click()
+    expect(people.get_by_role("status")).to_have_text(
+        "People saved. Invited: anna2, ghost. Each joins when they accept the invitation on "
+        "their start page."
+    )
+    invited = page.get_by_role("list", name="Invited, not answered yet")
+    expect(invited.get_by_role("listitem")).to_have_count(2)
+    expect(invited).to_contain_text("anna2 as annotator, invited by rita")
+    check_page(page, "study page with pending invitations")
     assert not study.annotators.exists()
 
-    page.get_by_label("Registered annotators", exact=False).fill("anna2")
-    page.get_by_role("button", name="Save people").click()
-    expect(page.locator("#people-form")).to_contain_text("People saved.")
+    page.context.clear_cookies()
+    login(page, anna)
+    page.goto("/")
+    expect(page.get_by_role("heading", name="Invitations")).to_be_visible()
+    expect(page.locator("main")).to_contain_text("rita invites you to People study")
+    check_page(page, "start page with an invitation")
+    page.get_by_role("button", name="Accept the invitation to People study").focus()
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("status")).to_contain_text("You joined People study as an annotator.")
+    expect(page.get_by_role("heading", name="Invitations")).to_have_count(0)
+    check_page(page, "start page after accepting")
     assert list(study.annotators.values_list("username", flat=True)) == ["anna2"]

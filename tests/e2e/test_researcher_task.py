@@ -132,10 +132,9 @@ def test_the_whole_researcher_task(page, login, researcher, make_user, tmp_path,
     fits(page, "metrics page, references imported")
 
     people = {"annotators": [first.username, second.username]}
-    assert api(page, "PUT", f"/api/studies/{study['id']}/people/", data=people) == {
-        **people,
-        "members": [],
-    }
+    invited = api(page, "PUT", f"/api/studies/{study['id']}/people/", data=people)
+    assert (invited["annotators"], invited["members"]) == ([], [])
+    assert [row["name"] for row in invited["invited"]] == people["annotators"]
     assert api(page, "POST", f"/api/studies/{study['id']}/open/")["status"] == "live"
     public_id = Study.objects.get(pk=study["id"]).public_id
     researcher_cookies = page.context.cookies()
@@ -143,6 +142,10 @@ def test_the_whole_researcher_task(page, login, researcher, make_user, tmp_path,
     for person in (first, second):
         page.context.clear_cookies()
         login(page, person)
+        # Each accepts the invitation on their start page (issue 45, row 12).
+        page.goto("/")
+        page.get_by_role("button", name="Accept the invitation to Colours").click()
+        expect(page.get_by_role("link", name="Colours")).to_be_visible()
         page.goto(f"/s/{public_id}/next/")
         answer(page, study)
     page.context.clear_cookies()
