@@ -31,6 +31,7 @@ from django.core.exceptions import ValidationError
 from django.utils.deconstruct import deconstructible
 
 from annotation.errors import ServiceError
+from rubrics import json_text
 
 # The forbidden characters as one class, so a 1,000-character caption is checked in C.
 _ALWAYS = "\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff"
@@ -80,6 +81,18 @@ def text_problem(value: str, *, max_length: int | None, multiline: bool = False)
     return f"contains the control character U+{code:04X}"
 
 
+def text_pattern(*, multiline: bool = False, nonblank: bool = False) -> str:
+    """What ``text_problem`` accepts, as the OpenAPI schema's ``pattern`` (ECMA-262): no
+    forbidden character (lone surrogates left out: JSON and UTF-8 cannot carry them) and,
+    ``nonblank``, one character that is not white space (DRF trims, then refuses blank)."""
+    forbidden = r"\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069"
+    if not multiline:
+        forbidden += r"\t\n\r\u2028\u2029"
+    if nonblank:
+        return rf"^[^{forbidden}]*[^{forbidden}\s][^{forbidden}]*$"
+    return rf"^[^{forbidden}]*$"
+
+
 def clean_text(value: str, *, field: str, max_length: int, multiline: bool = False) -> str:
     """``value`` if it may be stored in ``field``; else ServiceError naming the field."""
     problem = text_problem(value, max_length=max_length, multiline=multiline)
@@ -123,37 +136,17 @@ class TextValidator:
 #: raises RecursionError (not ValueError), which was a 500 (issue 45).
 MAX_ANSWER_DEPTH = 32
 
-# An escape (skipped, so an escaped quote does not end a string), a quote or a bracket: the
-# value is read once, in linear time whatever it holds (an unclosed quote backtracks nothing).
-_JSON_TOKEN = re.compile(r'\\.|["\[\]{}]', re.S)
-
 
 def nesting_problem(value: str, *, max_depth: int = MAX_ANSWER_DEPTH) -> str | None:
     """What is wrong with ``value`` if it nests lists or objects (``[`` and ``{`` outside
     JSON strings) deeper than ``max_depth``, to follow the field's name, or None.
 
-    Linear and without recursion, so it can run before any parser does.
+    Linear and without recursion (``rubrics.json_text``, the importers' scan too), so it
+    can run before any parser does.
     """
-    depth = 0
-    inside = False
-    for match in _JSON_TOKEN.finditer(value):
-        token = match.group()
-        if token[0] == "\\":
-            continue
-        if token == '"':
-            inside = not inside
-        elif inside:
-            continue
-        elif token in "[{":
-            depth += 1
-            if depth > max_depth:
-                return (
-                    f"is nested too deeply (more than {max_depth} lists or objects inside "
-                    "each other)"
-                )
-        else:
-            depth = max(0, depth - 1)
-    return None
+    if json_text.too_deep_at(value, max_depth) is None:
+        return None
+    return f"is nested too deeply (more than {max_depth} lists or objects inside each other)"
 
 
 def _strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
