@@ -30,7 +30,7 @@ def every_study_caption_word(study) -> tuple[str, ...]:
 def test_gold_battles_of_one_study_build_its_vocabulary_once(researcher):
     study = arena_study(
         researcher, systems=("Human", "beta", "gamma"), images=30, catch_rate=0.5,
-        catch_min_seen=100,
+        catch_min_seen=100, completion_battles=200,
     )  # fmt: skip
     people = [worker(study), worker(study)]
     with mock.patch.object(tf, "vocabulary", wraps=tf.vocabulary) as built:

@@ -280,6 +280,7 @@ def test_gold_battles_always_alter_the_caption_even_with_human_captions(research
         images=30,
         catch_rate=0.5,
         catch_min_seen=100,
+        completion_battles=200,
     )
     person = worker(study)
     for _ in range(25):
@@ -548,7 +549,7 @@ def test_the_report_page_and_figures_render(client, researcher):
     ],
 )
 def test_the_researcher_pages_of_an_arena_study_render(client, researcher, page):
-    study = arena_study(researcher, catch_rate=0.5, catch_min_seen=50)
+    study = arena_study(researcher, catch_rate=0.5, catch_min_seen=50, completion_battles=100)
     for person in [worker(study) for _ in range(2)]:
         for _ in range(4):
             judge(person, "a")
@@ -572,7 +573,9 @@ def test_the_new_study_page_offers_the_arena(client, researcher):
 
 
 def test_the_export_has_one_row_per_battle_with_sides_and_gold(researcher, tmp_path):
-    study = arena_study(researcher, images=20, catch_rate=0.5, catch_min_seen=50)
+    study = arena_study(
+        researcher, images=20, catch_rate=0.5, catch_min_seen=50, completion_battles=100
+    )
     person = worker(study)
     for _ in range(12):
         judge(person, "b")
@@ -655,6 +658,7 @@ def test_serving_a_battle_costs_the_same_queries_whatever_the_history(researcher
         # An always-"a" worker misses gold battles; flagged, they would be served nothing
         # more (the catch rule): the rule stays off here, the gold bookkeeping stays on.
         catch_min_seen=1000,
+        completion_battles=2000,
     )
     person = worker(study)
     for _ in range(3):
@@ -690,3 +694,185 @@ def test_serving_a_battle_costs_the_same_queries_whatever_the_history(researcher
         assert lease is not None, "the worker was served nothing more"
     late = serve_queries()
     assert early == late
+
+
+# ------------------------------------------------------------------ attack: constant answers
+# Issue 45, row 4: a bot answering one outcome on every battle earned the completion code
+# (at 20 battles) before the gold rule applied (3 gold battles seen, reached after 28-56),
+# and the report's position-bias check never flags a constant tie. Each worker is a test
+# client of its own, entering through the crowd link and answering through the pages.
+
+CODE = "ARENA-PAID-45"
+
+
+def constant(outcome):
+    return lambda lease: outcome
+
+
+def honest(lease):
+    """An attentive worker: the real caption of a gold battle wins; a battle goes to the
+    system of the better rank (not the name's order, so both canonical sides win), with a
+    tie on some images, and the verdict given for the side the page shows it on."""
+    item = lease.item
+    if item.kind == CATCH:
+        canonical = "a"
+    elif item.image_id % 6 == 0:
+        return "tie"
+    else:
+        rank = {"gamma": 0, "alpha": 1, "delta": 2, "beta": 3}
+        canonical = "a" if rank[item.spec["system_a"]] < rank[item.spec["system_b"]] else "b"
+    if shown_left(lease) == "a":
+        return canonical
+    return "b" if canonical == "a" else "a"
+
+
+def crowd_play(study, pid, address, choose, *, limit=30):
+    """Follow the crowd link as ``pid`` and answer with ``choose(lease)`` until nothing is
+    left or ``limit`` answers; the number of answers after which the completion code was
+    first on a page (None: never), and the pages' last HTML."""
+    client = Client(REMOTE_ADDR=address)
+    arrive(client, study, pid)
+    answered = 0
+    code_after = None
+    html = ""
+    for _ in range(limit + 1):
+        html = client.get(next_url(study)).content.decode()
+        if CODE in html and code_after is None:
+            code_after = answered
+        if "/submit/" not in html or answered == limit:
+            break
+        lease = Assignment.objects.get(token=token_on(html))
+        page = client.post(
+            reverse("participate_submit", args=[study.public_id, lease.token]),
+            {"part": "0", "outcome": choose(lease)},
+        )
+        assert page.status_code == 302, page.content[:300]
+        answered += 1
+    if CODE in html and code_after is None:
+        code_after = answered
+    return code_after, html
+
+
+def attack_study(researcher, **settings):
+    # The arena's default checks (gold rate, rule, code after 20 battles); 36 images of
+    # 4 systems, so nobody runs out of battles before 30 answers (one image each).
+    return arena_study(
+        researcher,
+        systems=("alpha", "beta", "gamma", "delta"),
+        images=36,
+        completion_code=CODE,
+        bootstrap_rounds=20,
+        **settings,
+    )
+
+
+@pytest.mark.parametrize("outcome", ["a", "tie", "bothbad"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_constant_outcome_bot_never_sees_the_completion_code(researcher, outcome, seed):
+    study = attack_study(researcher, seed=seed)
+
+    code_after, last = crowd_play(study, f"bot-{outcome}", "10.45.4.1", constant(outcome))
+
+    person = Participant.objects.get(study=study, external_id=f"bot-{outcome}")
+    assert code_after is None, f"the {outcome!r} bot saw the code after {code_after} answers"
+    assert person.completed_at is None
+    # Its answers are kept, flagged excluded, and the page says it earned no code.
+    assert Judgment.objects.filter(participant=person).exists()
+    assert not Judgment.objects.filter(participant=person, excluded=False).exists()
+    assert "You have not earned this study's completion code" in last
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_an_honest_worker_beside_the_bots_earns_the_code_at_the_count(researcher, seed):
+    study = attack_study(researcher, seed=seed)
+    for n, outcome in enumerate(["a", "tie", "bothbad"]):
+        crowd_play(study, f"bot-{outcome}", f"10.45.5.{n + 1}", constant(outcome))
+
+    code_after, _ = crowd_play(study, "honest", "10.45.5.9", honest)
+
+    person = Participant.objects.get(study=study, external_id="honest")
+    gold = Judgment.objects.filter(participant=person, item__kind=CATCH)
+    needed = MODE.settings(study).completion_battles
+    # The code comes at the count (gold battles are part of it), after the gold rule had
+    # enough gold battles to judge the worker: scheduled early, within the count.
+    assert code_after == needed
+    assert person.completed_at is not None
+    assert gold.count() >= MODE.settings(study).catch_min_seen
+    assert not Judgment.objects.filter(participant=person, excluded=True).exists()
+    # The report names every bot beside the position bias; the honest worker is not flagged.
+    report = run_report(study, researcher)
+    rows = {row["participant"]: row for row in report["position_bias"]["workers"]}
+    names = dict(Participant.objects.filter(study=study).values_list("external_id", "pseudonym"))
+    for outcome in ("a", "tie", "bothbad"):
+        row = rows[names[f"bot-{outcome}"]]
+        assert row["flagged"] and row["outcome"] == outcome and row["share"] == 1.0
+        assert row["constant"] and row["position"] == (outcome == "a")
+    assert not rows[names["honest"]]["flagged"]
+    # The report page shows the rule beside the position bias, naming each bot's answer.
+    reader = Client()
+    reader.force_login(researcher)
+    html = reader.get(reverse("study_report", args=[study.pk])).content.decode()
+    table = html[html.index('id="arena-worker-checks"') :]
+    table = table[: table.index("</table>")]
+    assert "more than 90% of at least 10 answers" in html
+    for outcome, label in (("tie", "Tie: both are good"), ("bothbad", "Tie: both are bad")):
+        cells = table[table.index(f"<td>{names[f'bot-{outcome}']}</td>") :].split("</tr>")[0]
+        assert label in cells and "constant answer" in cells
+    cells = table[table.index(f"<td>{names['bot-a']}</td>") :].split("</tr>")[0]
+    assert "position bias, constant answer" in cells
+
+
+def test_a_bot_in_a_study_that_pays_screen_outs_gets_the_screen_out_code(researcher):
+    study = attack_study(researcher, screen_out_code="ARENA-SCREEN-45")
+
+    code_after, last = crowd_play(study, "bot-screened", "10.45.6.1", constant("a"))
+
+    person = Participant.objects.get(study=study, external_id="bot-screened")
+    assert code_after is None and person.completed_at is None
+    assert "ARENA-SCREEN-45" in last
+    assert any(flag["kind"] == "screened_out" for flag in person.flags)
+
+
+def test_the_checks_before_the_code_are_settings_with_bounds(researcher):
+    defaults = MODE.clean_settings({})
+    assert defaults["answer_max_share"] == 0.9
+    assert defaults["catch_min_seen"] == 4 and defaults["completion_battles"] == 20
+    for bad in ({"answer_max_share": 0.4}, {"answer_max_share": 1.01}):
+        with pytest.raises(ServiceError) as refused:
+            MODE.clean_settings(bad)
+        assert refused.value.field == "answer_max_share"
+    # The gold battles the rule needs must fit before the code's count, with a battle
+    # before each: 5 gold battles need 10 answers.
+    with pytest.raises(ServiceError) as refused:
+        MODE.clean_settings({"catch_min_seen": 5, "completion_battles": 9})
+    assert refused.value.field == "completion_battles"
+    assert MODE.clean_settings({"catch_min_seen": 5, "completion_battles": 10})
+    # Without gold battles there is nothing to fit.
+    assert MODE.clean_settings({"catch_rate": 0, "catch_min_seen": 50})
+
+
+def test_honest_simulated_workers_earn_the_code_under_the_default_checks(researcher):
+    # The arena's defaults (gold battles at 10%, 4 before the rule, the code after 20
+    # answers, one answer on at most 90%); the demo's systems, a human caption among them.
+    study = arena_study(
+        researcher,
+        systems=("Human", "good-one", "mid-one", "bad-one"),
+        images=40,
+        battle_target=3,
+        bootstrap_rounds=20,
+        seed=3,
+    )
+
+    summary = crowd_simulate(study=study, workers=6, seed=3)
+
+    assert summary.refusals == {}
+    crowd = Participant.objects.filter(study=study)
+    assert crowd.count() == 6
+    for person in crowd:
+        gold = Judgment.objects.filter(participant=person, item__kind=CATCH)
+        assert person.completed_at is not None, (person.external_id, person.state, person.flags)
+        assert gold.count() >= 4
+        assert not any(flag["kind"] == "answer_pattern" for flag in person.flags)
+    report = run_report(study, researcher)
+    assert report["leaderboard"][0]["system"] == "Human"
+    assert not any(row["flagged"] for row in report["position_bias"]["workers"])

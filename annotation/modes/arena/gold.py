@@ -27,17 +27,20 @@ def new_gold_item(
     gammas: tuple[float, ...],
     caption_ids_of: Any,
     draw: int,
+    due: bool = False,
 ) -> Item | None:
-    """Maybe a new gold battle for the worker (unsaved), drawn at ``rate``.
+    """Maybe a new gold battle for the worker (unsaved), drawn at ``rate``; ``due``: one
+    the schedule wants now (``integrity.gold_due``), made whatever the draw.
 
     ``draw`` numbers the worker's battles, so one study seed, worker and count give one
     decision and one battle. The source is a study caption of an image the worker was never
-    shown (``caption_ids_of`` maps an item spec to the captions of its image); T_RC's text
-    is a caption of another such image, a human one when there is one.
+    shown (``caption_ids_of`` maps an item spec to the captions of its image), a human one
+    when there is one; T_RC's text is a caption of another such image, also human if any.
     """
     study = participant.study
     rng = np.random.default_rng([study.seed, participant.pk, draw, 0xCA7C])
-    if rng.random() >= rules.insert_probability(rate):
+    # Drawn even when due: one seed, one sequence for the choices below.
+    if rng.random() >= rules.insert_probability(rate) and not due:
         return None
     if catch.pending(participant).exists():
         return None
@@ -51,7 +54,12 @@ def new_gold_item(
     unseen = [row for row in captions if row[0] not in seen]
     if not unseen:
         return None
-    source = unseen[int(rng.integers(len(unseen)))]
+    # A human caption where the study has one: a gold battle's real caption must be one an
+    # honest worker prefers. A wrong system caption against its alteration is fairly
+    # answered "both bad", and now that the code waits for the gold rule (issue 45) that
+    # would cost an honest worker the code.
+    sources = [row for row in unseen if row[2] == Caption.HUMAN] or unseen
+    source = sources[int(rng.integers(len(sources)))]
     others = [row for row in unseen if row[1] != source[1] and row[2] == Caption.HUMAN]
     if not others:
         others = [row for row in unseen if row[1] != source[1]]

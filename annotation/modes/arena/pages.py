@@ -14,6 +14,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from annotation.models import Assignment, Caption, Participant
+from annotation.modes.arena import integrity
 from annotation.modes.arena.protocol import (
     CATCH,
     CRITERION_LABELS,
@@ -30,6 +31,7 @@ OUTCOME_KEYS = {"a": "1", "b": "2", "tie": "3", "bothbad": "4"}
 
 class ArenaPages(Pages):
     item_template = "modes/arena/item.html"
+    finished_template = "modes/arena/finished.html"
     keeps_answers = True
 
     def parse_form(self, post: dict[str, Any], part: int) -> dict[str, Any]:
@@ -60,7 +62,6 @@ class ArenaPages(Pages):
         waited = (timezone.now() - assignment.served_at).total_seconds()
         remaining = max(0.0, float(config.min_seconds) - waited)
         answers = answers or {}
-        battles = (participant.state or {}).get("battles", 0)
         return {
             "left": {"text": left, "words": len(left.split())},
             "right": {"text": right, "words": len(right.split())},
@@ -91,8 +92,14 @@ class ArenaPages(Pages):
             else [],
             "remaining_seconds": math.ceil(remaining * 10) / 10,
             "minimum_seconds": config.min_seconds,
-            "battles_done": battles,
-            "battles_needed": config.completion_battles
+            # Gold battles count: they look like any battle, and a count that skipped them
+            # would tell the worker which answers were checked.
+            "battles_done": integrity.answered(participant.state),
+            "battles_needed": integrity.needed(config)
             if participant.source != Participant.Source.ACCOUNT
             else None,
         }
+
+    def finished_context(self, participant: Participant) -> dict[str, Any]:
+        """Why nothing more is served, when the answer-pattern rules flagged them."""
+        return {"pattern_failed": integrity.flag_reason(participant)}

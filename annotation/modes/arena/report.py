@@ -20,21 +20,23 @@ import numpy as np
 # (issue 27; tests/annotation/test_exports.py checks it).
 from annotation.models import Caption, Judgment, Participant, Study
 from annotation.modes import catch
-from annotation.modes.arena.protocol import BATTLE, CRITERION_NAMES, OUTCOMES
+from annotation.modes.arena.protocol import (
+    BATTLE,
+    CATCH,
+    CRITERION_NAMES,
+    OUTCOME_LABELS,
+    OUTCOMES,
+)
 from annotation.modes.base import Report
 from annotation.modes.reliability import reliability_section
 from rubrics import arena as rules
 from rubrics import arena_style
+from rubrics import arena_workers as worker_rules
 from rubrics.agreement import fleiss_kappa
 from rubrics.arena_criteria import criterion_preference
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
-
-#: A worker whose share of "A" (left) wins has a two-sided binomial p below this, over at
-#: least ``MIN_DECISIVE`` decisive battles, is flagged for position bias.
-POSITION_P = 0.01
-MIN_DECISIVE = 10
 
 
 def battle_rows(study: Study) -> list[dict[str, Any]]:
@@ -183,11 +185,31 @@ def length_controlled(
     }
 
 
+def worker_answers(study: Study) -> dict[int, list[str]]:
+    """Every answer each worker gave, gold battles included, as the page showed it (what
+    the checks before the completion code read, ``integrity.pattern_fields``)."""
+    answers: dict[int, list[str]] = {}
+    for participant, outcome in (
+        Judgment.objects.filter(study=study, item__kind__in=[BATTLE, CATCH])
+        .order_by("id")
+        .values_list("participant_id", "payload__outcome")
+    ):
+        if outcome in worker_rules.OUTCOMES:
+            answers.setdefault(participant, []).append(outcome)
+    return answers
+
+
 def position_section(
-    rows: list[dict[str, Any]], all_rows: list[dict[str, Any]], pseudonyms: dict[int, str]
+    rows: list[dict[str, Any]],
+    answers: dict[int, list[str]],
+    pseudonyms: dict[int, str],
+    *,
+    max_share: float,
 ) -> dict[str, Any]:
-    """The share of decisive battles won by the caption shown left, overall (kept battles)
-    and per worker (every stored battle, so a flagged worker's answers are still judged)."""
+    """The share of decisive battles won by the caption shown left, overall (kept battles),
+    and per worker the position-bias and constant-outcome rules over every answer they gave
+    (``rubrics.arena_workers.answer_pattern``, the rules a crowd worker passes before the
+    code; here for everyone, excluded answers too, so a flagged worker is still shown)."""
     section: dict[str, Any] = {}
     try:
         bias = rules.position_bias([r["shown"] for r in rows])
@@ -201,29 +223,35 @@ def position_section(
     except ValueError as exc:
         section["overall_error"] = str(exc)
     workers = []
-    for participant, group in itertools.groupby(
-        sorted(all_rows, key=lambda r: r["participant"]), key=lambda r: r["participant"]
-    ):
-        shown = [r["shown"] for r in group]
-        left = shown.count("model_a")
-        decisive = left + shown.count("model_b")
-        from scipy import stats
-
-        p = float(stats.binomtest(left, decisive, 0.5).pvalue) if decisive else 1.0
+    for participant, given in answers.items():
+        pattern = worker_rules.answer_pattern(given, max_share=max_share)
         workers.append(
             {
                 "participant": pseudonyms.get(participant, str(participant)),
-                "decisive": decisive,
-                "left_share": left / decisive if decisive else None,
-                "p_value": p,
-                "flagged": decisive >= MIN_DECISIVE and p < POSITION_P,
+                "answers": pattern.answers,
+                "decisive": pattern.decisive,
+                "left_share": pattern.left_share,
+                "p_value": pattern.p_value,
+                "outcome": pattern.outcome,
+                "outcome_label": OUTCOME_LABELS.get(pattern.outcome, ""),
+                "share": pattern.share,
+                "position": pattern.position,
+                "constant": pattern.constant,
+                "flagged": pattern.flagged,
             }
         )
     workers.sort(key=lambda w: (not w["flagged"], w["p_value"], w["participant"]))
     section["workers"] = workers
     section["rule"] = (
-        f"a worker is flagged when the two-sided binomial test of their share of left wins "
-        f"against 1/2 gives p < {POSITION_P:g} over at least {MIN_DECISIVE} decisive battles"
+        f"a worker is flagged for position bias when the two-sided binomial test of their "
+        f"share of left wins against 1/2 gives p < {worker_rules.POSITION_P:g} over at least "
+        f"{worker_rules.MIN_ANSWERS} decisive answers"
+    )
+    section["constant_rule"] = (
+        f"and for a constant outcome when one answer (ties included) is more than "
+        f"{max_share:.0%} of at least {worker_rules.MIN_ANSWERS} answers"
+        if max_share < 1
+        else "and the constant-outcome rule is off (largest share 1)"
     )
     return section
 
@@ -344,7 +372,9 @@ class ArenaReport(Report):
                 result.update(length_controlled(rows, anchor=anchor))
             except ValueError as exc:
                 result["length_error"] = str(exc)
-        position = position_section(rows, all_rows, pseudonyms)
+        position = position_section(
+            rows, worker_answers(study), pseudonyms, max_share=config.answer_max_share
+        )
         result["position_bias"] = position
         result["position_bias_overall"] = position.get("overall")
         result["criteria"] = criteria_section(labelled, study.seed)
