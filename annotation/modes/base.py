@@ -87,6 +87,9 @@ class Outcome:
     has not earned the completion code is then screened out for good (a ``screened_out``
     flag with the reason; their judgments are kept), is served nothing more and is shown
     the study's screen-out code instead of ever earning the completion code.
+    ``hold`` (a sentence the worker reads; "": none) withholds a crowd worker's completion
+    code until the researcher reviews them (VICR's replayed gate, issue 45): a
+    ``review_hold`` flag, decided on the crowd review page (``services/crowd/holds.py``).
     """
 
     state: dict[str, Any] | None = None
@@ -98,6 +101,7 @@ class Outcome:
     exclude_participant: str = ""
     item_target: int | None = None
     screen_out: str = ""
+    hold: str = ""
 
 
 @dataclass(frozen=True)
@@ -138,6 +142,29 @@ def screen_out_reason(flags: list[dict[str, Any]] | None) -> str:
         if isinstance(flag, dict) and flag.get("kind") == SCREEN_OUT_FLAG:
             return str(flag.get("detail") or "failed the entry check")
     return ""
+
+
+#: A crowd worker whose completion code waits for the researcher's review
+#: (``Outcome.hold``), and the flags of the two decisions on it (``services/crowd/holds.py``).
+HOLD_FLAG = "review_hold"
+HOLD_RELEASED_FLAG = "hold_released"
+HOLD_RETURNED_FLAG = "hold_returned"
+HELD, RELEASED, RETURNED = "held", "released", "returned"
+
+
+def hold_state(flags: list[dict[str, Any]] | None) -> tuple[str, str]:
+    """(``HELD``, ``RELEASED``, ``RETURNED`` or "", the hold's sentence) of these flags:
+    held from the hold flag until a decision flag follows it."""
+    state, detail = "", ""
+    for flag in flags or []:
+        kind = flag.get("kind") if isinstance(flag, dict) else None
+        if kind == HOLD_FLAG and not state:
+            state, detail = HELD, str(flag.get("detail") or "")
+        elif kind == HOLD_RELEASED_FLAG and state == HELD:
+            state = RELEASED
+        elif kind == HOLD_RETURNED_FLAG and state == HELD:
+            state = RETURNED
+    return state, detail
 
 
 class Pages:

@@ -16,7 +16,16 @@ from django.utils import timezone
 from annotation.errors import Conflict, NotFound, ServiceError, TooFast
 from annotation.models import Assignment, Item, Judgment, Participant, Study
 from annotation.modes import get_mode
-from annotation.modes.base import SCREEN_OUT_FLAG, Mode, Outcome, screen_out_reason
+from annotation.modes.base import (
+    HELD,
+    HOLD_FLAG,
+    RETURNED,
+    SCREEN_OUT_FLAG,
+    Mode,
+    Outcome,
+    hold_state,
+    screen_out_reason,
+)
 
 
 @dataclass(frozen=True)
@@ -197,10 +206,20 @@ def _update_participant(
             *(participant.flags or []),
             {**flag, "at": now.isoformat()},
         ]
+    # A hold (VICR's replayed gate) is placed once; until the researcher releases it no
+    # submission earns the code, and a return (the other decision) never does.
+    placed = hold_state(participant.flags)[0]
+    if outcome.hold and crowd and participant.completed_at is None and not placed:
+        flag = {"kind": HOLD_FLAG, "detail": outcome.hold[:200]}
+        participant.flags = changes["flags"] = [
+            *(participant.flags or []),
+            {**flag, "at": now.isoformat()},
+        ]
     if (
         participant.completed_at is None
         and crowd
         and not screen_out_reason(participant.flags)
+        and hold_state(participant.flags)[0] not in (HELD, RETURNED)
         and mode.completion_earned(participant)
     ):
         participant.completed_at = changes["completed_at"] = now

@@ -22,7 +22,7 @@ from annotation.errors import Forbidden, Gone, ServiceError, TooFast
 from annotation.identities import network_of
 from annotation.models import CrowdRefusal, Participant, Study, User
 from annotation.modes import catch, get_mode
-from annotation.modes.base import screen_out_reason
+from annotation.modes.base import HELD, RETURNED, hold_state, screen_out_reason
 from annotation.modes.settings import completion_hosts, url_on_hosts
 from annotation.selectors import PROLIFIC_COMPLETE, completion_code
 
@@ -316,6 +316,11 @@ def crowd_completion(participant: Participant) -> dict[str, Any]:
             return _failed_check(context, config.failed_check_code, participant)
         context["completion_code"] = code
     elif participant.completed_at is None:
+        held, sentence = hold_state(participant.flags)
+        if held == HELD:  # the researcher reviews the worker first (issue 45, row 6)
+            return {"held": sentence}
+        if held == RETURNED:
+            return {"returned": True}
         # Not earned: when the study's own checks excluded the work, say so (issue 45).
         withheld = mode.completion_withheld(participant)
         if not withheld and catch.is_flagged(participant):

@@ -15,7 +15,7 @@ from annotation import selectors
 from annotation.crowd import PlatformError
 from annotation.errors import ServiceError
 from annotation.models import Study
-from annotation.services.crowd import review
+from annotation.services.crowd import holds, review
 from annotation.services.crowd.credentials import (
     SECRET_FIELDS,
     credential_save,
@@ -122,6 +122,7 @@ def study_crowd_review(request: HttpRequest, study_id: int) -> HttpResponse:
     context["checked"] = {int(pk) for pk in data.getlist("participants") if pk.isdigit()}
     context["ledger"] = review.ledger_rows(study)
     context["categories"] = review.REJECT_CATEGORIES
+    context["holds"] = holds.held_participants(study)
     template = "crowd/_review.html" if request.htmx else "crowd/review.html"
     return render(request, template, context, status=status)
 
@@ -187,4 +188,27 @@ def study_crowd_resolve(request: HttpRequest, study_id: int, entry_id: int) -> H
         )
     except ServiceError as exc:
         messages.error(request, exc.message)
+    return redirect("study_crowd_review", study_id=study.pk)
+
+
+@require_POST
+@researcher_required
+def study_crowd_hold(request: HttpRequest, study_id: int, participant_id: int) -> HttpResponse:
+    """One click on a held completion code: ``decision`` release or return (issue 45)."""
+    study = _owned_study(request, study_id)
+    try:
+        person = holds.participant_hold_decide(
+            study=study,
+            participant_id=participant_id,
+            decision=request.POST.get("decision", ""),
+            user=request.user,
+        )
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+    else:
+        if request.POST.get("decision") == holds.RELEASE:
+            got = "gets the completion code" if person.completed_at else "may earn the code"
+            messages.success(request, f"Released: {person.pseudonym} {got}.")
+        else:
+            messages.success(request, f"{person.pseudonym} is asked to return the submission.")
     return redirect("study_crowd_review", study_id=study.pk)

@@ -303,7 +303,8 @@ def test_row1_a_full_replay_then_junk_in_the_game_is_flagged(researcher):
         assert replayer.participant.flags == [], f"flagged before the check, at rating {n}"
         replayer.rate(lambda caption: 1)
     flags = replayer.participant.flags
-    assert [flag["kind"] for flag in flags] == ["gate_replay"]
+    # and the completion code waits for the researcher's review (issue 45, row 6)
+    assert [flag["kind"] for flag in flags] == ["gate_replay", "review_hold"]
     assert flags[0]["detail"] == (
         "practice answers matched the expert rating on 4 of 4, but game ratings matched "
         "the consensus on 0 of 10"

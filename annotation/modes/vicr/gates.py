@@ -93,6 +93,14 @@ def gate_screen_out(kind: str, before: rules.PlayerState, config: VicrSettings) 
 
 #: Integrity flag kind of the replayed-gate rule (shown with the other flags).
 REPLAY_FLAG = "gate_replay"
+#: What a flagged player reads (``Outcome.hold``): the code waits for the researcher's review
+#: (issue 45, row 6: the flag alone left the replayer paid). It says what, not how the rule
+#: measures it.
+REPLAY_HOLD = (
+    "Your game ratings agreed with the other players far less than your practice answers "
+    "agreed with the expert ratings, so the researcher reviews your work before the "
+    "completion code is given."
+)
 
 
 def pool_needed(config: VicrSettings, kind: str) -> tuple[int, str]:

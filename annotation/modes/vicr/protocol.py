@@ -53,6 +53,7 @@ from annotation.models import Assignment, Caption, Item, Judgment, Participant, 
 from annotation.modes import catch
 from annotation.modes.base import CompletionProgress, Mode, Outcome, parse_choice
 from annotation.modes.vicr.gates import (
+    REPLAY_HOLD,
     _block_transition,
     _first_game_transition,
     gate_screen_out,
@@ -369,6 +370,8 @@ class VicrProtocol(Mode):
             flags = replay_flags(participant, judgment, config)
             if flags:
                 catch_fields["flags"] = (*catch_fields.get("flags", ()), *flags)
+                # Flagged, the code waits for the researcher's review (issue 45, row 6).
+                catch_fields["hold"] = REPLAY_HOLD
         if after.phase == rules.Phase.EXCLUDED and before.phase != rules.Phase.EXCLUDED:
             # The gates are VICR's entry check: a player they turn away is screened out.
             catch_fields.setdefault("screen_out", gate_screen_out(kind, before, config))
