@@ -52,7 +52,10 @@ def study_set_people(
     change = PeopleChange()
     with transaction.atomic():
         # One save at a time per study: two concurrent saves must not both invite a name.
-        Study.objects.select_for_update().filter(pk=study.pk).first()
+        # NO KEY UPDATE: an acceptance adding a person (a row whose key refers to the
+        # study, which takes KEY SHARE on it) must not wait for this save while this save
+        # waits for its invitation: that was a deadlock.
+        Study.objects.select_for_update(no_key=True).filter(pk=study.pk).first()
         for role, names in wanted.items():
             change.invited[role] = _set_role(study, role, names, changed_by)
     return change
@@ -91,7 +94,7 @@ def _own_pending(invitation_id: int, user: User) -> StudyInvitation:
     """The pending invitation to ``user``, locked; anyone else's (or none) is NotFound, so
     invitation ids tell a stranger nothing."""
     invitation = (
-        StudyInvitation.objects.select_for_update()
+        StudyInvitation.objects.select_for_update(of=("self",))  # not the joined study row
         .select_related("study")
         .filter(PENDING, pk=invitation_id, invitee=user, invitee__is_active=True)
         .first()
@@ -120,9 +123,12 @@ def _set_role(study: Study, role: str, names: list[str], changed_by: User) -> li
     """Remove, withdraw and invite so that ``role``'s people and invitations are ``names``;
     return the names newly invited."""
     people = _people(study, role)
-    left_out = people.exclude(username__in=names)
-    people.remove(*left_out)
     pending = study.invitations.filter(PENDING, role=role)
+    # Lock the pending invitations first: an acceptance under way then either committed
+    # already (its person is among ``people`` and removed if left out) or waits and finds
+    # its invitation withdrawn, never adding someone this save just left out.
+    list(pending.select_for_update())
+    people.remove(*people.exclude(username__in=names))
     pending.exclude(name__in=names).delete()
     known = set(people.values_list("username", flat=True))
     known |= set(pending.values_list("name", flat=True))

@@ -8,6 +8,7 @@ from django.urls import reverse
 from annotation.errors import ServiceError
 from annotation.models import StudyInvitation
 from annotation.services.people import invitation_accept, study_set_people
+from tests.factories.core import require_postgres, run_together
 
 pytestmark = pytest.mark.django_db
 
@@ -141,3 +142,27 @@ def test_another_researcher_gets_404(client, other_researcher, make_study):
     client.force_login(other_researcher)
     response = client.post(reverse("study_people", args=[study.pk]), {"annotators": ""})
     assert response.status_code == 404
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("attempt", range(10))
+def test_an_acceptance_racing_a_withdrawal_never_adds_the_person_left_out(
+    researcher, annotator, make_study, attempt
+):
+    require_postgres()
+    study = make_study("vicr")
+    study_set_people(study=study, changed_by=researcher, annotators=[annotator.username])
+    invitation = StudyInvitation.objects.get()
+
+    _, errors = run_together(
+        [
+            lambda: invitation_accept(invitation_id=invitation.pk, user=annotator),
+            lambda: study_set_people(study=study, changed_by=researcher, annotators=[]),
+        ]
+    )
+
+    assert all(isinstance(error, ServiceError) and error.status == 404 for error in errors), [
+        repr(error) for error in errors
+    ]
+    assert not study.annotators.exists(), "the save left them out"
+    assert not StudyInvitation.objects.filter(accepted_at=None, declined_at=None).exists()
