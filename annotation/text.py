@@ -162,6 +162,18 @@ def _strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
             yield from _strings(element, f"{path}.{shown(key, 40)}")
 
 
+def json_problem(value: Any, path: str) -> str | None:
+    """``"<path> <problem>"`` for the first string of decoded JSON ``value`` (keys too) that
+    ``text_problem`` refuses (texts may span lines), e.g. ``"spans[0].note contains the
+    control character U+0000"``, or None. JSON escapes ``\\u0000`` and half surrogate pairs,
+    which PostgreSQL's ``jsonb`` and the UTF-8 encoder refuse once decoded."""
+    for where, text in _strings(value, path):
+        problem = text_problem(text, max_length=None, multiline=True)
+        if problem is not None:
+            return f"{where} {problem}"
+    return None
+
+
 def clean_answer(fields: Iterable[tuple[str, list[str]]]) -> None:
     """Refuse a participant's posted answer that no mode may read: ServiceError naming the
     field (``fields``: a form's ``(name, values)``, e.g. ``request.POST.lists()``).
@@ -187,7 +199,6 @@ def clean_answer(fields: Iterable[tuple[str, list[str]]]) -> None:
                 decoded = json.loads(value)
             except ValueError:
                 continue
-            for path, text in _strings(decoded, field):
-                problem = text_problem(text, max_length=None, multiline=True)
-                if problem is not None:
-                    raise ServiceError(f"{path} {problem}", field=field)
+            problem = json_problem(decoded, field)
+            if problem is not None:
+                raise ServiceError(problem, field=field)

@@ -49,6 +49,7 @@ from annotation.models import (
 from annotation.modes.thumb import SCORE_FIELDS, STAGE1
 from annotation.services.imports import limits
 from annotation.services.studies import study_create
+from annotation.text import shown, text_problem
 from rubrics import thumb as thumb_rubric
 
 _BATCH = 2000
@@ -155,6 +156,11 @@ def _read_thumb_release(path: Path) -> list[dict[str, Any]]:
                     scores["conciseness"],
                     scores["inclusive"],
                 )
+                # Stored as text: no NUL (PostgreSQL), half surrogate or override (issue 45).
+                for key in ("SYS", "seg_id", "image", "hyp"):
+                    problem = text_problem(str(row[key]), max_length=None, multiline=key == "hyp")
+                    if problem:
+                        raise ValueError(f"{key} {problem}")
                 cell = (str(row["seg_id"]), str(row["SYS"]))
                 if cell in seen:
                     raise ValueError(f"second row for system {row['SYS']!r} of image {cell[0]}")
@@ -312,6 +318,15 @@ def _rating(value: Any, levels: int, where: str) -> int:
     return int(number)
 
 
+def _storable(where: str, fields: dict[str, Any]) -> None:
+    """Refuse a row whose stored text ``annotation.text`` refuses, naming where and the field
+    (a caption may span lines)."""
+    for name, value in fields.items():
+        problem = text_problem(str(value), max_length=None, multiline=name == "caption")
+        if problem:
+            raise _format_error(f"{where}: {name} {problem}")
+
+
 def _read_flickr8k_expert(path: Path) -> list[_RatedRow]:
     try:
         data = limits.loads(path.read_text(encoding="utf-8"))
@@ -330,6 +345,10 @@ def _read_flickr8k_expert(path: Path) -> list[_RatedRow]:
             if len({item.get("caption") for item in triple}) != 1:
                 raise _format_error(f"{where}: 3 consecutive entries must share one caption")
             source = str(triple[0].get("image_path") or image_id)
+            _storable(
+                shown(where),
+                {"image id": str(image_id), "image_path": source, "caption": triple[0]["caption"]},
+            )
             ratings = [_rating(item.get("rating"), 4, where) for item in triple]
             rows.append((str(image_id), source, str(triple[0]["caption"]), ratings))
     return rows
@@ -365,6 +384,7 @@ def _read_vicr_csv(path: Path) -> list[_RatedRow]:
         caption = (record.get("caption") or "").strip()
         if not url or not caption:
             raise _format_error(f"{where}: empty image or caption")
+        _storable(where, {"image": url, "caption": caption})
         ratings = [
             _rating(record[column], 5, where)
             for column in _RATING_COLUMNS

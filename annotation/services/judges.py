@@ -20,6 +20,7 @@ from annotation.models import Caption, Item, Judge, JudgeAnswer, Participant, St
 from annotation.modes import get_mode
 from annotation.modes.reliability import reliability_section
 from annotation.services.imports.limits import loads
+from annotation.text import json_problem
 from rubrics import judge_alignment
 
 #: Most lines one import reads (a judge over a 100k-caption study is split in files).
@@ -124,8 +125,8 @@ def judge_import(
     if kind not in Judge.Kind.values:
         raise InvalidInput(f"kind: one of {', '.join(Judge.Kind.values)}.", field="kind")
     judging = get_mode(study.mode).judging
-    if not judging.unit:
-        raise InvalidInput(f"The {get_mode(study.mode).label} mode takes no judge answers.")
+    if not judging.unit:  # the study's mode refuses any answer: 409, not the input's fault
+        raise Conflict(f"The {get_mode(study.mode).label} mode takes no judge answers.")
     lines = text.splitlines()
     if len(lines) > MAX_LINES:
         raise InvalidInput(f"The file has {len(lines):,} lines; at most {MAX_LINES:,} a file.")
@@ -152,10 +153,17 @@ def judge_import(
             raw = row.get("raw_reply", "")
             if not isinstance(raw, str) or len(raw) > MAX_RAW_REPLY:
                 raise ValueError(f"raw_reply must be text of at most {MAX_RAW_REPLY} characters")
+            # Stored as text and the answer as jsonb: no NUL, no half surrogate (issue 45).
+            problem = json_problem(raw, "raw_reply")
+            if problem:
+                raise ValueError(problem)
             if "answer" not in row:
                 raise ValueError("no answer")
             shown = [Caption(pk=pk, text=captions.texts[pk]) for pk in (first, second) if pk]
             answer = judging.clean_answer(study, shown, row["answer"])
+            problem = json_problem(answer, "answer")
+            if problem:
+                raise ValueError(problem)
             if (first, second, run) in seen:
                 raise ValueError("this judge already answered this unit in this run")
             seen.add((first, second, run))

@@ -19,7 +19,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from annotation.models import Caption, Image, Job, Judgment, Participant, Study
+from annotation.models import Caption, Image, Item, Job, JudgeAnswer, Judgment, Participant, Study
 
 pytestmark = pytest.mark.django_db
 
@@ -265,3 +265,132 @@ def test_a_csv_with_a_5000_digit_truth_names_its_line_and_field(tmp_path, resear
         "tutorial",
     )
     assert_names(message, 3, "truth")
+
+
+# ---------------------------------------------------------------------- the other importers
+# The same attacks on every other importer a researcher or an admin runs.
+
+THUMB_LINE = {
+    "SYS": "Bot",
+    "seg_id": "1",
+    "hyp": "a dog on grass",
+    "image": "dog.jpg",
+    "P": 4,
+    "R": 3,
+    "Fl": 0,
+    "Con": 0,
+    "Inc": 0,
+}
+
+
+@pytest.mark.parametrize(
+    ("line", "words"),
+    [
+        (json.dumps({**THUMB_LINE, "hyp": "a dog\x00"}), ("hyp", "U+0000")),
+        (json.dumps({**THUMB_LINE, "SYS": "B\udc00ot"}), ("SYS", "U+DC00")),
+        (json.dumps({**THUMB_LINE, "image": "dog\x00.jpg"}), ("image", "U+0000")),
+        (json.dumps(THUMB_LINE)[:-1] + ', "x": ' + LONG_NUMBER + "}", ("digits",)),
+    ],
+)
+def test_the_thumb_release_names_the_line_and_field(tmp_path, researcher, line, words):
+    path = tmp_path / "thumb.jsonl"
+    other = {**THUMB_LINE, "seg_id": "2", "image": "cat.jpg"}
+    path.write_text(json.dumps(other) + "\n" + line + "\n", encoding="utf-8")
+    message = refused("import_thumb", str(path), "--owner", researcher.username)
+    assert_names(message, 2, *words)
+
+
+def test_flickr8k_expert_and_vicr_csv_name_the_field(tmp_path, researcher):
+    entry = {"image_id": "i1", "image_path": "i1.jpg", "caption": "a dog\x00", "rating": 3}
+    path = tmp_path / "flickr.json"
+    path.write_text(json.dumps({"i1": {"human_judgement": [entry] * 3}}), encoding="utf-8")
+    message = import_ratings(path, "flickr8k-expert", researcher)
+    assert "caption" in message and "U+0000" in message, message
+
+    path = tmp_path / "flickr-long.json"
+    path.write_text('{"i1": {"human_judgement": [], "n": ' + LONG_NUMBER + "}}")
+    assert_names(import_ratings(path, "flickr8k-expert", researcher), 1, "digits")
+
+    path = tmp_path / "vicr.csv"
+    path.write_text(
+        "image,caption,ratings\nhttp://x/a.jpg,a dog,3\nhttp://x/b.jpg,a c\x00at,4\n",
+        encoding="utf-8",
+    )
+    assert_names(import_ratings(path, "vicr-csv", researcher), 3, "caption", "U+0000")
+
+
+def test_pascal_50s_and_nebula_name_the_line_and_field(tmp_path, researcher):
+    path = tmp_path / "pascal.json"
+    pair = {"image": "a.jpg", "captions": ["a dog", "a cat"], "label": 0, "references": ["r"]}
+    path.write_text(
+        '{"HC": [\n' + json.dumps(pair) + ",\n" + LONG_NUMBER + "\n]}", encoding="utf-8"
+    )
+    assert_names(import_ratings(path, "pascal-50s", researcher), 3, "digits")
+
+    path = tmp_path / "nebula.json"
+    entry = {"imgid": "i\x001", "mt": "a dog", "refs": ["a dog"], "score": 0.5}
+    path.write_text(json.dumps([entry]), encoding="utf-8")
+    message = import_ratings(path, "nebula", researcher)
+    assert "imgid" in message and "U+0000" in message, message
+
+
+def closed_spans_study(tmp_path, researcher) -> Study:
+    path = tmp_path / "mqm.tsv"
+    path.write_text(MQM_HEADER + MQM_ROW, encoding="utf-8")
+    call_command(
+        "import_ratings", str(path), "--format", "mqm-tsv", "--owner", researcher.username,
+        stdout=io.StringIO(),
+    )  # fmt: skip
+    return Study.objects.get(mode="spans")
+
+
+def test_judge_answers_and_span_suggestions_name_the_line_and_field(tmp_path, researcher):
+    study = closed_spans_study(tmp_path, researcher)
+    caption = Caption.objects.get(study=study)
+    mark = {
+        "start": 4,
+        "end": 7,
+        "text": "cat",
+        "severity": "major",
+        "category": "Accuracy/Mistranslation",
+    }
+    lines = [
+        json.dumps({"caption_id": caption.pk, "answer": {"spans": [], "score": 50}}),
+        json.dumps(
+            {"caption_id": caption.pk, "run": 1, "answer": {"spans": [], "score": 50},
+             "raw_reply": "fine\x00"}
+        ),
+        json.dumps(
+            {"caption_id": caption.pk, "run": 2,
+             "answer": {"spans": [{**mark, "note": "x\x00"}], "score": 50}}
+        ),
+    ]  # fmt: skip
+    path = tmp_path / "judge.jsonl"
+    path.write_text("\n".join(lines), encoding="utf-8")
+    message = refused("import_judge", str(study.pk), str(path), "--judge", "j")
+    assert_names(message, 2, "raw_reply", "U+0000")
+    assert_names(message, 3, "note", "U+0000")
+    assert not JudgeAnswer.objects.exists()
+
+    path = tmp_path / "suggestions.jsonl"
+    path.write_text(
+        json.dumps({"caption_id": caption.pk, "spans": [{**mark, "note": "x\x00"}]}) + "\n"
+    )
+    message = refused("import_span_suggestions", str(study.pk), str(path), "--source", "ai")
+    assert_names(message, 1, "note", "U+0000")
+    assert "suggestions" not in Item.objects.get(study=study).spec
+
+
+def test_references_name_the_line_of_a_long_number(tmp_path, researcher):
+    study = closed_spans_study(tmp_path, researcher)
+    path = tmp_path / "refs.jsonl"
+    path.write_text(
+        json.dumps({"seg_id": "d1#1", "refs": ["a ref"]})
+        + "\n"
+        + '{"seg_id": '
+        + LONG_NUMBER
+        + ', "refs": ["b"]}\n',
+        encoding="utf-8",
+    )
+    message = refused("import_references", str(study.pk), str(path), "--format", "thumb")
+    assert_names(message, 2, "digits")

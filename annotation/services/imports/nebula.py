@@ -40,6 +40,8 @@ def _problem(entry: Any) -> str | None:
     imgid, caption, refs, score = (entry.get(k) for k in ("imgid", "mt", "refs", "score"))
     if not isinstance(imgid, str) or not imgid.strip() or len(imgid) > 255:
         return "imgid must be a non-empty id of at most 255 characters"
+    if text_problem(imgid, max_length=None):
+        return f"imgid {text_problem(imgid, max_length=None)}"
     if not isinstance(caption, str) or not caption.strip():
         return "mt (the caption) must be a non-empty text"
     if text_problem(caption, max_length=REFERENCE_MAX):

@@ -6,7 +6,6 @@ release's mode.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ from django.db import transaction
 from annotation.errors import Forbidden, ServiceError
 from annotation.models import Caption, Image, PairJudgment, Reference, Study, User
 from annotation.services.datasets import fileless_image
+from annotation.services.imports import limits
 from annotation.services.imports.references import REFERENCE_MAX
 from annotation.services.studies import study_create
 from annotation.text import text_problem
@@ -26,8 +26,9 @@ def _read_pascal50s(path: Path) -> list[dict[str, Any]]:
     """The pairs of a Pascal-50S file, ``{HC|HI|HM|MM: [{image, captions: [c0, c1], label,
     references: [...]}]}``; ServiceError listing every bad pair (category and position)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        # Nesting, syntax and an integer too long to read are named with their line.
+        data = limits.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ServiceError(f"{path.name}: not a readable JSON file ({exc})", field="file") from None
     if not isinstance(data, dict) or not data:
         raise ServiceError(

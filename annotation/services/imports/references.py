@@ -30,7 +30,7 @@ from django.db import transaction
 from annotation.errors import ServiceError
 from annotation.models import Image, Job, Reference, Study
 from annotation.services.imports.coco_captions import _UNREADABLE, _coco_id_map, _read_json
-from annotation.services.imports.limits import csv_problem, json_depth_problem
+from annotation.services.imports.limits import csv_problem, json_depth_problem, loads
 from annotation.services.imports.sources import ImportTooLarge, save_upload
 from annotation.services.jobs import job_create
 from annotation.text import text_problem
@@ -159,17 +159,11 @@ def _read_thumb(text: str, errors: list[str]) -> list[ReferenceRow]:
     for line_number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
-        problem = json_depth_problem(line, first_line=line_number)
-        if problem:
-            errors.append(problem)
-            continue
         try:
-            entry = json.loads(line)
+            # Deep nesting, bad syntax and a number too long to read, each with the line.
+            entry = loads(line, first_line=line_number)
         except ValueError as exc:
-            errors.append(f"line {line_number}: not a JSON object ({exc})")
-            continue
-        except RecursionError:
-            errors.append(f"line {line_number}: nested too deeply to be a references line")
+            errors.append(str(exc))
             continue
         refs = entry.get("refs") if isinstance(entry, dict) else None
         if not isinstance(refs, list) or "seg_id" not in entry:

@@ -38,6 +38,7 @@ from annotation.modes.spans.protocol import CAPTION, weighted_errors
 from annotation.services.datasets import fileless_image
 from annotation.services.imports import limits
 from annotation.services.studies import study_create
+from annotation.text import json_problem
 from rubrics import span_files
 from rubrics import spans as rules
 from rubrics.spans import FREITAG_2021
@@ -385,6 +386,10 @@ def span_suggestions_import(*, study: Study, path: Path, source: str) -> Suggest
                 allow_overlap=config.allow_overlap,
                 require_score=False,
             )
+            # Kept in the item's jsonb spec: no NUL, controls or overrides in a note.
+            problem = json_problem([span.note for span in clean.spans], "note")
+            if problem:
+                raise ValueError(problem)
         except ValueError as exc:
             problems.append(f"line {number}: {exc}")
             if len(problems) >= 20:
