@@ -22,6 +22,8 @@ from annotation.text import shown
 
 Role = StudyInvitation.Role
 #: A user name (Django's letters, digits and ``@.+-_``) or an e-mail address: one token.
+#: The API's schema states the same pattern, so a generated client sends only such names.
+NAME_PATTERN = r"^[\w.@+-]+$"
 NAME = re.compile(r"[\w.@+-]+")
 NAME_MAX_CHARS = 254  # an e-mail address's longest; user names stop at 150
 

@@ -8,7 +8,7 @@ things the same way. Access as the pages: the owner or a member; anyone else get
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.response import Response
@@ -20,7 +20,7 @@ from annotation.models import Caption, Study
 from annotation.serializers import JobOutput
 from annotation.services.imports import COCO_FORMAT, CSV_FORMAT, import_request
 from annotation.services.imports.references import FORMATS, references_request
-from annotation.services.people import NAME_MAX_CHARS, study_set_people
+from annotation.services.people import NAME_MAX_CHARS, NAME_PATTERN, study_set_people
 from annotation.tasks import enqueue
 
 
@@ -116,15 +116,27 @@ class StudyReferencesApi(APIView):
         return _accepted(request, enqueue(job))
 
 
+# Stated whole: drf-spectacular leaves out a list item's own validators (its pattern).
+@extend_schema_field(
+    {"type": "string", "pattern": NAME_PATTERN, "minLength": 1, "maxLength": NAME_MAX_CHARS}
+)
+class NameField(serializers.RegexField):
+    """A user name or an e-mail address, as ``services/people.py`` reads them."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("error_messages", {"invalid": "Not a user name or e-mail address."})
+        super().__init__(NAME_PATTERN, max_length=NAME_MAX_CHARS, **kwargs)
+
+
 class PeopleSerializer(serializers.Serializer):
     annotators = serializers.ListField(
-        child=serializers.CharField(max_length=NAME_MAX_CHARS),
+        child=NameField(),
         max_length=5000,
         help_text="User names or e-mail addresses of the registered annotators: a new one is "
         "invited (see ``invited``), one left out is removed or its invitation withdrawn.",
     )
     members = serializers.ListField(
-        child=serializers.CharField(max_length=NAME_MAX_CHARS),
+        child=NameField(),
         max_length=500,
         required=False,
         help_text="User names or e-mail addresses of the researchers sharing the study, "
@@ -140,6 +152,9 @@ class InvitationOutput(serializers.Serializer):
     role = serializers.ChoiceField(choices=["annotator", "member"])
     invited_by = serializers.CharField(source="invited_by.username", allow_null=True)
     created_at = serializers.DateTimeField()
+
+    class Meta:
+        ref_name = "StudyInvitation"
 
 
 class PeopleOutput(serializers.Serializer):
