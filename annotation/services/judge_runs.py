@@ -129,18 +129,19 @@ def judge_prompt_for_run(study: Study, by: User | None) -> JudgePrompt:
 
 def judge_run_request(*, study: Study, by: User | None) -> Job:
     """Queue a judge run of the study with its endpoint and current prompt; the caller
-    enqueues the job (``annotation.tasks.enqueue``). Refused at once: no endpoint, a mode
-    without judges, a study with no question, a run already queued or running."""
+    enqueues the job (``annotation.tasks.enqueue``). Refused at once, each a conflict with
+    the study's state (409, the request itself is fine): no endpoint, a mode without
+    judges, a study with no question, a run already queued or running."""
     judging = get_mode(study.mode).judging
     if not judging.unit:
-        raise InvalidInput(f"The {get_mode(study.mode).label} mode takes no judge.")
+        raise Conflict(f"The {get_mode(study.mode).label} mode takes no judge.")
     endpoint = JudgeEndpoint.objects.filter(study=study).first()
     if endpoint is None:
-        raise InvalidInput("Save the judge's endpoint settings first.", field="base_url")
+        raise Conflict("Save the judge's endpoint settings first.", field="base_url")
     if not judging.units(study):
-        raise InvalidInput("The study has no question for a judge yet (import its captions).")
+        raise Conflict("The study has no question for a judge yet (import its captions).")
     if judge_run_pending(study) is not None:
-        raise InvalidInput("A judge run of this study is already queued or running.")
+        raise Conflict("A judge run of this study is already queued or running.")
     check_key_spender(endpoint, by)
     prompt = judge_prompt_for_run(study, by)
     snapshot = judge_endpoint_view(study) or {}

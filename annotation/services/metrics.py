@@ -181,8 +181,8 @@ def metrics_request(
         raise ServiceError(f"resamples must be 0 to {RESAMPLES}.", field="resamples")
     params = {"metrics": names, "resamples": int(resamples), "cider_documents": cider_documents}
     if not names:
-        if not imported_columns(study):
-            raise ServiceError(
+        if not imported_columns(study):  # the study's state refuses it: 409
+            raise Conflict(
                 "Choose at least one metric (only a study with imported metric columns can "
                 "be reported without computing one).",
                 field="metrics",
@@ -216,8 +216,8 @@ def imported_columns(study: Study) -> list[str]:
 
 
 def _require_references(study: Study) -> None:
-    if not caption_references(study)[0]:
-        raise ServiceError(
+    if not caption_references(study)[0]:  # import them, then ask again: 409
+        raise Conflict(
             "No caption of this study has references, so no metric can be computed. Import "
             "references (the metrics page's upload, POST /api/studies/ID/references/ or "
             "manage.py import_references STUDY_ID FILE), or import human captions "

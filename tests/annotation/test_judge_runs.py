@@ -510,7 +510,7 @@ def test_a_run_without_an_endpoint_is_refused_and_queues_nothing(researcher, cli
     study = vicr_study(researcher, game=2)
     client.force_login(researcher)
     response = client.post(reverse("study_judge_run", args=[study.pk]))
-    assert response.status_code == 400
+    assert response.status_code == 409  # the study's state, not the request (issue 45)
     assert "endpoint settings first." in response.content.decode()
     assert not Job.objects.filter(kind=Job.Kind.JUDGE).exists()
 

@@ -149,13 +149,14 @@ def test_a_study_without_references_gets_a_clear_error(researcher, client, tmp_p
     with pytest.raises(CommandError, match="No caption of this study has references"):
         call_command("compute_metrics", study.pk, "--metrics", BLEU)
     client.force_login(researcher)
+    # 409: the study's state refuses it (import references, then ask again), not the request.
     page = client.post(reverse("study_metrics", args=[study.pk]), {"metrics": [BLEU]})
-    assert page.status_code == 400
+    assert page.status_code == 409
     assert "No caption of this study has references" in page.content.decode()
     api = client.post(
         f"/api/studies/{study.pk}/metrics/", {"metrics": [BLEU]}, content_type="application/json"
     )
-    assert api.status_code == 400
+    assert api.status_code == 409
     assert "import_references" in json.dumps(api.json())
     assert not Job.objects.filter(study=study, kind=Job.Kind.METRICS).exists()
 

@@ -136,8 +136,8 @@ def review_plan(
     """
     if action not in Action.values:
         raise InvalidInput(f"unknown action {action!r}", field="action")
-    if not participants:
-        raise InvalidInput("No worker is selected.", field="participants")
+    if not participants:  # none matches the selection now: the study's state, 409
+        raise Conflict("No worker is selected.", field="participants")
     rows, total = [], 0
     for person in participants:
         amount = 0

@@ -16,7 +16,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from annotation.crowd import mturk, prolific
-from annotation.errors import InvalidInput
+from annotation.errors import Conflict
 from annotation.models import Assignment, CrowdEvent, Participant, Study
 from annotation.modes import get_mode
 from annotation.services.crowd.credentials import mturk_client, prolific_client
@@ -37,15 +37,16 @@ def hit_ids(study: Study) -> list[str]:
 def crowd_sync(*, study: Study, now: datetime | None = None) -> dict[str, int]:
     """Sync one study with its linked Prolific study and MTurk HITs; counts of what was done.
 
-    Raises InvalidInput when the study is linked to no crowd study, or a credential is
-    missing; PlatformError when a platform call fails (nothing half-done: each reclaim is
-    its own transaction, and a later sync picks up where this one stopped).
+    Raises Conflict (409) when the study is linked to no crowd study (its settings, not the
+    request, are what is missing), InvalidInput when a credential is missing; PlatformError
+    when a platform call fails (nothing half-done: each reclaim is its own transaction, and
+    a later sync picks up where this one stopped).
     """
     now = now or timezone.now()
     config = get_mode(study.mode).settings(study)
     hits = hit_ids(study)
     if not config.prolific_study_id and not hits:
-        raise InvalidInput(
+        raise Conflict(
             "This study is linked to no crowd study: set prolific_study_id or mturk_hit_ids.",
             field="settings",
         )

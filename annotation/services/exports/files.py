@@ -22,7 +22,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from annotation.errors import DiskFull, Forbidden, ServiceError
+from annotation.errors import DiskFull, Forbidden, NotFound, ServiceError
 from annotation.models import Image, Job, Judgment, Study, User
 from annotation.modes import get_mode
 from annotation.modes.base import ExportColumn, ExportSql, ExportTable
@@ -83,8 +83,8 @@ def _check_options(export_format: str, table: str, study: Study) -> None:
             f"Unknown export format {export_format!r}; choose one of {', '.join(EXPORT_FORMATS)}."
         )
     tables = study_tables(study)
-    if table not in tables:
-        raise ServiceError(
+    if table not in tables:  # this study has no such table (another mode's, or none): 404
+        raise NotFound(
             f"Unknown table {table!r}; choose one of {', '.join(tables)}.", field="table"
         )
 
