@@ -35,3 +35,5 @@ urlpatterns = [
 # A database outage raised outside a view (a middleware saving the session, say) reaches
 # only the 500 handler: it answers 503 with Retry-After for those, a plain 500 otherwise.
 handler500 = "annotation.views.health.server_error"
+# What Django refuses before any view (too many form fields...) is JSON under /api/.
+handler400 = "annotation.views.api_errors.bad_request"
