@@ -11,9 +11,11 @@ from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from annotation import selectors
-from annotation.errors import ServiceError
-from annotation.forms import PlanForm, setting_specs
+from annotation.api_schema import CONFLICT
+from annotation.errors import Conflict, ServiceError
+from annotation.forms import MAX_SIZES, MAX_STUDY_SIZE, PlanForm, setting_specs
 from annotation.models import Job, Study
+from annotation.modes import get_mode
 from annotation.registry import mode_choices
 from annotation.serializers import JobOutput
 from annotation.services.exports import EXPORT_FORMATS, EXPORT_TABLES, export_request
@@ -28,6 +30,7 @@ from annotation.services.metrics import (
     CIDER_CONVENTIONS,
     CIDER_DEFAULT,
     RESAMPLES,
+    metric_names_available,
     metrics_latest,
     metrics_pending,
     metrics_request,
@@ -62,6 +65,13 @@ class StudyOutput(serializers.ModelSerializer):
         ]
 
 
+class StudyPage(serializers.Serializer):
+    count = serializers.IntegerField(help_text="Studies in all pages.")
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+    results = StudyOutput(many=True)
+
+
 class StudyListApi(APIView):
     class InputSerializer(serializers.Serializer):
         # DRF's max_length checks the length; TextValidator the characters.
@@ -91,7 +101,14 @@ class StudyListApi(APIView):
         default_limit = 100
         max_limit = 1000
 
-    @extend_schema(responses=StudyOutput(many=True))
+    @extend_schema(
+        operation_id="studies_list",  # a page object, not a list, but the list of studies
+        parameters=[
+            OpenApiParameter("limit", int, required=False, description="Studies per page."),
+            OpenApiParameter("offset", int, required=False, description="Studies skipped."),
+        ],
+        responses=StudyPage,
+    )
     def get(self, request):
         """The studies the user owns or was added to (every study for staff), newest first."""
         paginator = self.Pagination()
@@ -116,7 +133,7 @@ class StudyDetailApi(APIView):
 
 
 class StudyOpenApi(APIView):
-    @extend_schema(request=None, responses={200: StudyOutput})
+    @extend_schema(request=None, responses={200: StudyOutput, 409: CONFLICT})
     def post(self, request, study_id: int):
         """Build the study's items (first time only) and make it live."""
         study = selectors.study_for_researcher(request.user, study_id)
@@ -125,7 +142,7 @@ class StudyOpenApi(APIView):
 
 
 class StudyCloseApi(APIView):
-    @extend_schema(request=None, responses={200: StudyOutput})
+    @extend_schema(request=None, responses={200: StudyOutput, 409: CONFLICT})
     def post(self, request, study_id: int):
         """Stop serving the study; its judgments stay."""
         study = selectors.study_for_researcher(request.user, study_id)
@@ -134,7 +151,7 @@ class StudyCloseApi(APIView):
 
 
 class StudyReopenApi(APIView):
-    @extend_schema(request=None, responses={200: StudyOutput})
+    @extend_schema(request=None, responses={200: StudyOutput, 409: CONFLICT})
     def post(self, request, study_id: int):
         """Serve a closed study again (live; draft when it was closed before any item)."""
         study = selectors.study_for_researcher(request.user, study_id)
@@ -255,12 +272,14 @@ class StudyExportsApi(APIView):
             default="csv",
             help_text="dataset: a zip of Parquet tables with a README dataset card.",
         )
-        # A mode may add tables (Export.extra_tables): the service checks the name per study.
-        table = serializers.CharField(
-            max_length=40,
+        # A mode may add tables (Export.extra_tables): any mode's table is a choice here,
+        # and the service answers 404 for one the study's mode does not have.
+        table = serializers.ChoiceField(
+            choices=[],
             default="judgments",
             help_text=f"One of {', '.join(EXPORT_TABLES)} (the mode's judgments table, one "
             "row per participant) or a table the study's mode adds; a dataset holds them all.",
+            error_messages={"invalid_choice": "Unknown table '{input}'."},
         )
         raw_ids = serializers.BooleanField(
             default=False,
@@ -271,7 +290,20 @@ class StudyExportsApi(APIView):
         )
 
         class Meta:
-            ref_name = "ExportRequest"
+            ref_name = "Export"  # the schema's ExportRequest (requests are split)
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.fields["table"].choices = [
+                *EXPORT_TABLES,
+                *sorted(
+                    {
+                        t.name
+                        for name, _ in mode_choices()
+                        for t in get_mode(name).export.extra_tables()
+                    }
+                ),
+            ]
 
     @extend_schema(request=InputSerializer, responses={202: JobOutput})
     def post(self, request, study_id: int):
@@ -323,7 +355,14 @@ class StudyMetricsApi(APIView):
 
     class InputSerializer(serializers.Serializer):
         metrics = serializers.ListField(
-            child=serializers.CharField(max_length=100),
+            child=serializers.ChoiceField(
+                choices=[],
+                error_messages={
+                    "invalid_choice": '"{input}" is not a metric this server computes (Java '
+                    "metrics need a Java runtime, CLIP-S needs CAPEVAL_CLIP_DIR: "
+                    "docs/metrics.md)."
+                },
+            ),
             required=False,
             help_text='Metric names, e.g. "CIDEr (pycocoevalcap)" (default: all this '
             "server can compute; an empty list: report the imported columns only).",
@@ -343,7 +382,12 @@ class StudyMetricsApi(APIView):
         )
 
         class Meta:
-            ref_name = "MetricsRequest"
+            ref_name = "Metrics"  # the schema's MetricsRequest
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            # The names this server computes now (Java, CLIP encoders): the schema lists them.
+            self.fields["metrics"].child.choices = metric_names_available()
 
     class Pagination(LimitOffsetPagination):
         default_limit = 100
@@ -353,14 +397,14 @@ class StudyMetricsApi(APIView):
         parameters=[
             OpenApiParameter(
                 "evaluate_on",
-                int,
+                {"type": "integer", "minimum": 0, "maximum": 10**18 - 1},
                 required=False,
                 description="Another study's id: fit the ensemble here, evaluate it there.",
             ),
             OpenApiParameter("limit", int, required=False, description="Captions per page."),
             OpenApiParameter("offset", int, required=False, description="Captions skipped."),
         ],
-        responses=MetricsReportOutput,
+        responses={200: MetricsReportOutput, 409: CONFLICT},
     )
     def get(self, request, study_id: int):
         """The study's latest meta-evaluation report (and a pending job, if any), and a
@@ -370,13 +414,13 @@ class StudyMetricsApi(APIView):
         ensemble = None
         other_id = request.query_params.get("evaluate_on")
         if other_id:
-            if not (other_id.isascii() and other_id.isdigit()):
+            if not (other_id.isascii() and other_id.isdigit()) or len(other_id) > 18:
                 return Response(
                     {"evaluate_on": ["A study id."]}, status=status.HTTP_400_BAD_REQUEST
                 )
             other = selectors.study_for_researcher(request.user, int(other_id))
             if latest is None:
-                raise ServiceError("Compute this study's metrics first.", field="evaluate_on")
+                raise Conflict("Compute this study's metrics first.", field="evaluate_on")
             ensemble = metrics_ensemble(train=study, test=other)
         context = {"request": request}
         return Response(
@@ -401,7 +445,7 @@ class StudyMetricsApi(APIView):
             "results": caption_metric_json(page, columns),
         }
 
-    @extend_schema(request=InputSerializer, responses={202: JobOutput})
+    @extend_schema(request=InputSerializer, responses={202: JobOutput, 409: CONFLICT})
     def post(self, request, study_id: int):
         """Queue a metrics job for the study; poll the job until it is done."""
         study = selectors.study_for_researcher(request.user, study_id)
@@ -469,8 +513,26 @@ class PlanOutput(serializers.Serializer):
     price_per_judgment = serializers.FloatField(allow_null=True)
 
 
-#: The OpenAPI type of each kind of planner field (the rest are numbers).
-PLAN_PARAMETER_TYPES = {forms.CharField: str, forms.IntegerField: int}
+def plan_parameter(name: str, field: forms.Field) -> OpenApiParameter:
+    """A planner field as a query parameter, with the bounds the form checks."""
+    if name == "sizes":  # "10,20,40": a comma-separated list (OpenAPI's form style)
+        schema = {
+            "type": "array",
+            "items": {"type": "integer", "minimum": 2, "maximum": MAX_STUDY_SIZE},
+            "minItems": 1,
+            "maxItems": MAX_SIZES,
+        }
+        return OpenApiParameter(
+            name, schema, required=False, style="form", explode=False, description=field.help_text
+        )
+    # Django's FloatField is an IntegerField subclass: ask for it first.
+    schema = {"type": "number" if isinstance(field, forms.FloatField) else "integer"}
+    for key, bound in (("minimum", field.min_value), ("maximum", field.max_value)):
+        if bound is not None:
+            schema[key] = bound
+    return OpenApiParameter(
+        name, schema, required=False, description=str(field.help_text or field.label)
+    )
 
 
 class StudyPlanApi(APIView):
@@ -481,15 +543,7 @@ class StudyPlanApi(APIView):
     """
 
     @extend_schema(
-        parameters=[
-            OpenApiParameter(
-                name,
-                PLAN_PARAMETER_TYPES.get(type(field), float),
-                required=False,
-                description=str(field.help_text or field.label),
-            )
-            for name, field in PlanForm.base_fields.items()
-        ],
+        parameters=[plan_parameter(name, field) for name, field in PlanForm.base_fields.items()],
         responses=PlanOutput,
     )
     def get(self, request, study_id: int):

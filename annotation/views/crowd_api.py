@@ -9,9 +9,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation import selectors
+from annotation.api_schema import CONFLICT
 from annotation.crowd import PlatformError
 from annotation.errors import Unavailable
 from annotation.models import CrowdLedgerEntry
+from annotation.parsers import DepthSafeJSONParser
 from annotation.services.crowd import review
 from annotation.services.crowd.sync import crowd_sync
 
@@ -58,6 +60,9 @@ class ReviewInput(serializers.Serializer):
     category = serializers.ChoiceField(choices=review.REJECT_CATEGORIES, default="FAILED_CHECK")
     dry_run = serializers.BooleanField(default=False)
 
+    class Meta:
+        ref_name = "Review"  # the schema's ReviewRequest (requests are split)
+
 
 class SyncOutput(serializers.Serializer):
     seen = serializers.IntegerField(help_text="Submissions read from the platforms.")
@@ -96,7 +101,7 @@ def _plan_output(plan: dict) -> dict:
 
 
 class StudyCrowdSyncApi(APIView):
-    @extend_schema(request=None, responses={200: SyncOutput})
+    @extend_schema(request=None, responses={200: SyncOutput, 409: CONFLICT})
     def post(self, request, study_id: int):
         """Read the linked Prolific study / MTurk HITs and reclaim leases of workers who left."""
         study = _owned(request, study_id)
@@ -107,7 +112,10 @@ class StudyCrowdSyncApi(APIView):
 
 
 class StudyCrowdReviewApi(APIView):
-    @extend_schema(request=ReviewInput, responses={200: ReviewOutput})
+    # A JSON body: up to 10,000 participant ids would be more form fields than Django takes.
+    parser_classes = [DepthSafeJSONParser]
+
+    @extend_schema(request=ReviewInput, responses={200: ReviewOutput, 409: CONFLICT})
     def post(self, request, study_id: int):
         """Approve, reject or bonus a filtered selection (``dry_run``: the plan and total only)."""
         study = _owned(request, study_id)

@@ -22,6 +22,7 @@ from rest_framework.views import APIView
 from annotation import selectors, selectors_items
 from annotation.errors import NotFound, ServiceError
 from annotation.models import Caption
+from annotation.text import text_pattern
 from annotation.views.access import researcher_required
 
 
@@ -187,10 +188,24 @@ PAGE_PARAMETERS = [
 ]
 
 
+def _text(max_length: int) -> dict:
+    """A query parameter's text, as ``selectors_items`` checks it (one line, bounded)."""
+    return {"type": "string", "maxLength": max_length, "pattern": text_pattern()}
+
+
+#: An id as ``selectors_items.judgment_filters`` reads it: at most 18 digits.
+_ID = {"type": "integer", "minimum": 0, "maximum": 10**18 - 1}
+
+
 class StudyItemsApi(APIView):
     @extend_schema(
         parameters=[
-            OpenApiParameter("system", str, required=False, description="Only this system."),
+            OpenApiParameter(
+                "system",
+                _text(selectors_items.SYSTEM_MAX_CHARS),
+                required=False,
+                description="Only this system.",
+            ),
             OpenApiParameter(
                 "purpose",
                 enum=Caption.Purpose.values,
@@ -198,7 +213,10 @@ class StudyItemsApi(APIView):
                 description="Only captions of this purpose.",
             ),
             OpenApiParameter(
-                "q", str, required=False, description="Image name or caption text contains."
+                "q",
+                _text(selectors_items.SEARCH_MAX_CHARS),
+                required=False,
+                description="Image name or caption text contains.",
             ),
             *PAGE_PARAMETERS,
         ],
@@ -220,12 +238,12 @@ class StudyItemsApi(APIView):
 class StudyJudgmentsApi(APIView):
     @extend_schema(
         parameters=[
-            OpenApiParameter("item", int, required=False, description="Only this item's."),
+            OpenApiParameter("item", _ID, required=False, description="Only this item's."),
             OpenApiParameter(
-                "caption", int, required=False, description="Only those about this caption."
+                "caption", _ID, required=False, description="Only those about this caption."
             ),
             OpenApiParameter(
-                "participant", str, required=False, description="Only this pseudonym's."
+                "participant", _text(16), required=False, description="Only this pseudonym's."
             ),
             OpenApiParameter("excluded", bool, required=False, description="Excluded or not."),
             *PAGE_PARAMETERS,

@@ -18,6 +18,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation import selectors
+from annotation.api_schema import CONFLICT
 from annotation.errors import InvalidInput, ServiceError, Unavailable
 from annotation.models import Job, Judge, JudgeFailure
 from annotation.modes import get_mode
@@ -399,13 +400,21 @@ class StudyJudgesApi(APIView):
         )
 
         class Meta:
-            ref_name = "JudgeImportRequest"
+            ref_name = "JudgeImport"  # the schema's JudgeImportRequest (requests are split)
+            required_any = ("file", "lines")  # annotation/api_schema.py
+
+        def validate(self, attrs):
+            if not any(name in attrs for name in self.Meta.required_any):
+                raise serializers.ValidationError(
+                    {"file": ["Send the answers as file or as lines."]}
+                )
+            return attrs
 
     @extend_schema(
         parameters=[
             OpenApiParameter(
                 "resamples",
-                int,
+                {"type": "integer", "minimum": 0, "maximum": MAX_RESAMPLES},
                 required=False,
                 description=f"Bootstrap resamples of the intervals, 0 to {MAX_RESAMPLES} "
                 f"(default {RESAMPLES}).",
@@ -424,19 +433,14 @@ class StudyJudgesApi(APIView):
             )
         return Response(judges_report(study, resamples=int(raw)))
 
-    @extend_schema(request=InputSerializer, responses={201: JudgeImportOutput})
+    @extend_schema(request=InputSerializer, responses={201: JudgeImportOutput, 409: CONFLICT})
     def post(self, request, study_id: int):
         """Import one judge's answers; every bad line is listed and nothing is written."""
         study = selectors.study_for_researcher(request.user, study_id)
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
-        if "file" in values:
-            text = _read_upload(values["file"])
-        elif "lines" in values:
-            text = values["lines"]
-        else:
-            raise InvalidInput("Send the answers as file or as lines.", field="file")
+        text = _read_upload(values["file"]) if "file" in values else values["lines"]
         try:
             counts = judge_import(
                 study=study,
@@ -448,7 +452,8 @@ class StudyJudgesApi(APIView):
             )
         except ServiceError as exc:
             # The common handler's shape, plus every refused line (``errors``).
-            body = {exc.field or "detail": [exc.message], "code": exc.code}
+            body = {exc.field: [exc.message]} if exc.field else {"detail": exc.message}
+            body["code"] = exc.code
             return Response(
                 {**body, "errors": (exc.details or {}).get("errors", [])}, status=exc.status
             )
@@ -483,7 +488,7 @@ class StudyJudgeRunsApi(APIView):
         study = selectors.study_for_researcher(request.user, study_id)
         return Response(JudgeRunOutput(runs.judge_runs_list(study), many=True).data)
 
-    @extend_schema(request=None, responses={202: JudgeRunOutput})
+    @extend_schema(request=None, responses={202: JudgeRunOutput, 409: CONFLICT})
     def post(self, request, study_id: int):
         """Queue a judge run; poll ``GET`` (or ``/api/jobs/<id>/``) for its progress."""
         study = selectors.study_for_researcher(request.user, study_id)
@@ -495,7 +500,7 @@ class StudyJudgeRunsApi(APIView):
 class StudyJudgeRunStopApi(APIView):
     """Stop a queued or running judge run; what it answered by then is stored."""
 
-    @extend_schema(request=None, responses={202: JudgeRunOutput})
+    @extend_schema(request=None, responses={202: JudgeRunOutput, 409: CONFLICT})
     def post(self, request, study_id: int, job_id: int):
         """Ask the run to stop (403 unless you started it or it spends your key; 409 once
         it has ended); poll ``GET`` of the runs for its end."""

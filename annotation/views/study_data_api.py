@@ -15,6 +15,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation import selectors
+from annotation.api_schema import CONFLICT
 from annotation.errors import Conflict
 from annotation.models import Caption, Study
 from annotation.serializers import JobOutput
@@ -42,6 +43,7 @@ class StudyImportApi(APIView):
             child=serializers.FileField(),
             required=False,
             default=list,
+            min_length=1,
             help_text="Image files (repeat the field for several).",
         )
         captions = serializers.FileField(
@@ -63,16 +65,19 @@ class StudyImportApi(APIView):
         )
 
         class Meta:
-            ref_name = "ImportRequest"
+            ref_name = "Import"  # the schema's ImportRequest (requests are split)
+            required_any = ("images_zip", "image_files", "captions")  # api_schema.py
 
         def validate(self, attrs):
-            if not (attrs.get("images_zip") or attrs.get("image_files") or attrs.get("captions")):
+            if not any(attrs.get(name) for name in self.Meta.required_any):
                 raise serializers.ValidationError(
                     {"captions": ["Send images (images_zip or image_files) or a captions file."]}
                 )
             return attrs
 
-    @extend_schema(request={"multipart/form-data": InputSerializer}, responses={202: JobOutput})
+    @extend_schema(
+        request={"multipart/form-data": InputSerializer}, responses={202: JobOutput, 409: CONFLICT}
+    )
     def post(self, request, study_id: int):
         """Queue an import of images and captions into a draft study (the import page's job);
         poll the job: a bad file fails it with every bad line in ``result.errors``."""
@@ -100,7 +105,7 @@ class StudyReferencesApi(APIView):
         )
 
         class Meta:
-            ref_name = "ReferencesImportRequest"
+            ref_name = "ReferencesImport"  # the schema's ReferencesImportRequest
 
     @extend_schema(request={"multipart/form-data": InputSerializer}, responses={202: JobOutput})
     def post(self, request, study_id: int):
