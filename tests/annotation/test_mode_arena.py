@@ -784,6 +784,14 @@ def test_a_constant_outcome_bot_never_sees_the_completion_code(researcher, outco
     assert Judgment.objects.filter(participant=person).exists()
     assert not Judgment.objects.filter(participant=person, excluded=False).exists()
     assert "You have not earned this study's completion code" in last
+    # It is told which check: the gold rule's, or the answer pattern's with its answer.
+    kinds = {flag["kind"] for flag in person.flags}
+    assert kinds & {"catch_failed", "answer_pattern"}
+    if "answer_pattern" in kinds:
+        label = {"a": "A is better", "tie": "Tie: both are good", "bothbad": "Tie: both are bad"}
+        assert f"the same answer ({label[outcome]}) on 100% of" in last
+    else:
+        assert "did not pass this study&#x27;s attention checks" in last
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

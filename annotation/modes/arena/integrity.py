@@ -47,6 +47,18 @@ def flag_reason(participant: Participant) -> str:
     return ""
 
 
+def withheld(participant: Participant) -> str:
+    """The sentence a worker the answer-pattern rules flagged reads (``completion_withheld``)."""
+    if not is_flagged(participant):
+        return ""
+    reason = flag_reason(participant).removeprefix("answer pattern: ")
+    why = reason or "one answer on nearly every battle"
+    return (
+        f"Your answers did not pass this study's checks ({why}), so they are excluded and "
+        "do not earn the completion code."
+    )
+
+
 def answered(state: dict[str, Any] | None) -> int:
     """Battles and gold battles the worker answered (the code's count)."""
     state = state or {}

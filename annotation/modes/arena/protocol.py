@@ -569,5 +569,8 @@ class ArenaProtocol(Mode):
     def completion_earned(self, participant: Participant) -> bool:
         return integrity.completion_earned(participant, self.settings(participant.study))
 
+    def completion_withheld(self, participant: Participant) -> str:
+        return integrity.withheld(participant)
+
     def completion_progress(self, participant: Participant) -> CompletionProgress:
         return integrity.completion_progress(participant, self.settings(participant.study))
