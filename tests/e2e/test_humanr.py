@@ -1,6 +1,6 @@
 """HUMANr in a real browser: a Prolific worker does a group with the keyboard only, gets the
-completion code; a second worker fails the attention check; the researcher's report leaves
-that group out of HUMANr while the export keeps it, flagged.
+completion code; a second worker fails the attention check (no code, and told why); the
+researcher's report leaves that group out of HUMANr while the export keeps it, flagged.
 
 Images are answered by a route that returns a small PNG (the files are not on disk in tests).
 """
@@ -141,7 +141,9 @@ def test_a_failed_check_drops_the_group_from_the_report_but_not_the_export(page,
     page.context.clear_cookies()
     careless = enter_with_keyboard(page, study, "E2E-CARELESS")
     do_group_with_keyboard(page, careless, fail_check=True)
-    expect(page.locator("#completion-code")).to_be_visible()  # the code is given all the same
+    # No code for excluded work (issue 45, row 5): the page says why instead.
+    expect(page.locator("#checks-failed")).to_contain_text("attention check failed in 1")
+    expect(page.locator("#completion-code")).to_have_count(0)
 
     flagged = Judgment.objects.filter(participant=careless)
     assert flagged.count() == 10 and flagged.filter(excluded=True).count() == 10
