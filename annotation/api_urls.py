@@ -55,6 +55,7 @@ urlpatterns = [
         name="api_study_people",
     ),
     path("jobs/<int:job_id>/", apis.JobDetailApi.as_view(), name="api_job"),
+    path("jobs/<int:job_id>/file/", apis.JobFileApi.as_view(), name="api_job_file"),
     path(
         "studies/<int:study_id>/crowd/sync/",
         crowd_api.StudyCrowdSyncApi.as_view(),

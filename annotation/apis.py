@@ -2,8 +2,9 @@
 services. A study or job the user may not manage answers 404, like a missing one."""
 
 from django import forms
-from django.http import Http404
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from django.http import FileResponse, Http404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response
@@ -473,6 +474,29 @@ class JobDetailApi(APIView):
         if job_sweep_stale(job_ids=[job.pk]):  # its process vanished: say so, stop polling
             job.refresh_from_db()
         return Response(JobOutput(job, context={"request": request}).data)
+
+
+class JobFileApi(APIView):
+    @extend_schema(
+        responses={
+            (200, "application/octet-stream"): OpenApiResponse(
+                OpenApiTypes.BINARY, description="The finished job's file (an export's data)."
+            )
+        }
+    )
+    def get(self, request, job_id: int):
+        """A finished job's file, with the API's credentials (a job's ``download_url``);
+        404 while it has none."""
+        job = selectors.job_for_user(request.user, job_id)
+        if job.status != Job.Status.DONE or not job.result_file:
+            raise Http404("This job has no file.")
+        path = selectors.job_file_path(job)
+        return FileResponse(
+            path.open("rb"),
+            as_attachment=True,
+            filename=path.name,
+            content_type="application/octet-stream",  # what the schema says, any format
+        )
 
 
 def exception_handler(exc, context):

@@ -15,7 +15,8 @@ from annotation.models import Job
 
 class JobOutput(serializers.ModelSerializer):
     download_url = serializers.SerializerMethodField(
-        help_text="Where the finished job's file downloads; null until there is one."
+        help_text="Where the finished job's file downloads (GET /api/jobs/ID/file/, with the "
+        "API's credentials); null until there is one."
     )
 
     class Meta:
@@ -43,6 +44,6 @@ class JobOutput(serializers.ModelSerializer):
             selectors.job_file_path(job)
         except Http404:  # deleted since (old-export cleanup, an operator): nothing to offer
             return None
-        url = reverse("job_download", args=[job.pk])
+        url = reverse("api_job_file", args=[job.pk])  # Basic auth works there, not on pages
         request = self.context.get("request")
         return request.build_absolute_uri(url) if request else url

@@ -182,12 +182,13 @@ def test_a_finished_export_whose_file_is_gone_is_not_offered(
         job = enqueue(export_request(study=study, user=researcher, export_format="csv"))
     job.refresh_from_db()
     url = reverse("api_job", args=[job.pk])
-    assert client.get(url).json()["download_url"].endswith(f"/jobs/{job.pk}/download/")
+    assert client.get(url).json()["download_url"].endswith(f"/api/jobs/{job.pk}/file/")
 
     (Path(django_settings.CAPEVAL_EXPORT_DIR) / job.result_file).unlink()
 
     assert client.get(url).json()["download_url"] is None
     assert client.get(reverse("job_download", args=[job.pk])).status_code == 404
+    assert client.get(reverse("api_job_file", args=[job.pk])).status_code == 404
 
 
 # ---------------------------------------------------------------------- PostgreSQL down
