@@ -299,8 +299,11 @@ def crowd_completion(participant: Participant) -> dict[str, Any]:
 
     Empty until the worker has earned it (``completed_at``), and always for accounts. A
     worker screened out before earning it (``Outcome.screen_out``) gets ``screened_out``
-    (the reason) with the study's screen-out code and URL instead, when the study has one.
-    ``participant.study`` should be loaded.
+    (the reason) with the study's screen-out code and URL instead, when the study has one,
+    else its failed-check code. Before it is earned: ``held`` (the sentence) while a hold
+    waits for the researcher (``services/crowd/holds.py``), ``returned`` once they asked for
+    a return, and ``checks_failed`` (why, with ``failed_check_code``) when the study's own
+    checks excluded the work (issue 45). ``participant.study`` should be loaded.
     """
     if participant.source == Participant.Source.ACCOUNT:
         return {}
