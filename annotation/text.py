@@ -101,12 +101,15 @@ def clean_text(value: str, *, field: str, max_length: int, multiline: bool = Fal
     return value
 
 
-def shown(value: str, limit: int = 80) -> str:
+def shown(value: str, limit: int | None = 80, *, multiline: bool = False) -> str:
     """``value`` as safe to quote in a message: what ``text_problem`` refuses is escaped
     (``\\x00``, ``\\u202e``) and a long value shortened, so the message itself can be stored
-    (PostgreSQL refuses NUL) and read in the order it was written."""
-    value = value if len(value) <= limit else value[: limit - 1] + "…"
-    return _SINGLE_LINE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), value)
+    (PostgreSQL refuses NUL) and read in the order it was written. ``limit`` None: kept
+    whole; ``multiline``: line breaks and tabs kept (a judge's raw reply stays readable)."""
+    if limit is not None and len(value) > limit:
+        value = value[: limit - 1] + "…"
+    pattern = _MULTI_LINE if multiline else _SINGLE_LINE
+    return pattern.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), value)
 
 
 @deconstructible

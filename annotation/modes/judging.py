@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from annotation.errors import ServiceError
 from annotation.models import Item, Study
+from annotation.text import json_problem, nesting_problem, text_problem
 
 if TYPE_CHECKING:  # the mode owns its components; only its type is needed here
     from annotation.modes.base import Mode
@@ -95,8 +96,25 @@ class Judging:
     def parse_reply(self, text: str) -> Any:
         """The answer data in a judge's reply text, for ``clean_answer``; ValueError when
         there is none. Default: the first JSON object in the text (a reply wrapped in a
-        Markdown code fence or a sentence is read too)."""
+        Markdown code fence or a sentence is read too). A mode reads JSON with
+        ``json_object``, which refuses deep nesting before ``json`` recurses."""
         return json_object(text)
+
+    def read_reply(self, text: str) -> Any:
+        """``parse_reply`` behind the checks every mode's replies pass (the one parser a
+        judge run calls; not overridden): ValueError when the reply's text, or any string
+        in its answer (keys too), holds what ``annotation.text`` refuses in stored text.
+        PostgreSQL refuses NUL in ``text`` and in ``jsonb`` (``\\u0000``), half a surrogate
+        pair cannot be encoded, and the run stores the raw reply and the answer: one such
+        reply would fail the run's whole transaction (issue 45)."""
+        problem = text_problem(text, max_length=None, multiline=True)
+        if problem is not None:
+            raise ValueError(f"the reply {problem}")
+        data = self.parse_reply(text)
+        problem = json_problem(data, "answer")
+        if problem is not None:
+            raise ValueError(problem)
+        return data
 
 
 def json_object(text: str) -> dict[str, Any]:
@@ -105,6 +123,11 @@ def json_object(text: str) -> dict[str, Any]:
     start, end = text.find("{"), text.rfind("}")
     if start < 0 or end < start:
         raise ValueError("the reply holds no JSON object")
+    # Scanned as ``json`` will read it (the same slice, from its first ``{``): ``json``
+    # recurses once per level and, thousands deep, raises RecursionError, not ValueError.
+    problem = nesting_problem(text[start : end + 1])
+    if problem is not None:
+        raise ValueError(f"the reply's JSON object {problem}")
     try:
         data = json.loads(text[start : end + 1])
     except json.JSONDecodeError as exc:

@@ -15,10 +15,12 @@ decrypted in the job just before the batch starts, held by ``client.Endpoint`` (
 repr hides it, and which scrubs it from every error and raw reply before anything is cut,
 stored or logged), and never returned by anything here.
 
-Validation. A reply is read by the mode's ``parse_reply`` inside the batch (a malformed
-reply is that item's error, with the reply kept) and checked by ``clean_answer`` after it,
-with the unit's captions (span offsets need the caption's text); a reply refused there is
-a failure too and is not cached, so a rerun asks again.
+Validation. A reply is read by ``Judging.read_reply`` inside the batch: the mode's
+``parse_reply`` behind the checks of stored text every mode's replies pass (a NUL, a JSON
+object nested too deep). A malformed reply is that item's error, with the reply kept (what
+stored text may not hold written as an escape). It is checked by ``clean_answer`` after
+it, with the unit's captions (span offsets need the caption's text); a reply refused there
+is a failure too and is not cached, so a rerun asks again.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ from annotation.services.judge_endpoints import (
     judge_endpoint_view,
     judge_key_drop_unless_saver,
 )
-from annotation.text import clean_text
+from annotation.text import clean_text, shown
 
 Progress = Callable[..., None]
 logger = logging.getLogger(__name__)
@@ -303,7 +305,7 @@ def judge_run(*, job: Job, progress: Progress) -> dict[str, Any]:
     progress(5, f"Asking {len(items):,} questions")
     try:
         result = _run_with_progress(items, progress, endpoint, endpoint_row, prompt.label, cache,
-                                    judging.parse_reply, lambda: _stop_requested(job))  # fmt: skip
+                                    judging.read_reply, lambda: _stop_requested(job))  # fmt: skip
     except SoftTimeLimitExceeded:
         raise
     except Exception as exc:
@@ -404,14 +406,17 @@ def judge_run(*, job: Job, progress: Progress) -> dict[str, Any]:
 
 
 def _failure(job: Job, q: _Question, error: str, raw: str = "") -> JudgeFailure:
+    # The error may quote a server's message and the raw reply is the judge's own text
+    # (both scrubbed of the key already): what stored text may not hold (a NUL, half a
+    # surrogate pair) is written as an escape, so the failure can be stored and read.
     return JudgeFailure(
         job=job,
         item_id=q.item,
         caption_id=q.first,
         caption_b_id=q.second,
         run=q.run,
-        error=error[:2000],
-        raw_reply=raw[:20_000],
+        error=shown(error, None, multiline=True)[:2000],
+        raw_reply=shown(raw, None, multiline=True)[:20_000],
     )
 
 
