@@ -71,6 +71,7 @@ import httpx
 
 from annotation.judges.network import AddressPolicy, AddressRefused, GuardedTransport
 from annotation.judges.scrub import Scrubber
+from rubrics import json_text
 
 __all__ = [
     "Endpoint",
@@ -242,7 +243,14 @@ class _Reply:
     body: bytes
 
     def json(self) -> Any:
-        return json.loads(self.body)
+        """The body as JSON; ValueError if it is not, or nests deeper than any
+        chat-completions response (``json`` recurses once per level and, thousands deep,
+        raises RecursionError, which would end the whole batch)."""
+        # Decoded as ``json.loads`` decodes bytes, so the scan reads what it will read.
+        text = self.body.decode(json.detect_encoding(self.body), "surrogatepass")
+        if json_text.too_deep_at(text, json_text.MAX_DEPTH) is not None:
+            raise ValueError("nested too deeply")
+        return json.loads(text)
 
 
 def _error_message(reply: _Reply) -> str | None:

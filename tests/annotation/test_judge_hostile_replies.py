@@ -165,6 +165,35 @@ def test_a_reply_nested_ten_thousand_deep_fails_its_question_only(
     assert failure.raw_reply == reply[:20_000]  # kept as far as a raw reply is
 
 
+def test_a_response_nested_ten_thousand_deep_fails_its_question_only(researcher, client, caplog):
+    """The chat-completions response around the reply, nested deep: that question's
+    response is malformed (its body is not shown), and the others are answered."""
+    caplog.set_level(logging.DEBUG)
+    study = vicr_study(researcher, game=3)
+    write_images(study)
+    client.force_login(researcher)
+    deep = ('{"choices": ' + "[" * DEPTH + "]" * DEPTH + "}").encode()
+    lock = threading.Lock()
+    hit: list[str] = []
+
+    def script(prompt, n):
+        with lock:
+            if not hit:
+                hit.append(prompt)
+                return (200, deep)
+        return "4"
+
+    with fake_judge(script) as server:
+        _saved, job = _save_and_run(client, study, _form(server.url, KEY))
+        assert server.total == 3
+    assert job.status == Job.Status.DONE, job.error
+    assert job.result["answered"] == 2 and job.result["failed"] == 1
+    failure = JudgeFailure.objects.get(job=job)
+    assert "malformed response" in failure.error and failure.raw_reply == ""
+    for name, text in {**_shown(client, study, job), "log": caplog.text}.items():
+        assert not [word for word in PYTHON_ERRORS if word in text], name
+
+
 def test_a_server_error_or_reply_with_other_unstorable_text_fails_its_question_only(
     researcher, client, caplog
 ):
