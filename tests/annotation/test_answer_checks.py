@@ -21,7 +21,7 @@ from django.test import Client
 from django.urls import reverse
 
 from annotation.models import Assignment, Caption, Judgment
-from annotation.registry import mode_names
+from annotation.registry import MODES, mode_names
 from annotation.services.studies import study_create
 from tests.factories.arena import arena_study
 from tests.factories.core import rating_study
@@ -105,11 +105,22 @@ def assert_refused(page, field, words, what):
     assert "Traceback" not in page.content.decode()
 
 
+def served_modes() -> list[str]:
+    """Every registered mode but those a test module declares for itself (test_exports'
+    ``test-default``): whether those are registered depends on which modules the run
+    collected, and no page serves them."""
+    return [
+        name
+        for name in mode_names()
+        if not type(MODES[name]).__module__.startswith("tests.annotation.")
+    ]
+
+
 def test_every_registered_mode_has_a_builder_here():
-    assert set(BUILDERS) == set(mode_names())
+    assert set(BUILDERS) == set(served_modes())
 
 
-@pytest.mark.parametrize("mode", mode_names())
+@pytest.mark.parametrize("mode", served_modes())
 def test_every_field_of_every_mode_refuses_nul_bidi_and_deep_json(mode, researcher, annotator):
     study = BUILDERS[mode](researcher)
     client, url, lease, html = leased(study, annotator)
