@@ -35,6 +35,7 @@ from annotation.services.metrics import (
     metrics_latest,
     metrics_pending,
     metrics_request,
+    metrics_unavailable,
 )
 from annotation.services.metrics_ensemble import metrics_ensemble
 from annotation.services.reports import report_request
@@ -351,12 +352,26 @@ class MetricsReportOutput(serializers.Serializer):
     )
 
 
+class MetricNameField(serializers.ChoiceField):
+    """A metric this server computes now (the schema lists only those); a metric of the lab
+    this server cannot run is refused with what it needs (Java, CLIP's encoders)."""
+
+    def to_internal_value(self, data):
+        try:
+            return super().to_internal_value(data)
+        except serializers.ValidationError:
+            reason = metrics_unavailable([data]) if isinstance(data, str) else None
+            if reason:
+                raise serializers.ValidationError(reason) from None
+            raise
+
+
 class StudyMetricsApi(APIView):
     """The metric lab: compute caption metrics (a job) and read the meta-evaluation report."""
 
     class InputSerializer(serializers.Serializer):
         metrics = serializers.ListField(
-            child=serializers.ChoiceField(
+            child=MetricNameField(
                 choices=[],
                 error_messages={
                     "invalid_choice": '"{input}" is not a metric this server computes (Java '

@@ -141,6 +141,19 @@ def metric_names_available() -> list[str]:
     return text + (list(CLIP_NAMES) if clip_folder() else [])
 
 
+def metrics_unavailable(names: Sequence[str]) -> str | None:
+    """Why metrics of the lab among ``names`` cannot run on this server (CLIP-S without its
+    encoders, a Java metric without Java), saying what they need; None when they can."""
+    refusal = clip_refusal(names)
+    if refusal:
+        return refusal
+    java = [n for n in names if n in metric_rules.METRICS and metric_rules.METRICS[n].needs_java]
+    if java and not metric_rules.java_available():
+        hint = metric_rules.JAVA_INSTALL_HINT
+        return f"{', '.join(java)} need Java, which this server lacks. {hint}."
+    return None
+
+
 def metrics_request(
     *,
     study: Study,
@@ -195,15 +208,9 @@ def metrics_request(
             f"Choose from: {', '.join([*metric_rules.METRICS, *CLIP_NAMES])}.",
             field="metrics",
         )
-    if clip_refusal(names):
-        raise ServiceError(clip_refusal(names) or "", field="metrics")
-    java = [n for n in names if n in metric_rules.METRICS and metric_rules.METRICS[n].needs_java]
-    if java and not metric_rules.java_available():
-        raise ServiceError(
-            f"{', '.join(java)} need Java, which this server lacks. "
-            f"{metric_rules.JAVA_INSTALL_HINT}.",
-            field="metrics",
-        )
+    refusal = metrics_unavailable(names)
+    if refusal:
+        raise ServiceError(refusal, field="metrics")
     _require_references(study)
     return job_create(kind=Job.Kind.METRICS, study=study, created_by=user, params=params)
 
