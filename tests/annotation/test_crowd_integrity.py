@@ -20,7 +20,7 @@ from annotation.modes import get_mode
 from annotation.selectors import completion_code
 from annotation.services.participants import crowd_link_token
 from tests.factories.core import rating_study
-from tests.factories.humanr import humanr_study
+from tests.factories.humanr import honest_on_page, humanr_study
 from tests.factories.thumb import form_for, thumb_study
 from tests.factories.vicr import vicr_study
 
@@ -196,7 +196,11 @@ def _do_humanr_group(client, study):
             client,
             study,
             page.context["assignment"].token,
-            {"part": number, "raw": 3, "left": page.context["left_caption"].pk},
+            {
+                "part": number,
+                "raw": honest_on_page(page.context),  # the check passed: the code is earned
+                "left": page.context["left_caption"].pk,
+            },
         )
     return response
 

@@ -33,7 +33,15 @@ from annotation.services.participants import crowd_completion, crowd_link_token
 from annotation.services.reports import report_request
 from annotation.services.studies import study_create, study_open
 from annotation.tasks import enqueue
-from tests.factories.humanr import add_images, careless, crowd, do_group, honest, humanr_study
+from tests.factories.humanr import (
+    add_images,
+    careless,
+    crowd,
+    do_group,
+    honest,
+    honest_on_page,
+    humanr_study,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -720,7 +728,11 @@ def test_a_group_through_the_pages_ends_with_the_completion_code(researcher, cli
         lease = page.context["assignment"]
         response = client.post(
             reverse("participate_submit", args=[study.public_id, lease.token]),
-            {"part": number - 1, "raw": 3, "left": page.context["left_caption"].pk},
+            {
+                "part": number - 1,
+                "raw": honest_on_page(page.context),  # the check passed: the code is earned
+                "left": page.context["left_caption"].pk,
+            },
         )
     html = response.content.decode()
     assert response.status_code == 200

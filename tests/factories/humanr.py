@@ -91,6 +91,19 @@ def careless(trial, on_left):
     return 5
 
 
+def honest_on_page(context) -> int:
+    """What an honest worker answers on a trial page, from what the page shows: strongly
+    the caption of the image shown when only one of the two is its caption (an attention
+    check), and 3 (caption A, mildly) on a comparison, where either answer is honest."""
+    image_id = context["image"].pk
+    left, right = context["left_caption"].image_id, context["right_caption"].image_id
+    if left == image_id != right:
+        return 2
+    if right == image_id != left:
+        return 8
+    return 3
+
+
 def do_group(participant, answer=honest, *, parts=None):
     """Lease the next group and answer ``parts`` trials (all by default); return the lease."""
     lease = assignment_next(participant=participant)
