@@ -883,11 +883,17 @@ def test_honest_simulated_workers_earn_the_code_under_the_default_checks(researc
     assert summary.refusals == {}
     crowd = Participant.objects.filter(study=study)
     assert crowd.count() == 6
+    # An honest simulated worker misses a gold battle one time in fifty (GOLD_LAPSE), so
+    # the gold rule (at most one miss in four) may catch one of six on some lease ids
+    # (about 1 in 400 workers); two would mean the rule, not the lapse, is at work.
+    caught = [p.external_id for p in crowd if any(f["kind"] == "catch_failed" for f in p.flags)]
+    assert len(caught) <= 1, caught
     for person in crowd:
         gold = Judgment.objects.filter(participant=person, item__kind=CATCH)
-        assert person.completed_at is not None, (person.external_id, person.state, person.flags)
         assert gold.count() >= 4
         assert not any(flag["kind"] == "answer_pattern" for flag in person.flags)
+        if person.external_id not in caught:
+            assert person.completed_at is not None, (person.external_id, person.flags)
     report = run_report(study, researcher)
     # Human (4.6) and good-one (4.0) are close in the simulated crowd's eyes; bad-one
     # (1.6) is last whatever the lease ids.
