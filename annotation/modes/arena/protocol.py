@@ -170,6 +170,14 @@ class ArenaSettings(catch.CatchSettings):
         doc="Share of served battles that are gold battles (a caption against an "
         "alteration of it; 0: none).",
     )
+    # The arena's own word for its catch trials (issue 46, row 6): the form said "catch
+    # trial" here and "gold battle" everywhere else.
+    catch_gammas: str = text(
+        "0.5,1",
+        label="How much a gold battle alters its caption",
+        group=CHECKS,
+        doc="Shares of words permuted or replaced in a gold battle's altered caption, e.g. 0.5,1.",
+    )
     # Four, not the rating protocols' three: under the quarter rule one miss in the first
     # three flags a worker (1/3 > 1/4), and the code now waits for the rule (issue 45), so
     # an attentive worker who slips once (a simulated one misses about 3% of gold battles

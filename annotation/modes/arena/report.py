@@ -390,6 +390,11 @@ class ArenaReport(Report):
             ),
         )
         result["catch"] = catch.report_section(study.pk, people=people)
+        # The page states the rule with the study's own numbers.
+        result["gold_rule"] = {
+            "min_seen": config.catch_min_seen,
+            "max_missed_share": config.catch_max_missed_share,
+        }
         progress(100, "done")
         return result
 
