@@ -43,6 +43,9 @@ class Study(models.Model):
 
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
+    # Markdown shown to participants and built into the judge's default prompt; empty: the
+    # mode's own default (``Mode.default_guidelines``, issue 46).
+    guidelines = models.TextField(blank=True)
     # The registry is the list of modes (annotation/registry.py): a new mode needs no
     # migration.
     mode = models.CharField(max_length=16, choices=mode_choices)
@@ -368,6 +371,9 @@ class Judgment(models.Model):
     dwell_ms = models.PositiveIntegerField(help_text="Server-measured time since serving.")
     excluded = models.BooleanField(default=False)
     exclusion_reason = models.CharField(max_length=200, blank=True)
+    # Which guidelines the page showed (a short SHA-256 of their text): the alignment report
+    # compares it with the judge's (issue 46).
+    guidelines_version = models.CharField(max_length=16, blank=True)
     created_at = models.DateTimeField(
         default=timezone.now, help_text="Set by the service from the same clock as dwell time."
     )

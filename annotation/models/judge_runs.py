@@ -52,6 +52,8 @@ class JudgePrompt(models.Model):
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="judge_prompts")
     version = models.PositiveIntegerField()
     text = models.TextField()
+    # The version of the study's guidelines the text holds ("": none of them), issue 46.
+    guidelines_version = models.CharField(max_length=16, blank=True)
     created_by = models.ForeignKey(
         django_settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
     )
