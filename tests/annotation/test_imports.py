@@ -447,7 +447,7 @@ def test_every_bad_row_is_reported_with_its_line(study, images_dir, tmp_path, se
             ["red.png", "Human", "A fine caption", ""],
             ["red.png", "Human", "   ", ""],
             ["missing.jpg", "Human", "A caption", ""],
-            ["green.jpg", "Human", "x" * 10_000, ""],
+            ["green.jpg", "Human", "x" * 10_001, ""],
             ["green.jpg", "", "No system", ""],
             ["green.jpg", "GoodBot", "Bad primes", "3;9"],
             ["red.png", "GoodBot", "One", ""],
@@ -462,7 +462,7 @@ def test_every_bad_row_is_reported_with_its_line(study, images_dir, tmp_path, se
         expect=[
             "line 3: empty caption",
             "line 4: unknown image 'missing.jpg'",
-            "line 5: caption has 10000 characters; the limit is 1000",
+            "line 5: caption has 10001 characters; the limit is 10000 (CAPEVAL_MAX_CAPTION_CHARS",
             "line 6: empty system name",
             "line 7: prime rating '9' is not a number from 1 to 5",
             "line 9: duplicate: GoodBot has another caption of 'red.png' on line 8",

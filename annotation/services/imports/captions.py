@@ -80,7 +80,13 @@ def check_text(raw: str, what: str) -> str | None:
     """The problem with a caption's text, or None."""
     if not raw.strip():
         return f"empty {what}"
-    return field_problem(raw, what, max_length=settings.CAPEVAL_MAX_CAPTION_CHARS, multiline=True)
+    problem = field_problem(
+        raw, what, max_length=settings.CAPEVAL_MAX_CAPTION_CHARS, multiline=True
+    )
+    if problem is not None and len(raw) > settings.CAPEVAL_MAX_CAPTION_CHARS:
+        # The limit is the deployment's: say which setting raises it.
+        problem += " (CAPEVAL_MAX_CAPTION_CHARS, a deployment setting; see the README)"
+    return problem
 
 
 def field_problem(
