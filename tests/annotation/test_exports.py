@@ -656,8 +656,8 @@ def test_dataset_folder_loads_with_hugging_face_datasets(
     study = vicr_data(researcher)
     media = Path(django_settings.MEDIA_ROOT)
     first = Image.objects.filter(study=study).order_by("id").first()
-    (media / first.display).parent.mkdir(parents=True, exist_ok=True)
-    (media / first.display).write_bytes(b"RIFF-not-really-webp")
+    (media / first.file).parent.mkdir(parents=True, exist_ok=True)
+    (media / first.file).write_bytes(b"the-original-bytes")
 
     job = run(study, researcher, capture, "dataset", images=True)
     folder = tmp_path / "folder"
@@ -672,7 +672,7 @@ def test_dataset_folder_loads_with_hugging_face_datasets(
     )
     assert loaded["train"]["judgment_id"] == table["judgment_id"].to_pylist()
     assert people["train"].num_rows == Participant.objects.filter(study=study).count()
-    assert (folder / "images" / first.name).read_bytes() == b"RIFF-not-really-webp"
+    assert (folder / "images" / first.name).read_bytes() == b"the-original-bytes"
     card = (folder / "README.md").read_text()
     for section in ("## Motivation", "## Composition", "## Protocol", "## Collection",
                     "## Exclusion rules", "## Agreement", "## Licence and citation"):  # fmt: skip

@@ -443,8 +443,8 @@ def test_dataset_zip_renames_windows_reserved_images_and_records_them(
         ("CON.jpg", "aux.png", "NUL.jpg"),
         strict=True,
     ):
-        (media / image.display).parent.mkdir(parents=True, exist_ok=True)
-        (media / image.display).write_bytes(b"jpeg")
+        (media / image.file).parent.mkdir(parents=True, exist_ok=True)
+        (media / image.file).write_bytes(b"jpeg")
         Image.objects.filter(pk=image.pk).update(name=name)
     owner = Client()
     owner.force_login(researcher)

@@ -409,11 +409,7 @@ def _write_dataset(
             datasheet["images_folder"] = {
                 "folder": "images/",
                 "files": len(image_names),
-                "note": (
-                    "Display renditions (longest side <= 1024 px), named like the image; "
-                    "names unsafe on some operating system are changed as listed in "
-                    "renamed (the tables keep the original name)."
-                ),
+                "note": IMAGES_NOTE,
                 "renamed": renamed,
             }
         alignment = judge_alignment_json(study)
@@ -425,14 +421,30 @@ def _write_dataset(
     return tallies, datasheet
 
 
+#: What the datasheet says of ``images/`` (docs/protocol-choices.md, "Dataset images").
+IMAGES_NOTE = (
+    "The imported image files, byte for byte (the SHA-256 the platform computed at import "
+    "is each file's), named like the image; names unsafe on some operating system are "
+    "changed as listed in renamed (the tables keep the original name). The files keep "
+    "whatever metadata they were uploaded with (EXIF, possibly a camera's GPS position, "
+    "XMP, ICC profile): strip it before publishing if it is private."
+)
+
+
 def _add_images(study: Study, archive: zipfile.ZipFile) -> tuple[list[str], dict[str, str]]:
-    """Write the display images under ``images/``; return the members written and the
-    names that had to change (original name -> member name, ``annotation.zipnames``)."""
+    """Write the imported originals under ``images/``; return the members written and the
+    names that had to change (original name -> member name, ``annotation.zipnames``).
+
+    The originals, not the display renditions: a dataset is for others to measure, and a
+    rendition is a smaller, re-encoded copy (WebP, longest side 1024 px) that would carry
+    the original's name and extension with other bytes. Only a study's researchers export,
+    and they may download the originals anyway (``selectors.media_file_kind``).
+    """
     root = Path(settings.MEDIA_ROOT)
     rows = [
-        (name, root / display)
-        for name, display in Image.objects.filter(study_id=study.pk).values_list("name", "display")
-        if display and (root / display).is_file()
+        (name, root / original)
+        for name, original in Image.objects.filter(study_id=study.pk).values_list("name", "file")
+        if original and (root / original).is_file()
     ]
     # The member names (not what "/" becomes) are what must unpack on Windows: reserved
     # device names, forbidden characters, trailing dots and names equal but for case.
