@@ -57,6 +57,11 @@ urlpatterns = [
     path("jobs/<int:job_id>/", apis.JobDetailApi.as_view(), name="api_job"),
     path("jobs/<int:job_id>/file/", apis.JobFileApi.as_view(), name="api_job_file"),
     path(
+        "studies/<int:study_id>/crowd/",
+        crowd_api.StudyCrowdPanelApi.as_view(),
+        name="api_study_crowd",
+    ),
+    path(
         "studies/<int:study_id>/crowd/sync/",
         crowd_api.StudyCrowdSyncApi.as_view(),
         name="api_study_crowd_sync",

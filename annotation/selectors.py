@@ -215,12 +215,22 @@ def completion_code(study: Study) -> str:
 
 
 def crowd_setup(study: Study) -> dict:
-    """What the researcher enters on Prolific: the completion code and completion URL."""
+    """What the researcher enters on Prolific: the completion code and completion URL, and
+    the other codes a worker may be given (screen-out, failed attention check), each with
+    the Prolific URL that reports it ("" and None where the study has none)."""
+    config = get_mode(study.mode).settings(study)
     code = completion_code(study)
-    url = get_mode(study.mode).settings(study).prolific_completion_url
+    screen_out = config.screen_out_code_for()
+    failed = config.failed_check_code
     return {
         "completion_code": code,
-        "prolific_completion_url": url or PROLIFIC_COMPLETE + "?" + urlencode({"cc": code}),
+        "prolific_completion_url": config.prolific_completion_url
+        or PROLIFIC_COMPLETE + "?" + urlencode({"cc": code}),
+        "screen_out_code": screen_out,
+        "prolific_screen_out_url": config.prolific_screen_out_url
+        or (PROLIFIC_COMPLETE + "?" + urlencode({"cc": screen_out}) if screen_out else None),
+        "failed_check_code": failed,
+        "failed_check_url": PROLIFIC_COMPLETE + "?" + urlencode({"cc": failed}) if failed else None,
     }
 
 

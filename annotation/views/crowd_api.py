@@ -1,6 +1,7 @@
-"""The crowd review in the REST API (DRF): sync, review (approve, reject, bonus; dry run) and
-the ledger of a study. Thin over ``annotation/services/crowd``; the study's owner and staff
-only (they pay the workers), like the review page."""
+"""The crowd in the REST API (DRF): the study's crowd panel (links, URLs, codes, MTurk XML;
+for everyone who sees the study page) and, for the study's owner and staff only (they pay
+the workers, like the review page), sync, review (approve, reject, bonus; dry run) and the
+ledger of a study. Thin over ``annotation/services/crowd`` and the panel's own reads."""
 
 from django.http import Http404
 from drf_spectacular.utils import extend_schema
@@ -16,6 +17,7 @@ from annotation.models import CrowdLedgerEntry
 from annotation.parsers import DepthSafeJSONParser
 from annotation.services.crowd import review
 from annotation.services.crowd.sync import crowd_sync
+from annotation.views.dashboard import crowd_panel_context
 
 
 def _owned(request, study_id: int):
@@ -23,6 +25,56 @@ def _owned(request, study_id: int):
     if not (request.user.is_staff or request.user.pk == study.owner_id):
         raise Http404("No such study.")
     return study
+
+
+class CrowdPanelOutput(serializers.Serializer):
+    status = serializers.CharField(help_text="The study's status: a link exists while live.")
+    crowd_link = serializers.URLField(
+        allow_null=True, help_text="The stable crowd link (null unless the study is live)."
+    )
+    crowd_link_expires_at = serializers.DateTimeField(allow_null=True)
+    crowd_link_expired = serializers.BooleanField(
+        help_text="The link is past its age limit: close and reopen the study to renew it."
+    )
+    prolific_study_url = serializers.CharField(
+        allow_null=True, help_text="What Prolific's study URL field takes (with placeholders)."
+    )
+    prolific_completion_url = serializers.URLField(
+        help_text="Where finished Prolific workers are sent."
+    )
+    completion_code = serializers.CharField(help_text="The code a finished worker reports.")
+    screen_out_code = serializers.CharField(help_text="Empty: the study pays no screen-out.")
+    prolific_screen_out_url = serializers.URLField(allow_null=True)
+    failed_check_code = serializers.CharField(
+        help_text="Prolific's failed attention check code; empty: such workers return."
+    )
+    failed_check_url = serializers.URLField(allow_null=True)
+    prolific_study_id = serializers.CharField(help_text="Empty: any STUDY_ID is accepted.")
+    mturk_external_question = serializers.CharField(
+        allow_null=True, help_text="The HIT's ExternalQuestion XML (null unless live)."
+    )
+
+
+class StudyCrowdPanelApi(APIView):
+    @extend_schema(responses={200: CrowdPanelOutput})
+    def get(self, request, study_id: int):
+        """The study page's crowd panel: what to paste into Prolific and MTurk (issue 46)."""
+        study = selectors.study_for_researcher(request.user, study_id)
+        panel = crowd_panel_context(request, study)
+        live = bool(panel["crowd_link"])
+        return Response(
+            CrowdPanelOutput(
+                {
+                    **panel,
+                    "status": study.status,
+                    "crowd_link": panel["crowd_link"] or None,
+                    "crowd_link_expires_at": panel.get("crowd_link_expires"),
+                    "crowd_link_expired": panel.get("crowd_link_expired", False),
+                    "prolific_study_url": panel.get("prolific_study_url") if live else None,
+                    "mturk_external_question": panel.get("mturk_question") if live else None,
+                }
+            ).data
+        )
 
 
 class LedgerOutput(serializers.ModelSerializer):

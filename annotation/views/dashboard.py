@@ -51,6 +51,13 @@ MTURK_EXTERNAL_QUESTION = (
 )
 
 
+#: Prolific's URL parameters, placeholders it replaces with the worker's, study's and
+#: session's ids (crowd_entry reads them).
+PROLIFIC_PLACEHOLDERS = (
+    "?PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}}"
+)
+
+
 @require_GET
 @researcher_required
 def study_dashboard(request: HttpRequest, study_id: int) -> HttpResponse:
@@ -127,6 +134,8 @@ def crowd_panel_context(request: HttpRequest, study: Study) -> dict:
     expires = crowd_link_expires_at(study)
     context.update(
         crowd_link=link,
+        # What Prolific's "study URL" field takes; Prolific fills the {{%...%}} placeholders.
+        prolific_study_url=link + PROLIFIC_PLACEHOLDERS,
         crowd_link_expires=expires,
         crowd_link_expired=expires <= timezone.now(),
         # Escaped for XML: a link is ASCII, but "&" in a query would break the document.
