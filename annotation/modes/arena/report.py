@@ -20,6 +20,7 @@ import numpy as np
 # (issue 27; tests/annotation/test_exports.py checks it).
 from annotation.models import Caption, Judgment, Participant, Study
 from annotation.modes import catch
+from annotation.modes.arena import figures
 from annotation.modes.arena.protocol import (
     BATTLE,
     CATCH,
@@ -320,7 +321,7 @@ def agreement_section(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 class ArenaReport(Report):
     template = "modes/arena/report.html"
-    figure_names = ("win-rate", "battle-count")
+    figure_names = figures.NAMES
     summary_keys = ("agreement", "position_bias_overall")
 
     def human_pairs(self, study: Study) -> dict[str, list[tuple[int, int, int]]]:
@@ -399,31 +400,4 @@ class ArenaReport(Report):
         return result
 
     def figure(self, name: str, result: dict[str, Any]) -> Figure:
-        matrices = result.get("matrices")
-        if name not in self.figure_names or not matrices:
-            raise KeyError(name)
-        systems = matrices["systems"]
-        key = "win_rate" if name == "win-rate" else "battles"
-        values = np.array(
-            [[np.nan if v is None else v for v in row] for row in matrices[key]], dtype=float
-        )
-        size = 2.5 + 0.45 * len(systems)
-        from matplotlib.figure import Figure
-
-        figure = Figure(figsize=(size, size * 0.85))
-        axes = figure.add_subplot()
-        image = axes.imshow(
-            np.ma.masked_invalid(values), cmap="RdBu" if key == "win_rate" else "Blues"
-        )
-        axes.set_xticks(range(len(systems)), systems, rotation=45, ha="right")
-        axes.set_yticks(range(len(systems)), systems)
-        axes.set_xlabel("opponent")
-        axes.set_ylabel("system")
-        axes.set_title("Share of battles won (ties half)" if key == "win_rate" else "Battles")
-        for i, j in itertools.product(range(len(systems)), repeat=2):
-            if not np.isnan(values[i, j]):
-                text = f"{values[i, j]:.2f}" if key == "win_rate" else f"{int(values[i, j])}"
-                axes.text(j, i, text, ha="center", va="center", fontsize=7)
-        figure.colorbar(image, ax=axes)
-        figure.tight_layout()
-        return figure
+        return figures.figure(name, result)
