@@ -418,6 +418,8 @@ class Mode:
     #: The judgments that check the worker, for the dashboard's per-worker table; None: the
     #: mode checks no worker (the table shows no check column).
     worker_checks: ClassVar[WorkerChecks | None] = None
+    #: Serve equally taken items in an order drawn per worker (False: by position, the protocol's).
+    order_per_worker: ClassVar[bool] = False
 
     def __init__(self):
         self.pages = self.pages_class(self)

@@ -24,11 +24,13 @@ with answered parts, a HUMANr group) may still be resumed while waiting. Registe
 are exempt.
 """
 
+import random
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F, FilteredRelation, Q, QuerySet
+from django.db.models import BigIntegerField, Expression, F, FilteredRelation, Q, QuerySet
+from django.db.models.functions import Cast
 from django.utils import timezone
 
 from annotation.errors import ServiceError, TooFast
@@ -50,6 +52,28 @@ def _with_capacity(items: QuerySet[Item]) -> QuerySet[Item]:
     return items.alias(taken=F("judgment_count") + F("open_lease_count")).filter(
         taken__lt=F("target")
     )
+
+
+#: A prime above any item position: ``(a * position + b) % PRIME`` with ``0 < a < PRIME`` is
+#: then a permutation of the positions (a bijection modulo a prime).
+PRIME = 2_147_483_647
+
+
+def _drawn_position(participant: Participant) -> Expression:
+    """A sort key that puts the positions in an order drawn for this worker (issue 46, row 12).
+
+    Among equally taken items, serving the lowest position sent every worker to the same
+    item first (an arena's first image). The order is drawn from the study's seed and the
+    worker's own id (their crowd id, or account), so the same worker of the same design gets
+    it again, and computed by the database in the same query: no query per item. An affine
+    map modulo a prime is not a uniform shuffle, but its first element, which decides where
+    each worker starts, is spread over the items; least taken still comes first.
+    """
+    who = participant.external_id or f"account:{participant.user_id}"
+    rng = random.Random(f"{participant.study.seed}:{participant.source}:{who}")
+    a, b = rng.randrange(1, PRIME), rng.randrange(PRIME)
+    # 64-bit arithmetic: position is a 32-bit column on PostgreSQL and a * position is not.
+    return (Cast("position", BigIntegerField()) * a + b) % PRIME
 
 
 def _lock_first(candidates: QuerySet[Item]) -> int | None:
@@ -266,10 +290,12 @@ def assignment_next(*, participant: Participant, now: datetime | None = None) ->
         had_this_round = Assignment.objects.filter(participant=locked, round=round_number).exclude(
             status=Assignment.Status.RELEASED
         )
+        # Least taken first; among equals, the mode's order (position, or drawn per worker).
+        among_equals = _drawn_position(locked) if mode.order_per_worker else "position"
         candidates = (
             _with_capacity(mode.eligible_items(locked))
             .exclude(pk__in=had_this_round.values("item_id"))
-            .order_by("taken", "position", "id")
+            .order_by("taken", among_equals, "id")
         )
         if waiting is not None:
             candidates = candidates.filter(pk__in=resumable)

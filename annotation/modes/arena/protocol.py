@@ -281,6 +281,8 @@ class ArenaProtocol(Mode):
     name = "arena"
     label = "Arena (caption battles)"
     settings_class = ArenaSettings
+    # Battles are numbered image by image: by position, every worker began on one image.
+    order_per_worker = True
 
     # ------------------------------------------------------------------ items
 

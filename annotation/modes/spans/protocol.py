@@ -256,6 +256,8 @@ class SpansProtocol(Mode):
     name = "spans"
     label = "Error spans (ESA / MQM)"
     settings_class = SpansSettings
+    # Captions are numbered image by image: by position, every worker began on one image.
+    order_per_worker = True
 
     def build_items(self, study: Study) -> list[Item]:
         """One item per study caption: the image and that caption."""
