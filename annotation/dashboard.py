@@ -387,7 +387,17 @@ def study_dashboard(
         "adaptive": study_adaptive_saving(study),
         # Adaptive allocation (HUMANr's): which systems are settled, groups no longer served.
         "allocation": get_mode(study.mode).adaptive_allocation(study),
+        "completion_reach": study_completion_reach(study),
     }
+
+
+def study_completion_reach(study: Study) -> str:
+    """Why a crowd worker cannot be served the completion code's count, with the numbers
+    (``Mode.completion_reach``; issue 46, row 2), "" when one can or the study is not live.
+    Said when the study opens and on the dashboard, as the "cannot finish" box is."""
+    if study.status != Study.Status.LIVE:
+        return ""
+    return get_mode(study.mode).completion_reach(study)
 
 
 def study_adaptive_saving(study: Study) -> dict | None:

@@ -376,11 +376,11 @@ class Mode:
 
     Methods with a default child classes may override: ``eligible_items``,
     ``current_round``, ``parts``, ``min_seconds``, ``score``, ``completion_earned``,
-    ``completion_withheld`` and ``completion_progress``.
+    ``completion_withheld``, ``completion_progress`` and ``completion_exhausted``.
     Every method is called by a service, which owns the transaction and every write.
 
     Facts the rest of the platform asks of a mode (each has a default): ``kind_labels``,
-    ``worker_checks``, ``adaptive_saving``, ``adaptive_allocation`` and
+    ``worker_checks``, ``adaptive_saving``, ``adaptive_allocation``, ``completion_reach`` and
     ``workers_needed`` (the dashboard and the planner), ``dataset_notes`` (an export's
     datasheet and card),
     ``simulate`` (the simulated crowd), and through the components ``planner`` (the
@@ -524,6 +524,14 @@ class Mode:
 
         Default: None (a mode without a crowd completion step shows no progress line).
         """
+        return None
+
+    def completion_reach(self, study: Study) -> str:
+        """Why no crowd worker can be served the code's count, with the numbers ("": one can)."""
+        return ""
+
+    def completion_exhausted(self, participant: Participant) -> Outcome | None:
+        """What pays a crowd worker the study has nothing more to serve (None: nothing)."""
         return None
 
     def adaptive_saving(self, study: Study) -> dict[str, int] | None:

@@ -39,6 +39,7 @@ from annotation.models import Assignment, Item, Judgment, Participant, Study
 from annotation.models.crowd import crowd_left
 from annotation.modes import catch, get_mode
 from annotation.modes.base import screen_out_reason
+from annotation.services.judgments import participant_settle_exhausted
 
 # A claim can only fail if a candidate's capacity changed between reading and claiming it
 # (not possible while its row is locked); a few retries cover databases without row locks.
@@ -314,6 +315,11 @@ def assignment_next(*, participant: Participant, now: datetime | None = None) ->
             if item_id is None:
                 if waiting is not None:
                     raise waiting
+                # Nothing left for them: a crowd worker who did everything offered is paid
+                # for it, never told to return (issue 46, row 2; the mode decides).
+                participant_settle_exhausted(participant=locked, now=now)
+                for name in ("state", "flags", "completed_at"):
+                    setattr(participant, name, getattr(locked, name))
                 return None
             tried.append(item_id)
             claimed = _with_capacity(Item.objects.filter(pk=item_id)).update(

@@ -225,3 +225,30 @@ def _update_participant(
         participant.completed_at = changes["completed_at"] = now
     if changes:
         Participant.objects.filter(pk=participant.pk).update(**changes)
+
+
+def participant_settle_exhausted(*, participant: Participant, now: datetime) -> None:
+    """Pay a crowd worker the study has nothing more to serve for what they did (issue 46,
+    row 2): write the mode's ``completion_exhausted`` outcome (the checks applied to their
+    answers, and whatever lets ``completion_earned`` say yes), then stamp the completion.
+
+    Called by ``assignment_next`` with the participant's row locked, inside its transaction,
+    when no item is left for them. Nothing for accounts, for a worker already paid or
+    screened out, or when the mode has no such outcome (the default).
+    """
+    if (
+        participant.source == Participant.Source.ACCOUNT
+        or participant.completed_at is not None
+        or screen_out_reason(participant.flags)
+    ):
+        return
+    mode = get_mode(participant.study.mode)
+    outcome = mode.completion_exhausted(participant)
+    if outcome is None:
+        return
+    if outcome.exclude_participant:
+        # The same participant-level exclusion a submission's outcome writes (_store).
+        Judgment.objects.filter(participant_id=participant.pk, excluded=False).update(
+            excluded=True, exclusion_reason=outcome.exclude_participant
+        )
+    _update_participant(participant, outcome, mode, now=now)

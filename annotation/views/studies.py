@@ -9,6 +9,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRefresh
 
 from annotation import selectors
+from annotation.dashboard import study_completion_reach
 from annotation.errors import ServiceError
 from annotation.forms import SettingsForm, StudyForm
 from annotation.models import Job, Study
@@ -161,6 +162,9 @@ def study_change_status(request: HttpRequest, study_id: int) -> HttpResponse:
     except ServiceError as exc:
         context = {"study": study, "error": exc.message, "counts": selectors.study_counts(study)}
         return render(request, "studies/status.html", context, status=exc.status)
+    if action in ("open", "reopen") and (reach := study_completion_reach(study)):
+        # Warned, not refused: a lab study of accounts pays no code (issue 46, row 2).
+        messages.warning(request, reach)
     if action == "close":
         messages.success(request, "The study is closed; its judgments are kept. Reopen serves it.")
     elif action == "reopen":

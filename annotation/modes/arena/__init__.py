@@ -9,14 +9,21 @@ Gold battles feed the catch-trial exclusion rule (``annotation/modes/catch.py``)
 
 from django.db.models import Q
 
+from annotation.modes.arena import integrity
 from annotation.modes.arena.browse import ArenaBrowse
 from annotation.modes.arena.export import ArenaExport
 from annotation.modes.arena.judging import ArenaJudging
 from annotation.modes.arena.pages import ArenaPages
-from annotation.modes.arena.protocol import BATTLE, CATCH, ArenaProtocol, ArenaSettings
+from annotation.modes.arena.protocol import (
+    BATTLE,
+    CATCH,
+    OUTCOME_LABELS,
+    ArenaProtocol,
+    ArenaSettings,
+)
 from annotation.modes.arena.report import ArenaReport
 from annotation.modes.arena.simulate import simulated_answers
-from annotation.modes.base import Demo, WorkerChecks, register
+from annotation.modes.base import Demo, Outcome, WorkerChecks, register
 from annotation.modes.capacity import workers_needed_by_unit
 
 
@@ -60,6 +67,16 @@ class ArenaMode(ArenaProtocol):
             rule="Nobody sees an image in two battles",
             what="an image",
         )
+
+    def completion_reach(self, study):
+        # The code's count is capped by what one worker can be served (issue 46, row 2);
+        # the researcher is told when that is less than the setting.
+        return integrity.reach_sentence(study, self.settings(study))
+
+    def completion_exhausted(self, participant):
+        config = self.settings(participant.study)
+        fields = integrity.exhausted_fields(participant, config, OUTCOME_LABELS)
+        return None if fields is None else Outcome(**fields)
 
 
 __all__ = ["ArenaExport", "ArenaMode", "ArenaPages", "ArenaReport", "ArenaSettings"]

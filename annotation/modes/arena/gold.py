@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from django.db.models import F
 
 from annotation.models import Caption, Item, Participant
 from annotation.modes import catch
@@ -54,6 +55,19 @@ def new_gold_item(
     unseen = [row for row in captions if row[0] not in seen]
     if not unseen:
         return None
+    # A gold battle uses its image up for the worker (nobody sees an image twice), so it
+    # goes to an image whose battles are all taken where there is one: near the end of a
+    # study, a gold battle on the image of one of the last battles cost the worker that
+    # battle and the study its answer (issue 46, row 2).
+    with_room = set(
+        Item.objects.filter(study_id=study.pk, kind="battle")
+        .alias(taken=F("judgment_count") + F("open_lease_count"))
+        .filter(taken__lt=F("target"))
+        .order_by()
+        .values_list("image_id", flat=True)
+        .distinct()
+    )
+    unseen = [row for row in unseen if row[1] not in with_room] or unseen
     # A human caption where the study has one: a gold battle's real caption must be one an
     # honest worker prefers. A wrong system caption against its alteration is fairly
     # answered "both bad", and now that the code waits for the gold rule (issue 45) that

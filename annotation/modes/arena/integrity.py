@@ -15,22 +15,101 @@ to 56 answers), and nothing flagged a constant tie. Now:
   reason), screened out where the study pays screen-outs, and served nothing more;
 - ``completion_earned``: the count reached, both rules applied and passed.
 
+The count is one a worker can reach (issue 46, row 2): nobody sees an image twice and gold
+battles use images too, so at the defaults (20 battles) a 6-image study paid nobody. The
+count and the gold schedule are capped by ``reach``, the most answers one worker can be
+served (``reach_sentence`` says so when the study opens); and a worker the study runs out
+of work for (the others took the battles left) is paid for what they did
+(``exhausted_fields``), with the rules applied to it, never told to return.
+
 Like the modes, nothing here writes: the protocol returns these in its ``Outcome``.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from annotation.models import Judgment, Participant
+from annotation.models import Caption, Item, Judgment, Participant, Study
 from annotation.modes import catch
 from annotation.modes.base import CompletionProgress
 from rubrics import arena_workers as rules
+from rubrics import catch as catch_rules
 
 #: The flag of a worker the constant-outcome or position-bias rule flagged at the count.
 PATTERN_FLAG = "answer_pattern"
+#: ``Reach`` per study public id, read once per process: a live study's captions and
+#: battles never change (imports need a draft), and the dashboard polls.
+_REACH: dict[str, Reach] = {}
+
+
+@dataclass(frozen=True)
+class Reach:
+    """The most answers one worker can be served (``most``): one per image (``images``:
+    those with a study caption, which battles and gold battles show), and of battles at most
+    ``pairs`` system pairs times ``cap_per_pair``, plus the scheduled gold battles."""
+
+    most: int
+    images: int
+    pairs: int
+
+
+def reach(study: Study, config: Any) -> Reach:
+    key = str(study.public_id)
+    found = _REACH.get(key)
+    if found is not None:
+        return found
+    images = (
+        Caption.objects.filter(study_id=study.pk, purpose=Caption.Purpose.STUDY)
+        .exclude(text="")
+        .order_by()
+        .values("image_id")
+        .distinct()
+        .count()
+    )
+    pairs = len(
+        set(
+            Item.objects.filter(study_id=study.pk, kind="battle")
+            .order_by()
+            .values_list("spec__system_a", "spec__system_b")
+            .distinct()
+        )
+    )
+    golds = config.catch_min_seen if config.catch_rate else 0
+    found = Reach(min(images, pairs * config.cap_per_pair + golds), images, pairs)
+    if study.status != Study.Status.DRAFT and pairs:
+        _REACH[key] = found
+    return found
+
+
+def reach_sentence(study: Study, config: Any) -> str:
+    """What the researcher reads when the code's count is more than a worker can be served
+    ("" when it is not): the numbers, what happens instead, and how to change it."""
+    want = needed(config)
+    can = reach(study, config)
+    if can.most >= want:
+        return ""
+    why = f"nobody sees an image twice, gold battles included, and the study has {can.images}"
+    why += f" image{'s' if can.images != 1 else ''}"
+    if can.most < can.images:
+        why += (
+            f"; {can.pairs} system pair{'s' if can.pairs != 1 else ''} of at most "
+            f"{config.cap_per_pair} battles each"
+        )
+    weak = (
+        f" Below {rules.MIN_ANSWERS} answers the constant-answer and position-bias checks "
+        "cannot apply."
+        if can.most < rules.MIN_ANSWERS
+        else ""
+    )
+    return (
+        f"The completion code asks for {want} battles, but one crowd worker can be served at "
+        f"most {can.most} ({why}). Workers are given the code after {can.most} answers, "
+        f"with the checks applied to those.{weak} For the count you set, import at least "
+        f'{want} images, or lower "Battles a crowd worker judges to earn the code".'
+    )
 
 
 def is_flagged(participant: Participant) -> bool:
@@ -65,26 +144,36 @@ def answered(state: dict[str, Any] | None) -> int:
     return int(state.get("battles", 0)) + int(state.get("gold", 0))
 
 
-def needed(config: Any) -> int:
-    """Answers before the code: the setting, and never fewer than the rules need."""
-    return max(config.completion_battles, rules.MIN_ANSWERS)
+def needed(config: Any, study: Study | None = None) -> int:
+    """Answers before the code: the setting, and never fewer than the rules need; with
+    ``study``, never more than one worker can be served there (``reach``)."""
+    want = max(config.completion_battles, rules.MIN_ANSWERS)
+    return want if study is None else max(1, min(want, reach(study, config).most))
 
 
-def scheduled(config: Any) -> tuple[int, int]:
+def scheduled(config: Any, study: Study | None = None) -> tuple[int, int]:
     """``(gold battles scheduled, battles they are spread over)``: ``catch_min_seen`` gold
-    battles within the battles before the count (none without gold battles). The settings'
-    check keeps the count at least twice ``catch_min_seen``; a study stored before it was
-    checked still gets a schedule (stretches of one battle)."""
+    battles within the battles before the count (none without gold battles), at most half
+    the count where ``reach`` lowers it. The settings' check keeps the count at least twice
+    ``catch_min_seen``; a study stored before it was checked still gets a schedule
+    (stretches of one battle)."""
     if not config.catch_rate:
         return 0, 0
-    count = config.catch_min_seen
-    return count, max(needed(config) - count, count)
+    count = needed(config, study)
+    golds = min(config.catch_min_seen, count // 2)
+    return golds, max(count - golds, golds)
+
+
+def golds_needed(participant: Participant, config: Any) -> int:
+    """Gold battles the gold rule waits for before it applies (``catch_min_seen``, fewer
+    where the count is capped by ``reach``)."""
+    return scheduled(config, participant.study)[0] if config.catch_rate else config.catch_min_seen
 
 
 def gold_due(participant: Participant, config: Any, state: dict[str, Any]) -> bool:
     """Whether the schedule wants a gold battle now: fewer made than due after the worker's
     battles so far. Drawn from the study's seed and the worker, the same at every call."""
-    count, within = scheduled(config)
+    count, within = scheduled(config, participant.study)
     if not count:
         return False
     rng = np.random.default_rng([participant.study.seed, participant.pk, 0x601D])
@@ -106,10 +195,21 @@ def pattern_fields(
     if (
         participant.source == Participant.Source.ACCOUNT
         or "pattern" in state
-        or answered(state) < needed(config)
+        or answered(state) < needed(config, participant.study)
         or catch.is_flagged(participant)
     ):
         return {}
+    return _pattern(participant, config, state, [latest], labels)
+
+
+def _pattern(
+    participant: Participant,
+    config: Any,
+    state: dict[str, Any],
+    latest: list[str],
+    labels: dict[str, str],
+) -> dict[str, Any]:
+    """The rules applied to every stored answer and ``latest``; sets ``state["pattern"]``."""
     outcomes = [
         outcome
         for outcome in Judgment.objects.filter(participant_id=participant.pk).values_list(
@@ -117,7 +217,7 @@ def pattern_fields(
         )
         if outcome in rules.OUTCOMES
     ]
-    pattern = rules.answer_pattern([*outcomes, latest], max_share=config.answer_max_share)
+    pattern = rules.answer_pattern([*outcomes, *latest], max_share=config.answer_max_share)
     if not pattern.flagged:
         state["pattern"] = "passed"
         return {}
@@ -130,18 +230,66 @@ def pattern_fields(
     }
 
 
+def exhausted_fields(
+    participant: Participant, config: Any, labels: dict[str, str]
+) -> dict[str, Any] | None:
+    """``Outcome`` fields for a crowd worker with answers whom the study has nothing more to
+    serve before the count (issue 46, row 2): the rules applied to what they did (the gold
+    rule to every gold battle seen, however few; the answer-pattern rules as at the count),
+    and ``state["exhausted"]``, which lets ``completion_earned`` pay them. None when there
+    is nothing to decide: no answer (an id arriving after the work is gone earns nothing),
+    flagged already, or settled before."""
+    state = dict(participant.state or {})
+    if (
+        participant.source == Participant.Source.ACCOUNT
+        or not answered(state)
+        or state.get("exhausted")
+        or catch.is_flagged(participant)
+        or is_flagged(participant)
+    ):
+        return None
+    state["exhausted"] = answered(state)
+    tally = catch.counts(participant)
+    if catch_rules.breaks_two_sided(
+        (tally["altered_seen"], tally["altered_missed"]),
+        (tally["control_seen"], tally["control_missed"]),
+        min_seen=1,
+        max_missed_share=config.catch_max_missed_share,
+    ):
+        reason = catch.exclusion_reason(
+            tally["altered_seen"] + tally["control_seen"],
+            tally["altered_missed"] + tally["control_missed"],
+        )
+        return {
+            "state": state,
+            "flags": ({"kind": catch.FLAG_KIND, "detail": reason},),
+            "exclude_participant": reason,
+            **({"screen_out": reason} if config.screens_out else {}),
+        }
+    fields = {} if "pattern" in state else _pattern(participant, config, state, [], labels)
+    return {"state": state, **fields}
+
+
 def completion_earned(participant: Participant, config: Any) -> bool:
-    """The count reached; the gold rule applied (``catch_min_seen`` gold battles answered)
-    and passed; the constant-outcome and position-bias rules applied and passed."""
+    """The count reached, the gold rule applied (its gold battles answered) and passed, or
+    the study ran out of work for the worker first (``exhausted_fields``); either way the
+    constant-outcome and position-bias rules applied and passed."""
     state = participant.state or {}
-    if answered(state) < needed(config) or state.get("pattern") != "passed":
+    if state.get("pattern") != "passed":
         return False
     if catch.is_flagged(participant) or is_flagged(participant):
         return False
-    return not config.catch_rate or int(state.get("gold", 0)) >= config.catch_min_seen
+    if state.get("exhausted"):
+        return True
+    if answered(state) < needed(config, participant.study):
+        return False
+    return not config.catch_rate or int(state.get("gold", 0)) >= golds_needed(participant, config)
 
 
 def completion_progress(participant: Participant, config: Any) -> CompletionProgress:
     return CompletionProgress(
-        answered(participant.state), needed(config), "battles", "and the study's checks passed"
+        answered(participant.state),
+        needed(config, participant.study),
+        "battles",
+        "and the study's checks passed",
     )

@@ -522,7 +522,8 @@ class ArenaProtocol(Mode):
             fields = catch.rule_outcome(
                 participant,
                 caught=judgment.result["catch"]["caught"],
-                min_seen=config.catch_min_seen,
+                # Fewer where the code's count is capped by what a worker can be served.
+                min_seen=integrity.golds_needed(participant, config),
                 max_missed_share=config.catch_max_missed_share,
                 kind=judgment.result["catch"]["kind"],
             )

@@ -1,0 +1,127 @@
+"""Completion codes a crowd worker can earn (issue 46, row 2), through the real views: each
+worker is a Django test client of its own, arriving through the crowd link and answering
+through the pages.
+
+At the arena's defaults (the code after 20 battles) a 6-image study could never pay anyone
+(no worker sees an image twice, and gold battles use images too), opened without a word,
+and told workers who did every battle offered to return their submission; an MTurk worker
+arriving with 3 battles left got no code.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from annotation.models import Image, Item, Participant
+from annotation.modes.arena.protocol import BATTLE, CATCH
+from tests.factories.arena import MODE, arena_study, judge, worker
+from tests.factories.arena_crowd import RETURN, honest, mturk, play, prolific
+
+pytestmark = pytest.mark.django_db
+
+CODE = "ARENA-PAID-46"
+# ------------------------------------------------------------------ row 2 (a): at opening
+
+
+def test_opening_a_study_whose_code_no_worker_can_reach_warns_with_the_numbers(client, researcher):
+    # The defaults: the code after 20 battles; 6 images of 3 systems.
+    study = arena_study(researcher, live=False, completion_code=CODE)
+    needed = MODE.settings(study).completion_battles
+    images = Image.objects.filter(study=study).count()
+    assert images < needed
+    client.force_login(researcher)
+
+    page = client.post(reverse("study_status", args=[study.pk]), {"action": "open"}, follow=True)
+
+    assert page.status_code == 200
+    warnings = [str(m) for m in page.context["messages"] if "completion code" in str(m)]
+    assert warnings, "the study opened without a word on its completion code"
+    # The numbers: what the code asks for, and what one worker can be served (one image
+    # each, so the images are the most any worker can answer).
+    assert f"{needed} battles" in warnings[0] and f"{images} images" in warnings[0]
+    # The dashboard keeps saying it while the study is live.
+    dashboard = client.get(reverse("study_dashboard", args=[study.pk])).content.decode()
+    assert 'id="completion-reach"' in dashboard and f"{images} images" in dashboard
+
+
+def test_a_study_whose_code_is_reachable_opens_without_that_warning(client, researcher):
+    study = arena_study(
+        researcher, systems=("alpha", "beta", "gamma", "delta"), images=30, live=False
+    )
+    client.force_login(researcher)
+
+    page = client.post(reverse("study_status", args=[study.pk]), {"action": "open"}, follow=True)
+
+    assert not [m for m in page.context["messages"] if "completion code" in str(m)]
+    dashboard = client.get(reverse("study_dashboard", args=[study.pk])).content.decode()
+    assert 'id="completion-reach"' not in dashboard
+
+
+# ------------------------------------------------------------------ row 2 (b), (c): paid
+
+
+def test_a_worker_who_answers_every_battle_offered_gets_the_code_not_return(researcher):
+    # Issue 46 row 2: the defaults, 6 images; nobody could ever reach 20 battles.
+    study = arena_study(researcher, completion_code=CODE, prolific_study_id="S46")
+    images = Image.objects.filter(study=study).count()
+
+    answered, last = play(study, Client(REMOTE_ADDR="10.46.2.1"), prolific("all-offered"))
+
+    person = Participant.objects.get(study=study, external_id="all-offered")
+    # Every image the study has, one answer each: everything the server could serve.
+    assert answered == images
+    assert CODE in last, last[last.find("<main") :][:1500]
+    assert RETURN not in last
+    assert person.completed_at is not None
+    # The checks still ran: the gold rule saw gold battles, the answers are counted.
+    assert Item.objects.filter(study=study, kind=CATCH, judgment_count=1).exists()
+    assert not person.judgments.filter(excluded=True).exists()
+
+
+def test_an_mturk_worker_arriving_with_three_battles_left_is_paid_the_code(researcher):
+    # Plenty of images (the code is reachable), but the others have taken all but three
+    # battles when this worker arrives.
+    study = arena_study(
+        researcher,
+        systems=("alpha", "beta"),
+        images=40,
+        completion_code=CODE,
+    )
+    others = [worker(study, f"early-{k}") for k in range(3)]
+    free = Item.objects.filter(study=study, kind=BATTLE, judgment_count=0, open_lease_count=0)
+    turn = 0
+    while free.count() > 3:
+        assert others, "the early workers ran out before leaving three battles"
+        person = others[turn % len(others)]
+        if judge(person, honest)[0] is None:
+            others.remove(person)
+        turn += 1
+    assert free.count() == 3
+
+    client = Client(REMOTE_ADDR="10.46.2.2")
+    answered, last = play(study, client, mturk("LATE46"))
+
+    late = Participant.objects.get(study=study, external_id="LATE46")
+    assert CODE in last, last[last.find("<main") :][:1500]
+    assert "workersandbox.mturk.com/mturk/externalSubmit" in last
+    assert "return the HIT" not in last
+    assert late.completed_at is not None
+    # It did all three battles: no gold battle took the image of one it could still do.
+    assert late.judgments.filter(item__kind=BATTLE).count() == 3 and answered >= 3
+
+
+def test_an_id_that_answered_nothing_in_a_finished_study_gets_no_code(researcher):
+    # Paying for everything offered must not pay for nothing: an id arriving after the
+    # last battle went answers nothing and earns nothing (throwaway ids harvesting codes).
+    study = arena_study(researcher, systems=("alpha", "beta"), images=12, catch_rate=0)
+    early = worker(study, "took-all")
+    while judge(early, honest)[0] is not None:
+        pass
+
+    answered, last = play(study, Client(REMOTE_ADDR="10.46.2.3"), prolific("latecomer"))
+
+    assert answered == 0
+    assert Participant.objects.get(study=study, external_id="latecomer").completed_at is None
+    assert CODE not in last
