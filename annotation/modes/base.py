@@ -22,6 +22,7 @@ from django.db.models import Q, QuerySet
 
 from annotation.errors import ServiceError
 from annotation.models import Assignment, Caption, Item, Judgment, Participant, Study
+from annotation.modes import guidelines as task_guidelines
 from annotation.modes import settings as study_settings
 from annotation.modes.browsing import Browse, CaptionNote  # noqa: F401 (the contract's)
 from annotation.modes.exporting import (  # noqa: F401 (the contract's export names)
@@ -438,6 +439,16 @@ class Mode:
     def settings(self, study: Study) -> Any:
         """The study's typed settings (an instance of ``settings_class``)."""
         return study_settings.load(self.settings_class, study.settings)
+
+    def default_guidelines(self) -> str:
+        """The Markdown task guidelines of a study that sets none (``modes/guidelines.py``):
+        ``guidelines.md`` in the mode's package. Default: none."""
+        return task_guidelines.package_default(type(self))
+
+    def guidelines(self, study: Study) -> task_guidelines.Guidelines:
+        """What the pages show and the judge's default prompt holds: the study's own
+        guidelines, else ``default_guidelines``, with its HTML and version."""
+        return task_guidelines.of_study(study.guidelines, self.default_guidelines())
 
     # The protocol.
 

@@ -17,6 +17,11 @@ if TYPE_CHECKING:  # the mode owns its components; only its type is needed here
     from annotation.modes.base import Mode
 
 
+#: The lines around the guidelines in a default prompt (``default_prompt``).
+GUIDELINES_HEADING = "Task guidelines (the people who judge this study read the same text):"
+GUIDELINES_END = "(End of the guidelines.)"
+
+
 class Judging:
     """How an automatic judge (a VLM or a metric; ``annotation/models/judges.py``) answers
     the mode's questions, and how its answer becomes the score the report gives humans.
@@ -87,10 +92,21 @@ class Judging:
         return [(item, first, second) for (first, second), item in out.items()]
 
     def default_prompt(self, study: Study) -> str:
-        """The prompt template a study starts with: the protocol's own rubric wording and
-        the reply format ``parse_reply`` reads. Placeholders: ``{caption}`` (caption
-        units), ``{caption_a}`` and ``{caption_b}`` (pair units, a shown first); the image
-        is sent beside the text. Default: none (the mode takes no judge)."""
+        """The prompt template a study starts with: the study's task guidelines, the text
+        its participants read (``Mode.guidelines``; issue 46: people and judge answer the
+        same question), then ``task_prompt``. Not overridden: a mode words its question
+        in ``task_prompt``."""
+        task = self.task_prompt(study)
+        guide = self.mode.guidelines(study).text
+        if not task or not guide:
+            return task
+        return f"{GUIDELINES_HEADING}\n\n{guide}\n\n{GUIDELINES_END}\n\n{task}"
+
+    def task_prompt(self, study: Study) -> str:
+        """The mode's question: the protocol's own rubric wording and the reply format
+        ``parse_reply`` reads. Placeholders: ``{caption}`` (caption units),
+        ``{caption_a}`` and ``{caption_b}`` (pair units, a shown first); the image is sent
+        beside the text. Default: none (the mode takes no judge)."""
         return ""
 
     def parse_reply(self, text: str) -> Any:

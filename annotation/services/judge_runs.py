@@ -113,7 +113,13 @@ def judge_prompt_save(*, study: Study, text: str, by: User | None = None) -> Jud
             return current
         version = current.version + 1 if current else 1
         judge_key_drop_unless_saver(study=study, by=by)
-        return JudgePrompt.objects.create(study=study, version=version, text=text, created_by=by)
+        # Which guidelines the judge is asked with: the study's, when the text holds them
+        # (the default prompt does); the alignment report compares it with the people's.
+        guide = get_mode(study.mode).guidelines(study)
+        held = guide.version if guide.text and guide.text in text else ""
+        return JudgePrompt.objects.create(
+            study=study, version=version, text=text, created_by=by, guidelines_version=held
+        )
 
 
 def judge_prompt_for_run(study: Study, by: User | None) -> JudgePrompt:

@@ -122,6 +122,8 @@ def judgment_submit(
                 payload=payload,
                 result=mode.score(item=item, assignment=assignment, part=part, payload=payload),
                 dwell_ms=int(max(dwell, 0) * 1000),
+                # The guidelines the page showed (issue 46): the judges' report compares them.
+                guidelines_version=mode.guidelines(participant.study).version,
                 created_at=now,
             )
             outcome = mode.after_submit(participant, judgment)

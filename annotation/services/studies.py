@@ -9,6 +9,7 @@ from django.utils import timezone
 from annotation.errors import Conflict, Forbidden, ServiceError
 from annotation.models import Item, Study, User
 from annotation.modes import get_mode
+from annotation.modes import guidelines as task_guidelines
 from annotation.modes import settings as study_settings
 from annotation.modes.settings import CrowdSettings
 from annotation.text import DESCRIPTION_MAX_CHARS, clean_text
@@ -46,6 +47,7 @@ def study_create(
     settings: dict[str, Any] | None = None,
     description: str = "",
     seed: int = 0,
+    guidelines: str = "",
 ) -> Study:
     """Create a draft study; settings are checked against the mode's defaults.
 
@@ -58,6 +60,7 @@ def study_create(
     # The form and the API check these too (inline errors); commands reach only this one.
     clean_text(name.strip(), field="name", max_length=Study._meta.get_field("name").max_length)
     clean_text(description, field="description", max_length=DESCRIPTION_MAX_CHARS, multiline=True)
+    guidelines = _clean_guidelines(guidelines)
     if not 0 <= seed <= MAX_SEED:
         raise ServiceError(f"The seed must be between 0 and {MAX_SEED}.", field="seed")
     if settings_depth(settings) > MAX_SETTINGS_DEPTH:
@@ -79,7 +82,33 @@ def study_create(
         settings=clean,
         description=description,
         seed=seed,
+        # The mode's default text is stored as "" (the study follows the default).
+        guidelines="" if guidelines == _default_guidelines(mode) else guidelines,
     )
+
+
+def _clean_guidelines(text: str) -> str:
+    """Guidelines as stored (line ends LF, trimmed); ServiceError naming the field."""
+    text = task_guidelines.normalised(text)
+    clean_text(text, field="guidelines", max_length=task_guidelines.MAX_CHARS, multiline=True)
+    return text
+
+
+def _default_guidelines(mode: str) -> str:
+    return task_guidelines.normalised(get_mode(mode).default_guidelines())
+
+
+def study_set_guidelines(*, study: Study, text: str) -> Study:
+    """Set the study's task guidelines (Markdown, ``modes/guidelines.py``) at any time: the
+    version each judgment and judge prompt was given is stored with it, so a change shows
+    in the judges' report. Empty, or the mode's default text: the study follows the mode's
+    default. ServiceError (field ``guidelines``) for text ``annotation.text`` refuses."""
+    text = _clean_guidelines(text)
+    if text == _default_guidelines(study.mode):
+        text = ""
+    Study.objects.filter(pk=study.pk).update(guidelines=text, updated_at=timezone.now())
+    study.guidelines = text
+    return study
 
 
 def study_open(*, study: Study) -> int:

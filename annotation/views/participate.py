@@ -297,6 +297,19 @@ def crowd_entry(request: HttpRequest, token: str) -> HttpResponse:
         )
         return _framed_by_mturk(response) if from_mturk else response
     participant = arrival.participant
+    if arrival.reentry:
+        # Paid before, back from another browser (issue 46, row 3): the code again, and
+        # nothing that lets this browser act as the participant (no session, no cookie).
+        participant.study = study
+        context = {
+            "study": study,
+            "participant": participant,
+            "completion": crowd_completion(participant),
+            "catch_failed": False,
+        }
+        return _allow_mturk_frame(
+            render(request, "participate/finished.html", context), participant
+        )
     request.session[_session_key(study)] = participant.pk
     response = redirect("participate_intro", public_id=study.public_id)
     _set_browser_cookie(response, browser_id)

@@ -22,6 +22,7 @@ from django.urls import reverse
 from annotation.models import Job, JudgeEndpoint
 from annotation.modes import get_mode
 from annotation.services.judge_endpoints import judge_endpoint_save
+from annotation.services.judge_runs import MAX_PROMPT
 from tests.annotation.test_judge_runs import write_images
 from tests.factories.judge_server import KEY, fake_judge, judge_on_loopback  # noqa: F401
 from tests.factories.vicr import vicr_study
@@ -266,7 +267,9 @@ def test_a_members_new_prompt_is_not_run_on_the_owners_key(
         client.force_login(other_researcher)
         client.post(prompt_url, {"text": default})  # the same text: no new version
         assert JudgeEndpoint.objects.get(study=shared).api_key_saved_by == researcher
-        padded = default + "\n" + "Consider every detail of the image. " * 500
+        # As long as a prompt may be (the default now holds the study's guidelines).
+        filler = "Consider every detail of the image. "
+        padded = default + "\n" + filler * ((MAX_PROMPT - len(default) - 1) // len(filler))
 
         answer = client.post(prompt_url, {"text": padded}, follow=True)
         client.force_login(researcher)

@@ -49,7 +49,7 @@ class ArenaJudging(Judging):
         """A battle: its caption a shown first (a gold battle is no question for a judge)."""
         return (item.spec["caption_a"], item.spec["caption_b"]) if item.kind == BATTLE else None
 
-    def default_prompt(self, study: Study) -> str:
+    def task_prompt(self, study: Study) -> str:
         choices = "; ".join(f'"{code}": {label}' for code, label in OUTCOME_LABELS.items())
         return (
             "Two captions of the image follow. Which one describes the image better: more "

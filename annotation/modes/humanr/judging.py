@@ -38,7 +38,7 @@ class HumanrJudging(Judging):
                     out.setdefault((first, second), item.pk)
         return [(item, first, second) for (first, second), item in out.items()]
 
-    def default_prompt(self, study: Study) -> str:
+    def task_prompt(self, study: Study) -> str:
         return (
             f"{QUESTION}\n\nCaption A: {{caption_a}}\nCaption B: {{caption_b}}\n\n"
             "Answer on a scale from 1 to 9: 1 = only caption A matches the image, 5 = both "

@@ -74,7 +74,7 @@ class SpansJudging(Judging):
     def item_unit(self, item: Item) -> tuple[int, int | None] | None:
         return (item.spec["caption"], None) if item.kind == CAPTION else None
 
-    def default_prompt(self, study: Study) -> str:
+    def task_prompt(self, study: Study) -> str:
         categories = ", ".join(self.mode.settings(study).category_list()) or "any"
         return (
             "Mark the errors of the caption against the image (Error Span Annotation): each "

@@ -48,7 +48,7 @@ class ThumbJudging(Judging):
         rows = Caption.objects.filter(study=study, purpose=Caption.Purpose.STUDY)
         return [(None, pk, None) for pk in rows.order_by("id").values_list("pk", flat=True)]
 
-    def default_prompt(self, study: Study) -> str:
+    def task_prompt(self, study: Study) -> str:
         errors = "\n".join(
             f"- {key}: {error.label}" for key, error in rubric.FLUENCY_ERRORS.items()
         )

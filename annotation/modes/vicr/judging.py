@@ -38,7 +38,7 @@ class VicrJudging(Judging):
     def item_unit(self, item: Item) -> tuple[int, int | None] | None:
         return (item.spec["caption_id"], None) if item.kind == GAME else None
 
-    def default_prompt(self, study: Study) -> str:
+    def task_prompt(self, study: Study) -> str:
         levels = self.mode.settings(study).scale_levels
         guide = "\n".join(f"{level}: {rules.SCALE[level].text}" for level in range(levels, 0, -1))
         return (
