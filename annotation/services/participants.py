@@ -38,8 +38,13 @@ MTURK_HOSTS = ("www.mturk.com", "workersandbox.mturk.com")
 
 @dataclass(frozen=True)
 class Arrival:
+    """``reentry``: a worker already paid, back from another browser with the same platform
+    submission; the page shows their code again and the browser does not take over the
+    participant (issue 46, row 3)."""
+
     participant: Participant
     created: bool
+    reentry: bool = False
 
 
 #: Salt of the stable crowd links (a signature of the public id alone). Its own salt, so a
@@ -199,7 +204,9 @@ def crowd_arrive(
 
     - The study's ``prolific_study_id``, when set, must equal Prolific's ``STUDY_ID``.
     - A known worker id resumes only in the browser it first arrived with; from any other
-      browser the attempt is refused and flagged on that participant.
+      browser the attempt is refused and flagged on that participant, unless the worker was
+      paid and the link carries the same submission (``_paid_same_submission``): then the
+      arrival is a ``reentry`` that only shows the code again (issue 46, row 3).
     - A new worker id from a network (``identities.network_of``: the IPv4 address, or the
       IPv6 /64) that already brought ``crowd_arrivals_per_address_per_hour`` new
       participants this hour is refused. An unreadable address (None) counts in one shared
@@ -234,6 +241,17 @@ def crowd_arrive(
                 .first()
             )
             if participant is not None:
+                if (
+                    participant.browser_id
+                    and participant.browser_id != browser_id
+                    and _paid_same_submission(participant, source, meta)
+                ):
+                    # Issue 46, row 3: a worker paid once who reopens the link elsewhere
+                    # (another browser, a phone) was told to return the submission, which
+                    # forfeits the pay. Shown the code again, not resumed: the new browser
+                    # never acts as the participant.
+                    _flag(participant, "code_shown_again", f"from {address or 'unknown'}", now)
+                    return Arrival(participant, created=False, reentry=True)
                 if participant.browser_id and participant.browser_id != browser_id:
                     _flag(participant, "foreign_browser", f"from {address or 'unknown'}", now)
                     error = _refuse(
@@ -283,6 +301,19 @@ def crowd_arrive(
                 return Arrival(participant, created=True)
     # Raised after the block commits, so the refusal (and any flag) is kept.
     raise error
+
+
+def _paid_same_submission(participant: Participant, source: str, meta: dict[str, Any]) -> bool:
+    """Whether a known worker id arriving from another browser may see its code again: the
+    worker was paid (the completion code, or a screen-out code) and the link carries the
+    very submission that did the work (Prolific's ``SESSION_ID``, MTurk's
+    ``assignmentId``), as stored at an earlier arrival. The id alone (seen in a screenshot,
+    say) is not enough, and an id that never did the work has nothing to be shown."""
+    if participant.completed_at is None and not screen_out_reason(participant.flags):
+        return False
+    key = "SESSION_ID" if source == Participant.Source.PROLIFIC else "assignmentId"
+    stored = (participant.external_meta or {}).get(key)
+    return bool(stored) and stored == meta.get(key) and stored != MTURK_PREVIEW
 
 
 def _arrivals_this_hour(study: Study, network: str, now: datetime) -> int:
