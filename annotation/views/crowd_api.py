@@ -130,16 +130,32 @@ class ReviewRowOutput(serializers.Serializer):
     ledger = LedgerOutput(allow_null=True)
 
 
+class ReviewCostOutput(serializers.Serializer):
+    platform = serializers.CharField(help_text="prolific or mturk.")
+    currency = serializers.CharField(help_text="The ISO 4217 code the platform pays in.")
+    paid_cents = serializers.IntegerField(help_text="What the workers get.")
+    fee_percent = serializers.FloatField(help_text="The platform's service fee (a setting).")
+    fee_cents = serializers.IntegerField(help_text="The fee, rounded to the cent (no VAT).")
+    charged_cents = serializers.IntegerField(help_text="Paid plus the fee.")
+
+
 class ReviewOutput(serializers.Serializer):
     action = serializers.CharField()
     total_cents = serializers.IntegerField()
     rows = ReviewRowOutput(many=True)
+    costs = ReviewCostOutput(many=True, help_text="A bonus's cost per platform (else empty).")
+    missing_credentials = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Credentials the study's owner has not stored that sending needs.",
+    )
 
 
 def _plan_output(plan: dict) -> dict:
     return {
         "action": plan["action"],
         "total_cents": plan["total_cents"],
+        "costs": ReviewCostOutput(plan["costs"], many=True).data,
+        "missing_credentials": plan["missing_credentials"],
         "rows": [
             {
                 "participant": row["participant"].pseudonym,

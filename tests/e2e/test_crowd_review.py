@@ -20,20 +20,13 @@ from annotation.services.crowd.credentials import credential_save
 from annotation.services.judgments import judgment_submit
 from annotation.services.participants import participant_for_crowd_worker
 from tests.e2e.axe import assert_no_serious_a11y_violations
+from tests.e2e.layout import assert_fits_every_width
 from tests.factories.core import rating_study
 from tests.factories.crowd_platforms import PlatformServer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 TOKEN = "prolific-token-e2e-9f8e7d"
-WIDTHS = (390, 1280)
-
-
-def assert_fits_every_width(page, context: str) -> None:
-    for width in WIDTHS:
-        page.set_viewport_size({"width": width, "height": 844})
-        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
-        assert overflow <= 0, f"{context} scrolls sideways by {overflow} px at {width} px"
 
 
 def worker(study, pid, *, complete: bool, flagged: bool = False):
@@ -96,17 +89,24 @@ def test_filter_approve_all_pay_a_bonus_and_see_the_ledger(page, login, research
     page.get_by_role("radio", name="Pay a bonus").check()
     page.get_by_label("Bonus per worker (e.g. 1.50)").fill("1.50")
     page.get_by_role("button", name="Review before sending").click()
-    expect(page.get_by_role("heading", name="Confirm: bonus 2 workers, total 3.00")).to_be_visible()
+    heading = page.get_by_role("heading", name="Confirm: bonus 2 workers, total 3.00 GBP")
+    expect(heading).to_be_visible()
+    # The currency and Prolific's fee at the default rate: 3.00 x 33.33% = 0.9999, 1.00.
+    expect(page.locator("#review-costs")).to_contain_text(
+        "Prolific's service fee (33.33%): 1.00 GBP; charged 4.00 GBP"
+    )
     assert platform.state.calls("bonus_pay") == []
-    page.get_by_role("button", name="Confirm and send 3.00").click()
-    expect(page.locator("#review-done")).to_contain_text("Bonus: 2 workers, 3.00 in all")
+    page.get_by_role("button", name="Confirm and send 3.00 GBP").click()
+    expect(page.locator("#review-done")).to_contain_text("Bonus: 2 workers, 3.00 GBP in all")
 
     ledger = page.locator("#ledger")
     for person in clean:
         expect(ledger.get_by_role("rowheader", name=person.pseudonym)).to_have_count(2)
-    expect(ledger.get_by_text("150 cents")).to_have_count(2)
+    expect(ledger.get_by_text("1.50 GBP")).to_have_count(2)
     assert_no_serious_a11y_violations(page, "crowd review page with the ledger")
-    assert_fits_every_width(page, "crowd review page with the ledger")
+    assert_fits_every_width(
+        page, "crowd review page with the ledger", shot="issue46-row15-ledger-currency"
+    )
 
     approved = sorted(call[2] for call in platform.state.calls("transition:APPROVE"))
     assert approved == ["/api/v1/submissions/sub-P1/transition/",
@@ -127,3 +127,54 @@ def test_the_credentials_page_never_shows_a_token_back(page, login, researcher):
     assert page.locator("#id_prolific_token").input_value() == ""
     assert_no_serious_a11y_violations(page, "crowd credentials page")
     assert_fits_every_width(page, "crowd credentials page")
+
+
+def test_a_missing_token_is_said_at_review_before_confirming(page, login, researcher, platform):
+    """Issue 46, row 15: the review, not the send, says the Prolific token is missing."""
+    study = rating_study(researcher, captions=2, target=1, prolific_study_id="PS1")
+    clean = worker(study, "P1", complete=True)
+    login(page, researcher)
+    page.goto(f"/studies/{study.pk}/crowd/")
+    page.get_by_label(f"Select {clean.pseudonym}").check()
+    page.get_by_role("radio", name="Pay a bonus").check()
+    page.get_by_label("Bonus per worker (e.g. 1.50)").fill("2.75")
+    page.get_by_role("button", name="Review before sending").click()
+    confirm = page.locator("#review-confirm")
+    expect(confirm).to_contain_text("No Prolific API token is stored")
+    expect(confirm.get_by_role("button", name="Confirm and send")).to_have_count(0)
+    assert_no_serious_a11y_violations(page, "crowd review, missing token")
+    assert_fits_every_width(page, "crowd review, missing token", shot="issue46-row15-missing-token")
+    confirm.get_by_role("link", name="crowd credentials page").click()
+    expect(page.get_by_label("Prolific API token")).to_be_visible()
+    assert platform.state.requests == []
+
+
+def test_a_bonus_confirmation_states_the_currency_and_the_fee(
+    page, login, researcher, platform, settings
+):
+    """Issue 46, row 15: the total has its currency and Prolific's fee beside it.
+
+    (Its own test, ending at the confirmation: a screenshot taken before a further htmx
+    swap makes Chromium report an inline style from htmx's settling.)"""
+    settings.CAPEVAL_PROLIFIC_FEE_PERCENT = 40.0  # 40% of 5.50 is 2.20, by hand
+    credential_save(user=researcher, values={"prolific_token": TOKEN}, mturk_sandbox=True)
+    study = rating_study(researcher, captions=4, target=1, prolific_study_id="PS1")
+    worker(study, "P1", complete=True)
+    worker(study, "P2", complete=True)
+    login(page, researcher)
+    page.goto(f"/studies/{study.pk}/crowd/")
+    page.get_by_label("Every worker shown (2)").check()
+    page.get_by_role("radio", name="Pay a bonus").check()
+    page.get_by_label("Bonus per worker (e.g. 1.50)").fill("2.75")
+    page.get_by_role("button", name="Review before sending").click()
+    expect(page.get_by_role("heading", name="total 5.50 GBP")).to_be_visible()
+    expect(page.locator("#review-costs")).to_contain_text(
+        "Prolific: 5.50 GBP to the workers; Prolific's service fee (40%): 2.20 GBP; "
+        "charged 7.70 GBP"
+    )
+    expect(page.get_by_role("button", name="Confirm and send 5.50 GBP")).to_be_visible()
+    assert_no_serious_a11y_violations(page, "crowd review, a bonus's confirmation")
+    assert_fits_every_width(
+        page, "crowd review, a bonus's confirmation", shot="issue46-row15-bonus-fee"
+    )
+    assert platform.state.requests == []

@@ -60,6 +60,28 @@ def credential_status(user: User) -> dict[str, bool]:
     return status
 
 
+#: What each platform's client needs, in the words the pages use.
+NEEDED = {
+    "prolific": (("prolific_token", "Prolific API token"),),
+    "mturk": (
+        ("mturk_access_key_id", "MTurk access key id"),
+        ("mturk_secret_access_key", "MTurk secret access key"),
+    ),
+}
+
+
+def credentials_missing(study: Study, sources) -> list[str]:
+    """What the study's owner has not stored that paying workers of ``sources`` needs
+    (``"Prolific API token"``...): said at the review, before anything is confirmed."""
+    status = credential_status(study.owner)
+    return [
+        words
+        for source in sorted(set(sources))
+        for name, words in NEEDED.get(source, ())
+        if not status[name]
+    ]
+
+
 def _plain(credential: CrowdCredential | None, name: str, what: str) -> str:
     token = getattr(credential, name, "") if credential else ""
     if not token:

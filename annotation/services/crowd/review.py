@@ -23,7 +23,9 @@ with the stored id on retry, never set up twice. MTurk's SendBonus carries the r
 
 import logging
 from datetime import timedelta
+from decimal import ROUND_HALF_UP, Decimal
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Count, F, Q
 from django.utils import timezone
@@ -33,7 +35,11 @@ from annotation.crowd.prolific import REJECT_MIN_CHARS
 from annotation.errors import Conflict, InvalidInput, NotFound
 from annotation.models import CrowdLedgerEntry, Participant, Study, User
 from annotation.modes import get_mode
-from annotation.services.crowd.credentials import mturk_client, prolific_client
+from annotation.services.crowd.credentials import (
+    credentials_missing,
+    mturk_client,
+    prolific_client,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +77,44 @@ def parse_money(text: str, *, field: str) -> int:
 def money(cents: int) -> str:
     """Cents as the platforms write amounts ("1.50")."""
     return f"{cents // 100}.{cents % 100:02d}"
+
+
+def payment_terms(source: str) -> tuple[str, str, float]:
+    """A platform's name, the currency it pays in and its service fee in percent of what
+    the workers get (the settings' comment gives the sources of the default rates)."""
+    if source == Participant.Source.MTURK:
+        return "MTurk", "USD", settings.CAPEVAL_MTURK_FEE_PERCENT
+    return "Prolific", settings.CAPEVAL_CURRENCY, settings.CAPEVAL_PROLIFIC_FEE_PERCENT
+
+
+def review_costs(rows: list[dict]) -> list[dict]:
+    """What a bonus costs, per platform: paid to the workers, the platform's fee (rounded
+    half up to the cent; VAT, where it applies, is not included) and the sum charged."""
+    paid: dict[str, int] = {}
+    for row in rows:
+        source = row["participant"].source
+        paid[source] = paid.get(source, 0) + row["amount_cents"]
+    costs = []
+    for source, cents in sorted(paid.items()):
+        label, currency, percent = payment_terms(source)
+        exact = Decimal(cents) * Decimal(str(percent)) / 100
+        fee = int(exact.quantize(Decimal(1), rounding=ROUND_HALF_UP))
+        costs.append(
+            {
+                "platform": source,
+                "label": label,
+                "currency": currency,
+                "paid_cents": cents,
+                "fee_percent": percent,
+                "fee_cents": fee,
+                "charged_cents": cents + fee,
+                "paid": money(cents),
+                "fee": money(fee),
+                "charged": money(cents + fee),
+                "percent": f"{percent:g}",
+            }
+        )
+    return costs
 
 
 def review_selection(*, study: Study, filter: str = "all", ids=None) -> list[Participant]:
@@ -171,12 +215,25 @@ def review_plan(
                 "participant": person,
                 "amount_cents": amount,
                 "amount": money(amount),
+                "currency": payment_terms(person.source)[1],
                 "message": text,
                 "existing": existing.get_status_display() if existing else "",
             }
         )
         total += amount
-    return {"action": action, "rows": rows, "total_cents": total, "total": money(total)}
+    costs = review_costs(rows) if action == Action.BONUS else []
+    return {
+        "action": action,
+        "rows": rows,
+        "total_cents": total,
+        # With its currency: "5.50 GBP", or "5.50 GBP + 1.00 USD" across platforms.
+        "total": " + ".join(f"{c['paid']} {c['currency']}" for c in costs) or money(total),
+        "costs": costs,
+        # Said at the review, before anything is confirmed (the send would be refused).
+        "missing_credentials": credentials_missing(
+            study, {row["participant"].source for row in rows}
+        ),
+    }
 
 
 def _reason_key(action: str, reason: str) -> str:
@@ -477,8 +534,13 @@ def ledger_resolve(
 
 
 def ledger_rows(study: Study, *, limit: int = 200) -> list[CrowdLedgerEntry]:
-    return list(
+    """The study's ledger, newest first; each entry's ``amount_shown`` has its currency."""
+    entries = list(
         CrowdLedgerEntry.objects.filter(study=study)
         .select_related("participant", "created_by")
         .order_by("-updated_at", "-id")[:limit]
     )
+    for entry in entries:
+        currency = payment_terms(entry.participant.source)[1]
+        entry.amount_shown = f"{money(entry.amount_cents)} {currency}"
+    return entries

@@ -74,6 +74,16 @@ def env_int(name: str, default: int) -> int:
         raise ImproperlyConfigured(f"{name}={raw!r} is not an integer") from exc
 
 
+def env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name, "")
+    if raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a number") from exc
+
+
 VAR_DIR = Path(os.environ.get("CAPEVAL_VAR_DIR") or BASE_DIR / "var")
 SECRET_KEY = os.environ.get("SECRET_KEY", "")
 DEBUG = env_bool("DEBUG", False)
@@ -463,6 +473,15 @@ CAPEVAL_MTURK_SANDBOX_ENDPOINT = os.environ.get(
 )
 CAPEVAL_CROWD_WEBHOOK_MAX_AGE = env_int("CAPEVAL_CROWD_WEBHOOK_MAX_AGE", 300)
 CAPEVAL_CROWD_TIMEOUT = env_int("CAPEVAL_CROWD_TIMEOUT", 10)
+# What a bonus costs on top of what the workers get, in percent of it, shown on the crowd
+# review's confirmation (issue 46). Prolific's researcher help centre ("How to resolve an
+# underpaying study with bonus payments"): "we charge a ~33.33% service charge on each bonus
+# payment + VAT where applicable"; its "Bonus payments" article: bonuses are charged "at the
+# same commission rate (+ VAT if applicable) as standard participant rewards". The rate is
+# the account's (plans and VAT differ), so it is a setting. MTurk's pricing: a 20% fee on
+# the reward and any bonus. Prolific pays in CAPEVAL_CURRENCY, MTurk in US dollars.
+CAPEVAL_PROLIFIC_FEE_PERCENT = env_float("CAPEVAL_PROLIFIC_FEE_PERCENT", 33.33)
+CAPEVAL_MTURK_FEE_PERCENT = env_float("CAPEVAL_MTURK_FEE_PERCENT", 20.0)
 
 LOGGING = {
     "version": 1,
