@@ -68,7 +68,11 @@ def report_figure(request: HttpRequest, study_id: int, name: str, fmt: str) -> H
     # "$\frac{a}{b}$" into a fraction). Text objects read this setting when created, so
     # the whole drawing happens inside it; every mode's figures go through here.
     with matplotlib.rc_context({"text.parse_math": False}):
-        figure = mode.report.figure(name, latest.result)
+        try:
+            figure = mode.report.figure(name, latest.result)
+        except KeyError:
+            # The stored report has nothing to draw it from (an arena without scores yet).
+            raise Http404("This report has no data for that figure yet.") from None
         buffer = io.BytesIO()
         figure.savefig(buffer, format=fmt, dpi=150 if fmt == "png" else None, bbox_inches="tight")
     response = HttpResponse(buffer.getvalue(), content_type=FIGURE_TYPES[fmt])

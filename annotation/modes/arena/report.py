@@ -324,6 +324,15 @@ class ArenaReport(Report):
     figure_names = figures.NAMES
     summary_keys = ("agreement", "position_bias_overall")
 
+    def context(self, result: dict[str, Any], query: dict[str, str]) -> dict[str, Any]:
+        """Only the figures the stored report can draw: the scores and matrices come with
+        the Bradley-Terry fit, which does not exist while a system never lost or never won
+        (issue 46: the page linked three figures that answered 500)."""
+        if result.get("leaderboard") and result.get("matrices"):
+            return {}
+        why = result.get("leaderboard_error") or "no leaderboard yet"
+        return {"figure_names": [], "figures_missing": [(n, why) for n in self.figure_names]}
+
     def human_pairs(self, study: Study) -> dict[str, list[tuple[int, int, int]]]:
         """Decisive kept battles as the metric lab's pairwise judgments, by system pair:
         ``(caption a, caption b, 0 if a won else 1)``; ties carry no preference."""
