@@ -326,10 +326,43 @@ def participate_intro(request: HttpRequest, public_id) -> HttpResponse:
             return redirect_to_login(request.get_full_path())
         return _not_a_participant(request)
     mode = get_mode(study.mode)
-    context = {"study": study, "participant": participant, "config": mode.settings(study)}
+    context = {
+        "study": study,
+        "participant": participant,
+        "config": mode.settings(study),
+        **_intro_extras(mode, study, participant),
+    }
     context.update(mode.pages.intro_context(study))
     response = render(request, mode.pages.intro_template, context)
     return _allow_mturk_frame(response, participant)
+
+
+def completion_rule(progress) -> str:
+    """What earns a crowd worker the completion code, in a sentence built from the mode's
+    ``completion_progress`` (issue 46, row 20: every intro says it); "" when none."""
+    if progress is None or progress.needed <= 0:
+        return ""
+    note = progress.note.strip()
+    if note and not note.startswith("and "):
+        note = f"({note})"
+    tail = f" {note}" if note else ""
+    return (
+        f"You receive this study's completion code after {progress.needed} "
+        f"{progress.unit}{tail}; every page shows how far you are."
+    )
+
+
+def _intro_extras(mode, study: Study, participant: Participant) -> dict:
+    """What every mode's intro shows: the guidelines inline (issue 46, row 5) and, to a crowd
+    worker, what earns the completion code (row 20)."""
+    rule = ""
+    if participant.source != Participant.Source.ACCOUNT:
+        rule = completion_rule(mode.completion_progress(participant))
+    return {
+        "guidelines": mode.guidelines(study),
+        "guidelines_inline": True,
+        "completion_rule": rule,
+    }
 
 
 def _crowd_context(mode, participant: Participant) -> dict:
@@ -370,6 +403,8 @@ def _render_item(
         "field_errors": field_errors,
         "error_fields": [problem["field"] for problem in field_errors],
         "submit_url": reverse("participate_submit", args=[study.public_id, assignment.token]),
+        # The header's "Guidelines" dialog (templates/_base.html), the same for every mode.
+        "guidelines": mode.guidelines(study),
         **_crowd_context(mode, participant),
         **mode.pages.item_context(assignment, part, **keep),
     }
@@ -447,6 +482,7 @@ def participate_submit(request: HttpRequest, public_id, token: str) -> HttpRespo
             "participant": participant,
             "judgment": outcome.judgment,
             "next_url": reverse("participate_next", args=[study.public_id]),
+            "guidelines": mode.guidelines(study),
             **_crowd_context(mode, participant),
             **feedback,
         }

@@ -75,6 +75,8 @@ def study_preview(request: HttpRequest, study_id: int) -> HttpResponse:
         "preview": {"n": n, "next": f"{url}?n={n + 1}", "study_url": study_url(study)},
         "completion": None,
         "crowd_progress": mode.completion_progress(assignment.participant),
+        # The same "Guidelines" dialog a worker has (templates/_base.html; issue 46).
+        "guidelines": mode.guidelines(study),
         **mode.pages.item_context(assignment, 0),
     }
     return render(request, mode.pages.item_template, context)

@@ -23,9 +23,10 @@ from typing import Any
 
 from annotation.errors import InvalidInput
 from annotation.models import Assignment, Caption, Item, Judgment, Participant, Study
-from annotation.modes.base import Mode, Outcome
+from annotation.modes.base import CompletionProgress, Mode, Outcome
 from annotation.modes.settings import (
     CHECKS,
+    CROWD,
     MAX_RESAMPLES,
     REPORT,
     CrowdSettings,
@@ -153,6 +154,16 @@ class SpansSettings(CrowdSettings):
         False,
         label="Show suggested spans to accept or reject",
         doc="Show imported suggested spans for annotators to accept or reject.",
+    )
+    # The mode had no crowd completion at all (issue 46, row 20): a paid worker could never
+    # earn the code. A detailed caption takes minutes to mark; 10,000 bounds the count.
+    completion_captions: int = whole(
+        10,
+        label="Captions a crowd worker marks to earn the code",
+        group=CROWD,
+        low=1,
+        high=10_000,
+        doc="Captions a crowd worker marks to earn the completion code.",
     )
     bootstrap_resamples: int = whole(
         1000,
@@ -362,3 +373,11 @@ class SpansProtocol(Mode):
         state = dict(participant.state or {})
         state["captions"] = state.get("captions", 0) + 1
         return Outcome(state=state)
+
+    def completion_earned(self, participant: Participant) -> bool:
+        needed = self.settings(participant.study).completion_captions
+        return (participant.state or {}).get("captions", 0) >= needed
+
+    def completion_progress(self, participant: Participant) -> CompletionProgress:
+        needed = self.settings(participant.study).completion_captions
+        return CompletionProgress((participant.state or {}).get("captions", 0), needed, "captions")
