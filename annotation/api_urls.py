@@ -1,7 +1,7 @@
 from django.urls import path
 
 from annotation import apis
-from annotation.views import crowd_api, items, study_data_api
+from annotation.views import crowd_api, guidelines, items, study_data_api
 from annotation.views.api_root import ApiRootApi
 from annotation.views.judges import StudyJudgeRunsApi, StudyJudgeRunStopApi, StudyJudgesApi
 
@@ -9,6 +9,11 @@ urlpatterns = [
     path("", ApiRootApi.as_view(), name="api_root"),
     path("studies/", apis.StudyListApi.as_view(), name="api_studies"),
     path("studies/<int:study_id>/", apis.StudyDetailApi.as_view(), name="api_study"),
+    path(
+        "studies/<int:study_id>/guidelines/",
+        guidelines.StudyGuidelinesApi.as_view(),
+        name="api_study_guidelines",
+    ),
     path("studies/<int:study_id>/open/", apis.StudyOpenApi.as_view(), name="api_study_open"),
     path("studies/<int:study_id>/close/", apis.StudyCloseApi.as_view(), name="api_study_close"),
     path("studies/<int:study_id>/reopen/", apis.StudyReopenApi.as_view(), name="api_study_reopen"),

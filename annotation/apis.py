@@ -18,7 +18,7 @@ from annotation.forms import MAX_SIZES, MAX_STUDY_SIZE, PlanForm, setting_specs
 from annotation.models import Job, Study
 from annotation.modes import get_mode
 from annotation.registry import mode_choices
-from annotation.serializers import JobOutput
+from annotation.serializers import GuidelinesInput, GuidelinesOutput, JobOutput
 from annotation.services.exports import EXPORT_FORMATS, EXPORT_TABLES, export_request
 from annotation.services.exports.captions import (
     caption_metric_json,
@@ -50,7 +50,7 @@ from annotation.tasks import enqueue
 from annotation.text import DESCRIPTION_MAX_CHARS, TextValidator
 
 
-class StudyOutput(serializers.ModelSerializer):
+class StudyOutput(GuidelinesOutput):
     class Meta:
         model = Study
         fields = [
@@ -64,6 +64,8 @@ class StudyOutput(serializers.ModelSerializer):
             "owner",
             "public_id",
             "created_at",
+            "guidelines",
+            "guidelines_version",
         ]
 
 
@@ -95,6 +97,7 @@ class StudyListApi(APIView):
         )
         settings = serializers.DictField(required=False, default=dict)
         seed = serializers.IntegerField(required=False, min_value=0, max_value=MAX_SEED, default=0)
+        guidelines = GuidelinesInput(required=False, default="")
 
         class Meta:
             ref_name = "StudyCreate"

@@ -10,6 +10,7 @@ from django.forms.utils import ErrorDict
 from annotation.errors import ServiceError
 from annotation.models import Caption, Study
 from annotation.modes import get_mode
+from annotation.modes import guidelines as task_guidelines
 from annotation.modes.settings import JUDGED, CrowdSettings, live_settings, ordered_fields
 from annotation.registry import mode_choices
 from annotation.services.imports import COCO_FORMAT, CSV_FORMAT
@@ -17,6 +18,23 @@ from annotation.services.planning import study_plan
 from annotation.services.studies import MAX_SEED, SETTINGS_TOO_DEEP
 from annotation.text import DESCRIPTION_MAX_CHARS, TextValidator
 from rubrics import planner
+
+GUIDELINES_HELP = (
+    "What participants read on the intro and one key away on every item page, and what the "
+    "judge's default prompt holds. Markdown: headings, lists, emphasis, links (http, https, "
+    "mailto); HTML and images are shown as text. Leave empty for the mode's own guidelines."
+)
+
+
+class GuidelinesForm(forms.Form):
+    guidelines = forms.CharField(
+        label="Guidelines (Markdown)",
+        widget=forms.Textarea(attrs={"rows": 18}),
+        required=False,
+        max_length=task_guidelines.MAX_CHARS,
+        validators=[TextValidator("guidelines", multiline=True)],
+        help_text=GUIDELINES_HELP,
+    )
 
 
 class StudyForm(forms.Form):
@@ -31,6 +49,14 @@ class StudyForm(forms.Form):
     )
     seed = forms.IntegerField(
         initial=0, min_value=0, max_value=MAX_SEED, help_text="Seed of every random choice."
+    )
+    guidelines = forms.CharField(
+        label="Guidelines for participants (Markdown)",
+        widget=forms.Textarea(attrs={"rows": 4}),
+        required=False,
+        max_length=task_guidelines.MAX_CHARS,
+        validators=[TextValidator("guidelines", multiline=True)],
+        help_text=GUIDELINES_HELP,
     )
     settings = forms.CharField(
         label="Advanced: settings as JSON",

@@ -10,7 +10,10 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from annotation import selectors
-from annotation.models import Job
+from annotation.models import Job, Study
+from annotation.modes import get_mode
+from annotation.modes.guidelines import MAX_CHARS as GUIDELINES_MAX_CHARS
+from annotation.text import TextValidator
 
 
 class JobOutput(serializers.ModelSerializer):
@@ -47,3 +50,43 @@ class JobOutput(serializers.ModelSerializer):
         url = reverse("api_job_file", args=[job.pk])  # Basic auth works there, not on pages
         request = self.context.get("request")
         return request.build_absolute_uri(url) if request else url
+
+
+class GuidelinesInput(serializers.CharField):
+    """A study's task guidelines as the API takes them (issue 46): Markdown, multi-line,
+    checked as every text is (``annotation.text``); blank: the mode's default."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("allow_blank", True)
+        kwargs.setdefault("trim_whitespace", False)
+        kwargs.setdefault("max_length", GUIDELINES_MAX_CHARS)
+        kwargs.setdefault(
+            "help_text",
+            "Markdown participants read and the judge's prompt holds; empty: the mode's.",
+        )
+        super().__init__(validators=[TextValidator("guidelines", multiline=True)], **kwargs)
+
+
+@extend_schema_field(serializers.CharField())
+class GuidelinesVersion(serializers.Field):
+    """The short SHA-256 of the guidelines a study's participants and judge get now."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("help_text", "Short SHA-256 of the guidelines shown now.")
+        super().__init__(source="*", read_only=True, **kwargs)
+
+    def to_representation(self, study: Study) -> str:
+        return get_mode(study.mode).guidelines(study).version
+
+
+class GuidelinesOutput(serializers.ModelSerializer):
+    """A study's output with its guidelines' version (``apis.StudyOutput`` extends it)."""
+
+    guidelines_version = GuidelinesVersion()
+
+
+class GuidelinesPatch(serializers.Serializer):
+    guidelines = GuidelinesInput()
+
+    class Meta:
+        ref_name = "StudyGuidelines"

@@ -4,6 +4,7 @@ from annotation.views import (
     crowd,
     dashboard,
     exports,
+    guidelines,
     health,
     imports,
     items,
@@ -39,6 +40,11 @@ urlpatterns = [
         name="invitation_decline",
     ),
     path("studies/<int:study_id>/settings/", studies.study_settings, name="study_settings"),
+    path(
+        "studies/<int:study_id>/guidelines/",
+        guidelines.study_guidelines,
+        name="study_guidelines",
+    ),
     path("studies/<int:study_id>/preview/", preview.study_preview, name="study_preview"),
     path("studies/<int:study_id>/close/", studies.study_close_confirm, name="study_close_confirm"),
     path(

@@ -20,6 +20,7 @@ from annotation.models import Caption, Item, Judge, JudgeAnswer, Participant, St
 from annotation.modes import get_mode
 from annotation.modes.reliability import reliability_section
 from annotation.services.imports.limits import loads
+from annotation.services.judges_guidelines import guidelines_versions
 from annotation.text import json_problem
 from rubrics import judge_alignment
 
@@ -248,8 +249,9 @@ def judges_report(study: Study, *, resamples: int = RESAMPLES) -> dict[str, Any]
     """Every judge of the study against its humans (``rubrics.judge_alignment``).
 
     ``{"unit", "judges": [{id, name, model, prompt_version, kind, answers, runs, and per
-    human score "scores": {name: caption report}} or "pairs": pair report}], "drift":
-    [{name, model, score, versions: [...]}], "tie_rule"}``. Humans are the kept judgments
+    human score "scores": {name: caption report}} or "pairs": pair report, and
+    guidelines_version}], "drift": [{name, model, score, versions: [...]}], "tie_rule",
+    "guidelines": ``judges_guidelines.guidelines_versions``}``. Humans are the kept judgments
     of the mode's report; judges never enter them.
     """
     judging = get_mode(study.mode).judging
@@ -316,6 +318,10 @@ def judges_report(study: Study, *, resamples: int = RESAMPLES) -> dict[str, Any]
         references = {"choice": majority}
     out["drift"] = _drift(judges, all_runs, unit, references)
     out["reliability"] = _reliability(study, judging, judges, all_runs)
+    # Which guidelines people and each judge were given, and a warning when they differ.
+    out["guidelines"] = guidelines_versions(study, judges)
+    for entry in out["judges"]:
+        entry["guidelines_version"] = out["guidelines"]["judges"].get(entry["id"])
     return out
 
 

@@ -102,7 +102,11 @@ def _run_context(study, user, *, endpoint_form=None, prompt_form=None) -> dict[s
     """What the page's "Run a judge" section shows."""
     judging = get_mode(study.mode).judging
     current = runs.judge_prompt_current(study)
-    text = current.text if current else judging.default_prompt(study)
+    default = judging.default_prompt(study)
+    text = current.text if current else default
+    # The saved prompt was built from other guidelines than the people's now (issue 46).
+    guide = get_mode(study.mode).guidelines(study)
+    stale = current is not None and current.guidelines_version != guide.version
     jobs = runs.judge_runs_list(study, limit=10)
     pending = runs.judge_run_pending(study)
     return {
@@ -110,6 +114,9 @@ def _run_context(study, user, *, endpoint_form=None, prompt_form=None) -> dict[s
         "endpoint_form": endpoint_form or _endpoint_form(study),
         "prompt_form": prompt_form or JudgePromptForm(initial={"text": text}, auto_id="prompt_%s"),
         "prompt": current,
+        "guidelines": guide,
+        "guidelines_stale": stale,
+        "default_prompt": default,
         "placeholders": " and ".join(runs._placeholders(judging.unit)),
         "judge_jobs": jobs,
         "pending": pending,
@@ -366,6 +373,10 @@ class JudgeOutput(serializers.Serializer):
         help_text="Pair units: accuracy, confusion, system level, human ceiling, position "
         "bias, length bias, self-consistency.",
     )
+    guidelines_version = serializers.CharField(
+        allow_null=True,
+        help_text="The guidelines its prompt held; empty: none; null: unknown (imported).",
+    )
 
 
 class JudgesReportOutput(serializers.Serializer):
@@ -375,6 +386,11 @@ class JudgesReportOutput(serializers.Serializer):
     tie_rule = serializers.CharField(required=False)
     reliability = serializers.DictField(
         allow_null=True, help_text="Dawid-Skene with the judges as raters (marked judge)."
+    )
+    guidelines = serializers.DictField(
+        required=False,
+        help_text="Which guidelines people and judges were given: current, people "
+        "[{version, judgments}], unrecorded, judges {id: version}, warnings [sentences].",
     )
 
 
