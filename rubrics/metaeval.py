@@ -353,6 +353,7 @@ def robustness(
     names: Sequence[str] | None = None,
     images: Sequence[Any] | None = None,
     seed: Seed = 0,
+    progress: metrics.Progress | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Cui et al.'s robustness of each metric to one transformation of human captions.
 
@@ -368,6 +369,7 @@ def robustness(
     CIDEr's document frequencies are the same for all gammas.
 
     A caption with fewer than two different words stays as it is under T_WP.
+    ``progress`` is passed to :func:`rubrics.metrics.compute`.
 
     Returns ``{metric name: {"curve": {gamma: normalised mean}, "area": float}}``, with
     None for a metric whose unmodified captions score 0 on average (nothing to normalise).
@@ -408,7 +410,7 @@ def robustness(
         for g in levels:
             transformed.append([transformations.replace_words(c, g, vocab, rng) for c in caps])
     everything = [*caps, *(c for batch in transformed for c in batch)]
-    scores = metrics.compute(everything, refs * (1 + len(levels)), names)
+    scores = metrics.compute(everything, refs * (1 + len(levels)), names, progress=progress)
     n = len(caps)
     out: dict[str, dict[str, Any] | None] = {}
     for name, values in scores.items():

@@ -314,7 +314,17 @@ def compute(
             elif name == "CIDEr (pycocoevalcap)":
                 out[name] = coco.cider_d(cider_documents)
             elif name == "METEOR 1.5 (pycocoevalcap)":
-                out[name] = _meteor(cand_tok, ref_sets, ref_index)
+                # The one metric scored caption by caption (a Java process): progress by
+                # caption, or the bar stood still for half a minute (issue 46, row 16).
+                start = done
+                out[name] = _meteor(
+                    cand_tok,
+                    ref_sets,
+                    ref_index,
+                    progress=lambda k, n, start=start: report(
+                        (start + k / n) / steps, f"METEOR, {k} of {n} captions"
+                    ),
+                )
             step(f"{name} done")
     # These two depend on nothing but the pair: score each distinct pair once.
     pairs = list(dict.fromkeys(zip(cands, refs, strict=True)))
@@ -363,18 +373,37 @@ def _tokenize_all(
     return cand_tok, ref_sets, ref_index
 
 
+#: METEOR reports progress at most this many times per call (every caption up to this many).
+METEOR_REPORTS = 200
+
+
 def _meteor(
-    cand_tok: list[str], ref_sets: list[tuple[str, ...]], ref_index: list[int]
+    cand_tok: list[str],
+    ref_sets: list[tuple[str, ...]],
+    ref_index: list[int],
+    *,
+    progress: Callable[[int, int], None] | None = None,
 ) -> NDArray[np.float64]:
-    """METEOR 1.5 per candidate with pycocoevalcap's own wrapper (one Java process)."""
+    """METEOR 1.5 per candidate with pycocoevalcap's own wrapper (one Java process).
+
+    Scored in batches, ``progress(scored, total)`` after each: a caption at a time up to
+    ``METEOR_REPORTS`` distinct pairs, then that many equal batches. A segment's score
+    depends on its own statistics only, so batches give the one-call scores.
+    """
     # Each distinct (candidate, reference set) pair is scored once: Flickr8k-Expert, for
     # one, lists every caption once per rating.
     pairs = list(dict.fromkeys(zip(cand_tok, ref_index, strict=True)))
+    every = max(1, -(-len(pairs) // METEOR_REPORTS))
+    scores: list[float] = []
     scorer = Meteor()
     try:
-        gts = {i: list(ref_sets[k]) for i, (_, k) in enumerate(pairs)}
-        res = {i: [c] for i, (c, _) in enumerate(pairs)}
-        _, scores = scorer.compute_score(gts, res)
+        for begin in range(0, len(pairs), every):
+            batch = pairs[begin : begin + every]
+            gts = {i: list(ref_sets[k]) for i, (_, k) in enumerate(batch)}
+            res = {i: [c] for i, (c, _) in enumerate(batch)}
+            scores.extend(scorer.compute_score(gts, res)[1])
+            if progress is not None:
+                progress(len(scores), len(pairs))
     finally:
         del scorer
     by_pair = dict(zip(pairs, scores, strict=True))

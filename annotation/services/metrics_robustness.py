@@ -45,8 +45,9 @@ def metrics_robustness(
         humans = sorted(rng.choice(humans, size=ROBUSTNESS_CAPTIONS, replace=False).tolist())
     texts = [captions[i]["text"] for i in humans]
     curves: dict[str, dict[str, Any]] = {}
+    kinds = len(transformations.TRANSFORMATIONS)
     for done, kind in enumerate(transformations.TRANSFORMATIONS):
-        progress(done / len(transformations.TRANSFORMATIONS), f"{kind}")
+        progress(done / kinds, f"{kind}")
         by_metric = metaeval.robustness(
             texts,
             [refs[i] for i in humans],
@@ -55,6 +56,10 @@ def metrics_robustness(
             names=names,
             images=[captions[i]["image_id"] for i in humans],
             seed=rng,
+            # Within a transformation, the scoring's own progress (METEOR's by caption).
+            progress=lambda f, m, done=done, kind=kind: progress(
+                (done + f) / kinds, f"{kind}: {m}"
+            ),
         )
         curves[kind] = {
             name: None

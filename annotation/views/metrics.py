@@ -10,6 +10,7 @@ import matplotlib
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
+from django_htmx.http import HttpResponseClientRefresh
 from matplotlib.figure import Figure
 
 from annotation import selectors
@@ -52,6 +53,9 @@ def study_metrics(request: HttpRequest, study_id: int) -> HttpResponse:
             # A refusal of the request itself: shown where the job goes.
             return _refused(request, study, exc)
         job.refresh_from_db()  # without a broker the job has already run
+        if request.htmx and job.status == Job.Status.DONE:
+            # Already done (no broker): reload, so the new tables replace "no metrics yet".
+            return HttpResponseClientRefresh()
         if request.htmx:
             # oob: the fragment also swaps the form's button, off while the job runs.
             return render(request, "metrics/_job.html", {"job": job, "study": study, "oob": True})
@@ -169,6 +173,10 @@ def metrics_job(request: HttpRequest, study_id: int, job_id: int) -> HttpRespons
         raise Http404("No such job.")
     if job_sweep_stale(job_ids=[job.pk]):  # its process vanished: say so, stop polling
         job.refresh_from_db()
+    if request.htmx and job.status == Job.Status.DONE:
+        # The page polled its job to the end: show the new tables themselves (a "Show the
+        # new tables" button beside "No metrics have been computed yet" misled, issue 46).
+        return HttpResponseClientRefresh()
     context = {"job": job, "study": study, "oob": bool(request.htmx)}
     return render(request, "metrics/_job.html", context)
 

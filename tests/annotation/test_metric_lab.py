@@ -369,8 +369,9 @@ def test_while_a_metrics_job_runs_the_button_is_off_and_a_second_is_refused(
     assert " disabled" in re.search(r'<button[^>]*id="metrics-submit"[^>]*>', page).group(0)
     with pytest.raises(ServiceError, match="already"):
         lab.metrics_request(study=thumb_lab, user=researcher, names=NO_JAVA)
-    # The poll that sees the job end turns the button back on.
-    Job.objects.filter(pk=job.pk).update(status=Job.Status.DONE, progress=100)
+    # The poll that sees the job end turns the button back on (a failed job: a done one
+    # reloads the whole page, tests/annotation/test_metrics_progress.py).
+    Job.objects.filter(pk=job.pk).update(status=Job.Status.FAILED, progress=100)
     polled = client.get(
         reverse("study_metrics_job", args=[thumb_lab.pk, job.pk]), HTTP_HX_REQUEST="true"
     ).content.decode()

@@ -265,14 +265,18 @@ def poll_job(
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         started = time.perf_counter()
-        fragment = session.get(
+        answer = session.get(
             f"{url}/studies/{study}/metrics/jobs/{job}/",
             headers={"HX-Request": "true"},
             timeout=10,
-        ).text
+        )
         if latencies is not None:
             latencies.append(time.perf_counter() - started)
-        _, status, percent, polls = job_state(fragment)
+        if answer.headers.get("HX-Refresh") == "true":
+            # The job is done: the page is told to reload and show its tables (issue 46).
+            seen.append(("Done", 100))
+            return seen
+        _, status, percent, polls = job_state(answer.text)
         seen.append((status, percent))
         if not polls:
             return seen
