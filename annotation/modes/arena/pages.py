@@ -95,7 +95,8 @@ class ArenaPages(Pages):
             # Gold battles count: they look like any battle, and a count that skipped them
             # would tell the worker which answers were checked.
             "battles_done": integrity.answered(participant.state),
-            "battles_needed": integrity.needed(config)
+            # The count capped by what this study can serve one worker (issue 46, row 2).
+            "battles_needed": integrity.needed(config, participant.study)
             if participant.source != Participant.Source.ACCOUNT
             else None,
         }
