@@ -16,6 +16,7 @@ from annotation.views import (
     preview,
     reports,
     studies,
+    worker_preview,
 )
 
 urlpatterns = [
@@ -121,6 +122,7 @@ urlpatterns = [
         name="study_crowd_resolve",
     ),
     path("p/<str:token>/", participate.crowd_entry, name="crowd_entry"),
+    path("p/<str:token>/example/", worker_preview.crowd_example, name="crowd_example"),
     path("s/<uuid:public_id>/", participate.participate_intro, name="participate_intro"),
     path("s/<uuid:public_id>/next/", participate.participate_next, name="participate_next"),
     path(

@@ -31,6 +31,8 @@ from annotation.services.participants import (
 )
 from annotation.text import clean_answer
 from annotation.views.errors import error_page
+from annotation.views.worker_preview import framed_by_mturk as _framed_by_mturk
+from annotation.views.worker_preview import mturk_preview
 
 BROWSER_COOKIE = "capeval_browser"
 BROWSER_SALT = "capeval.browser"
@@ -229,14 +231,6 @@ def friendly(view):
     return wrapper
 
 
-def _framed_by_mturk(response: HttpResponse) -> HttpResponse:
-    response.xframe_options_exempt = True
-    # django-csp's per-response override (what its @csp_replace decorator sets): the site's
-    # policy stays whole; only frame-ancestors names MTurk's hosts instead of 'none'.
-    response._csp_replace = {"frame-ancestors": settings.CAPEVAL_MTURK_ORIGINS}
-    return response
-
-
 def _allow_mturk_frame(response: HttpResponse, participant: Participant | None) -> HttpResponse:
     """MTurk shows tasks inside its own frame; every other page keeps X-Frame-Options DENY."""
     if participant is not None and participant.source == Participant.Source.MTURK:
@@ -248,8 +242,9 @@ def _allow_mturk_frame(response: HttpResponse, participant: Participant | None) 
 def crowd_entry(request: HttpRequest, token: str) -> HttpResponse:
     """A crowd worker arrives from Prolific or MTurk with a signed study link.
 
-    An MTurk preview (``assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE``) shows the intro read-only
-    and creates nothing. Only what MTurk opens may be framed, and only by MTurk.
+    An MTurk preview (``assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE``) shows the intro for
+    workers with an example task (``views/worker_preview.py``) and creates nothing. Only
+    what MTurk opens may be framed, and only by MTurk.
     """
     params = request.GET.dict()
     from_mturk = "assignmentId" in params or "workerId" in params
@@ -263,14 +258,17 @@ def crowd_entry(request: HttpRequest, token: str) -> HttpResponse:
     try:
         study = study_from_crowd_token(token)
         if is_mturk_preview(params):
+            # The intro for workers and an example task (views/worker_preview.py; issue 46,
+            # row 14), not the researcher's preview banner.
             mode = get_mode(study.mode)
-            context = {"study": study, "preview": True, "config": mode.settings(study)}
-            response = render(
+            return mturk_preview(
                 request,
-                mode.pages.intro_template,
-                {**context, **mode.pages.intro_context(study)},
+                study,
+                token,
+                _intro_extras(
+                    mode, study, Participant(study=study, source=Participant.Source.MTURK)
+                ),
             )
-            return _framed_by_mturk(response)
         source, external_id, meta = crowd_identity(params)
     except ServiceError as exc:
         response = unavailable_page(
