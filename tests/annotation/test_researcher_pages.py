@@ -23,12 +23,15 @@ from tests.factories.thumb import add_image
 from tests.factories.vicr import vicr_study
 
 
-def home_rows(html: str) -> dict[str, list[str]]:
-    """Each study row of the home page: name -> its cells' text."""
-    rows = {}
-    for row in re.findall(r"<tr><td><a [^>]*>(.*?)</a></td>(.*?)</tr>", html, re.S):
-        cells = re.findall(r"<td[^>]*>(.*?)</td>", row[1], re.S)
-        rows[row[0]] = [re.sub(r"<[^>]+>", "", cell).strip() for cell in cells]
+def home_rows(html: str) -> dict:
+    """Each study row of the home page: name -> its cells' text after the name (the id,
+    the first cell since issue 46, is under ``rows["ids"]``)."""
+    rows: dict = {"ids": {}}
+    pattern = r'<tr><td class="num">(\d+)</td><td><a [^>]*>(.*?)</a></td>(.*?)</tr>'
+    for pk, name, rest in re.findall(pattern, html, re.S):
+        cells = re.findall(r"<td[^>]*>(.*?)</td>", rest, re.S)
+        rows[name] = [re.sub(r"<[^>]+>", "", cell).strip() for cell in cells]
+        rows["ids"][name] = int(pk)
     return rows
 
 
@@ -48,6 +51,7 @@ def test_the_home_page_counts_judgments_and_participants_per_study(client, resea
     assert rows["Busy"][2:4] == ["4", "3"]
     assert rows["Quiet"][2:4] == ["0", "0"]
     assert rows["Busy"][1] == "Live"
+    assert rows["ids"]["Busy"] == busy.pk
 
 
 def test_the_home_page_costs_the_same_queries_for_two_studies_or_ten(client, researcher):
