@@ -9,6 +9,7 @@ from annotation.views import (
     imports,
     items,
     judges,
+    media,
     metrics,
     participate,
     people,
@@ -125,6 +126,11 @@ urlpatterns = [
     path("p/<str:token>/example/", worker_preview.crowd_example, name="crowd_example"),
     path("s/<uuid:public_id>/", participate.participate_intro, name="participate_intro"),
     path("s/<uuid:public_id>/next/", participate.participate_next, name="participate_next"),
+    path(
+        "s/<uuid:public_id>/image/<int:image_id>/",
+        media.participant_image,
+        name="participant_image",
+    ),
     path(
         "s/<uuid:public_id>/submit/<str:token>/",
         participate.participate_submit,

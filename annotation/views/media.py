@@ -1,4 +1,5 @@
-"""Files under MEDIA_ROOT: display renditions for everyone, originals for the study's researchers.
+"""Files under MEDIA_ROOT: display renditions for everyone, originals for the study's researchers;
+and the full-resolution rendition an item page's zoom asks for (``participant_image``).
 
 ``selectors.media_file_kind`` decides who may read what (anything else is a 404, the same
 whether or not the file exists); Django's ``static.serve`` then sends the file with its
@@ -9,12 +10,15 @@ files behind its web server must keep these rules: only ``display/`` may be serv
 from pathlib import PurePosixPath
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_safe
 from django.views.static import serve
 
 from annotation import selectors
+from annotation.models import Image, Study
+from annotation.services.images import image_full_rendition
+from annotation.views.participate import current_participant
 
 #: Display renditions are named by the content hash of their original and the side they
 #: were made for, so a name never gets other bytes: browsers and proxies may keep them.
@@ -37,3 +41,24 @@ def media_file(request: HttpRequest, path: str) -> HttpResponse:
     else:
         response["Cache-Control"] = DISPLAY_CACHE
     return response
+
+
+@require_safe
+def participant_image(request: HttpRequest, public_id, image_id: int) -> HttpResponse:
+    """Redirect to an image of the study at its original resolution (pixels only), for the
+    zoom of the item pages: to the study's participants and, for its preview, its
+    researchers; anyone else, or an image of another study, gets a 404.
+
+    The rendition is made on the first request (``services/images.py``); only the study's
+    own people can make one, and once made it is a display rendition like the others.
+    """
+    study = Study.objects.filter(public_id=public_id).first()
+    if study is None:
+        raise Http404("No such study.")
+    researcher = selectors.studies_for_researcher(request.user).filter(pk=study.pk).exists()
+    if not researcher and current_participant(request, study) is None:
+        raise Http404("No such study.")
+    image = Image.objects.filter(pk=image_id, study=study).first()
+    if image is None or not image.display:
+        raise Http404("No such image.")
+    return HttpResponseRedirect(settings.MEDIA_URL + image_full_rendition(image=image))

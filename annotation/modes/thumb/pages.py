@@ -83,6 +83,7 @@ class ThumbPages(Pages):
                 CHECK: "Quality check (third annotator)",
             }[kind],
             "reviewed_label": _REVIEWED_LABEL[REVIEWS[kind]] if kind in REVIEWS else "",
+            "image": image,  # its id and size, for the zoom (participate/_image.html)
             "image_url": (django_settings.MEDIA_URL + image.display) if image.display else "",
             "image_alt": image.alt_text
             or "The photograph the captions below describe (no description was supplied).",

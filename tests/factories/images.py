@@ -1,0 +1,51 @@
+"""Real image files behind a study's image rows, for the zoom tests (issue 46, row 11).
+
+The mode factories make image rows with made-up paths; ``real_files`` writes, for each
+image of a study, an original JPEG larger than the display side with camera EXIF (a
+make and a GPS position) and a display rendition like the importer's (longest side
+``CAPEVAL_DISPLAY_MAX_SIDE``), at the paths the importer would use, and sets the row's size
+to the original's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.conf import settings
+from PIL import Image as PILImage
+
+from annotation.models import Image, Study
+
+#: The camera's make written into every original's EXIF: it must never reach a participant.
+CAMERA = "SecretCam 9000"
+
+
+def original_exif() -> PILImage.Exif:
+    exif = PILImage.Exif()
+    exif[0x010F] = CAMERA  # Make
+    # GPSInfo: latitude 48° 51' 29" N.
+    exif.get_ifd(0x8825).update({1: "N", 2: (48.0, 51.0, 29.0)})
+    return exif
+
+
+def real_files(study: Study, *, width: int = 1600, height: int = 1200) -> list[Image]:
+    media = Path(settings.MEDIA_ROOT)
+    side = settings.CAPEVAL_DISPLAY_MAX_SIDE
+    images = list(Image.objects.filter(study=study))
+    for n, image in enumerate(images):
+        sha = image.sha256
+        image.file = f"images/{sha[:2]}/{sha}.jpg"
+        image.display = f"display/{sha[:2]}/{sha}-{side}.webp"
+        image.width, image.height = width, height
+        # A gradient with a grid, so a zoomed image has something to look at.
+        picture = PILImage.linear_gradient("L").resize((width, height)).convert("RGB")
+        for x in range(0, width, 100):
+            picture.paste((200, 40 + 10 * n % 200, 40), (x, 0, x + 2, height))
+        (media / image.file).parent.mkdir(parents=True, exist_ok=True)
+        picture.save(media / image.file, "JPEG", quality=85, exif=original_exif())
+        shown = picture.copy()
+        shown.thumbnail((side, side))
+        (media / image.display).parent.mkdir(parents=True, exist_ok=True)
+        shown.save(media / image.display, "WEBP", quality=80)
+        image.save(update_fields=["file", "display", "width", "height"])
+    return images
