@@ -2,8 +2,10 @@
    or by keyboard (arrows move by word, Shift+arrow extends, Enter confirms), then give a
    severity and a category. Marks are listed as text with Edit and Remove, and posted as
    JSON in "spans" with each span's text, so the server checks the offsets. Offsets are
-   code points (the words carry them from the server), never UTF-16 units. Without this
-   script the page's numbered fields do the same. */
+   code points (the words carry them from the server), never UTF-16 units. A mark that
+   overlaps another is refused when it is added, quoting the other mark's words (the server
+   refuses it too, but only at submit and by offsets). Without this script the page's
+   numbered fields do the same. */
 (function () {
   "use strict";
   var form = document.querySelector(".spans-form");
@@ -17,6 +19,7 @@
   var json = document.getElementById("spans-json");
   var status = document.getElementById("spans-status");
   var addButton = document.getElementById("spans-add");
+  var refused = document.getElementById("spans-refused");
   var maxMarks = parseInt(form.getAttribute("data-max"), 10) || 5;
   var marks = [];
   var anchor = null, focusIndex = null, cursor = 0, editing = null;
@@ -44,8 +47,9 @@
     });
     selectedLabel.textContent = b ? "\u201c" + textOf(b.start, b.end) + "\u201d" : "nothing selected";
   }
-  function select(lo, hi) { anchor = lo; focusIndex = hi; panel.hidden = false; paint(); }
-  function clearSelection() { anchor = focusIndex = null; editing = null; panel.hidden = true; addButton.textContent = "Add mark"; paint(); }
+  function refuse(message) { refused.textContent = message; refused.hidden = !message; }
+  function select(lo, hi) { anchor = lo; focusIndex = hi; panel.hidden = false; refuse(""); paint(); }
+  function clearSelection() { anchor = focusIndex = null; editing = null; panel.hidden = true; refuse(""); addButton.textContent = "Add mark"; paint(); }
 
   function render() {
     list.textContent = "";
@@ -94,6 +98,11 @@
       status.textContent = "At most " + maxMarks + " marks: remove one first.";
       return;
     }
+    var clash = marks.filter(function (m, i) { return i !== editing && !m.omission && m.start < b.end && b.start < m.end; })[0];
+    if (clash) {
+      refuse("\u201c" + textOf(b.start, b.end) + "\u201d overlaps your mark on \u201c" + clash.text + "\u201d: select other words, or edit or remove that mark first.");
+      return;
+    }
     var mark = {
       start: b.start, end: b.end, text: textOf(b.start, b.end),
       severity: form.querySelector('input[name="mark-severity"]:checked').value,
@@ -126,7 +135,7 @@
     var i = words.indexOf(event.target);
     if (i < 0) return;
     cursor = i;
-    if (anchor !== null && anchor === focusIndex && editing === null && i !== anchor) select(anchor, i);
+    if (anchor !== null && anchor === focusIndex && i !== anchor) select(anchor, i);
     else select(i, i);
   });
   caption.addEventListener("focus", paint);
