@@ -20,6 +20,7 @@
   var status = document.getElementById("spans-status");
   var addButton = document.getElementById("spans-add");
   var refused = document.getElementById("spans-refused");
+  var none = document.getElementById("spans-none");
   var maxMarks = parseInt(form.getAttribute("data-max"), 10) || 5;
   var marks = [];
   var anchor = null, focusIndex = null, cursor = 0, editing = null;
@@ -48,11 +49,20 @@
     selectedLabel.textContent = b ? "\u201c" + textOf(b.start, b.end) + "\u201d" : "nothing selected";
   }
   function refuse(message) { refused.textContent = message; refused.hidden = !message; }
-  function select(lo, hi) { anchor = lo; focusIndex = hi; panel.hidden = false; refuse(""); paint(); }
+  function select(lo, hi) { anchor = lo; focusIndex = hi; panel.hidden = false; refuse(""); paint(); keepInView(); }
   function clearSelection() { anchor = focusIndex = null; editing = null; panel.hidden = true; refuse(""); addButton.textContent = "Add mark"; paint(); }
+  // The panel sticks to the bottom of the screen while the caption goes on below it (a long
+  // caption on a phone put it a scroll away from every mark): keep the selected words above it.
+  function keepInView() {
+    var b = bounds();
+    if (!b || panel.hidden) return;
+    var sheet = panel.getBoundingClientRect(), last = words[b.hi].getBoundingClientRect();
+    if (last.bottom > sheet.top - 8) window.scrollBy(0, last.bottom - sheet.top + 16);
+  }
 
   function render() {
     list.textContent = "";
+    none.hidden = marks.length > 0;
     marks.forEach(function (m, i) {
       var li = document.createElement("li");
       li.appendChild(document.createTextNode("\u201c" + m.text + "\u201d: " + m.severity + ", " + m.category + (m.note ? "; " + m.note : "") + " "));
