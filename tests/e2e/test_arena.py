@@ -80,7 +80,8 @@ def test_a_battle_is_read_and_judged_with_the_keyboard_at_both_widths(page, rese
     with page.expect_navigation():
         page.keyboard.press("Enter")
     expect(page.locator("form.arena-form")).to_be_visible()
-    expect(page.locator(".arena-progress")).to_contain_text("Battles judged: 1")
+    # A crowd worker's count is the one progress line above the page (issue 46, row 13).
+    expect(page.locator("#crowd-progress-text")).to_contain_text("1 of")
 
     worker = Participant.objects.get(study=study, external_id="E2E-ARENA")
     judgment = Judgment.objects.get(participant=worker)

@@ -1,5 +1,6 @@
-"""The arena's battle page as issue 46 found it at 390 px (row 10): the image must stay in
-view, small, while caption B is read, and the keyboard hints are for keyboards only.
+"""The arena's battle page as issue 46 found it at 390 px (rows 10 and 13): the image must
+stay in view while caption B is read, the keyboard hints are for keyboards only, and the
+worker's progress is one line with its total.
 """
 
 from __future__ import annotations
@@ -83,3 +84,32 @@ def test_with_a_keyboard_the_hints_are_shown(browser, live_server, researcher):
             expect(page.locator(hint)).to_be_visible()
         assert_no_serious_a11y_violations(page, context="battle on a desktop")
         assert_fits_every_width(page, "battle on a desktop", shot="issue46-row10-arena-desktop")
+
+
+def test_one_progress_line_with_the_total(page, login, researcher, make_user):
+    images = 4
+    study = arena_study(researcher, images=images, catch_rate=0, min_seconds=0)
+    real_files(study)
+    lines = page.get_by_text(re.compile(r"judged|completion code after|Toward the completion"))
+    # A crowd worker: the line toward the completion code, and no second count.
+    start(page, study, "E2E-ARENA-PROGRESS")
+    expect(lines).to_have_count(1)
+    expect(lines).to_contain_text(re.compile(r"\b0 of \d+ battles"))
+    page.get_by_label(re.compile("A is better")).check()
+    with page.expect_navigation():
+        page.get_by_role("button", name="Submit verdict").click()
+    expect(lines).to_have_count(1)
+    expect(lines).to_contain_text(re.compile(r"\b1 of \d+ battles"))
+    assert_no_serious_a11y_violations(page, context="battle progress, crowd")
+    assert_fits_every_width(page, "battle progress, crowd", shot="issue46-row13-arena-crowd")
+
+    # A registered annotator: battles judged of the most they can be served (an image once).
+    page.context.clear_cookies()
+    user = make_user("judge")
+    study.annotators.add(user)
+    login(page, user)
+    page.goto(f"/s/{study.public_id}/next/")
+    expect(lines).to_have_count(1)
+    expect(lines).to_have_text(f"Battles judged: 0 of at most {images} (one per image)")
+    assert_no_serious_a11y_violations(page, context="battle progress, annotator")
+    assert_fits_every_width(page, "battle progress, annotator", shot="issue46-row13-arena")

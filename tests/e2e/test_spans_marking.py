@@ -1,7 +1,7 @@
-"""The error-span page as issue 46 found it (rows 8 and 9): an overlapping mark is refused
-when it is added, quoting the words; on a phone the mark panel opens beside the selection
-(not below a long caption), the image is a small band that can be enlarged, and an empty
-"Your marks" says so.
+"""The error-span page as issue 46 found it (rows 8, 9 and 13): an overlapping mark is
+refused when it is added, quoting the words; on a phone the mark panel opens beside the
+selection (not below a long caption), the image is a small band that can be enlarged, an
+empty "Your marks" says so; and the progress line gives the total.
 """
 
 from __future__ import annotations
@@ -158,3 +158,31 @@ def test_on_a_phone_the_panel_opens_in_view_beside_a_long_caption(browser, live_
         expect(page.locator("#spans-panel")).to_be_hidden()
         assert_fits_every_width(page, "spans phone with a long caption", shot="issue46-row9-spans")
         assert_no_serious_a11y_violations(page, context="spans long caption, 1280 px")
+
+
+def test_one_progress_line_with_its_total(page, login, researcher, make_user):
+    study = spans_study(researcher, systems=("alpha", "beta"), images=2, min_seconds=0)
+    lines = page.get_by_text(re.compile(r"judged|Toward the completion"))
+    # A crowd worker: the line toward the completion code, and no second count.
+    start(page, study, "E2E-SPANS-TOTAL")
+    expect(lines).to_have_count(1)
+    expect(lines).to_contain_text(re.compile(r"\b0 of \d+ captions"))
+    page.locator("#score").fill("90")
+    with page.expect_navigation():
+        page.get_by_role("button", name="Submit").click()
+    expect(lines).to_have_count(1)
+    expect(lines).to_contain_text(re.compile(r"\b1 of \d+ captions"))
+    assert_no_serious_a11y_violations(page, context="spans progress, crowd")
+    assert_fits_every_width(page, "spans progress, crowd", shot="issue46-row13-spans-crowd")
+
+    # A registered annotator: captions judged of the study's captions.
+    page.context.clear_cookies()
+    total = Caption.objects.filter(study=study).count()
+    user = make_user("marker")
+    study.annotators.add(user)
+    login(page, user)
+    page.goto(f"/s/{study.public_id}/next/")
+    expect(lines).to_have_count(1)
+    expect(lines).to_have_text(f"Captions judged: 0 of {total}")
+    assert_no_serious_a11y_violations(page, context="spans progress, annotator")
+    assert_fits_every_width(page, "spans progress, annotator", shot="issue46-row13-spans")

@@ -13,7 +13,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from annotation.models import Assignment, Caption, Participant
+from annotation.models import Assignment, Caption, Item, Participant
 from annotation.modes.arena import integrity
 from annotation.modes.arena.protocol import (
     CATCH,
@@ -95,9 +95,15 @@ class ArenaPages(Pages):
             # Gold battles count: they look like any battle, and a count that skipped them
             # would tell the worker which answers were checked.
             "battles_done": integrity.answered(participant.state),
-            # The count capped by what this study can serve one worker (issue 46, row 2).
-            "battles_needed": integrity.needed(config, participant.study)
-            if participant.source != Participant.Source.ACCOUNT
+            # A registered annotator's total; a crowd worker's is the code's count (capped by
+            # what the study can serve one worker, issue 46, row 2), on the progress line
+            # above every item page (participate/_progress.html). Nobody is served an image
+            # twice, so an annotator judges at most one battle per image of the study.
+            "battles_total": Item.objects.filter(study_id=study.pk)
+            .values("image_id")
+            .distinct()
+            .count()
+            if participant.source == Participant.Source.ACCOUNT
             else None,
         }
 

@@ -17,7 +17,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from annotation.models import Assignment
+from annotation.models import Assignment, Item, Participant
 from annotation.modes.base import Pages
 from annotation.modes.spans.protocol import MAX_SPANS_JSON, caption_of, shown_suggestions
 from rubrics.spans import SEVERITIES
@@ -145,4 +145,10 @@ class SpansPages(Pages):
             "remaining_seconds": math.ceil(remaining * 10) / 10,
             "minimum_seconds": config.min_seconds,
             "captions_done": (participant.state or {}).get("captions", 0),
+            # A registered annotator's total (a crowd worker's is the code's count, on the
+            # progress line above every item page): each caption is served to a person
+            # once, so the study's captions are the most they can judge (issue 46, row 13).
+            "captions_total": Item.objects.filter(study_id=participant.study_id).count()
+            if participant.source == Participant.Source.ACCOUNT
+            else None,
         }
