@@ -306,11 +306,17 @@ def pair_report(
     )
     out["human_ceiling"] = _guard(lambda: pair_ceiling(votes, judge))
     both = [(a, b) for (a, b) in answers if a < b and (b, a) in answers]
-    out["position_bias"] = _guard(
-        lambda: alignment.position_bias(
+
+    def position() -> dict[str, Any]:
+        if not both:
+            # Said here in words: the statistic's own refusal names its argument
+            # ("first_order is empty"), which reached the judges page (issue 46, row 17).
+            raise ValueError("no pair was asked both ways (A then B, and B then A)")
+        return alignment.position_bias(
             [answers[(a, b)] for a, b in both], [answers[(b, a)] for a, b in both]
         )
-    )
+
+    out["position_bias"] = _guard(position)
     shown = list(answers)
     out["length_bias"] = _guard(
         lambda: {

@@ -20,6 +20,7 @@ from rest_framework.views import APIView
 from annotation import selectors
 from annotation.api_schema import CONFLICT
 from annotation.errors import InvalidInput, ServiceError, Unavailable
+from annotation.judges.network import ALLOW_SETTING, url_refusal
 from annotation.models import Job, Judge, JudgeFailure
 from annotation.modes import get_mode
 from annotation.services import judge_endpoints as endpoints
@@ -51,8 +52,11 @@ class JudgeEndpointForm(forms.Form):
     base_url = forms.CharField(
         max_length=500,
         label="Endpoint base URL",
-        help_text="OpenAI-compatible, ending in /v1 (a local vLLM or Ollama server, or a "
-        "hosted API).",
+        widget=forms.TextInput(attrs={"placeholder": "http://localhost:11434/v1"}),
+        # The rest (whether this deployment reaches a local server) is _endpoint_form's.
+        help_text="OpenAI-compatible, ending in /v1: a hosted API (e.g. "
+        "https://api.openai.com/v1) or a server of your own, e.g. Ollama at "
+        "http://localhost:11434/v1 or vLLM at http://localhost:8000/v1.",
     )
     model = forms.CharField(max_length=200, label="Model")
     api_key = forms.CharField(
@@ -62,8 +66,9 @@ class JudgeEndpointForm(forms.Form):
         # Never rendered back: the page shows only the masked form beside the field.
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
         help_text=(
-            "Stored encrypted and never shown again; leave empty to keep the saved key "
-            "(a new base URL needs the key again: a key goes only where it was entered)."
+            "A local server (Ollama, vLLM) needs no API key: leave it empty. A hosted API's "
+            "key is stored encrypted and never shown again; leave empty to keep the saved "
+            "key (a new base URL needs the key again: a key goes only where it was entered)."
         ),
     )
     clear_key = forms.BooleanField(required=False, label="Remove the saved key")
@@ -95,7 +100,14 @@ def _endpoint_form(study, data=None) -> JudgeEndpointForm:
         initial.update({k: v for k, v in saved.items() if k in JudgeEndpointForm.base_fields})
         initial.pop("api_key", None)
     # Own ids: the import form on the same page has fields of the same names.
-    return JudgeEndpointForm(data, initial=initial, auto_id="endpoint_%s")
+    form = JudgeEndpointForm(data, initial=initial, auto_id="endpoint_%s")
+    if url_refusal("http://localhost:11434/v1", endpoints.judge_address_policy()):
+        # Said before the user tries: the form would refuse a local address here.
+        form.fields["base_url"].help_text += (
+            " This server reaches only public addresses: for a server on its own machine "
+            f"or network, its administrator lists the host in {ALLOW_SETTING}."
+        )
+    return form
 
 
 def _run_context(study, user, *, endpoint_form=None, prompt_form=None) -> dict[str, Any]:
@@ -114,7 +126,9 @@ def _run_context(study, user, *, endpoint_form=None, prompt_form=None) -> dict[s
         "endpoint_form": endpoint_form or _endpoint_form(study),
         "prompt_form": prompt_form or JudgePromptForm(initial={"text": text}, auto_id="prompt_%s"),
         "prompt": current,
-        "guidelines": guide,
+        # Not "guidelines": _base.html opens the participants' guidelines dialog on any
+        # page whose context has that name (it put the dialog's button on this page).
+        "prompt_guidelines": guide,
         "guidelines_stale": stale,
         "default_prompt": default,
         "placeholders": " and ".join(runs._placeholders(judging.unit)),
@@ -235,6 +249,8 @@ def _page(request, study, *, status: int | None = None, **forms_) -> HttpRespons
         "report": report,
         "sections": _sections(report),
         "resamples": RESAMPLES,
+        # What a line's "answer" holds, shown beside the import form (issue 46, row 17).
+        "answer_format": get_mode(study.mode).judging.answer_help,
         **_run_context(study, request.user, **forms_),
     }
     if status is None:

@@ -37,7 +37,7 @@ def test_researcher_sets_up_and_runs_a_judge(page, login, researcher):
 
         page.get_by_label("Name in the report").fill("toy-vlm")
         page.get_by_label("Endpoint base URL").fill(server.url)
-        page.get_by_label("Model:", exact=True).fill("judge-7b")
+        page.get_by_label("Model", exact=True).fill("judge-7b")
         page.get_by_label("API key").fill(KEY)
         with page.expect_navigation():
             page.get_by_role("button", name="Save the endpoint").click()
@@ -85,7 +85,7 @@ def test_a_bad_endpoint_is_refused_under_its_field(browser, live_server, login, 
         page.goto(f"/studies/{study.pk}/judges/")
         page.get_by_label("Name in the report").fill("toy-vlm")
         page.get_by_label("Endpoint base URL").fill("ftp://example.org/v1")
-        page.get_by_label("Model:", exact=True).fill("judge-7b")
+        page.get_by_label("Model", exact=True).fill("judge-7b")
         page.get_by_label("API key").fill(KEY)
         with page.expect_navigation():
             page.get_by_role("button", name="Save the endpoint").click()
