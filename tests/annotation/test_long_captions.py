@@ -202,3 +202,26 @@ def test_a_judge_is_asked_about_the_whole_caption(make_study):
         get_mode("arena").judging.default_prompt(study), {"caption_a": first, "caption_b": second}
     )
     assert first in prompt and second in prompt
+
+
+def test_an_mqm_file_with_a_4000_character_segment_keeps_it_whole(tmp_path, researcher):
+    from django.core.management import call_command
+
+    from annotation.models import Judgment, Study
+
+    text = long_caption(4000, "mqm")
+    marked = text.replace("weathered", "<v>weathered</v>", 1)
+    header = "system\tdoc\tdoc_id\tseg_id\trater\tsource\ttarget\tcategory\tseverity\n"
+    row = f"sysA\td1\t1\t1\tr1\tDie Scheune.\t{marked}\tAccuracy/Mistranslation\tMajor\n"
+    path = tmp_path / "long.tsv"
+    path.write_text(header + row, encoding="utf-8")
+
+    call_command(
+        "import_ratings", str(path), "--format", "mqm-tsv", "--owner", researcher.username,
+        stdout=io.StringIO(),
+    )  # fmt: skip
+
+    study = Study.objects.order_by("-pk").first()
+    assert Caption.objects.get(study=study).raw_text == text
+    mark = Judgment.objects.get(study=study).payload["spans"][0]
+    assert text[mark["start"] : mark["end"]] == "weathered"
