@@ -153,14 +153,15 @@ def needed(config: Any, study: Study | None = None) -> int:
 
 def scheduled(config: Any, study: Study | None = None) -> tuple[int, int]:
     """``(gold battles scheduled, battles they are spread over)``: ``catch_min_seen`` gold
-    battles within the battles before the count (none without gold battles), at most half
-    the count where ``reach`` lowers it. The settings' check keeps the count at least twice
-    ``catch_min_seen``; a study stored before it was checked still gets a schedule
-    (stretches of one battle)."""
+    battles within the battles before the count (none without gold battles). Where ``reach``
+    lowers the count, the gold battles shrink with it, keeping the share the settings give
+    (4 in 20: 2 in 9), not 4 of a worker's 9 images, which a demo's crowd could not afford.
+    The settings' check keeps the count at least twice ``catch_min_seen``; a study stored
+    before it was checked still gets a schedule (stretches of one battle)."""
     if not config.catch_rate:
         return 0, 0
-    count = needed(config, study)
-    golds = min(config.catch_min_seen, count // 2)
+    want, count = needed(config), needed(config, study)
+    golds = min(config.catch_min_seen, -(-config.catch_min_seen * count // want))
     return golds, max(count - golds, golds)
 
 
