@@ -18,9 +18,16 @@ $(VENV)/.installed: pyproject.toml constraints.txt | $(BIN)/python
 	$(BIN)/pip install --quiet -c constraints.txt -e .
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml constraints.txt | $(BIN)/python
-	$(BIN)/pip install --quiet -c constraints.txt -e ".[test]"
-	touch $(VENV)/.installed $@
+# The test extras alone, on top of the package `make demo` installed: `make test` never
+# reinstalls the package itself. A reinstall rewrites its files in the venv, and a demo
+# served beside it then restarted (issue 46; `manage.py demo_server` also runs runserver
+# without its autoreloader now, so a demo survives even a reinstall).
+$(VENV)/test-requirements.txt: pyproject.toml | $(BIN)/python
+	$(BIN)/python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['test']))" > $@
+
+$(VENV)/.installed-test: pyproject.toml constraints.txt $(VENV)/.installed $(VENV)/test-requirements.txt
+	$(BIN)/pip install --quiet -c constraints.txt -r $(VENV)/test-requirements.txt
+	touch $@
 
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --silent

@@ -14,6 +14,11 @@ limits, which fail a job that runs too long, only exist in the prefork pool (``s
 ``threads`` ignore them); and two processes let a report run while a metrics job does.
 The worker also runs beat (``--beat``), which sweeps stale jobs and releases expired leases.
 
+Why no autoreloader (``--reload`` turns it on): runserver's reloader restarts the server
+whenever a loaded module file changes, and ``pip install -e .`` (``make test`` installing its
+extras beside a running demo) rewrites the package's install files: the demo was down for
+about 30 s while the tests ran. A demo is for trying the platform, not for editing it.
+
 Stopping: Ctrl-C (SIGINT), SIGTERM or SIGHUP stop runserver, then the worker with a cold
 shutdown (SIGQUIT; it takes a few seconds): a job it was running is interrupted. A worker
 still there after ``STOP_TIMEOUT_S`` is killed with its whole process group, so no worker
@@ -41,6 +46,12 @@ READY_TIMEOUT_S = 60
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
+def runserver_command(addrport: str, *, reload: bool = False) -> list[str]:
+    """The runserver command line: without the autoreloader unless ``reload``."""
+    command = [sys.executable, str(settings.BASE_DIR / "manage.py"), "runserver"]
+    return [*command, *([] if reload else ["--noreload"]), addrport]
+
+
 class Stop(Exception):
     """A stop signal arrived."""
 
@@ -65,7 +76,16 @@ class Command(BaseCommand):
             default="",
             help="Folder of the filesystem broker (default: CAPEVAL_BROKER_DIR or var/broker).",
         )
-        parser.add_argument("--noreload", action="store_true", help="Pass --noreload to runserver.")
+        # No autoreloader by default: it restarted the demo for about 30 s whenever pip
+        # rewrote the installed package (`make test` beside a running demo, issue 46).
+        parser.add_argument(
+            "--reload",
+            action="store_true",
+            help="Restart runserver when a Python file changes (for development).",
+        )
+        parser.add_argument(
+            "--noreload", action="store_true", help="The default; kept for older scripts."
+        )
 
     def handle(self, *args, **options) -> None:
         if settings.REDIS_URL:
@@ -101,13 +121,11 @@ class Command(BaseCommand):
                 f"broker {broker_dir}, log {log_path})."
             )
             self._wait_ready(worker, log_path)
-            command = [sys.executable, str(settings.BASE_DIR / "manage.py"), "runserver"]
-            if options["noreload"]:
-                command.append("--noreload")
+            command = runserver_command(options["addrport"], reload=options["reload"])
             # A session of its own too: runserver's autoreloader runs the server in a child,
             # which a signal to the group stops with it (one to the parent would orphan it).
             server = subprocess.Popen(
-                [*command, options["addrport"]],
+                command,
                 env=env,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
