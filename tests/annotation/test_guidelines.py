@@ -10,11 +10,15 @@ code under test.
 from __future__ import annotations
 
 import hashlib
+import json
+import zipfile
+from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.urls import reverse
 
-from annotation.models import Judge, JudgeAnswer, Judgment, Study
+from annotation.models import Job, Judge, JudgeAnswer, Judgment, Study
 from annotation.modes import get_mode
 from annotation.services.judge_runs import judge_prompt_for_run
 from annotation.services.participants import crowd_link_token
@@ -161,3 +165,32 @@ def test_the_judges_report_names_both_versions_and_warns_when_they_differ(client
     assert report["judges"][0]["guidelines_version"] == version(judge_saw)
     assert report["guidelines"]["people"] == [{"version": version(people_saw), "judgments": 1}]
     assert report["guidelines"]["warnings"]
+
+
+def test_an_exports_datasheet_and_card_carry_the_guidelines(
+    client, researcher, django_capture_on_commit_callbacks
+):
+    study = arena_study(researcher, images=2, catch_rate=0)
+    study.guidelines = "## Ours\n\nPrefer accurate captions; a ```fence``` stays text."
+    study.save(update_fields=["guidelines"])
+    judge(worker(study), "a")
+    client.force_login(researcher)
+    with django_capture_on_commit_callbacks(execute=True):
+        asked = client.post(
+            f"/api/studies/{study.pk}/exports/",
+            {"format": "dataset"},
+            content_type="application/json",
+        )
+    assert asked.status_code == 202, asked.content
+    job = Job.objects.get(pk=asked.json()["id"])
+    assert job.status == "done", job.error
+    with zipfile.ZipFile(Path(settings.CAPEVAL_EXPORT_DIR) / job.result_file) as archive:
+        sheet = json.loads(archive.read("datasheet.json"))
+        card = archive.read("README.md").decode()
+    assert sheet["study"]["guidelines"]["version"] == version(study.guidelines)
+    assert sheet["study"]["guidelines"]["text"] == study.guidelines
+    assert f"version {version(study.guidelines)}" in card
+    # Fenced longer than any run of backticks in the text, so the card shows it as written.
+    assert (
+        "````markdown\n## Ours\n\nPrefer accurate captions; a ```fence``` stays text.\n````" in card
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import platform
+import re
 import sys
 from dataclasses import dataclass, field
 from datetime import UTC
@@ -158,6 +159,7 @@ def _datasheet(
                 for c in tally.columns
             ],
         }
+    guide = mode.guidelines(study)
     return {
         "title": f"{study.name} ({mode.label or study.mode})",
         "format": export_format,
@@ -172,6 +174,13 @@ def _datasheet(
             "status": study.status,
             "settings": public_settings(study.settings),
             "created_at": _iso(study.created_at),
+            # What participants and the judge's default prompt were told (issue 46); the
+            # judgments table's rows were shown the version each stored.
+            "guidelines": {
+                "version": guide.version,
+                "default": guide.default,
+                "text": guide.text,
+            },
         },
         # What the study's own protocol was beyond its settings (HUMANr's real group sizes).
         "protocol_notes": mode.dataset_notes(study),
@@ -308,6 +317,7 @@ def dataset_card(datasheet: dict[str, Any]) -> str:
         json.dumps(study["settings"], indent=2, ensure_ascii=False),
         "```",
         "",
+        *_guidelines_lines(study.get("guidelines")),
         "## Collection",
         "",
         f"Judgments from {collection['first_judgment_at']} to "
@@ -333,3 +343,21 @@ def dataset_card(datasheet: dict[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _guidelines_lines(guide: dict[str, Any] | None) -> list[str]:
+    """The card's task guidelines: version and text, fenced as written (not rendered: the
+    card is read as Markdown, and the text is a researcher's)."""
+    if not guide or not guide.get("text"):
+        return []
+    text = guide["text"]
+    fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", text)), default=0))
+    origin = "the mode's default" if guide.get("default") else "the study's own"
+    return [
+        f"Task guidelines shown to participants ({origin}, version {guide['version']}):",
+        "",
+        f"{fence}markdown",
+        text,
+        fence,
+        "",
+    ]
