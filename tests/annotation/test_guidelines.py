@@ -161,6 +161,8 @@ def test_the_judges_report_names_both_versions_and_warns_when_they_differ(client
     report = client.get(f"/api/studies/{study.pk}/judges/?resamples=0").json()
 
     assert version(people_saw) in page and version(judge_saw) in page
+    # The participants' dialog is for participation pages, not a researcher's page.
+    assert 'id="guidelines-dialog"' not in page
     assert "did not answer the same question" in page
     assert report["judges"][0]["guidelines_version"] == version(judge_saw)
     assert report["guidelines"]["people"] == [{"version": version(people_saw), "judgments": 1}]
