@@ -125,3 +125,41 @@ def test_an_id_that_answered_nothing_in_a_finished_study_gets_no_code(researcher
     assert answered == 0
     assert Participant.objects.get(study=study, external_id="latecomer").completed_at is None
     assert CODE not in last
+
+
+def test_a_worker_who_ran_out_having_failed_the_gold_battles_gets_the_screen_out_code(
+    researcher,
+):
+    # As above, eight battles left; this worker picks the altered caption of every gold
+    # battle (the two scheduled within the first eight battles): the gold rule, applied to
+    # the gold battles they saw when the work ran out, pays Prolific's screen-out instead.
+    study = arena_study(
+        researcher,
+        systems=("alpha", "beta"),
+        images=40,
+        completion_code=CODE,
+        screen_out_code="SCREENED-46",
+    )
+    early = [worker(study, f"early-{k}") for k in range(3)]
+    free = Item.objects.filter(study=study, kind=BATTLE, judgment_count=0, open_lease_count=0)
+    turn = 0
+    while free.count() > 8:
+        assert judge(early[turn % 3], honest)[0] is not None
+        turn += 1
+
+    def misses_gold(lease):
+        chosen = honest(lease)
+        if lease.item.kind != CATCH:
+            return chosen
+        return "b" if chosen == "a" else "a"
+
+    answered, last = play(
+        study, Client(REMOTE_ADDR="10.46.2.4"), prolific("misses-gold"), choose=misses_gold
+    )
+
+    person = Participant.objects.get(study=study, external_id="misses-gold")
+    missed = person.judgments.filter(item__kind=CATCH, result__catch__caught=False).count()
+    assert missed >= 1 and answered == person.judgments.count()
+    assert "SCREENED-46" in last and CODE not in last
+    assert person.completed_at is None
+    assert not person.judgments.filter(excluded=False).exists()

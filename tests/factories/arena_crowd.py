@@ -49,9 +49,12 @@ def mturk(worker_id: str) -> dict[str, str]:
     }
 
 
-def play(study, client: Client, params: dict[str, str], *, limit: int = 60) -> tuple[int, str]:
-    """Arrive with ``params`` and answer honestly every battle the pages offer (at most
-    ``limit``): the answers given and the last page's HTML."""
+def play(
+    study, client: Client, params: dict[str, str], *, limit: int = 60, choose=None
+) -> tuple[int, str]:
+    """Arrive with ``params`` and answer every battle the pages offer (at most ``limit``)
+    with ``choose(lease)`` (default ``honest``): the answers given and the last page's HTML."""
+    choose = choose or honest
     arrived = client.get(link(study), params)
     assert arrived.status_code == 302, arrived.content[:400]
     answered, html = 0, ""
@@ -63,7 +66,7 @@ def play(study, client: Client, params: dict[str, str], *, limit: int = 60) -> t
         lease = Assignment.objects.select_related("item").get(token=found.group(1))
         page = client.post(
             reverse("participate_submit", args=[study.public_id, lease.token]),
-            {"part": "0", "outcome": honest(lease)},
+            {"part": "0", "outcome": choose(lease)},
         )
         assert page.status_code == 302, page.content[:400]
         answered += 1
