@@ -10,14 +10,20 @@ arriving with 3 battles left got no code.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.test import Client
 from django.urls import reverse
 
-from annotation.models import Image, Item, Participant
+from annotation.models import Caption, Image, Item, Participant
+from annotation.modes import get_mode
 from annotation.modes.arena.protocol import BATTLE, CATCH
 from tests.factories.arena import MODE, arena_study, judge, worker
-from tests.factories.arena_crowd import RETURN, honest, mturk, play, prolific
+from tests.factories.arena_crowd import RETURN, honest, link, mturk, play, prolific
+from tests.factories.spans import judge as spans_judge
+from tests.factories.spans import spans_study
+from tests.factories.spans import worker as spans_worker
 
 pytestmark = pytest.mark.django_db
 
@@ -163,3 +169,53 @@ def test_a_worker_who_ran_out_having_failed_the_gold_battles_gets_the_screen_out
     assert "SCREENED-46" in last and CODE not in last
     assert person.completed_at is None
     assert not person.judgments.filter(excluded=False).exists()
+
+
+# ------------------------------------------------------------------ the same contract: spans
+
+
+def mark_none(study, client: Client, params: dict[str, str]) -> tuple[int, str]:
+    """Arrive and submit every caption offered with no mark and a score of 90."""
+    assert client.get(link(study), params).status_code == 302
+    done, html = 0, ""
+    while True:
+        html = client.get(reverse("participate_next", args=[study.public_id])).content.decode()
+        found = re.search(r'action="([^"]*/submit/[^"]+)"', html)
+        if found is None:
+            return done, html
+        page = client.post(found.group(1), {"part": "0", "spans": "[]", "score": "90"})
+        assert page.status_code == 302, page.content[:400]
+        done += 1
+
+
+def test_spans_warns_at_opening_and_pays_a_worker_who_marked_every_caption(client, researcher):
+    # 2 images x 2 systems: 4 captions, fewer than the 10 the code asks for by default.
+    study = spans_study(researcher, live=False, completion_code=CODE)
+    wanted = get_mode("spans").settings(study).completion_captions
+    captions = Caption.objects.filter(study=study).count()
+    assert captions < wanted
+    client.force_login(researcher)
+
+    page = client.post(reverse("study_status", args=[study.pk]), {"action": "open"}, follow=True)
+
+    warnings = [str(m) for m in page.context["messages"] if "completion code" in str(m)]
+    assert warnings and f"{wanted} captions" in warnings[0]
+    assert f"at most {captions}" in warnings[0]
+
+    done, last = mark_none(study, Client(REMOTE_ADDR="10.46.2.5"), prolific("spans-all"))
+
+    assert done == captions
+    assert CODE in last and RETURN not in last
+
+
+def test_spans_pays_a_worker_arriving_when_the_last_captions_remain(researcher):
+    study = spans_study(researcher, images=8, target=1, completion_code=CODE)
+    early = spans_worker(study, "spans-early")
+    free = Item.objects.filter(study=study, judgment_count=0, open_lease_count=0)
+    while free.count() > 2:
+        assert spans_judge(early, lambda lease, text: {"spans": "[]", "score": 90})[0]
+
+    done, last = mark_none(study, Client(REMOTE_ADDR="10.46.2.6"), prolific("spans-late"))
+
+    assert done == 2
+    assert CODE in last and RETURN not in last

@@ -89,7 +89,7 @@ def reach_sentence(study: Study, config: Any) -> str:
     ("" when it is not): the numbers, what happens instead, and how to change it."""
     want = needed(config)
     can = reach(study, config)
-    if can.most >= want:
+    if not can.pairs or can.most >= want:
         return ""
     why = f"nobody sees an image twice, gold battles included, and the study has {can.images}"
     why += f" image{'s' if can.images != 1 else ''}"
@@ -148,7 +148,11 @@ def needed(config: Any, study: Study | None = None) -> int:
     """Answers before the code: the setting, and never fewer than the rules need; with
     ``study``, never more than one worker can be served there (``reach``)."""
     want = max(config.completion_battles, rules.MIN_ANSWERS)
-    return want if study is None else max(1, min(want, reach(study, config).most))
+    if study is None:
+        return want
+    can = reach(study, config)
+    # No battle yet (a draft): nothing to cap by.
+    return max(1, min(want, can.most)) if can.pairs else want
 
 
 def scheduled(config: Any, study: Study | None = None) -> tuple[int, int]:

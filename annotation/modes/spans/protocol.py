@@ -374,10 +374,42 @@ class SpansProtocol(Mode):
         state["captions"] = state.get("captions", 0) + 1
         return Outcome(state=state)
 
+    # Nobody marks a caption twice, so a study of fewer captions than the code's count could
+    # pay nobody, and a worker arriving when the last captions were taken got nothing
+    # (issue 46, row 2, as in the arena): the count is capped by the captions, and a worker
+    # the study runs out of captions for is paid for those they marked.
+
+    def _needed(self, study: Study) -> int:
+        wanted = self.settings(study).completion_captions
+        # No caption item yet (a draft): nothing to cap by.
+        captions = Item.objects.filter(study_id=study.pk, kind=CAPTION).count()
+        return min(wanted, captions) if captions else wanted
+
     def completion_earned(self, participant: Participant) -> bool:
-        needed = self.settings(participant.study).completion_captions
-        return (participant.state or {}).get("captions", 0) >= needed
+        state = participant.state or {}
+        return bool(state.get("exhausted")) or state.get("captions", 0) >= self._needed(
+            participant.study
+        )
 
     def completion_progress(self, participant: Participant) -> CompletionProgress:
-        needed = self.settings(participant.study).completion_captions
-        return CompletionProgress((participant.state or {}).get("captions", 0), needed, "captions")
+        done = (participant.state or {}).get("captions", 0)
+        return CompletionProgress(done, self._needed(participant.study), "captions")
+
+    def completion_reach(self, study: Study) -> str:
+        wanted = self.settings(study).completion_captions
+        captions = Item.objects.filter(study_id=study.pk, kind=CAPTION).count()
+        if not captions or captions >= wanted:
+            return ""
+        return (
+            f"The completion code asks for {wanted} captions, but one crowd worker can be "
+            f"served at most {captions} (nobody marks a caption twice, and the study has "
+            f"{captions}). Workers are given the code after {captions}. For the count you "
+            'set, import more captions, or lower "Captions a crowd worker marks to earn '
+            'the code".'
+        )
+
+    def completion_exhausted(self, participant: Participant) -> Outcome | None:
+        state = dict(participant.state or {})
+        if not state.get("captions") or state.get("exhausted"):
+            return None  # nothing marked (an id arriving after the work is gone), or paid
+        return Outcome(state={**state, "exhausted": True})
