@@ -46,7 +46,9 @@ demo: $(VENV)/.installed
 	$(BIN)/python manage.py demo_server $(HOST):$(PORT)
 
 ## Install with test dependencies and run lint, the import contracts and the whole suite,
-## two pytest-xdist workers per core (each with its own test database and browser).
+## two pytest-xdist workers per usable core (each with its own test database and browser;
+## pytest_xdist_auto_num_workers in tests/conftest.py: the cores this process may use,
+## affinity and cgroup quota, not the host's).
 test: $(VENV)/.installed-test node_modules/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .

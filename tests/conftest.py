@@ -13,6 +13,7 @@ from django.conf import settings as django_settings
 import tests.ratingmode  # noqa: F401  (registers the test-only "test-rating" mode)
 from annotation.services.studies import study_create
 from capeval.celery_app import app
+from tests.factories.machine import usable_cores
 
 # The test-only mode's templates live beside it, not in the project's templates folder.
 # Django builds its template engines on first use, after this line.
@@ -28,12 +29,15 @@ def pytest_xdist_auto_num_workers(config):
     Much of the suite waits rather than computes (Chromium, live servers, Celery workers,
     the embedded demo's subprocesses), so one worker per core leaves cores idle: on a
     2-core machine the SQLite pass took 804 s alone, 588 s with 2 workers and 463 s
-    with 4. ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still decides when it is set.
+    with 4. A core is one this process may use (``tests/factories/machine.py``,
+    ``usable_cores``: affinity and the cgroup's CPU quota, so a container limited to 2 CPUs
+    of a large host starts 4 workers, not hundreds). ``PYTEST_XDIST_AUTO_NUM_WORKERS``
+    still decides when it is set.
     """
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None  # pytest-xdist's own hook reads it
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return 2 * (cores or 1)
+    # The cores there are for this process (affinity and cgroup quota), not the host's.
+    return 2 * usable_cores()
 
 
 @pytest.fixture(autouse=True)

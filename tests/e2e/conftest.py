@@ -26,12 +26,15 @@ except ImportError:  # the browser fixture skips, or fails on CI, and says why
 
 from tests.e2e.axe import AXE_SCRIPT
 from tests.factories.core import skip_or_fail
+from tests.factories.machine import load_factor
 
 # "localhost" may resolve to ::1 in Chromium while the live server listens on IPv4 only.
 os.environ.setdefault("DJANGO_LIVE_TEST_SERVER_ADDRESS", "127.0.0.1")
 
 E2E_DIR = Path(__file__).resolve().parent
 DEFAULT_TIMEOUT_MS = 10_000
+#: Playwright's own default for expect(), before the load scaling of the page fixture.
+EXPECT_TIMEOUT_MS = 5_000
 # Headless, no sandbox (containers and CI run as root), and none of the background services
 # that would otherwise keep dialling Google from a closed network.
 CHROMIUM_ARGS = [
@@ -164,7 +167,12 @@ def page(browser, live_server):
     style and image is served by the application itself.
     """
     context = browser.new_context(base_url=live_server.url, accept_downloads=True)
-    context.set_default_timeout(DEFAULT_TIMEOUT_MS)
+    # Waits are wall-clock: on a loaded machine (a load average of 8 on 2 cores, issue 46)
+    # a page takes longer to answer, so every default wait scales with the load. A test's
+    # own short timeout does the same with load_factor() (tests/factories/machine.py).
+    factor = load_factor()
+    context.set_default_timeout(DEFAULT_TIMEOUT_MS * factor)
+    expect.set_options(timeout=EXPECT_TIMEOUT_MS * factor)
     # Chromium asks for /favicon.ico on every site; the application has none and the 404 would
     # show up as a console error.
     context.route("**/favicon.ico", lambda route: route.fulfill(status=204))

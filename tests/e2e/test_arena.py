@@ -21,6 +21,7 @@ from annotation.models import Judgment, Participant
 from annotation.services.participants import crowd_link_token
 from tests.e2e.axe import assert_no_serious_a11y_violations
 from tests.factories.arena import arena_study
+from tests.factories.machine import load_factor
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -73,7 +74,7 @@ def test_a_battle_is_read_and_judged_with_the_keyboard_at_both_widths(page, rese
     assert_no_serious_a11y_violations(page, context="battle at 390 px")
 
     # Keyboard only: 2 chooses "B is better", Enter submits once the minimum time is over.
-    expect(page.locator("#arena-submit")).to_be_enabled(timeout=6000)
+    expect(page.locator("#arena-submit")).to_be_enabled(timeout=6000 * load_factor())
     page.keyboard.press("2")
     expect(page.locator("#outcome-b")).to_be_checked()
     expect(page.locator("#outcome-b")).to_be_focused()

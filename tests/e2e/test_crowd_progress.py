@@ -24,6 +24,7 @@ from annotation.models import CrowdRefusal, Item, Participant
 from annotation.services.participants import crowd_link_token
 from tests.e2e.axe import assert_no_serious_a11y_violations
 from tests.factories.humanr import humanr_study
+from tests.factories.machine import load_factor
 from tests.factories.thumb import all_scores, judge, thumb_study
 from tests.factories.vicr import exact, play, play_block, vicr_study
 
@@ -119,7 +120,7 @@ def test_vicr_shows_the_code_above_the_feedback_and_leaderboard(page, researcher
     )
     check_page(page, "VICR game pair with progress")
     page.keyboard.press("4")
-    expect(page.locator("#vicr-submit")).to_be_enabled(timeout=6000)
+    expect(page.locator("#vicr-submit")).to_be_enabled(timeout=6000 * load_factor())
     with page.expect_navigation():
         page.keyboard.press("Enter")
 

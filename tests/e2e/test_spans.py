@@ -20,6 +20,7 @@ except ImportError:  # the browser fixture skips, or fails on CI, and says why
 from annotation.models import Judgment, Participant
 from annotation.services.participants import crowd_link_token
 from tests.e2e.axe import assert_no_serious_a11y_violations
+from tests.factories.machine import load_factor
 from tests.factories.spans import TEXTS, spans_study
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -79,7 +80,7 @@ def test_a_span_is_marked_and_scored_with_the_keyboard_only(page, researcher):
     while page.evaluate("document.activeElement.id") != "score":
         page.keyboard.press("Tab")
     page.keyboard.type("35")
-    expect(page.locator("#spans-submit")).to_be_enabled(timeout=6000)
+    expect(page.locator("#spans-submit")).to_be_enabled(timeout=6000 * load_factor())
     with page.expect_navigation():
         page.keyboard.press("Enter")
 
