@@ -65,6 +65,14 @@ class Conflict(ServiceError):
     code = "conflict"
 
 
+class LeaseExpired(Conflict):
+    """An answer to a lease whose time ran out and that cannot be stored any more: the item
+    went to someone else, or the lease was taken back (409; the submit protocol's
+    ``lease_expired``, docs/participation.md)."""
+
+    code = "lease_expired"
+
+
 class Gone(ServiceError):
     """It existed and is over for good: a closed study's crowd link (410)."""
 

@@ -5,6 +5,7 @@ does the writes, each once: the judgment INSERT, the lease and item counters, an
 UPDATE of the participant.
 """
 
+import math
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -13,7 +14,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from annotation.errors import Conflict, NotFound, ServiceError, TooFast
+from annotation.errors import Conflict, Gone, LeaseExpired, NotFound, ServiceError, TooFast
 from annotation.models import Assignment, Item, Judgment, Participant, Study
 from annotation.modes import get_mode
 from annotation.modes.base import (
@@ -30,8 +31,27 @@ from annotation.modes.base import (
 
 @dataclass(frozen=True)
 class Submitted:
+    """A stored judgment; ``created`` False for a repeat of one stored before, ``late`` True
+    when it was stored after its lease's expiry (docs/participation.md, "A late answer")."""
+
     judgment: Judgment
     created: bool
+    late: bool = False
+
+
+GONE_TO_SOMEONE_ELSE = (
+    "This item's time ran out and it went to someone else before your answer arrived, so "
+    "your answer was not saved; please continue with the next one."
+)
+TAKEN_BACK = (
+    "This item was taken back from you before your answer arrived (by the researcher or the "
+    "crowd platform), so your answer was not saved; please continue with the next one."
+)
+PART_OF_LAPSED_GROUP = (
+    "This item's time ran out before your answer arrived, so this answer was not saved. "
+    "The answers you gave before it are kept, and it continues where it stopped when it "
+    "is served to you again."
+)
 
 
 def judgment_submit(
@@ -45,9 +65,12 @@ def judgment_submit(
     """Validate and store one judgment for a lease the participant holds.
 
     A repeat of a stored submission (same token and part) returns the stored judgment
-    and writes nothing. Raises ServiceError for anything the protocol refuses; then
-    nothing is written. On success ``participant`` carries the state ``after_submit`` left
-    (the caller need not reload it) and is the returned judgment's ``participant``.
+    and writes nothing. A late answer (after the lease's expiry) is stored while the lease
+    is open, and also after it was given back for lapsing if it closes the lease and the
+    item still has room; otherwise ``LeaseExpired``. Raises ServiceError for anything the
+    protocol refuses; then nothing is written. On success ``participant`` carries the state
+    ``after_submit`` left (the caller need not reload it) and is the returned judgment's
+    ``participant``.
     """
     now = now or timezone.now()
     try:
@@ -90,12 +113,12 @@ def judgment_submit(
                 stored.participant = participant
                 return Submitted(stored, created=False)
             if study.status != Study.Status.LIVE:
-                raise Conflict("This study is closed; nothing was saved.")
-            if assignment.status != Assignment.Status.OPEN:
-                raise Conflict(
-                    "This item's time ran out and it went to someone else; "
-                    "please continue with the next one.",
-                )
+                raise Gone("This study is closed; nothing was saved.")
+            # A lease given back after it lapsed takes its slot again for a late answer
+            # that closes it, if the item has room (checked under the item lock below).
+            retake = assignment.status != Assignment.Status.OPEN
+            if retake:
+                _check_late(assignment, part, parts)
             if not 0 <= part < parts:
                 raise ServiceError(f"Part {part} does not exist (0 to {parts - 1}).")
             done_parts = len(answered)
@@ -109,9 +132,13 @@ def judgment_submit(
                 raise TooFast(
                     f"Please take at least {minimum:g} seconds per rating "
                     f"(this one came after {max(dwell, 0):.1f} s). Nothing was saved.",
+                    # Whole seconds the page waits before sending it again (at least one).
+                    details={"retry_after": max(1, math.ceil(minimum - dwell))},
                 )
             payload = mode.validate(assignment, part, data)
             item = Item.objects.select_for_update().get(pk=assignment.item_id)
+            if retake and item.judgment_count + item.open_lease_count >= item.target:
+                raise LeaseExpired(GONE_TO_SOMEONE_ELSE)
             assignment.item = item
             judgment = Judgment(
                 study_id=participant.study_id,
@@ -127,9 +154,9 @@ def judgment_submit(
                 created_at=now,
             )
             outcome = mode.after_submit(participant, judgment)
-            _store(judgment, outcome, last_part=part == parts - 1, now=now)
+            _store(judgment, outcome, last_part=part == parts - 1, now=now, retake=retake)
             _update_participant(participant, outcome, mode, now=now)
-            return Submitted(judgment, created=True)
+            return Submitted(judgment, created=True, late=assignment.expires_at <= now)
     except IntegrityError:
         # A concurrent identical submission won the unique constraint: return its row.
         stored = Judgment.objects.filter(
@@ -143,8 +170,26 @@ def judgment_submit(
         return Submitted(stored, created=False)
 
 
-def _store(judgment: Judgment, outcome: Outcome, *, last_part: bool, now: datetime) -> None:
-    """Insert the judgment as the outcome completes it; close the lease on its last part."""
+def _check_late(assignment: Assignment, part: int, parts: int) -> None:
+    """Refuse a late answer to a lease no longer open unless it may take its slot back: the
+    lease lapsed (nobody took it back) and this answer closes it. A group's earlier trial
+    is refused: its lease is reopened, answers kept, when the group is served again."""
+    if assignment.released_by:
+        raise LeaseExpired(TAKEN_BACK)
+    if assignment.status != Assignment.Status.RELEASED:
+        raise Conflict("This item is already answered; nothing was saved.")
+    if part != parts - 1:
+        raise LeaseExpired(PART_OF_LAPSED_GROUP)
+
+
+def _store(
+    judgment: Judgment, outcome: Outcome, *, last_part: bool, now: datetime, retake: bool = False
+) -> None:
+    """Insert the judgment as the outcome completes it; close the lease on its last part.
+
+    ``retake``: the lease was given back (its open lease no longer counted), so closing it
+    adds the judgment without returning a slot.
+    """
     judgment.result = {**judgment.result, **outcome.result}
     if outcome.exclusion:
         judgment.excluded, judgment.exclusion_reason = True, outcome.exclusion
@@ -170,7 +215,7 @@ def _store(judgment: Judgment, outcome: Outcome, *, last_part: bool, now: dateti
         assignment.save(update_fields=["status", "submitted_at"])
         Item.objects.filter(pk=judgment.item_id).update(
             judgment_count=F("judgment_count") + 1,
-            open_lease_count=F("open_lease_count") - 1,
+            open_lease_count=F("open_lease_count") - (0 if retake else 1),
         )
     if outcome.item_target is not None:
         # The item row is locked (judgment_submit); the mode computed the target from it.

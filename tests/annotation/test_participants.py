@@ -312,6 +312,11 @@ def test_a_late_answer_after_the_lease_went_to_someone_else_is_refused(
     lease = client.get(reverse("participate_next", args=[study.public_id])).context["assignment"]
 
     assignment_release_expired(now=lease.expires_at + timedelta(seconds=1))
+    # Someone else takes the freed slot (with room left, a late answer is stored: issue 42,
+    # tests/annotation/test_submit_protocol.py).
+    someone = Client()
+    join(someone, study, {**PROLIFIC, "PROLIFIC_PID": "SOMEONE"})
+    assert someone.get(reverse("participate_next", args=[study.public_id])).context["assignment"]
 
     response = client.post(
         reverse("participate_submit", args=[study.public_id, lease.token]), {"rating": "3"}
