@@ -136,4 +136,9 @@ urlpatterns = [
         participate.participate_submit,
         name="participate_submit",
     ),
+    path(
+        "s/<uuid:public_id>/feedback/<str:token>/",
+        participate.participate_feedback,
+        name="participate_feedback",
+    ),
 ]

@@ -17,7 +17,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from annotation.addresses import client_address
 from annotation.errors import ServiceError
-from annotation.models import Assignment, Participant, Study
+from annotation.models import Assignment, Judgment, Participant, Study
 from annotation.modes import catch, get_mode
 from annotation.services.assignments import assignment_next
 from annotation.services.judgments import judgment_submit
@@ -30,6 +30,7 @@ from annotation.services.participants import (
     study_from_crowd_token,
 )
 from annotation.text import clean_answer
+from annotation.views import submit_replies
 from annotation.views.errors import error_page
 from annotation.views.worker_preview import framed_by_mturk as _framed_by_mturk
 from annotation.views.worker_preview import mturk_preview
@@ -91,11 +92,17 @@ def current_participant(request: HttpRequest, study: Study) -> Participant | Non
 
 
 class Unavailable(Exception):
-    """The participation page cannot be shown; ``response`` is the friendly page instead."""
+    """The participation page cannot be shown; ``response`` is the friendly page instead.
 
-    def __init__(self, response: HttpResponse):
+    ``code`` and ``message`` say the same for the submit protocol's JSON (issue 42):
+    ``not_participant`` or ``study_closed``.
+    """
+
+    def __init__(self, response: HttpResponse, *, code: str = "not_participant", message=""):
         super().__init__(response.status_code)
         self.response = response
+        self.code = code
+        self.message = message or submit_replies.NOT_PARTICIPANT
 
 
 def unavailable_page(
@@ -158,20 +165,23 @@ def _open_study(request: HttpRequest, public_id) -> Study:
         if participant is None:
             raise Unavailable(_not_a_participant(request))
         closed = study.status == Study.Status.CLOSED
+        message = (
+            "The researcher has closed this study, so it takes no more answers. "
+            "Everything you submitted before is kept."
+            if closed
+            else "The researcher has not opened this study yet."
+        )
         raise Unavailable(
             unavailable_page(
                 request,
                 title="This study is closed" if closed else "This study has not started",
-                message=(
-                    "The researcher has closed this study, so it takes no more answers. "
-                    "Everything you submitted before is kept."
-                    if closed
-                    else "The researcher has not opened this study yet."
-                ),
+                message=message,
                 status=410 if closed else 404,
                 study=study,
                 participant=participant,
-            )
+            ),
+            code="study_closed",
+            message=message,
         )
     return study
 
@@ -392,6 +402,7 @@ def _render_item(
     # A mode whose pages can show a refused submission's answers gets them back.
     keep = {"answers": answers} if answers and mode.pages.keeps_answers else {}
     field_errors = _field_errors(error)
+    submit_url = reverse("participate_submit", args=[study.public_id, assignment.token])
     context = {
         "study": study,
         "participant": participant,
@@ -400,7 +411,14 @@ def _render_item(
         "error": error,
         "field_errors": field_errors,
         "error_fields": [problem["field"] for problem in field_errors],
-        "submit_url": reverse("participate_submit", args=[study.public_id, assignment.token]),
+        "submit_url": submit_url,
+        # What the page's script keeps the work in progress under until the server has it
+        # (issue 42, docs/participation.md), the same for every mode.
+        "draft": {
+            "key": f"{assignment.token}:{part}",
+            "expires_at": assignment.expires_at.isoformat(),
+            "submit_url": submit_url,
+        },
         # The header's "Guidelines" dialog (templates/_base.html), the same for every mode.
         "guidelines": mode.guidelines(study),
         **_crowd_context(mode, participant),
@@ -439,9 +457,21 @@ def participate_next(request: HttpRequest, public_id) -> HttpResponse:
 @require_POST
 @friendly
 def participate_submit(request: HttpRequest, public_id, token: str) -> HttpResponse:
-    """Store a submission; show the mode's feedback or go on to the next item."""
-    study, participant = _study_and_participant(request, public_id)
+    """Store a submission, then go on to the mode's feedback page or the next item.
+
+    Posted with ``Accept: application/json`` (the page's script, issue 42), every outcome is
+    answered in the protocol's JSON (``views/submit_replies.py``); otherwise with pages and
+    redirects as without JavaScript.
+    """
+    as_json = submit_replies.wants_json(request)
+    try:
+        study, participant = _study_and_participant(request, public_id)
+    except Unavailable as refused:
+        if as_json:
+            return submit_replies.reply(refused.code, refused.message)
+        raise
     mode = get_mode(study.mode)
+    next_url = reverse("participate_next", args=[study.public_id])
     raw_part = request.POST.get("part", "0").strip()
     # Only ASCII digits: int() would also read "３" or "٣" as 3.
     part = int(raw_part) if raw_part.isascii() and raw_part.isdigit() else -1
@@ -453,6 +483,8 @@ def participate_submit(request: HttpRequest, public_id, token: str) -> HttpRespo
         data = mode.pages.parse_form(request.POST, part)
         outcome = judgment_submit(participant=participant, token=token, data=data, part=part)
     except ServiceError as exc:
+        if as_json:
+            return submit_replies.refused(exc, fields=_field_errors(exc), next_url=next_url)
         assignment = (
             Assignment.objects.select_related("item")
             .filter(token=token, participant=participant)
@@ -466,25 +498,51 @@ def participate_submit(request: HttpRequest, public_id, token: str) -> HttpRespo
                 status=exc.status,
                 study=study,
                 participant=participant,
-                next_url=reverse("participate_next", args=[study.public_id]),
+                next_url=next_url,
             )
         assignment.participant = participant
         return _render_item(
             request, study, participant, assignment, error=exc, status=exc.status, answers=data
         )
-    # judgment_submit left the participant's state and status as stored: no reload.
-    feedback = mode.pages.feedback_context(outcome.judgment)
-    if feedback:
-        context = {
-            "study": study,
-            "participant": participant,
-            "judgment": outcome.judgment,
-            "next_url": reverse("participate_next", args=[study.public_id]),
-            "guidelines": mode.guidelines(study),
-            **_crowd_context(mode, participant),
-            **feedback,
-        }
-        return _allow_mturk_frame(
-            render(request, mode.pages.feedback_template, context), participant
-        )
-    return redirect("participate_next", public_id=study.public_id)
+    # The feedback is a page of its own (POST, redirect, GET): reloading it never posts the
+    # answer again. judgment_submit left the participant's state as stored: no reload.
+    if mode.pages.feedback_context(outcome.judgment):
+        next_url = reverse("participate_feedback", args=[study.public_id, token])
+    if as_json:
+        return submit_replies.stored(outcome, token=token, next_url=next_url)
+    return _allow_mturk_frame(redirect(next_url), participant)
+
+
+@require_GET
+@friendly
+def participate_feedback(request: HttpRequest, public_id, token: str) -> HttpResponse:
+    """The mode's feedback on the participant's latest stored answer of the lease ``token``.
+
+    Only the lease's own participant sees it (anyone else: not found); when that answer has
+    no feedback (a HUMANr trial before the group's last), on to the next item.
+    """
+    study, participant = _study_and_participant(request, public_id)
+    judgment = (
+        Judgment.objects.select_related("item")
+        .filter(assignment__token=token, assignment__participant_id=participant.pk)
+        .order_by("-part")
+        .first()
+    )
+    if judgment is None:
+        return _not_a_participant(request)
+    judgment.participant = participant
+    mode = get_mode(study.mode)
+    next_url = reverse("participate_next", args=[study.public_id])
+    feedback = mode.pages.feedback_context(judgment)
+    if not feedback:
+        return _allow_mturk_frame(redirect(next_url), participant)
+    context = {
+        "study": study,
+        "participant": participant,
+        "judgment": judgment,
+        "next_url": next_url,
+        "guidelines": mode.guidelines(study),
+        **_crowd_context(mode, participant),
+        **feedback,
+    }
+    return _allow_mturk_frame(render(request, mode.pages.feedback_template, context), participant)

@@ -162,7 +162,8 @@ def rate(client, study, rating):
     client.get(next_url(study))
     lease = Assignment.objects.get(status="open")
     Assignment.objects.filter(pk=lease.pk).update(served_at=timezone.now() - timedelta(seconds=5))
-    return client.post(submit_url(study, lease), {"rating": str(rating)}), lease
+    # The feedback is a page of its own after a redirect (issue 42): follow it.
+    return client.post(submit_url(study, lease), {"rating": str(rating)}, follow=True), lease
 
 
 def test_vicr_game_feedback_repeats_the_pair_and_says_what_the_consensus_rests_on(
@@ -243,6 +244,7 @@ def test_do_another_group_is_offered_only_when_there_is_one(client, researcher):
     response = client.post(
         submit_url(small, lease),
         {"part": 9, "raw": 3, "left": last.context["left_caption"].pk},
+        follow=True,
     )
     html = response.content.decode()
     assert "Group complete" in html
@@ -260,6 +262,7 @@ def test_do_another_group_leads_to_a_group_when_one_is_left(client, researcher):
     response = client.post(
         submit_url(large, lease),
         {"part": 9, "raw": 3, "left": last.context["left_caption"].pk},
+        follow=True,
     )
     html = response.content.decode()
     assert f'href="{next_url(large)}" id="hr-another"' in html
