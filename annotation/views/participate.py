@@ -510,7 +510,8 @@ def participate_submit(request: HttpRequest, public_id, token: str) -> HttpRespo
         next_url = reverse("participate_feedback", args=[study.public_id, token])
     if as_json:
         return submit_replies.stored(outcome, token=token, next_url=next_url)
-    return _allow_mturk_frame(redirect(next_url), participant)
+    # A redirect is not a page (the frame shows where it leads): it keeps DENY.
+    return redirect(next_url)
 
 
 @require_GET
@@ -535,7 +536,7 @@ def participate_feedback(request: HttpRequest, public_id, token: str) -> HttpRes
     next_url = reverse("participate_next", args=[study.public_id])
     feedback = mode.pages.feedback_context(judgment)
     if not feedback:
-        return _allow_mturk_frame(redirect(next_url), participant)
+        return redirect(next_url)
     context = {
         "study": study,
         "participant": participant,

@@ -93,7 +93,8 @@ class Player:
         return text, html.unescape(CAPTION.search(text).group(1)), html.unescape(action.group(1))
 
     def rate(self, action: str, rating: int):
-        response = self.client.post(action, {"rating": str(rating), "part": "0"})
+        # The feedback is a page of its own after a redirect (issue 42): follow it.
+        response = self.client.post(action, {"rating": str(rating), "part": "0"}, follow=True)
         assert response.status_code == 200, response.content[:300]
         return response.content.decode()
 

@@ -93,6 +93,7 @@ def play_humanr(client, study, answer, *, groups: int | None = None) -> list[str
             response = client.post(
                 reverse("participate_submit", args=[study.public_id, lease.token]),
                 {"part": part, "raw": raw, "left": page.context["left_caption"].pk},
+                follow=True,  # the feedback is a page after a redirect (issue 42)
             )
             assert response.status_code in (200, 302), response.content.decode()[:400]
             if response.status_code == 200:
@@ -212,7 +213,9 @@ def test_vicr_a_player_the_gates_turn_away_earns_no_code_and_is_told_why(researc
         if action is None:
             break
         truth = truths[html.unescape(CAPTION.search(text).group(1))]
-        answer = client.post(html.unescape(action.group(1)), {"rating": 5 if truth <= 2 else 1})
+        # The feedback is a page of its own after a redirect (issue 42): follow it.
+        rating = {"rating": 5 if truth <= 2 else 1}
+        answer = client.post(html.unescape(action.group(1)), rating, follow=True)
         assert answer.status_code == 200, answer.content.decode()[:300]
         pages.append(answer.content.decode())
 

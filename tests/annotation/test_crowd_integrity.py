@@ -43,8 +43,8 @@ def next_page(client, study):
     return client.get(reverse("participate_next", args=[study.public_id]))
 
 
-def submit(client, study, token, data):
-    return client.post(reverse("participate_submit", args=[study.public_id, token]), data)
+def submit(client, study, token, data, **extra):
+    return client.post(reverse("participate_submit", args=[study.public_id, token]), data, **extra)
 
 
 def participant_of(client, study) -> Participant:
@@ -201,6 +201,7 @@ def _do_humanr_group(client, study):
                 "raw": honest_on_page(page.context),  # the check passed: the code is earned
                 "left": page.context["left_caption"].pk,
             },
+            follow=True,  # the feedback is a page after a redirect (issue 42)
         )
     return response
 

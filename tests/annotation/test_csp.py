@@ -232,9 +232,11 @@ def test_every_modes_participant_pages_carry_the_strict_policy(researcher, make_
     Assignment.objects.filter(token=seen[-1].context["assignment"].token).update(
         served_at=F("served_at") - timedelta(minutes=1)
     )
-    feedback = submit(client, vicr, seen[-1], {"rating": "3"})
+    # The feedback is a page of its own, after a redirect (issue 42): both carry it.
+    saved = submit(client, vicr, seen[-1], {"rating": "3"})
+    feedback = client.get(saved["Location"])
     assert feedback.status_code == 200 and "point" in feedback.content.decode()
-    pages.append(feedback)
+    pages += [saved, feedback]
 
     # HUMANr: a trial, and the feedback after the group's last trial.
     humanr = humanr_study(researcher)
@@ -251,9 +253,10 @@ def test_every_modes_participant_pages_carry_the_strict_policy(researcher, make_
             data={"raw": honest(trials[part], True)},
         )
     last = client.get(reverse("participate_next", args=[humanr.public_id]))
-    done = submit(client, humanr, last, {"part": str(len(trials) - 1), "raw": "5"})
+    saved = submit(client, humanr, last, {"part": str(len(trials) - 1), "raw": "5"})
+    done = client.get(saved["Location"])
     assert done.status_code == 200 and "Group complete" in done.content.decode()
-    pages += [last, done]
+    pages += [last, saved, done]
 
     # THumB: a registered annotator's intro and item page (the rubric dialog included).
     thumb = thumb_study(make_study)

@@ -733,6 +733,7 @@ def test_a_group_through_the_pages_ends_with_the_completion_code(researcher, cli
                 "raw": honest_on_page(page.context),  # the check passed: the code is earned
                 "left": page.context["left_caption"].pk,
             },
+            follow=True,  # the feedback is a page after a redirect (issue 42)
         )
     html = response.content.decode()
     assert response.status_code == 200

@@ -624,6 +624,7 @@ def test_feedback_pages_show_truth_explanation_consensus_and_leaderboard(client,
         response = client.post(
             reverse("participate_submit", args=[study.public_id, lease.token]),
             {"rating": str(rating)},
+            follow=True,  # the feedback is a page after a redirect (issue 42)
         )
         html = response.content.decode()
         assert response.status_code == 200
@@ -714,7 +715,9 @@ def test_tied_players_share_a_rank_on_the_feedback_and_finished_pages(client, re
     lease = Assignment.objects.get(status="open")
     Assignment.objects.filter(pk=lease.pk).update(served_at=timezone.now() - timedelta(seconds=5))
     feedback = client.post(
-        reverse("participate_submit", args=[study.public_id, lease.token]), {"rating": "1"}
+        reverse("participate_submit", args=[study.public_id, lease.token]),
+        {"rating": "1"},
+        follow=True,  # the feedback is a page after a redirect (issue 42)
     )
     # the worker's 1 is 2.5 levels from the primes' 3.5 -> 4: 0 points or less, so last
     assert _leaderboard_ranks(feedback.content.decode()) == [1, 1, 3, 3, 5]

@@ -54,6 +54,7 @@ def answer_group(client, study, answer):
         response = client.post(
             reverse("participate_submit", args=[study.public_id, lease.token]),
             {"part": part, "raw": answer(on_left), "left": page.context["left_caption"].pk},
+            follow=True,  # the feedback is a page after a redirect (issue 42)
         )
         assert response.status_code in (200, 302), response.content.decode()[:400]
     return response
@@ -143,6 +144,7 @@ def test_a_screened_out_worker_cannot_earn_the_full_code_by_submitting_more(clie
     repeat = client.post(
         reverse("participate_submit", args=[study.public_id, lease.token]),
         {"part": 9, "raw": 2},
+        follow=True,
     )
     beyond = client.post(
         reverse("participate_submit", args=[study.public_id, lease.token]),
@@ -180,6 +182,7 @@ def test_a_group_answered_after_a_screen_out_never_stamps_completion(client, res
         response = client.post(
             reverse("participate_submit", args=[study.public_id, lease.token]),
             {"part": part, "raw": honest(on_left)},
+            follow=True,  # the feedback is a page after a redirect (issue 42)
         )
     worker.refresh_from_db()
     assert worker.completed_at is None
