@@ -98,7 +98,8 @@ def test_a_catch_trial_renders_like_a_normal_game_pair(page, researcher):
     assert shape_at_widths(page, "catch trial") == normal
     content = page.content()
     for tell in ("catch", "control", "T_RC", "T_WP", "T_RW"):
-        assert tell not in content
+        # A whole word: the guidelines button's aria-controls attribute is on every page.
+        assert not re.search(rf"\b{tell}\b", content), tell
     page.get_by_label(re.compile(right_label(item))).check()
     page.locator("#vicr-submit").click()
     # The starting ratings: 1, 1 for an altered caption; 4, 4 for a control (issue 29).

@@ -69,7 +69,8 @@ def test_the_intro_shows_the_guidelines_and_what_earns_the_code(page, researcher
 
 
 def test_the_spans_categories_are_defined_one_key_away(page, researcher):
-    study = spans_study(researcher, images=2)
+    # 10 captions: the default count for the code (completion_captions) is reachable as is.
+    study = spans_study(researcher, images=5)
     _arrive(page, study, "E2E-GUIDE-SPANS")
     expect(page.locator("#completion-rule")).to_contain_text("completion code after 10 captions")
     assert_fits_every_width(page, "spans intro", shot="issue46-row20-spans-intro")
