@@ -312,12 +312,14 @@ def test_two_posts_of_one_lease_at_once_store_one(researcher):
     one is stored, the other acknowledged with it. Real row locks: PostgreSQL only."""
     require_postgres()
     study = arena_study(researcher, systems=("alpha", "beta"), images=5, min_seconds=0)
-    client = Client()
-    arrive(client, study, "W1")
-    for _ in range(5):
+    for number in range(5):
+        # A worker each (one worker's run of identical verdicts could be flagged), each on
+        # an address of their own (the crowd's arrivals are limited per address).
+        client = Client(REMOTE_ADDR=f"203.0.113.{number + 10}")
+        arrive(client, study, f"W{number}")
         lease = serve(client, study)
 
-        def post(lease=lease):
+        def post(lease=lease, client=client):
             tab = Client()
             tab.cookies.load({name: morsel.value for name, morsel in client.cookies.items()})
             response = tab.post(submit_url(study, lease), {"outcome": "a"}, **JSON)
