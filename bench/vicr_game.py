@@ -26,8 +26,8 @@ Not a test. Needs a local PostgreSQL server (loopback, trust auth); takes about 
    and that no player rated a pair twice, in the game or in probation (players who fail the
    first-game check go back to probation, and a retry must bring no pair they have seen).
 
-Prints ratings/s, latency percentiles of submit+feedback (the POST, which renders the
-feedback page) and of the next-pair GET, the CPU the clients, gunicorn and the machine used,
+Prints ratings/s, latency percentiles of submit+feedback (the POST and the GET of the
+feedback page it redirects to) and of the next-pair GET, the CPU the clients, gunicorn and the machine used,
 and the replay check, and writes JSON to ``bench/results/`` (git-ignored). The database,
 gunicorn and the bounded crowd of threads come from ``bench/_harness.py``.
 """
