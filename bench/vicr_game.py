@@ -27,9 +27,10 @@ Not a test. Needs a local PostgreSQL server (loopback, trust auth); takes about 
    first-game check go back to probation, and a retry must bring no pair they have seen).
 
 Prints ratings/s, latency percentiles of submit+feedback (the POST and the GET of the
-feedback page it redirects to) and of the next-pair GET, the CPU the clients, gunicorn and the machine used,
-and the replay check, and writes JSON to ``bench/results/`` (git-ignored). The database,
-gunicorn and the bounded crowd of threads come from ``bench/_harness.py``.
+feedback page it redirects to) and of the next-pair GET, the CPU the clients, gunicorn and
+the machine used, and the replay check, and writes JSON to ``bench/results/``
+(git-ignored). The database, gunicorn and the bounded crowd of threads come from
+``bench/_harness.py``.
 """
 
 from __future__ import annotations
