@@ -12,7 +12,7 @@
   var missing = document.getElementById("hr-missing");
   var scale = form.querySelector(".hr-scale");
   var readyAt = Date.now() + (parseFloat(form.getAttribute("data-remaining")) || 0) * 1000 + 100;
-  var sending = false;
+  var holding = false;
 
   function chosen() {
     for (var i = 0; i < radios.length; i++) if (radios[i].checked) return radios[i];
@@ -26,6 +26,8 @@
     radio.checked = true;
     radio.focus();
     update();
+    // Keys set the radio without an event: the shared draft (drafts.js) saves on change.
+    radio.dispatchEvent(new Event("change", { bubbles: true }));
   }
   function update() {
     var radio = chosen();
@@ -39,7 +41,6 @@
   form.addEventListener("change", update);
 
   form.addEventListener("submit", function (event) {
-    if (sending) { event.preventDefault(); return; }
     if (!chosen()) {
       // The form has novalidate: the browser's own "select one of these options" bubble
       // would fire first and hide this message, which says what the scale is.
@@ -52,15 +53,20 @@
     }
     var wait = readyAt - Date.now();
     if (wait > 0) {
+      // Held until the minimum time is over, then submitted again through the submit event,
+      // so the shared sender (drafts.js) posts it; without it the form posts as usual.
       event.preventDefault();
       status.textContent = "Saving…";
-      setTimeout(function () { sending = true; submit.disabled = true; form.submit(); }, wait);
-      sending = true;
+      if (!holding) {
+        holding = true;
+        setTimeout(function () { holding = false; form.requestSubmit(submit); }, wait);
+      }
       return;
     }
-    sending = true;
     status.textContent = "Saving…";
   });
+  // The shared draft (static/capeval/drafts.js) put the choice back: show it.
+  form.addEventListener("capeval:draft-restored", update);
 
   document.addEventListener("keydown", function (event) {
     if (event.altKey || event.ctrlKey || event.metaKey) return;

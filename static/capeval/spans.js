@@ -77,6 +77,8 @@
       list.appendChild(li);
     });
     json.value = JSON.stringify(marks);
+    // A script's change fires no event of its own: tell the shared draft (drafts.js).
+    json.dispatchEvent(new Event("input", { bubbles: true }));
     paint();
   }
   function indexOfOffset(offset, atEnd) {
@@ -191,13 +193,25 @@
     countdown.textContent = "Read the caption: you can submit in " + Math.ceil(left) + " s.";
     setTimeout(tick, Math.min(250, left * 1000));
   })();
-  // A refused submission comes back with its marks: list them again.
-  try {
-    JSON.parse(form.getAttribute("data-marks") || "[]").forEach(function (m) {
-      if (m && !m.omission && Number.isInteger(m.start) && Number.isInteger(m.end) && m.start < m.end && m.end <= chars.length) {
-        marks.push({ start: m.start, end: m.end, text: textOf(m.start, m.end), severity: String(m.severity || "minor"), category: String(m.category || ""), note: String(m.note || "") });
-      }
-    });
-  } catch (e) { marks = []; }
-  render();
+  // Marks from JSON (a refused submission's, or the draft's): checked, then listed.
+  function load(raw) {
+    marks = [];
+    try {
+      JSON.parse(raw || "[]").forEach(function (m) {
+        if (m && !m.omission && Number.isInteger(m.start) && Number.isInteger(m.end) && m.start < m.end && m.end <= chars.length) {
+          marks.push({ start: m.start, end: m.end, text: textOf(m.start, m.end), severity: String(m.severity || "minor"), category: String(m.category || ""), note: String(m.note || "") });
+        }
+      });
+    } catch (e) { marks = []; }
+    render();
+  }
+  load(form.getAttribute("data-marks"));
+  // The shared draft (static/capeval/drafts.js) put the fields back: list its marks, move
+  // the slider to its score.
+  form.addEventListener("capeval:draft-restored", function () {
+    clearSelection();
+    load(json.value);
+    if (box.value !== "") range.value = box.value;
+    valuetext();
+  });
 })();

@@ -1,13 +1,12 @@
-// THumB item page: running totals, fluency amounts, digit keys, rubric dialog, draft.
+// THumB item page: running totals, fluency amounts, digit keys, rubric dialog. The draft is
+// the shared one of every mode (static/capeval/drafts.js).
 // Progressive enhancement: the form posts and validates server-side without any of this.
 (function () {
   "use strict";
   var form = document.getElementById("thumb-form");
   if (!form) return;
-  var draftKey = form.dataset.draftKey;
   var dialog = document.getElementById("rubric");
   var opener = document.getElementById("rubric-open");
-  var PENDING = "capeval-thumb-pending";
 
   function checked(name) {
     var box = form.querySelector('input[name="' + name + '"]:checked');
@@ -54,57 +53,17 @@
 
   function sections() { return form.querySelectorAll("section[data-group]"); }
 
-  function saveDraft() {
-    var data = {};
-    new FormData(form).forEach(function (value, name) {
-      if (name === "csrfmiddlewaretoken" || name === "part") return;
-      (data[name] = data[name] || []).push(value);
-    });
-    try { localStorage.setItem(draftKey, JSON.stringify(data)); } catch (e) { /* private mode */ }
-  }
-
-  function restoreDraft() {
-    var raw = null;
-    try { raw = localStorage.getItem(draftKey); } catch (e) { return; }
-    if (!raw) return;
-    var data;
-    try { data = JSON.parse(raw); } catch (e) { return; }
-    form.querySelectorAll("input").forEach(function (input) {
-      if (input.type === "hidden" || !input.name.match(/^c\d+-/)) return;
-      var values = data[input.name] || [];
-      if (input.type === "radio" || input.type === "checkbox") {
-        if (input.type === "checkbox" || values.length) input.checked = values.indexOf(input.value) >= 0;
-      } else if (values.length) input.value = values[0];
-    });
-  }
-
-  // Submitting moves the draft to this tab's session storage. The same lease coming back
-  // means the server refused the answer: the draft returns. Any other page means it was saved.
-  try {
-    var pending = JSON.parse(sessionStorage.getItem(PENDING) || "null");
-    sessionStorage.removeItem(PENDING);
-    if (pending && pending.key === draftKey) localStorage.setItem(draftKey, pending.data);
-  } catch (e) { /* storage unavailable */ }
-  restoreDraft();
   sections().forEach(update);
+  // The shared draft (static/capeval/drafts.js) put the answers back: redraw the totals.
+  form.addEventListener("capeval:draft-restored", function () { sections().forEach(update); });
 
   form.addEventListener("input", function (event) {
     var section = event.target.closest("section[data-group]");
     if (section) update(section);
-    saveDraft();
   });
   form.addEventListener("change", function (event) {
     var section = event.target.closest("section[data-group]");
     if (section) update(section);
-    saveDraft();
-  });
-  form.addEventListener("submit", function () {
-    saveDraft();
-    try {
-      var data = localStorage.getItem(draftKey);
-      if (data) sessionStorage.setItem(PENDING, JSON.stringify({ key: draftKey, data: data }));
-      localStorage.removeItem(draftKey);
-    } catch (e) { /* storage unavailable */ }
   });
 
   function openRubric() {

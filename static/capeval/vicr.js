@@ -35,6 +35,8 @@
     if (radio) {
       radio.checked = true;
       radio.focus();
+      // Set by a key, not a click: tell the shared draft (drafts.js), which saves on change.
+      radio.dispatchEvent(new Event("change", { bubbles: true }));
       event.preventDefault();
     } else if (event.key === "Enter" && event.target.type === "radio") {
       event.preventDefault();

@@ -120,7 +120,7 @@ def test_keyboard_scoring_stage2_review_and_report(page, login, study, researche
         page.keyboard.press("Enter")
     expect(page.get_by_role("heading", level=1)).to_have_text("Thank you")
     drafts = page.evaluate(
-        "() => Object.keys(localStorage).filter(k => k.startsWith('capeval-thumb-draft-'))"
+        "() => Object.keys(localStorage).filter(k => k.startsWith('capeval-draft:'))"
     )
     assert drafts == [], "the saved lease's draft is gone"
     stage1 = Judgment.objects.get(item__kind="stage1")

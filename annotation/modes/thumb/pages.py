@@ -96,7 +96,6 @@ class ThumbPages(Pages):
             "rules": rubric.RULES,
             "examples": rubric.EXAMPLES,
             "fluency_table": self._fluency_table(),
-            "draft_key": f"capeval-thumb-draft-{assignment.token}",
             # The server's minimum for this set (crowd workers, issue 29), said up front so
             # an honest worker is not surprised by a refusal.
             "minimum_seconds": self.mode.min_seconds(assignment),
