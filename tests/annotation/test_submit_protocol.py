@@ -438,3 +438,23 @@ def test_a_humanr_trial_goes_on_and_the_groups_last_goes_to_its_feedback(client,
     again = reply(client.post(submit_url(study, lease), data, **JSON), 200, "already_stored")
     assert again["ack"] == trial["ack"]
     assert Judgment.objects.filter(assignment=lease).count() == 10
+
+
+def test_a_late_trial_of_a_lapsed_group_is_discarded_and_the_group_kept(client, researcher):
+    study = humanr_study(researcher, images=12)
+    worker = arrive(client, study, "P1")
+    lease = do_group(worker, parts=5)
+    Assignment.objects.filter(pk=lease.pk).update(expires_at=timezone.now() - timedelta(1))
+    assert assignment_release_expired() == 1
+
+    data = {"part": 5, "raw": 5}
+    body = reply(client.post(submit_url(study, lease), data, **JSON), 409, "lease_expired")
+
+    assert body["work"] == "discarded" and body["ack"] is None
+    assert "kept" in body["message"]
+    assert Judgment.objects.filter(assignment=lease).count() == 5
+    assert_counts_exact(study)
+    # As the message says: served again, the group goes on at the trial that was refused.
+    page = client.get(next_url(study))
+    assert page.context["assignment"].pk == lease.pk
+    assert page.context["draft"]["key"] == f"{lease.token}:5"
