@@ -63,6 +63,7 @@ ACTION_TIMEOUT_MS = 60_000
 STUCK_S = 90
 #: Presses of one answer's submit button before the annotator gives up on it.
 MAX_SENDS = 20
+WAIT_NAMED = re.compile(r"at least (\d+(?:\.\d+)?) seconds")
 ITEM_FORM = 'form[action*="/submit/"]'
 TOKEN = re.compile(r"/submit/([^/]+)/?$")
 
@@ -155,7 +156,7 @@ class Annotator:
         self.answers: dict[tuple[str, int], list[str]] = {}
         self.next_url = ""
         self.loads = 0
-        page.on("load", self._loaded)
+        page.on("domcontentloaded", self._loaded)
         page.on("pageerror", lambda error: self.record.notes.append(f"JavaScript error: {error}"))
 
     def _loaded(self, _page) -> None:
@@ -214,7 +215,7 @@ class Annotator:
 
     async def _open(self, url: str) -> None:
         try:
-            await self.page.goto(url, wait_until="load", timeout=ACTION_TIMEOUT_MS)
+            await self.page.goto(url, wait_until="domcontentloaded", timeout=ACTION_TIMEOUT_MS)
         except Exception as exc:  # the network failed: the page shows the browser's error
             if "ERR_" not in str(exc) and "Timeout" not in str(exc):
                 raise
@@ -290,12 +291,19 @@ class Annotator:
                     if status:
                         self.record.statuses[status[:160]] += 1
                     continue  # still working on it
-                await self.page.wait_for_load_state("load", timeout=ACTION_TIMEOUT_MS)
+                await self.page.wait_for_load_state("domcontentloaded", timeout=ACTION_TIMEOUT_MS)
                 if self.page.url.startswith("chrome-error:"):
                     return
                 if not await self._same_form(key):
                     self.record.acked.setdefault(key, time.monotonic())
-                return  # the server answered with the same form (refused): seen again next
+                    return
+                # The server answered with the same form: refused. A person reads why and
+                # waits the seconds it names (a minimum time) before pressing again.
+                said = await self.page.evaluate(STATUS_TEXT)
+                self.record.statuses[said[:160]] += 1
+                named = WAIT_NAMED.search(said)
+                await asyncio.sleep(float(named.group(1)) if named else RETRY_PAUSE_S)
+                return
             except Exception:
                 continue  # the page navigated meanwhile: look again
         self.record.notes.append(f"no outcome after {ACK_WAIT_S} s: {key[0][:8]}/{key[1]}")
