@@ -69,6 +69,8 @@ class Driver:
     def start(self, page, study, worker: str) -> Participant:
         serve_images(page)
         page.goto(f"/p/{crowd_link_token(study)}/?PROLIFIC_PID={worker}&STUDY_ID=ST&SESSION_ID=SE")
+        # The intro tells what happens to unsent work before the first item.
+        expect(page.locator("#unsent-work")).to_contain_text("never saved twice")
         with page.expect_navigation():
             page.get_by_role("link", name="I agree, start").click()
         page.wait_for_load_state("load")

@@ -308,3 +308,37 @@ def test_an_answer_sent_after_its_lease_expired_says_what_became_of_it(fault_con
     assert drafts == [], "the lease is over: its draft is gone"
     assert_no_serious_a11y_violations(page, context=f"{driver.name}: stored late")
     assert_fits_every_width(page, f"{driver.name}: stored late", shot=f"issue42-{driver.name}-late")
+
+
+def test_a_double_click_posts_once_and_too_fast_waits_its_turn(fault_context, mode):
+    """Two clicks on submit send one request; the server's "too fast" (a made-up first
+    reply, as a worker whose clock runs ahead would get) is waited out and sent once more."""
+    driver, study = mode
+    context = fault_context()
+    page = context.new_page()
+    posts = []
+
+    def too_fast_first(route):
+        posts.append(route.request.method)
+        if len(posts) > 1:
+            route.continue_()
+            return
+        route.fulfill(
+            status=429,
+            content_type="application/json",
+            headers={"Retry-After": "1"},
+            body='{"status": "too_fast", "message": "Please look a little longer.",'
+            ' "next_url": null, "ack": null, "fields": [], "retry_after": 1, "work": null}',
+        )
+
+    page.route(SUBMIT_URL, too_fast_first)
+    participant = driver.start(page, study, "E2E-DOUBLE")
+    key = draft_key(page)
+    driver.answer(page, participant)
+    driver.submit(page)
+    # The second click lands while the first request is out, or after the 429 while the
+    # page waits: neither sends anything of its own.
+    page.locator("#draft-status").evaluate("region => region.closest('form').requestSubmit()")
+    next_item(page, driver, key)
+    assert posts == ["POST", "POST"], "the 429, then the one resend"
+    assert stored(participant) == (1, 0), "one answer given, one stored"
