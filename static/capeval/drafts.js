@@ -229,7 +229,7 @@
       });
       var link = region.querySelector("a");
       if (link) link.focus();
-    } else if (status === 502 || status === 503 || status === 504 || status === 0) {
+    } else if (status === 502 || status === 503 || status === 504) {
       retryLater("the server did not answer.");
     } else {
       // "invalid" and anything unforeseen: the server's page says what to fix.
