@@ -182,7 +182,8 @@ def test_a_closed_study_takes_no_new_judgments_but_repeats_still_answer(research
 
     with pytest.raises(ServiceError) as refused:
         judgment_submit(participant=participant, token=pending.token, data={"rating": 3})
-    assert refused.value.status == 409 and "closed" in refused.value.message
+    # 410 Gone: the study is over for good (docs/participation.md, study_closed; issue 42).
+    assert refused.value.status == 410 and "closed" in refused.value.message
     repeat = judgment_submit(participant=participant, token=done.token, data={"rating": 3})
     assert repeat.judgment.pk == stored.judgment.pk
     assert Judgment.objects.count() == 1
