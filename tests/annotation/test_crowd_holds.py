@@ -68,7 +68,9 @@ class CrowdId:
         action = ACTION.search(text)
         assert action is not None, "no pair was served"
         caption = html.unescape(CAPTION.search(text).group(1))
-        answer = self.client.post(html.unescape(action.group(1)), {"rating": str(choose(caption))})
+        # The feedback is a page of its own after a redirect (issue 42): follow it.
+        rating = {"rating": str(choose(caption))}
+        answer = self.client.post(html.unescape(action.group(1)), rating, follow=True)
         assert answer.status_code == 200, answer.content[:300]
         self.pages.append(answer.content.decode())
         truth = TRUTH.search(answer.content.decode())

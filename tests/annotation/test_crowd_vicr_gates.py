@@ -90,7 +90,8 @@ class CrowdPlayer:
         page, caption, action = self.pair()
         assert action is not None, "no pair was served"
         rating = choose(caption)
-        answer = self.client.post(action, {"rating": str(rating), "part": "0"})
+        # The feedback is a page of its own after a redirect (issue 42): follow it.
+        answer = self.client.post(action, {"rating": str(rating), "part": "0"}, follow=True)
         assert answer.status_code == 200, answer.content[:300]
         feedback = answer.content.decode()
         truth = TRUTH.search(feedback)

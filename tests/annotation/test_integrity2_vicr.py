@@ -75,7 +75,10 @@ class CrowdId:
         assert action is not None, "no pair was served"
         caption = html.unescape(CAPTION.search(text).group(1))
         rating = choose(caption)
-        answer = self.client.post(html.unescape(action.group(1)), {"rating": str(rating)})
+        # The feedback is a page of its own after a redirect (issue 42): follow it.
+        answer = self.client.post(
+            html.unescape(action.group(1)), {"rating": str(rating)}, follow=True
+        )
         assert answer.status_code == 200, answer.content[:300]
         truth = TRUTH.search(answer.content.decode())
         return {
