@@ -41,11 +41,13 @@ class ArenaMode(ArenaProtocol):
     # each (so the report shows agreement on shared battles); a worker meets each image
     # once, so 9 battles (plus gold) is a worker's most. 14 workers (126 image visits) did
     # not always fill the 108 slots: gold battles take some visits and the last battles may
-    # suit no worker left, so 20 leave slack. The captions are one sentence: 3 s to read.
+    # suit no worker left. 20 left one slot empty for the demo's crowd seed once each
+    # worker's draws came from their crowd id (gold.worker_seed), so 24 leave slack. The
+    # captions are one sentence: 3 s to read.
     demo = Demo(
         live="Demo: Arena caption battles",
         finished="Demo (finished): Arena caption battles",
-        finished_workers=20,
+        finished_workers=24,
         settings={"battle_target": 2, "min_seconds": 3},
         item_words="battles (an image and the captions of two systems)",
     )

@@ -11,6 +11,7 @@ who always answers "A" misses about half of the gold battles, and one who always
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,15 @@ from django.db.models import F
 from annotation.models import Caption, Item, Participant
 from annotation.modes import catch
 from rubrics import catch as rules
+
+
+def worker_seed(participant: Participant) -> int:
+    """A number naming the worker in every draw the arena makes for them: from their crowd id
+    (or account), not the row's primary key, so one study seed and one crowd give the same
+    battles on SQLite and PostgreSQL, alone or beside other studies (issue 46, row 12)."""
+    who = participant.external_id or f"account:{participant.user_id}"
+    digest = hashlib.sha256(f"{participant.source}:{who}".encode()).digest()
+    return int.from_bytes(digest[:8], "big")
 
 
 def new_gold_item(
@@ -39,7 +49,7 @@ def new_gold_item(
     when there is one; T_RC's text is a caption of another such image, also human if any.
     """
     study = participant.study
-    rng = np.random.default_rng([study.seed, participant.pk, draw, 0xCA7C])
+    rng = np.random.default_rng([study.seed, worker_seed(participant), draw, 0xCA7C])
     # Drawn even when due: one seed, one sequence for the choices below.
     if rng.random() >= rules.insert_probability(rate) and not due:
         return None

@@ -34,6 +34,7 @@ import numpy as np
 
 from annotation.models import Caption, Item, Judgment, Participant, Study
 from annotation.modes import catch
+from annotation.modes.arena.gold import worker_seed
 from annotation.modes.base import CompletionProgress
 from rubrics import arena_workers as rules
 from rubrics import catch as catch_rules
@@ -181,7 +182,7 @@ def gold_due(participant: Participant, config: Any, state: dict[str, Any]) -> bo
     count, within = scheduled(config, participant.study)
     if not count:
         return False
-    rng = np.random.default_rng([participant.study.seed, participant.pk, 0x601D])
+    rng = np.random.default_rng([participant.study.seed, worker_seed(participant), 0x601D])
     positions = rules.gold_positions(count, within, rng)
     return int(state.get("gold_made", 0)) < rules.golds_due(positions, state.get("battles", 0))
 

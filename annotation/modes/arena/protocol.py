@@ -31,7 +31,7 @@ from annotation.errors import InvalidInput, ServiceError
 from annotation.models import Assignment, Caption, Item, Job, Judgment, Participant, Study
 from annotation.modes import catch
 from annotation.modes.arena import integrity
-from annotation.modes.arena.gold import new_gold_item
+from annotation.modes.arena.gold import new_gold_item, worker_seed
 from annotation.modes.base import CompletionProgress, Mode, Outcome
 from annotation.modes.settings import (
     CHECKS,
@@ -432,7 +432,7 @@ class ArenaProtocol(Mode):
         if not allowed:
             return battles.none()
         rng = np.random.default_rng(
-            [participant.study.seed, participant.pk, sum(counts.values()), 0xA7E4A]
+            [participant.study.seed, worker_seed(participant), sum(counts.values()), 0xA7E4A]
         )
         with_room = battles.alias(taken=F("judgment_count") + F("open_lease_count")).filter(
             taken__lt=F("target")
