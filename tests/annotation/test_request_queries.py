@@ -1,11 +1,12 @@
 """The queries of the two requests a crowd worker makes most (issue 27): GET next, POST submit.
 
 Pinned on bench/assign.py's path: a VICR crowd study, a Prolific player in the game who
-entered through the crowd link, GET next claiming a fresh pair, POST a rating that shows
-the feedback page. Each query costs the web worker its ORM building more than the database
-its work, so a new query on these paths must be a decision, not a drift: change the numbers
-here with the reason. Transaction statements (savepoints in the tests, BEGIN/COMMIT in
-production) are not counted; everything else is.
+entered through the crowd link, GET next claiming a fresh pair, POST a rating that redirects
+to the feedback page, and the GET of that page (POST, redirect, GET since issue 42).
+Each query costs the web worker its ORM building more than the database its work, so a new
+query on these paths must be a decision, not a drift: change the numbers here with the reason.
+Transaction statements (savepoints in the tests, BEGIN/COMMIT in production) are not counted;
+everything else is.
 """
 
 import re
@@ -26,8 +27,12 @@ pytestmark = pytest.mark.django_db
 GET_NEXT_QUERIES = 10
 #: Session, the participant with its study, the submission (participant lock, lease lock, item
 #: lock, the pair's caption with its image, the pool, insert, lease, item and participant
-#: updates), and the feedback (the same caption, no query; leaderboard and own rank).
+#: updates), and the feedback's leaderboard and own rank: the view builds the feedback only to
+#: choose where to redirect (issue 42), and the GET below builds it again.
 POST_SUBMIT_QUERIES = 13
+#: Session, the participant with its study, the lease's latest judgment with its item, the
+#: pair's caption with its image, leaderboard and own rank.
+GET_FEEDBACK_QUERIES = 6
 
 FORM_ACTION = re.compile(r'<form method="post" action="([^"]+)" class="vicr-form"')
 
@@ -57,8 +62,14 @@ def test_next_and_submit_queries_are_pinned(client, researcher):
         assert FORM_ACTION.search(html).group(1).endswith(f"/{lease.token}/")
         with CaptureQueriesContext(connection) as submitted:
             answer = client.post(FORM_ACTION.search(html).group(1), {"rating": "3", "part": "0"})
-        assert answer.status_code == 200 and 'id="vicr-next"' in answer.content.decode()
+        feedback_url = reverse("participate_feedback", args=[study.public_id, lease.token])
+        assert answer.status_code == 302 and answer["Location"] == feedback_url
         assert Judgment.objects.filter(assignment=lease).count() == 1
+        with CaptureQueriesContext(connection) as fed_back:
+            feedback = client.get(feedback_url)
+        assert feedback.status_code == 200 and 'id="vicr-next"' in feedback.content.decode()
         get_sql, post_sql = _counted(shown), _counted(submitted)
+        feedback_sql = _counted(fed_back)
         assert len(get_sql) == GET_NEXT_QUERIES, (round_number, get_sql)
         assert len(post_sql) == POST_SUBMIT_QUERIES, (round_number, post_sql)
+        assert len(feedback_sql) == GET_FEEDBACK_QUERIES, (round_number, feedback_sql)
