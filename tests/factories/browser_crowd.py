@@ -61,6 +61,8 @@ RETRY_PAUSE_S = 1.0
 ACTION_TIMEOUT_MS = 60_000
 #: A submit button disabled longer than any mode's minimum time: the page is stuck.
 STUCK_S = 90
+#: An answer slower than this is noted with where its time went.
+SLOW_S = 20
 #: Presses of one answer's submit button before the annotator gives up on it.
 MAX_SENDS = 20
 WAIT_NAMED = re.compile(r"at least (\d+(?:\.\d+)?) seconds")
@@ -79,6 +81,12 @@ RADIO_GROUPS = """form => {
         group.checked ||= radio.checked;
     }
     return groups;
+}"""
+FORM_KEY = """selector => {
+    const form = document.querySelector(selector);
+    if (!form) return null;
+    const part = form.querySelector('input[name="part"]');
+    return [form.getAttribute("action"), part ? part.value : "0"];
 }"""
 STATUS_TEXT = """() => [...document.querySelectorAll(
         '[role=status], [role=alert], [aria-live]:not(output)')]
@@ -235,15 +243,17 @@ class Annotator:
             return "wait"
         return "other"
 
-    async def _key(self) -> tuple[str, int]:
-        form = self.page.locator(ITEM_FORM).first
-        action = await form.get_attribute("action")
-        part = await form.locator('input[name="part"]').get_attribute("value")
-        return TOKEN.search(action).group(1), int(part or 0)
+    async def _key(self) -> tuple[str, int] | None:
+        """The (lease token, part) of the page's item form, or None: read in one evaluation,
+        so a page navigating meanwhile cannot leave a locator waiting for a form."""
+        found = await self.page.evaluate(FORM_KEY, ITEM_FORM)
+        return (TOKEN.search(found[0]).group(1), int(found[1] or 0)) if found else None
 
     async def _answer(self) -> None:
         record = self.record
         key = await self._key()
+        if key is None:
+            return  # the page changed meanwhile: look again
         self._acked_by_moving_on(key)
         form = self.page.locator(ITEM_FORM).first
         shown = await form.evaluate(FORM_DATA)
@@ -275,8 +285,15 @@ class Annotator:
         loads = self.loads
         record.given.setdefault(key, time.monotonic())
         record.sends += 1
+        pressed = time.monotonic()
         await button.click(no_wait_after=True, timeout=ACTION_TIMEOUT_MS)
+        clicked = time.monotonic()
         await self._outcome(key, loads)
+        if time.monotonic() - pressed > SLOW_S:
+            record.notes.append(
+                f"slow: click {clicked - pressed:.1f} s, outcome {time.monotonic() - clicked:.1f} s"
+                f" ({self.page.url[-40:]})"
+            )
 
     async def _outcome(self, key: tuple[str, int], loads: int) -> None:
         """Wait until the page moved on from ``key`` (acknowledged), failed, or came back."""
@@ -309,8 +326,6 @@ class Annotator:
         self.record.notes.append(f"no outcome after {ACK_WAIT_S} s: {key[0][:8]}/{key[1]}")
 
     async def _same_form(self, key: tuple[str, int]) -> bool:
-        if not await self.page.locator(ITEM_FORM).count():
-            return False
         return await self._key() == key
 
     def _acked_by_moving_on(self, key: tuple[str, int]) -> None:
@@ -332,6 +347,8 @@ class Annotator:
             state = await self._state()
             if state == "item":
                 key = await self._key()
+                if key is None:
+                    continue
                 if key in pending and key not in self.record.acked:
                     form = self.page.locator(ITEM_FORM).first
                     if await form.evaluate(FORM_DATA) != self.answers.get(key):
