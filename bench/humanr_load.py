@@ -19,8 +19,8 @@ Not a test. Needs a local PostgreSQL server (loopback, trust auth); takes about 
    Prolific link with its own PROLIFIC_PID, then loops until ``--seconds`` pass (at most
    60) or nothing is left: GET the trial page, read the form (action, part, left caption)
    and the CSRF token from the cookie, POST an answer 1-9 (about 2% of answers are posted
-   twice, as a double click would). After the 10th trial it reads the end-of-group page
-   (the completion code must be on it) and starts another group.
+   twice, as a double click would). After the 10th trial it follows the redirect to the
+   end-of-group page (the completion code must be on it) and starts another group.
 4. Stops gunicorn and checks the stored judgments against what the simulators sent: the
    set of (worker, lease token, part, raw) must be equal (no lost, duplicated or
    misattributed response), no two judgments share (lease, part), every finished group has
@@ -43,6 +43,7 @@ import re
 import sys
 import time
 from collections import Counter
+from urllib.parse import urljoin
 
 import _harness as harness
 
@@ -96,7 +97,10 @@ def main() -> None:
         "cpu": crowd.cpu,
         "cpu_ms_per_request": harness.cpu_per_request(
             crowd.cpu,
-            sum(len(run["get"]) + len(run["post"]) + run["doubles"] for run in crowd.results),
+            sum(
+                len(run["get"]) + len(run["post"]) + run["doubles"] + run["ends"]
+                for run in crowd.results
+            ),
         ),
         "responses": len(sent),
         "responses_per_second": round(len(sent) / crowd.elapsed, 1),
@@ -187,7 +191,7 @@ def answer_until_deadline(base: str, k: int, arrived: dict, deadline: float) -> 
     pid = f"bench-{k}"
     rng = random.Random(k)
     session, next_url = arrived["session"], arrived["next"]
-    run = {"sent": [], "post": [], "get": [], "errors": [], "finished": 0, "doubles": 0}
+    run = {"sent": [], "post": [], "get": [], "errors": [], "finished": 0, "doubles": 0, "ends": 0}
     try:
         while time.monotonic() < deadline:
             began = time.perf_counter()
@@ -223,13 +227,20 @@ def answer_until_deadline(base: str, k: int, arrived: dict, deadline: float) -> 
                 run["doubles"] += 1
                 if again.status_code not in (200, 302):
                     run["errors"].append(f"{pid}: double POST {again.status_code}")
-            if answer.status_code == 302:
+            where = answer.headers.get("Location", "")
+            if answer.status_code == 302 and "/feedback/" in where:
+                # The group's end is a page of its own after the redirect (issue 42).
                 run["sent"].append((pid, token, part, raw))
-            elif answer.status_code == 200 and "Group complete" in answer.text:
+                end = session.get(urljoin(answer.url, where), timeout=harness.REQUEST_TIMEOUT)
+                run["ends"] += 1
+                if end.status_code == 200 and "Group complete" in end.text:
+                    run["finished"] += 1
+                    if 'id="completion-code"' not in end.text:
+                        run["errors"].append(f"{pid}: end of group without a completion code")
+                else:
+                    run["errors"].append(f"{pid}: end page {end.status_code} {end.text[:100]!r}")
+            elif answer.status_code == 302:
                 run["sent"].append((pid, token, part, raw))
-                run["finished"] += 1
-                if 'id="completion-code"' not in answer.text:
-                    run["errors"].append(f"{pid}: end of group without a completion code")
             else:
                 run["errors"].append(f"{pid}: POST {answer.status_code} {answer.text[:100]!r}")
     except requests.RequestException as exc:
