@@ -14,7 +14,7 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from annotation.errors import Conflict
+from annotation.errors import Conflict, InvalidInput
 from annotation.models import Caption, Judge, JudgeAnswer, Judgment, Study
 from annotation.modes import get_mode
 from annotation.services.judges import judge_import
@@ -254,7 +254,16 @@ def test_two_imports_of_one_judge_at_once_write_one_file(researcher, tmp_path):
     def once():
         return judge_import(study=study, text=text, name="twice")
 
+    def refused_as_a_repeat(error) -> bool:
+        # Overlapping, the unique constraints refuse the second (Conflict); on a loaded
+        # machine the threads may not overlap, and then the second reads the first's answers
+        # and refuses every line as already answered. Either way nothing of it is written.
+        if isinstance(error, Conflict):
+            return True
+        lines = error.details.get("errors", []) if isinstance(error, InvalidInput) else []
+        return bool(lines) and all("already answered" in x or x.startswith("...") for x in lines)
+
     results, errors = run_together([once, once])
-    assert len([r for r in results if r]) + len(errors) == 2
-    assert all(isinstance(e, Conflict) for e in errors), errors
+    assert len([r for r in results if r]) == 1 and len(errors) == 1, (results, errors)
+    assert all(refused_as_a_repeat(e) for e in errors), [(e, e.details) for e in errors]
     assert JudgeAnswer.objects.filter(judge__name="twice").count() == 8
