@@ -11,7 +11,6 @@ who always answers "A" misses about half of the gold battles, and one who always
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import numpy as np
@@ -19,16 +18,8 @@ from django.db.models import F
 
 from annotation.models import Caption, Item, Participant
 from annotation.modes import catch
+from annotation.modes.catch import worker_seed
 from rubrics import catch as rules
-
-
-def worker_seed(participant: Participant) -> int:
-    """A number naming the worker in every draw the arena makes for them: from their crowd id
-    (or account), not the row's primary key, so one study seed and one crowd give the same
-    battles on SQLite and PostgreSQL, alone or beside other studies (issue 46, row 12)."""
-    who = participant.external_id or f"account:{participant.user_id}"
-    digest = hashlib.sha256(f"{participant.source}:{who}".encode()).digest()
-    return int.from_bytes(digest[:8], "big")
 
 
 def new_gold_item(
