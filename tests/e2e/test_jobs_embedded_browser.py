@@ -84,6 +84,11 @@ def test_metrics_job_answers_at_once_and_the_bar_reaches_100(demo_page, demo):
         if box.is_enabled() and (box.evaluate("el => el.value") in JAVA_FREE) != box.is_checked():
             box.click()
 
+    # The page reloads itself when a poll says the job ended, which can come before the
+    # started state has been checked. The polls are held until it has (CI once saw the
+    # reload destroy the page under the layout check).
+    held = []
+    page.route("**/metrics/jobs/**", lambda route: held.append(route))
     with page.expect_response(lambda r: r.request.method == "POST") as posted:
         page.get_by_role("button", name="Compute the metrics").click()
 
@@ -94,6 +99,9 @@ def test_metrics_job_answers_at_once_and_the_bar_reaches_100(demo_page, demo):
     expect(progress).to_be_visible()
     assert_no_serious_a11y_violations(page, context="metrics page, job started")
     fits(page, "metrics page, job started")
+    page.unroute("**/metrics/jobs/**")
+    for poll in held:
+        poll.continue_()
     # When the job ends the page reloads itself with the tables: no button to press
     # (issue 46, row 16: "Show the new tables" sat beside "No metrics have been computed").
     expect(page.get_by_role("heading", name="System level")).to_be_visible(timeout=JOB_TIMEOUT_MS)
