@@ -200,70 +200,10 @@ def validate_judgment(
         raise ValueError(f"spans: {len(spans)} marks, at most {max_spans} are allowed")
     if unusable and spans:
         raise ValueError("unusable: the whole text is marked unusable; remove the other marks")
-    clean: list[Span] = []
-    for i, raw in enumerate(spans):
-        where = f"spans[{i}]"
-        if not isinstance(raw, Mapping):
-            raise ValueError(f"{where} must be a mapping, got {type(raw).__name__}")
-        unknown = set(raw) - _MARK_FIELDS
-        if unknown:
-            # a misspelt field ("severty") must not pass as a mark without it
-            raise ValueError(f"{where}: unknown field(s) {', '.join(sorted(map(str, unknown)))}")
-        severity = raw.get("severity")
-        if not isinstance(severity, str) or severity.casefold() not in SEVERITIES:
-            raise ValueError(
-                f"{where}.severity must be one of {SEVERITIES}, got {_short(severity)}"
-            )
-        if allowed is None:
-            category = ""
-        else:
-            given = raw.get("category")
-            if not isinstance(given, str) or given.casefold() not in allowed:
-                raise ValueError(
-                    f"{where}.category must be one of the study's categories "
-                    f"({', '.join(allowed.values())}), got {_short(given)}"
-                )
-            category = allowed[given.casefold()]
-        note = raw.get("note")
-        note = _checked_text(
-            "" if note is None else note, f"{where}.note", max_length=MAX_NOTE_LENGTH
-        )
-        omission = raw.get("omission", False)
-        if not isinstance(omission, bool):
-            raise ValueError(f"{where}.omission must be true or false, got {_short(omission)}")
-        if omission:
-            if raw.get("start") is not None or raw.get("end") is not None:
-                raise ValueError(f"{where}: an omission has no start or end")
-            if not note.strip():
-                raise ValueError(f"{where}.note: an omission needs a short note of what is missing")
-            clean.append(Span(None, None, severity.casefold(), category, "", note))
-            continue
-        start = _offset(raw.get("start"), f"{where}.start")
-        end = _offset(raw.get("end"), f"{where}.end")
-        if start < 0 or start > len(text):
-            raise ValueError(f"{where}.start {start} is outside the text (0..{len(text)})")
-        if end < 0 or end > len(text):
-            raise ValueError(f"{where}.end {end} is outside the text (0..{len(text)})")
-        if start >= end:
-            raise ValueError(f"{where}.end must be greater than start (got {start}..{end})")
-        marked = text[start:end]
-        claimed = raw.get("text")
-        if claimed is not None and claimed != marked:
-            # The page sends the characters it highlighted; a mismatch means the offsets were
-            # counted another way (UTF-16 units, text after normalisation) and point elsewhere.
-            raise ValueError(
-                f"{where}.text {_short(claimed)} is not the text at {start}..{end} "
-                f"({_short(marked)}); "
-                "offsets must count code points"
-            )
-        clean.append(Span(start, end, severity.casefold(), category, marked, note))
+    clean = [_checked_mark(raw, f"spans[{i}]", text, allowed) for i, raw in enumerate(spans)]
     positioned = sorted((s for s in clean if not s.omission), key=lambda s: (s.start, s.end))
     if not allow_overlap:
-        for before, after in zip(positioned, positioned[1:], strict=False):
-            if after.start < before.end:  # type: ignore[operator]
-                raise ValueError(
-                    f"spans: {before.start}..{before.end} and {after.start}..{after.end} overlap"
-                )
+        _check_no_overlap(positioned)
     if score is None:
         if require_score:
             raise ValueError("score must be a number from 0 to 100, got None")
@@ -272,6 +212,74 @@ def validate_judgment(
         clean_score = score_value(score)
     omissions = [s for s in clean if s.omission]
     return SpanJudgment(tuple(positioned + omissions), clean_score, unusable)
+
+
+def _checked_mark(raw: Any, where: str, text: str, allowed: dict[str, str] | None) -> Span:
+    """One mark of ``validate_judgment``, clean, or a ValueError naming ``where``."""
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"{where} must be a mapping, got {type(raw).__name__}")
+    unknown = set(raw) - _MARK_FIELDS
+    if unknown:
+        # a misspelt field ("severty") must not pass as a mark without it
+        raise ValueError(f"{where}: unknown field(s) {', '.join(sorted(map(str, unknown)))}")
+    severity = raw.get("severity")
+    if not isinstance(severity, str) or severity.casefold() not in SEVERITIES:
+        raise ValueError(f"{where}.severity must be one of {SEVERITIES}, got {_short(severity)}")
+    category = _checked_category(raw.get("category"), where, allowed)
+    note = raw.get("note")
+    note = _checked_text("" if note is None else note, f"{where}.note", max_length=MAX_NOTE_LENGTH)
+    omission = raw.get("omission", False)
+    if not isinstance(omission, bool):
+        raise ValueError(f"{where}.omission must be true or false, got {_short(omission)}")
+    if omission:
+        if raw.get("start") is not None or raw.get("end") is not None:
+            raise ValueError(f"{where}: an omission has no start or end")
+        if not note.strip():
+            raise ValueError(f"{where}.note: an omission needs a short note of what is missing")
+        return Span(None, None, severity.casefold(), category, "", note)
+    start, end = _checked_range(raw, where, len(text))
+    marked = text[start:end]
+    claimed = raw.get("text")
+    if claimed is not None and claimed != marked:
+        # The page sends the characters it highlighted; a mismatch means the offsets were
+        # counted another way (UTF-16 units, text after normalisation) and point elsewhere.
+        raise ValueError(
+            f"{where}.text {_short(claimed)} is not the text at {start}..{end} "
+            f"({_short(marked)}); "
+            "offsets must count code points"
+        )
+    return Span(start, end, severity.casefold(), category, marked, note)
+
+
+def _checked_category(given: Any, where: str, allowed: dict[str, str] | None) -> str:
+    if allowed is None:
+        return ""
+    if not isinstance(given, str) or given.casefold() not in allowed:
+        raise ValueError(
+            f"{where}.category must be one of the study's categories "
+            f"({', '.join(allowed.values())}), got {_short(given)}"
+        )
+    return allowed[given.casefold()]
+
+
+def _checked_range(raw: Mapping[str, Any], where: str, length: int) -> tuple[int, int]:
+    start = _offset(raw.get("start"), f"{where}.start")
+    end = _offset(raw.get("end"), f"{where}.end")
+    if start < 0 or start > length:
+        raise ValueError(f"{where}.start {start} is outside the text (0..{length})")
+    if end < 0 or end > length:
+        raise ValueError(f"{where}.end {end} is outside the text (0..{length})")
+    if start >= end:
+        raise ValueError(f"{where}.end must be greater than start (got {start}..{end})")
+    return start, end
+
+
+def _check_no_overlap(positioned: Sequence[Span]) -> None:
+    for before, after in zip(positioned, positioned[1:], strict=False):
+        if after.start < before.end:  # type: ignore[operator]
+            raise ValueError(
+                f"spans: {before.start}..{before.end} and {after.start}..{after.end} overlap"
+            )
 
 
 def code_point_offset(text: str, utf16_offset: int) -> int:
