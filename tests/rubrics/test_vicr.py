@@ -534,7 +534,7 @@ def test_gather_fallback_path_matches(monkeypatch: pytest.MonkeyPatch) -> None:
     rng = np.random.default_rng(7)
     ratings = _random_ratings(rng, 150, low=3, high=10)
     expected = virtual_rater_values(ratings, repetitions=5, seed=9)
-    monkeypatch.setattr(vicr, "_CODE_TABLE_MAX_CELLS", 0)
+    monkeypatch.setattr(vicr.virtual, "_CODE_TABLE_MAX_CELLS", 0)
     np.testing.assert_array_equal(virtual_rater_values(ratings, repetitions=5, seed=9), expected)
     slow = _slow_virtual_rater_values(draw_virtual_raters(ratings, repetitions=5, seed=9))
     np.testing.assert_allclose(expected, slow, rtol=0, atol=1e-9)
