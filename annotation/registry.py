@@ -1,4 +1,4 @@
-"""The registry of modes: name -> the registered mode, filled by ``modes.base.register``.
+"""The registry of modes: name -> the registered mode, filled by ``register``.
 
 It lives outside ``annotation/modes/`` and imports nothing of the project, so that
 ``models.py`` can take ``Study.mode``'s choices from it (``mode_choices``, a callable Django
@@ -28,3 +28,20 @@ def mode_choices() -> list[tuple[str, str]]:
 def mode_names() -> list[str]:
     """Names of every registered mode, in menu order."""
     return [mode.name for mode in _listed()]
+
+
+def register(mode_class: type) -> type:
+    """Class decorator: make a mode available by its ``name`` (and a choice of ``Study.mode``:
+    no migration per mode). Each mode app's ``mode.py`` applies it when
+    ``AnnotationConfig.ready()`` imports it."""
+    MODES[mode_class.name] = mode_class()
+    return mode_class
+
+
+def get_mode(name: str) -> Any:
+    """Return the registered mode called ``name``; KeyError names the known modes."""
+    try:
+        return MODES[name]
+    except KeyError:
+        known = ", ".join(sorted(MODES)) or "none"
+        raise KeyError(f"unknown mode {name!r} (registered: {known})") from None

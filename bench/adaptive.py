@@ -198,7 +198,7 @@ class Crowd:
 
     def one_group(self) -> bool:
         """Serve and answer one group; False when no worker (a fresh one too) gets any."""
-        from annotation.modes.humanr import reference_on_left
+        from annotation.modes.humanr.protocol import reference_on_left
         from annotation.services.assignments import assignment_next
         from annotation.services.judgments import judgment_submit
 

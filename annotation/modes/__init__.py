@@ -1,40 +1,15 @@
-"""Protocol modes: one package per mode, registered by name when this package is imported.
+"""Protocol modes: the contract (``base.py``) and its components, and one package per mode.
 
-Every sub-package here is a mode and is imported (so registered) below: adding a mode is
-adding its package, and no file outside it changes. Mode packages must not import
-``annotation.services`` (services import this package; import-linter checks it).
+Each mode's package is a Django app (its ``apps.py``, one line of ``INSTALLED_APPS``) with
+its own templates and static files; ``AnnotationConfig.ready()`` imports each installed
+app's ``mode.py``, which registers the mode. Django imports this package and the modes'
+packages before the models are ready, so none of them imports anything that reaches the
+models: the contract's names are in ``annotation.modes.base``, and ``get_mode`` and
+``register`` come from the registry, which imports nothing of the project. Mode packages
+must not import ``annotation.services`` (services import this package; import-linter checks
+it).
 """
 
-import importlib
-import pkgutil
+from annotation.registry import get_mode, register
 
-from annotation.modes.base import (
-    Export,
-    Mode,
-    Outcome,
-    Pages,
-    Planner,
-    Report,
-    SimulatedAnswer,
-    WorkerChecks,
-    get_mode,
-    register,
-)
-
-# Each package registers its mode with @register when imported.
-for _found in pkgutil.iter_modules(__path__):
-    if _found.ispkg:
-        importlib.import_module(f"{__name__}.{_found.name}")
-
-__all__ = [
-    "Export",
-    "Mode",
-    "Outcome",
-    "Pages",
-    "Planner",
-    "Report",
-    "SimulatedAnswer",
-    "WorkerChecks",
-    "get_mode",
-    "register",
-]
+__all__ = ["get_mode", "register"]

@@ -43,7 +43,7 @@ from annotation.modes.judging import (  # noqa: F401 (the contract's judge names
     json_object,
 )
 from annotation.modes.settings import CrowdSettings
-from annotation.registry import MODES
+from annotation.registry import get_mode, register  # noqa: F401 (the contract's)
 
 Progress = Callable[[int, str], None]
 
@@ -579,19 +579,3 @@ class Mode:
         real services. Default: the mode has no simulated crowd (NotImplementedError).
         """
         raise NotImplementedError(f"the {self.name!r} mode has no simulated crowd")
-
-
-def register(mode_class: type[Mode]) -> type[Mode]:
-    """Class decorator: make a mode available by its ``name`` (``annotation/registry.py``,
-    which is also ``Study.mode``'s list of choices: no migration per mode)."""
-    MODES[mode_class.name] = mode_class()
-    return mode_class
-
-
-def get_mode(name: str) -> Mode:
-    """Return the registered mode called ``name``; KeyError names the known modes."""
-    try:
-        return MODES[name]
-    except KeyError:
-        known = ", ".join(sorted(MODES)) or "none"
-        raise KeyError(f"unknown mode {name!r} (registered: {known})") from None

@@ -46,7 +46,7 @@ from annotation.models import (
     Study,
     User,
 )
-from annotation.modes.thumb import SCORE_FIELDS, STAGE1
+from annotation.modes.thumb.protocol import SCORE_FIELDS, STAGE1
 from annotation.services.imports import limits
 from annotation.services.studies import study_create
 from annotation.text import shown, text_problem

@@ -22,7 +22,7 @@ from django.test import Client
 from django.urls import reverse
 
 from annotation.models import Caption, Judgment, Participant
-from annotation.modes.humanr import reference_on_left
+from annotation.modes.humanr.protocol import reference_on_left
 from annotation.services.participants import crowd_link_token
 from tests.factories.humanr import humanr_study
 from tests.factories.thumb import form_for, thumb_study

@@ -18,7 +18,7 @@ from django.urls import reverse
 from annotation import selectors_items
 from annotation.models import Caption, Judgment
 from annotation.models.metric_lab import DatasetScore
-from annotation.modes.thumb import STAGE1, STAGE2
+from annotation.modes.thumb.protocol import STAGE1, STAGE2
 from annotation.services.assignments import assignment_next
 from annotation.services.judgments import judgment_submit
 from annotation.services.studies import study_open

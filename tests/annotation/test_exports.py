@@ -31,7 +31,7 @@ from django.utils import timezone
 
 from annotation.errors import ServiceError
 from annotation.models import Caption, Image, Item, Job, Judgment, Participant, Study
-from annotation.modes import Mode, Outcome, get_mode, register
+from annotation.modes.base import Mode, Outcome, get_mode, register
 from annotation.services import exports
 from annotation.services.assignments import assignment_next
 from annotation.services.exports import (
@@ -882,7 +882,7 @@ def test_the_export_path_imports_no_statistics_library():
         "os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'capeval.settings')\n"
         "django.setup()\n"
         "import annotation.services.exports, annotation.services.runner, annotation.tasks\n"
-        "from annotation.modes.base import MODES\n"
+        "from annotation.registry import MODES\n"
         "tables = [mode.export.columns() for mode in MODES.values()]\n"
         f"names = {STATISTICS_LIBRARIES + METRIC_LIBRARIES!r}\n"
         "print(json.dumps([len(tables), [n for n in names if n in sys.modules]]))\n"

@@ -21,8 +21,7 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from annotation.models import Caption, Image, Item, Study
-from annotation.modes import Mode, Outcome
-from annotation.modes.base import register
+from annotation.modes.base import Mode, Outcome, register
 from annotation.registry import MODES, mode_choices
 from tests.factories.core import skip_or_fail
 

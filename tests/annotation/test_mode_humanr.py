@@ -24,8 +24,8 @@ from annotation.errors import ServiceError
 from annotation.models import Assignment, Caption, Image, Item, Judgment, Participant, Study
 from annotation.modes import get_mode
 from annotation.modes.base import Mode, Outcome
-from annotation.modes.humanr import reference_on_left, sides_shown, summarize
-from annotation.modes.humanr.protocol import score_trial
+from annotation.modes.humanr.protocol import reference_on_left, score_trial, sides_shown
+from annotation.modes.humanr.report import summarize
 from annotation.services.assignments import assignment_next
 from annotation.services.exports import export_request
 from annotation.services.judgments import judgment_submit

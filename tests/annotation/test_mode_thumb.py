@@ -25,7 +25,7 @@ from annotation import selectors
 from annotation.errors import ServiceError
 from annotation.models import Assignment, Caption, Image, Item, Judgment, Participant, Study
 from annotation.modes import get_mode
-from annotation.modes.thumb import CHECK, FLUENCY, STAGE1, STAGE2
+from annotation.modes.thumb.protocol import CHECK, FLUENCY, STAGE1, STAGE2
 from annotation.services.assignments import assignment_next
 from annotation.services.exports import export_file
 from annotation.services.judgments import judgment_submit

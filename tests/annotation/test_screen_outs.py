@@ -17,7 +17,7 @@ from annotation.errors import ServiceError
 from annotation.models import Assignment, Judgment, Participant
 from annotation.modes import get_mode
 from annotation.modes.base import SCREEN_OUT_FLAG
-from annotation.modes.humanr import reference_on_left
+from annotation.modes.humanr.protocol import reference_on_left
 from annotation.services.assignments import assignment_next
 from annotation.services.exports.datasheet import REDACTED, public_settings
 from annotation.services.participants import crowd_link_token

@@ -16,6 +16,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Where project code lives, and the package prefix each folder's modules carry.
@@ -44,6 +45,8 @@ LAZY_LIBRARIES = {
 #: Settings modules other than the one the tests run with (production refuses to load
 #: without its secrets, by design).
 NOT_IMPORTED = {"capeval.settings.production"}
+#: The installed mode apps: annotation/modes/<mode>/, one INSTALLED_APPS line each.
+MODE_APPS = [app for app in settings.INSTALLED_APPS if app.startswith("annotation.modes.")]
 
 
 def project_files():
@@ -150,3 +153,28 @@ def test_every_module_imports_first_and_in_any_order():
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert '{"failures": []}' in done.stdout, done.stdout[-5000:]
+
+
+def test_every_installed_mode_is_a_choice_as_soon_as_django_starts(tmp_path):
+    """``manage.py shell`` imports nothing of the modes, yet ``Study.mode`` lists them all:
+    each mode is an installed app whose ``mode.py`` ``AnnotationConfig.ready()`` imports."""
+    env = {**os.environ, "CAPEVAL_VAR_DIR": str(tmp_path)}
+    env.pop("DJANGO_SETTINGS_MODULE", None)  # manage.py's own default, as a shell starts
+    program = (
+        "import json; from annotation.models import Study; "
+        "print(json.dumps(list(Study._meta.get_field('mode').choices)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", program],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    choices = json.loads(done.stdout.strip().splitlines()[-1])
+    # Each mode's package is named for the mode.
+    installed = {app.rsplit(".", 1)[-1] for app in MODE_APPS}
+    assert len(installed) >= 5 and {name for name, _label in choices} == installed
+    assert all(label for _name, label in choices)

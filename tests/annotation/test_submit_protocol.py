@@ -19,7 +19,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotation.models import Assignment, Caption, Judgment
-from annotation.modes.humanr import reference_on_left
+from annotation.modes.humanr.protocol import reference_on_left
 from annotation.services.assignments import (
     assignment_next,
     assignment_release,

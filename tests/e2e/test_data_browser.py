@@ -18,7 +18,7 @@ try:
 except ImportError:  # the browser fixture skips, or fails on CI, and says why
     expect = None
 
-from annotation.modes.thumb import STAGE1, STAGE2
+from annotation.modes.thumb.protocol import STAGE1, STAGE2
 from annotation.services.studies import study_open
 from tests.e2e.axe import assert_no_serious_a11y_violations
 from tests.factories.thumb import add_image, judge, make_annotator, member, scores  # noqa: F401

@@ -21,7 +21,7 @@ except ImportError:  # the browser fixture skips, or fails on CI, and says why
     expect = None
 
 from annotation.models import Assignment, Judgment, Participant
-from annotation.modes.humanr import reference_on_left
+from annotation.modes.humanr.protocol import reference_on_left
 from annotation.services.exports import export_request
 from annotation.services.participants import crowd_link_token
 from annotation.tasks import enqueue

@@ -6,8 +6,7 @@ from __future__ import annotations
 import random
 
 from annotation.models import Caption, Image, Participant
-from annotation.modes.humanr import reference_on_left
-from annotation.modes.humanr.protocol import CHECK
+from annotation.modes.humanr.protocol import CHECK, reference_on_left
 from annotation.services.assignments import assignment_next
 from annotation.services.judgments import judgment_submit
 from annotation.services.participants import participant_for_crowd_worker

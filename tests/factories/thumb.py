@@ -4,7 +4,7 @@ annotators, and helpers that lease and submit whole caption sets."""
 import pytest
 
 from annotation.models import Caption, Image
-from annotation.modes.thumb import STAGE1, STAGE2
+from annotation.modes.thumb.protocol import STAGE1, STAGE2
 from annotation.services.assignments import assignment_next
 from annotation.services.judgments import judgment_submit
 from annotation.services.participants import participant_for_user

@@ -19,7 +19,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 
 from annotation.models import Judgment, Study
-from annotation.modes import Mode, Report, register
+from annotation.modes.base import Mode, Report, register
 from annotation.services import runner
 
 MODE_NAME = "test-worker"

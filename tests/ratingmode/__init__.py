@@ -9,7 +9,7 @@ template path).
 
 from django.db.models import Q
 
-from annotation.modes import WorkerChecks, register
+from annotation.modes.base import WorkerChecks, register
 from tests.ratingmode.export import RatingExport
 from tests.ratingmode.pages import RatingPages
 from tests.ratingmode.plan import RatingPlanner

@@ -1,6 +1,6 @@
 """The test-rating export: the default table (common columns, payload and result as JSON)."""
 
-from annotation.modes import Export
+from annotation.modes.base import Export
 
 
 class RatingExport(Export):

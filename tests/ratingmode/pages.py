@@ -3,7 +3,7 @@
 from typing import Any
 
 from annotation.models import Assignment, Caption
-from annotation.modes import Pages
+from annotation.modes.base import Pages
 
 
 class RatingPages(Pages):

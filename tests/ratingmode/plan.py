@@ -1,7 +1,7 @@
 """The test-rating planner: its ratings read as one 5-level rating per caption."""
 
 from annotation.models import Study
-from annotation.modes import Planner
+from annotation.modes.base import Planner
 from rubrics import adaptive, planner
 
 

@@ -5,7 +5,7 @@ from typing import Any
 
 from annotation.errors import ServiceError
 from annotation.models import Assignment, Caption, Item, Judgment, Participant, Study
-from annotation.modes import Mode, Outcome
+from annotation.modes.base import Mode, Outcome
 from annotation.modes.settings import CHECKS, CROWD, CrowdSettings, whole
 
 NAME = "test-rating"

@@ -5,7 +5,7 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from annotation.models import Judgment, Study
-from annotation.modes import Report
+from annotation.modes.base import Report
 
 
 class RatingReport(Report):

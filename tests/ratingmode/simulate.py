@@ -1,6 +1,6 @@
 """How a simulated worker rates a test-rating item."""
 
-from annotation.modes import SimulatedAnswer
+from annotation.modes.base import SimulatedAnswer
 from annotation.modes.simulated import system_quality
 
 

@@ -1,10 +1,7 @@
-"""The arena: battles between captioning systems (PROTOCOLS.md section 5).
+"""The arena mode: its parts wired together and registered.
 
-A worker sees an image and two captions of two different systems, sides drawn per lease,
-and answers one of LMArena's four outcomes (optionally ImageInWords' five per-criterion
-labels); the report fits a Bradley-Terry leaderboard on LMArena's scale with bootstrap
-intervals, beside a length-controlled one (``rubrics/arena.py``, ``rubrics/arena_style.py``).
-Gold battles feed the catch-trial exclusion rule (``annotation/modes/catch.py``).
+``AnnotationConfig.ready()`` imports this module of every installed mode app, once the
+models are ready (``apps.py`` says why the package itself imports nothing).
 """
 
 from django.db.models import Q
@@ -19,7 +16,6 @@ from annotation.modes.arena.protocol import (
     CATCH,
     OUTCOME_LABELS,
     ArenaProtocol,
-    ArenaSettings,
 )
 from annotation.modes.arena.report import ArenaReport
 from annotation.modes.arena.simulate import simulated_answers
@@ -79,6 +75,3 @@ class ArenaMode(ArenaProtocol):
         config = self.settings(participant.study)
         fields = integrity.exhausted_fields(participant, config, OUTCOME_LABELS)
         return None if fields is None else Outcome(**fields)
-
-
-__all__ = ["ArenaExport", "ArenaMode", "ArenaPages", "ArenaReport", "ArenaSettings"]

@@ -1,12 +1,7 @@
-"""HUMANr head-to-head (PROTOCOLS.md section 3).
+"""The HUMANr mode: its parts wired together and registered.
 
-From "ObjectNet Captions: Models are not superhuman captioners" (section 4.2, Fig. 1 and
-Fig. 4): workers see an image with two captions, a human one and a model's (or a second
-human's, the baseline), and answer on a 1-9 scale which goes best with the image; a
-system's HUMANr is the mean answer oriented to the human caption and scaled to [-1, 1].
-Comparisons come in groups of ten trials with one attention check, and a failed check
-drops its group. ``protocol`` holds the groups, serving and scoring; ``pages``, ``report``
-and ``export`` hold the rest.
+``AnnotationConfig.ready()`` imports this module of every installed mode app, once the
+models are ready (``apps.py`` says why the package itself imports nothing).
 """
 
 from django.db.models import Q
@@ -19,28 +14,12 @@ from annotation.modes.humanr.judging import HumanrJudging
 from annotation.modes.humanr.pages import HumanrPages, dataset_notes
 from annotation.modes.humanr.plan import HumanrPlanner
 from annotation.modes.humanr.protocol import (
-    CHECK,
-    COMPARISON,
     GROUP,
     HumanrProtocol,
-    HumanrSettings,
     adaptive_summary,
-    reference_on_left,
-    sides_shown,
 )
-from annotation.modes.humanr.report import HumanrReport, summarize
+from annotation.modes.humanr.report import HumanrReport
 from annotation.modes.humanr.simulate import simulated_answers
-
-__all__ = [
-    "CHECK",
-    "COMPARISON",
-    "GROUP",
-    "HumanrMode",
-    "HumanrSettings",
-    "reference_on_left",
-    "sides_shown",
-    "summarize",
-]
 
 
 @register

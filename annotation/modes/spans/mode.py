@@ -1,10 +1,7 @@
-"""Error spans: mark what is wrong in a detailed caption, then score it (PROTOCOLS.md
-section 6; ESA, Kocmi et al. 2024; MQM, Freitag et al. 2021).
+"""The error-spans mode: its parts wired together and registered.
 
-One item per caption: the annotator marks spans (code-point offsets, severity, category),
-omissions and a whole-caption "unusable" mark, then gives a 0-100 score. The report gives
-per-system mean ESA scores with intervals, MQM-weighted errors per caption and per 100
-words, error counts, span and score agreement, and the adjudication view.
+``AnnotationConfig.ready()`` imports this module of every installed mode app, once the
+models are ready (``apps.py`` says why the package itself imports nothing).
 """
 
 from annotation.modes.base import Demo, register
@@ -13,7 +10,7 @@ from annotation.modes.spans.browse import SpansBrowse
 from annotation.modes.spans.export import SpansExport
 from annotation.modes.spans.judging import SpansJudging
 from annotation.modes.spans.pages import SpansPages
-from annotation.modes.spans.protocol import CAPTION, SpansProtocol, SpansSettings
+from annotation.modes.spans.protocol import CAPTION, SpansProtocol
 from annotation.modes.spans.report import SpansReport
 from annotation.modes.spans.simulate import simulated_answers
 
@@ -51,6 +48,3 @@ class SpansMode(SpansProtocol):
             rule="Each caption is marked by different annotators",
             what="a caption",
         )
-
-
-__all__ = ["SpansExport", "SpansMode", "SpansPages", "SpansReport", "SpansSettings"]

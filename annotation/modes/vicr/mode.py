@@ -1,10 +1,7 @@
-"""The VICR rating game (PROTOCOLS.md section 2): tutorial, probation, game, report.
+"""The VICR mode: its parts wired together and registered.
 
-From Narins et al. 2023, "Validated Image Caption Rating Dataset" (NeurIPS Datasets and
-Benchmarks): players learn the 1-to-5 scale on pairs with expert ratings (the tutorial, and
-probation when they fall short), then rate image-caption pairs in a game scored against the
-consensus of the pair's earlier ratings (Algorithm 1). ``protocol`` holds the rules and
-the player's phases; ``pages``, ``report`` and ``export`` hold the rest.
+``AnnotationConfig.ready()`` imports this module of every installed mode app, once the
+models are ready (``apps.py`` says why the package itself imports nothing).
 """
 
 from django.db.models import Q
@@ -17,17 +14,13 @@ from annotation.modes.vicr.judging import VicrJudging
 from annotation.modes.vicr.pages import VicrPages
 from annotation.modes.vicr.plan import VicrPlanner, adaptive_saving
 from annotation.modes.vicr.protocol import (
-    BLOCK_KINDS,
     EXCLUDED,
     GAME,
     PROBATION,
     TUTORIAL,
-    UNLIMITED,
     VicrProtocol,
-    VicrSettings,
-    player_state,
 )
-from annotation.modes.vicr.report import AGREEMENT_LABELS, VicrReport
+from annotation.modes.vicr.report import VicrReport
 from annotation.modes.vicr.simulate import simulated_answers
 
 
@@ -75,20 +68,3 @@ class VicrMode(VicrProtocol):
     simulate = simulated_answers
     adaptive_saving = adaptive_saving
     workers_needed = workers_needed
-
-
-__all__ = [
-    "AGREEMENT_LABELS",
-    "BLOCK_KINDS",
-    "EXCLUDED",
-    "GAME",
-    "PROBATION",
-    "TUTORIAL",
-    "UNLIMITED",
-    "VicrExport",
-    "VicrMode",
-    "VicrPages",
-    "VicrReport",
-    "VicrSettings",
-    "player_state",
-]

@@ -106,6 +106,14 @@ INSTALLED_APPS = [
     "django_htmx",
     "axes",
     "annotation",
+    # The modes: each a package of annotation/modes/ and a Django app (its apps.py), with
+    # its own templates and static files; adding or removing a mode is its package and
+    # its line here.
+    "annotation.modes.thumb",
+    "annotation.modes.vicr",
+    "annotation.modes.humanr",
+    "annotation.modes.arena",
+    "annotation.modes.spans",
 ]
 
 MIDDLEWARE = [
