@@ -347,7 +347,7 @@ def test_kendall_tau_reals_matches_scipy(pair, variant):
 @pytest.mark.parametrize("max_cells", [0, 1 << 40])
 def test_kendall_tau_both_paths_on_large_real_data(monkeypatch, variant, max_cells):
     # max_cells = 0 forces the scipy fallback, a huge value forces the table path.
-    monkeypatch.setattr(agreement, "_MAX_TABLE_CELLS", max_cells)
+    monkeypatch.setattr(agreement.tau, "_MAX_TABLE_CELLS", max_cells)
     rng = np.random.default_rng(7)
     x = rng.normal(size=700)
     y = np.round(x + rng.normal(size=700), 1)  # ties in y only
@@ -523,7 +523,7 @@ def test_batched_kendall_w_matches_direct(seed, m, k):
 @pytest.mark.parametrize("profile_cells", [0, 1 << 20])
 def test_both_batched_code_paths_match_direct(monkeypatch, profile_cells):
     # 0 forces the per-item path, 1 << 20 the rating-profile path of W and Fleiss' kappa.
-    monkeypatch.setattr(agreement, "_MAX_PROFILE_CELLS", profile_cells)
+    monkeypatch.setattr(agreement.profiles, "MAX_PROFILE_CELLS", profile_cells)
     rng = np.random.default_rng(21)
     for k, m in [(2, 2), (5, 3), (4, 5), (3, 8)]:
         codes = rng.integers(0, k, size=(3, 40, m))
