@@ -1,5 +1,7 @@
 """Reads of the live study dashboard (``templates/studies/_dashboard.html``): progress per
-item kind, rates and ETA, the per-worker table, agreement from the latest report.
+item kind, rates and ETA, the per-worker table, agreement from the latest report, and the
+mode's own panel (``mode.dashboard``, ``annotation/modes/dashboarding.py``), whose contents
+this module does not know.
 
 Every number is one aggregate query over the study's rows (grouped in SQL), so the
 dashboard costs the same number of queries for 200 items as for 20,000 (see
@@ -264,7 +266,8 @@ def study_workers(
     alone, so the JSON lookups and the median read one page's judgments, not the study's.
     """
     sort = worker_sort(sort)
-    checks = get_mode(study.mode).worker_checks
+    mode = get_mode(study.mode)
+    checks = mode.worker_checks
     missed = Q(judgments__result__catch__caught=False)
     columns = {
         "n_judgments": Count("judgments"),
@@ -324,6 +327,8 @@ def study_workers(
         "first": start + 1 if rows else 0,
         "last": start + len(rows),
         "check_label": checks.label if checks else "",
+        "no_checks_note": mode.dashboard.no_checks_note,
+        "catch_trials": mode.dashboard.catch_trials,
     }
 
 
@@ -361,7 +366,9 @@ def report_agreement(study: Study) -> dict:
 def study_dashboard(
     study: Study, *, sort: str = WORKER_SORT_DEFAULT, page: int = 1, raw_ids: bool = False
 ) -> dict:
-    """Everything the live dashboard shows, in a number of queries independent of the study."""
+    """Everything the live dashboard shows, in a number of queries independent of the study:
+    the shared sections, and the mode's own panel (``mode.dashboard``) with its words."""
+    mode = get_mode(study.mode)
     progress = study_progress(study)
     capacity = study_capacity(study) if progress["remaining"] > 0 else None
     can_finish = not (capacity and capacity["cannot_finish"])
@@ -384,10 +391,10 @@ def study_dashboard(
         "agreement": {key: agreement[key] for key in ("at", "method", "note")},
         "leases": open_leases(study),
         "integrity": crowd_integrity(study),
-        "adaptive": study_adaptive_saving(study),
-        # Adaptive allocation (HUMANr's): which systems are settled, groups no longer served.
-        "allocation": get_mode(study.mode).adaptive_allocation(study),
         "completion_reach": study_completion_reach(study),
+        # What only this mode shows (a template and its context), and its words.
+        "panel": mode.dashboard.panel(study),
+        "item_words": mode.dashboard.item_words,
     }
 
 
@@ -398,8 +405,3 @@ def study_completion_reach(study: Study) -> str:
     if study.status != Study.Status.LIVE:
         return ""
     return get_mode(study.mode).completion_reach(study)
-
-
-def study_adaptive_saving(study: Study) -> dict | None:
-    """What the mode's adaptivity saved (``Mode.adaptive_saving``); None when it has none."""
-    return get_mode(study.mode).adaptive_saving(study)

@@ -25,6 +25,7 @@ from annotation.models import Assignment, Caption, Item, Judgment, Participant, 
 from annotation.modes import guidelines as task_guidelines
 from annotation.modes import settings as study_settings
 from annotation.modes.browsing import Browse, CaptionNote  # noqa: F401 (the contract's)
+from annotation.modes.dashboarding import Dashboard, Panel  # noqa: F401 (the contract's)
 from annotation.modes.exporting import (  # noqa: F401 (the contract's export names)
     EXPORT_TYPES,
     JUDGMENT_FROM,
@@ -381,12 +382,12 @@ class Mode:
     Every method is called by a service, which owns the transaction and every write.
 
     Facts the rest of the platform asks of a mode (each has a default): ``kind_labels``,
-    ``worker_checks``, ``adaptive_saving``, ``adaptive_allocation``, ``completion_reach`` and
-    ``workers_needed`` (the dashboard and the planner), ``dataset_notes`` (an export's
-    datasheet and card),
+    ``worker_checks``, ``completion_reach`` and ``workers_needed`` (the dashboard and the
+    planner), ``dataset_notes`` (an export's datasheet and card),
     ``simulate`` (the simulated crowd), and through the components ``planner`` (the
     planner), ``report.human_scores`` and ``report.human_pairs`` (the metric lab),
     ``report.summary`` (an export's datasheet), ``judging`` (automatic judges' answers),
+    ``dashboard`` (the mode's panel of the live dashboard and its words there),
     ``browse`` (the data browser: which captions a judgment is about, in words),
     ``demo`` (``manage.py load_demo``).
     No code outside ``annotation/modes/`` asks which mode a study has.
@@ -414,6 +415,8 @@ class Mode:
     judging_class: ClassVar[type[Judging]] = Judging
     #: The data browser's reading of judgments (``annotation/modes/browsing.py``).
     browse_class: ClassVar[type[Browse]] = Browse
+    #: The mode's panel of the live dashboard (``annotation/modes/dashboarding.py``).
+    dashboard_class: ClassVar[type[Dashboard]] = Dashboard
     #: What the dashboard calls each item kind (a kind not listed shows as stored).
     kind_labels: ClassVar[dict[str, str]] = {}
     #: The judgments that check the worker, for the dashboard's per-worker table; None: the
@@ -429,6 +432,7 @@ class Mode:
         self.planner = self.planner_class(self)
         self.judging = self.judging_class(self)
         self.browse = self.browse_class(self)
+        self.dashboard = self.dashboard_class(self)
 
     # Settings: declared by ``settings_class``, checked by one validator.
 
@@ -543,18 +547,6 @@ class Mode:
 
     def completion_exhausted(self, participant: Participant) -> Outcome | None:
         """What pays a crowd worker the study has nothing more to serve (None: nothing)."""
-        return None
-
-    def adaptive_saving(self, study: Study) -> dict[str, int] | None:
-        """What the mode's adaptive setting saved, for the dashboard (``pairs_stopped``,
-        ``ratings_saved``, ``ratings_fixed``); None (the default) when it has none or it is
-        off."""
-        return None
-
-    def adaptive_allocation(self, study: Study) -> dict[str, Any] | None:
-        """What the mode's adaptive allocation settled, for the dashboard (HUMANr:
-        ``target``, ``settled_systems``, ``groups_not_served``); None (the default) when it
-        has none or it is off."""
         return None
 
     def dataset_notes(self, study: Study) -> list[str]:

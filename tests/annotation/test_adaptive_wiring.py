@@ -23,7 +23,6 @@ from datetime import timedelta
 import pytest
 from django.urls import reverse
 
-from annotation.dashboard import study_adaptive_saving
 from annotation.models import Item, Judgment
 from annotation.modes import get_mode
 from annotation.modes.humanr.allocation import ADAPTIVE_MIN_WORKERS
@@ -36,6 +35,12 @@ from tests.factories.humanr import crowd, do_group, honest, humanr_study
 from tests.factories.vicr import in_game, play, vicr_study
 
 pytestmark = pytest.mark.django_db
+
+
+def adaptive_saving(study):
+    """What VICR's dashboard panel says adaptive stopping saved (None: no panel)."""
+    panel = get_mode("vicr").dashboard.panel(study)
+    return None if panel is None else panel.context["saving"]
 
 
 def game_item(study) -> Item:
@@ -54,7 +59,7 @@ def test_adaptive_stopping_is_off_by_default(researcher):
     item = game_item(study)
     assert (item.judgment_count, item.target) == (3, 3)
     assert all("adaptive" not in j.result for j in Judgment.objects.filter(item=item))
-    assert study_adaptive_saving(study) is None
+    assert adaptive_saving(study) is None
 
 
 def test_a_settled_pair_stops_at_min_ratings_and_is_not_served_again(researcher):
@@ -72,7 +77,7 @@ def test_a_settled_pair_stops_at_min_ratings_and_is_not_served_again(researcher)
     item = game_item(study)
     assert (item.judgment_count, item.target, item.open_lease_count) == (2, 2, 0)
     assert assignment_next(participant=in_game(study)) is None
-    saving = study_adaptive_saving(study)
+    saving = adaptive_saving(study)
     assert saving == {"pairs_stopped": 1, "ratings_saved": 1, "ratings_fixed": 3}
 
 
@@ -88,7 +93,7 @@ def test_below_the_risk_the_same_pair_goes_on(researcher):
     rate_in_turn(study, [5, 5, 5])
     item = game_item(study)
     assert (item.judgment_count, item.target) == (3, 3)
-    assert study_adaptive_saving(study) == {
+    assert adaptive_saving(study) == {
         "pairs_stopped": 0,
         "ratings_saved": 0,
         "ratings_fixed": 3,
@@ -252,7 +257,7 @@ def test_humanr_stops_serving_the_groups_of_settled_systems_only(researcher):
     assert done == 35
     assert last == {"Human": 90, "GIT": 90, "GPT": 135}
     # What was saved is the settled systems' groups, and the dashboard's summary says so.
-    summary = get_mode("humanr").adaptive_allocation(study)
+    summary = get_mode("humanr").dashboard.panel(study).context["allocation"]
     assert summary["settled_systems"] == ["GIT", "Human"]
     assert summary["groups_not_served"] == 10
 

@@ -19,6 +19,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotation.models import Assignment, Item, Job, Judgment, Participant, Study
+from annotation.modes import get_mode
 from annotation.services.assignments import assignment_next
 from annotation.services.judgments import judgment_submit
 from annotation.services.participants import LINK_SALT, crowd_link_token
@@ -132,14 +133,24 @@ def test_each_workers_judgments_median_time_checks_and_catch_trials(client, rese
         Judgment.objects.filter(pk=judgment.pk).update(result=result)
     client.force_login(researcher)
 
-    rows = worker_rows(dashboard(client, study, sort="pseudonym"))
-
-    # Columns: source, crowd id, judgments, median, checks, catch, completed, arrived,
-    # agreement, reliability, flags.
-    assert rows[good.pseudonym][2:6] == ["10", "5.5 s", "0 of 1", "—"]
+    # HUMANr serves no catch trials (mode.dashboard.catch_trials): no column for them.
+    html = dashboard(client, study, sort="pseudonym")
+    assert "Catch-trial failures" not in html and "Catch trials:" not in html
+    rows = worker_rows(html)
+    # Columns: source, crowd id, judgments, median, checks, completed, arrived, agreement,
+    # reliability, flags.
+    assert rows[good.pseudonym][2:5] == ["10", "5.5 s", "0 of 1"]
     assert rows[bad.pseudonym][2] == "10"
-    assert rows[bad.pseudonym][4:6] == ["1 of 1", "1 of 2"]
+    assert rows[bad.pseudonym][4] == "1 of 1"
     assert rows[good.pseudonym][1] == "PID-GOOD (X)", "owner sees the Prolific id and session"
+
+    # A mode that serves them (THumB, VICR) has the column after the checks.
+    with mock.patch.object(type(get_mode("humanr").dashboard), "catch_trials", True):
+        html = dashboard(client, study, sort="pseudonym")
+    assert "Catch-trial failures" in html and "Catch trials: planted captions" in html
+    rows = worker_rows(html)
+    assert rows[good.pseudonym][4:6] == ["0 of 1", "—"]
+    assert rows[bad.pseudonym][4:6] == ["1 of 1", "1 of 2"]
 
 
 def test_per_stage_progress_names_stages_in_words(client, researcher):
@@ -187,8 +198,9 @@ def test_agreement_and_reliability_come_from_the_latest_report(client, researche
 
     assert f"as of the report of {finished:%-d %b %Y, %H:%M} UTC (Dawid-Skene)" in html
     rows = worker_rows(html)
-    assert rows[ann.pseudonym][8:10] == ["75% exact", "0.90"]
-    assert rows[ben.pseudonym][8:10] == ["—", "0.20 flagged : answers like a spammer"]
+    # The test mode serves no catch trials: agreement and reliability follow "arrived".
+    assert rows[ann.pseudonym][7:9] == ["75% exact", "0.90"]
+    assert rows[ben.pseudonym][7:9] == ["—", "0.20 flagged : answers like a spammer"]
 
 
 # --- Who sees what ----------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from django.db.models import Q
 from annotation.modes.base import Demo, WorkerChecks, register
 from annotation.modes.humanr.browse import HumanrBrowse
 from annotation.modes.humanr.capacity import workers_needed
+from annotation.modes.humanr.dashboard import HumanrDashboard
 from annotation.modes.humanr.export import HumanrExport
 from annotation.modes.humanr.judging import HumanrJudging
 from annotation.modes.humanr.pages import HumanrPages, dataset_notes
@@ -16,7 +17,6 @@ from annotation.modes.humanr.plan import HumanrPlanner
 from annotation.modes.humanr.protocol import (
     GROUP,
     HumanrProtocol,
-    adaptive_summary,
 )
 from annotation.modes.humanr.report import HumanrReport
 from annotation.modes.humanr.simulate import simulated_answers
@@ -30,6 +30,7 @@ class HumanrMode(HumanrProtocol):
     judging_class = HumanrJudging
     export_class = HumanrExport
     planner_class = HumanrPlanner
+    dashboard_class = HumanrDashboard
     menu_order = 30
     # A worker meets each image once, so a group of 9 images is all one worker can do; 5
     # workers per comparison give the finished study's report 20 workers to split in halves.
@@ -48,9 +49,6 @@ class HumanrMode(HumanrProtocol):
         failed=Q(judgments__result__check_failed=True),
     )
     simulate = simulated_answers
-
-    def adaptive_allocation(self, study):
-        return adaptive_summary(study)
 
     def workers_needed(self, study):
         return workers_needed(study)

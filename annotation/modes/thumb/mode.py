@@ -7,6 +7,7 @@ models are ready (``apps.py`` says why the package itself imports nothing).
 from annotation.modes.base import Demo, register
 from annotation.modes.capacity import workers_needed_by_unit
 from annotation.modes.thumb.browse import ThumbBrowse
+from annotation.modes.thumb.dashboard import ThumbDashboard
 from annotation.modes.thumb.export import ThumbExport
 from annotation.modes.thumb.judging import ThumbJudging
 from annotation.modes.thumb.pages import ThumbPages
@@ -30,6 +31,7 @@ class ThumbMode(ThumbProtocol):
     judging_class = ThumbJudging
     export_class = ThumbExport
     planner_class = ThumbPlanner
+    dashboard_class = ThumbDashboard
     menu_order = 10  # the new-study page's default
     demo = Demo(
         live="Demo: THumB rubric",

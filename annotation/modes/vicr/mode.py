@@ -9,10 +9,11 @@ from django.db.models import Q
 from annotation.modes.base import Demo, WorkerChecks, register
 from annotation.modes.vicr.browse import VicrBrowse
 from annotation.modes.vicr.capacity import workers_needed
+from annotation.modes.vicr.dashboard import VicrDashboard
 from annotation.modes.vicr.export import VicrExport
 from annotation.modes.vicr.judging import VicrJudging
 from annotation.modes.vicr.pages import VicrPages
-from annotation.modes.vicr.plan import VicrPlanner, adaptive_saving
+from annotation.modes.vicr.plan import VicrPlanner
 from annotation.modes.vicr.protocol import (
     EXCLUDED,
     GAME,
@@ -32,6 +33,7 @@ class VicrMode(VicrProtocol):
     judging_class = VicrJudging
     export_class = VicrExport
     planner_class = VicrPlanner
+    dashboard_class = VicrDashboard
     menu_order = 20
     # The demo's pools hold 10 tutorial and 20 probation pairs, fewer than the protocol's
     # blocks need once they are drawn per player (10, and 20 for each of 2 attempts), and
@@ -66,5 +68,4 @@ class VicrMode(VicrProtocol):
         failed=Q(judgments__result__transition__to__in=[PROBATION, EXCLUDED]),
     )
     simulate = simulated_answers
-    adaptive_saving = adaptive_saving
     workers_needed = workers_needed

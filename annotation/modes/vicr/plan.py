@@ -1,14 +1,11 @@
 """VICR's planner inputs (``Planner``): the study's own ratings as the pilot when it has
-enough, else a stated rater model, by simulation; and what adaptive stopping saved."""
+enough, else a stated rater model, by simulation."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Count, F, Q, Sum
-from django.db.models.functions import Coalesce
-
-from annotation.models import Item, Judgment, Study
+from annotation.models import Judgment, Study
 from annotation.modes.base import Planner
 from annotation.modes.vicr.protocol import GAME
 from rubrics import adaptive, planner
@@ -65,27 +62,3 @@ class VicrPlanner(Planner):
             **common,
         )
         return result, pilot
-
-
-def adaptive_saving(mode, study: Study) -> dict[str, int] | None:
-    """What VICR's adaptive stopping saved (issue 15); None when the setting is off.
-
-    A pair stopped early has its ``target`` lowered below ``max_ratings`` by the submission
-    that settled it; the ratings it will never collect are ``max_ratings - target``
-    (``target`` counts the leases that were out when it stopped, which may still be
-    answered). ``ratings_fixed``: what every game pair at ``max_ratings`` would have cost.
-    """
-    config = mode.settings(study)
-    if not config.adaptive_stopping:
-        return None
-    cap = config.max_ratings
-    totals = Item.objects.filter(study=study, kind=GAME).aggregate(
-        pairs=Count("id"),
-        stopped=Count("id", filter=Q(target__lt=cap)),
-        below=Coalesce(Sum(cap - F("target"), filter=Q(target__lt=cap)), 0),
-    )
-    return {
-        "pairs_stopped": totals["stopped"],
-        "ratings_saved": totals["below"],
-        "ratings_fixed": totals["pairs"] * cap,
-    }
