@@ -114,7 +114,7 @@ def test_thumb_report_robustness_matches_brute_force(seed):
     )
     totals = {s: (precision[names == s] + recall[names == s]) / 2 for s in systems}
     ranked = sorted(systems, key=lambda s: (-totals[s].mean(), s))
-    pairs = result["robustness"]
+    pairs = result.as_dict()["robustness"]
     assert [(p["upper"], p["lower"]) for p in pairs] == list(zip(ranked, ranked[1:], strict=False))
     for pair in pairs:
         expected = _brute_paired(list(totals[pair["upper"]]), list(totals[pair["lower"]]))

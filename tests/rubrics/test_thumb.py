@@ -26,6 +26,7 @@ from rubrics.thumb import (
     total,
     validate_caption_scores,
 )
+from rubrics.thumb.review import Kappas
 
 # ---------------------------------------------------------------------------
 # total()
@@ -327,8 +328,8 @@ def judgments(rows, **extra):
 
 def test_report_best_worst_with_ties():
     rep = report(judgments(TINY))
-    best = {s: e["n_best"] for s, e in rep["per_system"].items()}
-    worst = {s: e["n_worst"] for s, e in rep["per_system"].items()}
+    best = {row.name: row.n_best for row in rep.rows}
+    worst = {row.name: row.n_worst for row in rep.rows}
     # i1: Human (5,5) >= A (5,4) and B (3,5) in both P and R -> best; nobody has both minima
     #     (min P = 3 is B, min R = 4 is A) -> no worst.
     # i2: Human and A tie at (4,4) -> both best; B (2,3) -> worst.
@@ -338,7 +339,7 @@ def test_report_best_worst_with_ties():
 
 
 def test_report_means_histograms_and_order():
-    rep = report(judgments(TINY))
+    rep = report(judgments(TINY)).as_dict()
     ps = rep["per_system"]
     assert rep["systems"] == ["Human", "A", "B"]  # human first, then by mean Total
     assert ps["Human"]["precision"]["mean"] == pytest.approx(14 / 3)  # (5 + 4 + 5) / 3
@@ -362,13 +363,13 @@ def test_report_means_histograms_and_order():
 def test_report_weighted_total():
     rep = report(judgments(TINY), weights=(0.2, 0.8))
     # Human: 0.2*5 + 0.8*5 - 0.1 = 4.9; 0.2*4 + 0.8*4 = 4.0; 0.2*5 + 0.8*4 = 4.2 -> 13.1 / 3
-    assert rep["per_system"]["Human"]["weighted_total"]["mean"] == pytest.approx(13.1 / 3)
+    assert rep.row("Human").weighted_total.mean == pytest.approx(13.1 / 3)
     # B: 0.2*3 + 0.8*5 = 4.6; 0.2*2 + 0.8*3 = 2.8; 0.2*3 + 0.8*2 - 0.5 = 1.7 -> 9.1 / 3
-    assert rep["per_system"]["B"]["weighted_total"]["mean"] == pytest.approx(9.1 / 3)
-    assert rep["weights"] == {"precision": 0.2, "recall": 0.8}
+    assert rep.row("B").weighted_total.mean == pytest.approx(9.1 / 3)
+    assert rep.as_dict()["weights"] == {"precision": 0.2, "recall": 0.8}
     default = report(judgments(TINY))
-    for e in default["per_system"].values():
-        assert e["weighted_total"] == e["total"]  # 0.5 / 0.5 reproduces Total, CI included
+    for row in default.rows:
+        assert row.weighted_total == row.total  # 0.5 / 0.5 reproduces Total, CI included
 
 
 def random_judgments(n_images, systems, seed, missing=0.0):
@@ -385,7 +386,7 @@ def random_judgments(n_images, systems, seed, missing=0.0):
 def test_paired_bootstrap_uses_the_same_images_for_every_system():
     rows = random_judgments(40, ["Human", "A", "B"], seed=1)
     rows += [(i, "A-copy", p, r, f) for i, s, p, r, f in rows if s == "A"]
-    rep = report(judgments(rows), n_resamples=500, seed=7)
+    rep = report(judgments(rows), n_resamples=500, seed=7).as_dict()
     a, copy = rep["per_system"]["A"], rep["per_system"]["A-copy"]
     for field in ("precision", "recall", "total"):
         assert a[field] == copy[field]  # identical mean AND identical interval
@@ -395,7 +396,7 @@ def test_paired_bootstrap_uses_the_same_images_for_every_system():
 
 def test_paired_bootstrap_matches_an_explicit_loop():
     rows = random_judgments(30, ["Human", "A"], seed=2)
-    rep = report(judgments(rows), n_resamples=300, seed=11)
+    rep = report(judgments(rows), n_resamples=300, seed=11).as_dict()
     # Same stream convention as rubrics.resampling: resample r draws images idx[r].
     idx = resampling.resample_indices(30, 300, 11)
     images = sorted({r[0] for r in rows})
@@ -415,14 +416,16 @@ def test_report_seed_determinism():
     r3 = report(j, n_resamples=200, seed=6)
     r4 = report(j, n_resamples=200, seed=np.random.default_rng(5))
     assert r1 == r2
-    assert r1["per_system"] != r3["per_system"]
-    assert r1["per_system"] == r4["per_system"]  # an int seed s equals default_rng(s)
+    assert r1.as_dict() == r2.as_dict()
+    assert r1.rows != r3.rows
+    assert r1.rows == r4.rows  # an int seed s equals default_rng(s)
+    assert (r1.bootstrap.seed, r4.bootstrap.seed) == (5, None)
 
 
 def test_report_missing_system_on_an_image():
     rows = [r for r in TINY if not (r[0] == "i2" and r[1] == "B")]
     rows.append(("i4", "Human", 2, 2, 0.0))  # an image with a single caption
-    rep = report(judgments(rows), n_resamples=300)
+    rep = report(judgments(rows), n_resamples=300).as_dict()
     b = rep["per_system"]["B"]
     assert b["n_images"] == 2
     assert b["precision"]["mean"] == pytest.approx(3.0)  # (3 + 3) / 2 over i1, i3 only
@@ -439,7 +442,7 @@ def test_report_missing_system_on_an_image():
 def test_report_sparse_system_never_returns_nan():
     rows = random_judgments(50, ["Human", "A"], seed=4)
     rows.append(("img0", "Rare", 3, 3, 0.0))  # present on one image out of 50
-    rep = report(judgments(rows), n_resamples=200)
+    rep = report(judgments(rows), n_resamples=200).as_dict()
     rare = rep["per_system"]["Rare"]
     assert rare["precision"] == {"mean": 3.0, "ci_low": 3.0, "ci_high": 3.0}
     json.dumps(rep, allow_nan=False)
@@ -483,7 +486,7 @@ def test_report_pearson_with_and_without_human():
     rng = np.random.default_rng(9)
     metric = j.precision * 0.3 + rng.normal(size=len(j))
     metric[5] = np.nan  # not scored: dropped pairwise
-    rep = report(j, metrics={"clip_s": metric}, n_resamples=50)
+    rep = report(j, metrics={"clip_s": metric}, n_resamples=50).as_dict()
     corr = rep["correlations"]["clip_s"]
     ok = np.isfinite(metric)
     human = j.systems == "Human"
@@ -500,8 +503,8 @@ def test_report_pearson_undefined_is_none():
     rows = [("i1", "Human", 5, 5, 0.0), ("i1", "A", 3, 3, 0.0)]
     rep = report(judgments(rows), metrics={"m": [0.5, 0.7]}, n_resamples=20)
     # Without Human only one caption is left: r is undefined -> None, never NaN.
-    assert rep["correlations"]["m"]["without_human"]["precision"] is None
-    assert rep["correlations"]["m"]["with_human"]["precision"] == pytest.approx(-1.0)
+    assert rep.correlations["m"].without_human.precision is None
+    assert rep.correlations["m"].with_human.precision == pytest.approx(-1.0)
 
 
 def test_total_vectorised_matches_scalar():
@@ -532,7 +535,7 @@ def test_stage_agreement_by_hand():
         conciseness=[0] * 4,
     )
     out = stage_agreement(s1, s2)
-    assert out["modified_share"] == {
+    assert out.modified_share == {
         "precision": 0.25,  # 1 of 4
         "recall": 0.5,  # 2 of 4
         "fluency": 0.25,
@@ -543,7 +546,8 @@ def test_stage_agreement_by_hand():
     # P: stage1 (5,4,3,5) vs stage2 (5,3,3,5): po = 3/4; marginals over {3,4,5}:
     # stage1 (1/4, 1/4, 2/4), stage2 (2/4, 0, 2/4): pe = 2/16 + 0 + 4/16 = 6/16;
     # kappa = (12/16 - 6/16) / (1 - 6/16) = 6/10.
-    assert out["kappa"]["precision"] == pytest.approx(0.6)
+    assert out.kappa.precision == pytest.approx(0.6)
+    assert out.as_dict()["kappa"]["precision"] == out.kappa.precision
 
 
 def test_stage_agreement_matches_statsmodels():
@@ -560,8 +564,8 @@ def test_stage_agreement_matches_statsmodels():
         table = np.zeros((5, 5))
         np.add.at(table, (a - 1, b - 1), 1)
         expected = sm_cohens_kappa(table).kappa
-        assert out["kappa"][field] == pytest.approx(expected, abs=1e-12)
-        assert out["modified_share"][field] == pytest.approx(np.mean(a != b))
+        assert getattr(out.kappa, field) == pytest.approx(expected, abs=1e-12)
+        assert out.modified_share[field] == pytest.approx(np.mean(a != b))
 
 
 def test_stage_agreement_refusals_and_undefined_kappa():
@@ -573,8 +577,8 @@ def test_stage_agreement_refusals_and_undefined_kappa():
     with pytest.raises(ValueError, match="aligned"):
         stage_agreement(j1, j2)
     out = stage_agreement(a, a)
-    assert out["kappa"] == {"precision": None, "recall": None}  # one category only: undefined
-    assert out["modified_share"]["any"] == 0.0
+    assert out.kappa == Kappas(precision=None, recall=None)  # one category only: undefined
+    assert out.modified_share["any"] == 0.0
 
 
 # ---------------------------------------------------------------------------
@@ -592,9 +596,9 @@ def test_check_agreement_by_hand():
         inclusive=[0, 0, 0, 0, 0],  # caption 4 changed
     )
     out = check_agreement(final, check)
-    assert out["n_captions"] == 5
-    assert out["unchanged"] == 2  # captions 1 and 5
-    assert out["changed"] == {
+    assert out.n_captions == 5
+    assert out.unchanged == 2  # captions 1 and 5
+    assert out.changed == {
         "precision": 1,
         "recall": 1,
         "fluency": 0,
@@ -602,12 +606,13 @@ def test_check_agreement_by_hand():
         "inclusive": 1,
         "any": 3,
     }
-    assert out["changed_share"]["any"] == pytest.approx(3 / 5)
-    assert out["changed_share"]["precision"] == pytest.approx(1 / 5)
+    assert out.changed_share["any"] == pytest.approx(3 / 5)
+    assert out.changed_share["precision"] == pytest.approx(1 / 5)
     # P final (5, 4, 3, 5, 2) vs check (5, 4, 4, 5, 2): po = 4/5. Marginals over 2..5:
     # final (1, 1, 1, 2)/5, check (1, 0, 2, 2)/5: pe = (1 + 0 + 2 + 4)/25 = 7/25;
     # kappa = (20/25 - 7/25) / (18/25) = 13/18.
-    assert out["kappa"]["precision"] == pytest.approx(13 / 18)
+    assert out.kappa.precision == pytest.approx(13 / 18)
+    assert list(out.as_dict()) == ["n_captions", "unchanged", "changed", "changed_share", "kappa"]
 
 
 def test_check_agreement_of_the_paper_no_change_in_100_of_100():
@@ -615,8 +620,8 @@ def test_check_agreement_of_the_paper_no_change_in_100_of_100():
     p, r = rng.integers(1, 6, 100), rng.integers(1, 6, 100)
     scores = ScoreArrays(precision=p, recall=r)
     out = check_agreement(scores, ScoreArrays(precision=p.copy(), recall=r.copy()))
-    assert out["unchanged"] == 100 and out["changed"]["any"] == 0
-    assert out["kappa"] == {"precision": pytest.approx(1.0), "recall": pytest.approx(1.0)}
+    assert out.unchanged == 100 and out.changed["any"] == 0
+    assert out.as_dict()["kappa"] == {"precision": pytest.approx(1.0), "recall": pytest.approx(1.0)}
 
 
 def test_check_agreement_kappa_matches_statsmodels_and_refuses_bad_input():
@@ -631,9 +636,9 @@ def test_check_agreement_kappa_matches_statsmodels_and_refuses_bad_input():
     for field, a, b in (("precision", p1, p2), ("recall", r1, r2)):
         table = np.zeros((5, 5))
         np.add.at(table, (a - 1, b - 1), 1)
-        assert out["kappa"][field] == pytest.approx(sm_cohens_kappa(table).kappa, abs=1e-12)
-        assert out["changed"][field] == int(np.sum(a != b))
-    assert out["changed"]["any"] == int(np.sum((p1 != p2) | (r1 != r2)))
+        assert getattr(out.kappa, field) == pytest.approx(sm_cohens_kappa(table).kappa, abs=1e-12)
+        assert out.changed[field] == int(np.sum(a != b))
+    assert out.changed["any"] == int(np.sum((p1 != p2) | (r1 != r2)))
     with pytest.raises(ValueError, match="check: has 1 rows"):
         check_agreement(
             ScoreArrays(precision=[5, 4], recall=[4, 4]), ScoreArrays(precision=[5], recall=[4])

@@ -76,7 +76,7 @@ def thumb_report(rows):
         conciseness=[-r["Con"] for r in rows],
         inclusive=[-r["Inc"] for r in rows],
     )
-    return report(judgments, seed=0)
+    return report(judgments, seed=0).as_dict()
 
 
 def test_release_shape(rows):

@@ -173,11 +173,11 @@ class ThumbReport(Report):
             n_resamples=config.bootstrap_resamples,
             confidence=config.confidence,
             seed=study.seed,
-        )
+        ).as_dict()
         progress(85, "Stage agreement and the third annotator's check")
         stage1_rows, stage2_rows = reviews[STAGE2]
         result["stage_agreement"] = (
-            rubric.stage_agreement(_score_arrays(stage1_rows), _score_arrays(stage2_rows))
+            rubric.stage_agreement(_score_arrays(stage1_rows), _score_arrays(stage2_rows)).as_dict()
             if stage1_rows
             else None
         )
@@ -195,7 +195,9 @@ class ThumbReport(Report):
             "sampled": sum(len(keys or ()) for keys in sampled),
             "checked": len(check_rows),
             "agreement": (
-                rubric.check_agreement(_score_arrays(final_rows), _score_arrays(check_rows))
+                rubric.check_agreement(
+                    _score_arrays(final_rows), _score_arrays(check_rows)
+                ).as_dict()
                 if check_rows
                 else None
             ),
