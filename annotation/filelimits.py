@@ -8,6 +8,10 @@ checked or translated here, so an importer lists them like any other bad row, wi
 line, instead of a traceback. ``field_problems`` puts the fields a reader of a published
 format returns through ``annotation.text`` with the row's line (issue 45: a NUL in a
 battle or an MQM row reached PostgreSQL, half a surrogate pair the UTF-8 encoder).
+
+A neutral module (text, ``rubrics/`` and nothing of the layers above): the importers of
+the services (``services/imports/``) and of the modes (``modes/<mode>/importers.py``) both
+read files through it.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from rubrics import json_text
 #: (COCO captions, THumB lines, Flickr8k-Expert, Pascal-50S) nest four levels at most;
 #: Python's json parser recurses once per level and stops near 1,000.
 MAX_JSON_DEPTH = 32
+#: Longest reference kept (characters); a caption is a sentence, not a document.
+REFERENCE_MAX = 2000
 
 
 def json_depth_problem(text: str, *, first_line: int = 1) -> str | None:

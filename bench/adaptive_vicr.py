@@ -54,7 +54,7 @@ def vicr_sample() -> list[list[int]]:
 
 def build_study(owner, *, seed: int, adaptive: bool, primes: np.ndarray):
     from annotation.models import Caption, Image, Participant
-    from annotation.services.datasets import fileless_image
+    from annotation.modes.importing import fileless_image
     from annotation.services.studies import study_create, study_open
 
     study = study_create(

@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def build_study(images: int):
     from annotation.models import Caption, Image, User
-    from annotation.services.datasets import fileless_image
+    from annotation.modes.importing import fileless_image
     from annotation.services.participants import crowd_link_token
     from annotation.services.studies import study_create, study_open
 

@@ -94,7 +94,7 @@ def build_study(size: int, owner, *, hours: float = 72, seed: int = 7):
     from django.utils import timezone
 
     from annotation.models import Assignment, Caption, Image, Item, Judgment, Participant
-    from annotation.services.datasets import fileless_image
+    from annotation.modes.importing import fileless_image
     from annotation.services.studies import study_create, study_open
 
     rng = random.Random(seed)

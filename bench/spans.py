@@ -10,7 +10,7 @@ test).
 Run it from the repository root with ``PYTHONPATH=$PWD:$PWD/platform`` so this checkout's
 code is what runs (it prints ``annotation.__file__``).
 
-1. The report (code path: ``dataset_import_spans`` of ``../shared/datasets/wmt-mqm-ted/
+1. The report (code path: ``release_import`` of ``../shared/datasets/wmt-mqm-ted/
    mqm_ted_ende.tsv`` (8,435 rows) as a closed spans study with Freitag et al.'s weights,
    untimed; then ``report_request`` + ``services.runner.job_run``, the job a worker runs,
    timed ``--report-runs`` times: reading the judgments from PostgreSQL, the ESA/MQM
@@ -68,13 +68,13 @@ def down(value: float, digits: int = 3) -> float:
 
 def report_part(path: Path, runs: int) -> dict:
     from annotation.models import Job, User
-    from annotation.services.imports.spans import dataset_import_spans
+    from annotation.services.imports.releases import release_import
     from annotation.services.reports import report_request
     from annotation.services.runner import job_run
 
     owner = User.objects.create_user("bench-report", password="x", is_researcher=True)
     started = time.perf_counter()
-    done = dataset_import_spans(owner=owner, path=path, fmt="mqm-tsv", name="TED en-de")
+    done = release_import(owner=owner, path=path, fmt="mqm-tsv", name="TED en-de")
     import_seconds = time.perf_counter() - started
     timings, cpu, result = [], [], {}
     for _ in range(runs):
@@ -93,8 +93,8 @@ def report_part(path: Path, runs: int) -> dict:
     return {
         "code_path": "report_request + services.runner.job_run (SpansReport.run, PostgreSQL)",
         "file_rows": 8435,
-        "judgments": done.judgments,
-        "marks": done.marks,
+        "judgments": done.details["judgments"],
+        "marks": done.details["marks"],
         "import_seconds_untimed_part": round(import_seconds, 2),
         "report_seconds": [down(t) for t in timings],
         "report_seconds_median": down(sorted(timings)[len(timings) // 2]),
@@ -110,7 +110,7 @@ def report_part(path: Path, runs: int) -> dict:
 
 def build_study(images: int):
     from annotation.models import Caption, Image, User
-    from annotation.services.datasets import fileless_image
+    from annotation.modes.importing import fileless_image
     from annotation.services.participants import crowd_link_token
     from annotation.services.studies import study_create, study_open
 

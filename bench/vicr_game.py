@@ -123,7 +123,7 @@ def build_study(
     score. Returns the study and the path of its crowd link.
     """
     from annotation.models import Caption, Image, Participant, User
-    from annotation.services.datasets import fileless_image
+    from annotation.modes.importing import fileless_image
     from annotation.services.participants import crowd_link_token
     from annotation.services.studies import study_create, study_open
 

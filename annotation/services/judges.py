@@ -16,10 +16,10 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from annotation.errors import Conflict, InvalidInput, ServiceError
+from annotation.filelimits import loads
 from annotation.models import Caption, Item, Judge, JudgeAnswer, Participant, Study
 from annotation.modes import get_mode
 from annotation.modes.reliability import reliability_section
-from annotation.services.imports.limits import loads
 from annotation.services.judges_guidelines import guidelines_versions
 from annotation.text import json_problem
 from rubrics import judge_alignment

@@ -178,7 +178,7 @@ def test_the_caption_limit_is_documented_for_deployments():
 
 
 def test_a_battle_log_with_4000_character_captions_keeps_them_whole(tmp_path, researcher):
-    from annotation.services.imports.battles import dataset_import_battles
+    from annotation.services.imports.releases import release_import
 
     first, second = long_caption(4000, "left"), long_caption(4000, "right")
     log = tmp_path / "arena.jsonl"
@@ -186,7 +186,7 @@ def test_a_battle_log_with_4000_character_captions_keeps_them_whole(tmp_path, re
               "caption_a": first, "caption_b": second}  # fmt: skip
     log.write_text(json.dumps(battle) + "\n")
 
-    result = dataset_import_battles(owner=researcher, path=log, fmt="battles")
+    result = release_import(owner=researcher, path=log, fmt="battles")
 
     stored = dict(Caption.objects.filter(study=result.study).values_list("system", "raw_text"))
     assert stored == {"alpha": first, "beta": second}

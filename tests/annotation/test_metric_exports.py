@@ -22,9 +22,9 @@ from django.urls import reverse
 
 from annotation.models import Caption, Job, Study
 from annotation.services import metrics as lab
-from annotation.services.datasets import dataset_import_thumb_release
 from annotation.services.exports import export_file, export_request, table_columns
 from annotation.services.exports.captions import metric_column_names
+from annotation.services.imports.releases import release_import
 from annotation.tasks import enqueue
 from tests.factories.metrics import IMAGES, write_references_csv, write_release
 
@@ -39,9 +39,12 @@ ODD = 'It\'s "odd" %s'
 def scored(researcher, tmp_path, django_capture_on_commit_callbacks) -> Study:
     """A THumB study (4 images x 3 systems) with references and BLEU and ROUGE-L computed
     by the metric lab's job."""
-    study = dataset_import_thumb_release(
-        owner=researcher, path=write_release(tmp_path / "release.jsonl"), name="Lab"
-    )
+    study = release_import(
+        fmt="thumb-1.0",
+        owner=researcher,
+        path=write_release(tmp_path / "release.jsonl"),
+        name="Lab",
+    ).study
     call_command("import_references", study.pk, str(write_references_csv(tmp_path / "r.csv")))
     with django_capture_on_commit_callbacks(execute=True):
         call_command(

@@ -23,7 +23,7 @@ from scipy import stats
 from annotation.errors import ServiceError
 from annotation.models import Caption, Job, PairJudgment, Reference, Study
 from annotation.services import metrics as lab
-from annotation.services.datasets import dataset_import_thumb_release
+from annotation.services.imports.releases import release_import
 from annotation.services.metrics_ensemble import metrics_ensemble
 from rubrics import metrics as metric_rules
 from tests.factories.core import skip_or_fail
@@ -44,9 +44,12 @@ NO_JAVA = [BLEU, ROUGE]  # computable without a Java runtime
 @pytest.fixture
 def thumb_lab(researcher, tmp_path) -> Study:
     """A closed THumB study of the release above, with two imported references per image."""
-    study = dataset_import_thumb_release(
-        owner=researcher, path=write_release(tmp_path / "release.jsonl"), name="Lab"
-    )
+    study = release_import(
+        fmt="thumb-1.0",
+        owner=researcher,
+        path=write_release(tmp_path / "release.jsonl"),
+        name="Lab",
+    ).study
     call_command("import_references", study.pk, str(write_references_csv(tmp_path / "r.csv")))
     return study
 
@@ -130,9 +133,9 @@ def test_other_human_captions_are_the_references_when_none_is_imported(researche
         ],
         "2": [("Human", "a cat on a chair", 5, 5), ("SysA", "a cat", 3, 2)],
     }
-    study = dataset_import_thumb_release(
-        owner=researcher, path=write_release(tmp_path / "rel.jsonl", two_humans)
-    )
+    study = release_import(
+        fmt="thumb-1.0", owner=researcher, path=write_release(tmp_path / "rel.jsonl", two_humans)
+    ).study
     kept, refs, source = lab.caption_references(study)
     assert source == lab.OTHER_HUMANS
     # Each image has one Human caption: it references the machine caption, and has none
@@ -143,9 +146,9 @@ def test_other_human_captions_are_the_references_when_none_is_imported(researche
 
 def test_a_study_without_references_gets_a_clear_error(researcher, client, tmp_path):
     machines_only = {"1": [("SysA", "a dog", 3, 3), ("SysB", "a cat", 2, 2)]}
-    study = dataset_import_thumb_release(
-        owner=researcher, path=write_release(tmp_path / "m.jsonl", machines_only)
-    )
+    study = release_import(
+        fmt="thumb-1.0", owner=researcher, path=write_release(tmp_path / "m.jsonl", machines_only)
+    ).study
     with pytest.raises(CommandError, match="No caption of this study has references"):
         call_command("compute_metrics", study.pk, "--metrics", BLEU)
     client.force_login(researcher)
@@ -175,9 +178,9 @@ def test_unknown_metric_and_java_metric_without_java_are_refused(thumb_lab, monk
 
 @pytest.mark.django_db(transaction=True)
 def test_compute_command_runs_the_job_and_says_what_it_did(researcher, tmp_path, capsys):
-    study = dataset_import_thumb_release(
-        owner=researcher, path=write_release(tmp_path / "release.jsonl")
-    )
+    study = release_import(
+        fmt="thumb-1.0", owner=researcher, path=write_release(tmp_path / "release.jsonl")
+    ).study
     call_command("import_references", study.pk, str(write_references_csv(tmp_path / "r.csv")))
     call_command("compute_metrics", study.pk, "--metrics", BLEU, "--resamples", "10")
     job = lab.metrics_latest(study)
@@ -213,9 +216,9 @@ def test_import_references_bad_rows_are_listed_and_nothing_is_written(thumb_lab,
 
 
 def test_import_references_coco_and_thumb_formats(researcher, tmp_path):
-    study = dataset_import_thumb_release(
-        owner=researcher, path=write_release(tmp_path / "release.jsonl")
-    )
+    study = release_import(
+        fmt="thumb-1.0", owner=researcher, path=write_release(tmp_path / "release.jsonl")
+    ).study
     coco = tmp_path / "captions.json"
     coco.write_text(
         json.dumps(
@@ -382,9 +385,9 @@ def test_while_a_metrics_job_runs_the_button_is_off_and_a_second_is_refused(
 def test_ensemble_fit_on_one_study_evaluated_on_another(
     thumb_lab, client, researcher, tmp_path, compute
 ):
-    other = dataset_import_thumb_release(
-        owner=researcher, path=write_release(tmp_path / "o.jsonl"), name="Other"
-    )
+    other = release_import(
+        fmt="thumb-1.0", owner=researcher, path=write_release(tmp_path / "o.jsonl"), name="Other"
+    ).study
     call_command("import_references", other.pk, str(write_references_csv(tmp_path / "o.csv")))
     compute(thumb_lab)
     compute(other)

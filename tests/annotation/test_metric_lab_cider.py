@@ -102,12 +102,15 @@ def test_thumb_cider_pearson_with_the_survey_convention(
 
 @pytest.fixture
 def lab_study(researcher, tmp_path) -> Study:
-    from annotation.services.datasets import dataset_import_thumb_release
+    from annotation.services.imports.releases import release_import
     from tests.factories.metrics import write_references_csv, write_release
 
-    study = dataset_import_thumb_release(
-        owner=researcher, path=write_release(tmp_path / "release.jsonl"), name="Lab"
-    )
+    study = release_import(
+        fmt="thumb-1.0",
+        owner=researcher,
+        path=write_release(tmp_path / "release.jsonl"),
+        name="Lab",
+    ).study
     call_command("import_references", study.pk, str(write_references_csv(tmp_path / "r.csv")))
     return study
 

@@ -16,7 +16,7 @@ from django.urls import reverse
 
 from annotation.models import Caption, Job, Study
 from annotation.services import metrics as lab
-from annotation.services.datasets import dataset_import_thumb_release
+from annotation.services.imports.releases import release_import
 from rubrics import metrics as metric_rules
 from tests.factories.core import skip_or_fail
 from tests.factories.metrics import write_references_csv, write_release
@@ -29,9 +29,12 @@ METEOR = "METEOR 1.5 (pycocoevalcap)"
 
 @pytest.fixture
 def lab_study(researcher, tmp_path) -> Study:
-    study = dataset_import_thumb_release(
-        owner=researcher, path=write_release(tmp_path / "release.jsonl"), name="Lab"
-    )
+    study = release_import(
+        fmt="thumb-1.0",
+        owner=researcher,
+        path=write_release(tmp_path / "release.jsonl"),
+        name="Lab",
+    ).study
     call_command("import_references", study.pk, str(write_references_csv(tmp_path / "r.csv")))
     return study
 

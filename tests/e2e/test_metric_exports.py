@@ -16,7 +16,7 @@ except ImportError:  # the browser fixture skips, or fails on CI, and says why
 from django.core.management import call_command
 
 from annotation.models import Caption
-from annotation.services.datasets import dataset_import_thumb_release
+from annotation.services.imports.releases import release_import
 from tests.e2e.axe import assert_no_serious_a11y_violations
 from tests.factories.metrics import write_references_csv, write_release
 
@@ -27,9 +27,12 @@ NO_HORIZONTAL_SCROLL = "() => document.documentElement.scrollWidth <= window.inn
 
 
 def test_the_study_page_exports_each_metric_as_a_column(page, researcher, login, tmp_path):
-    study = dataset_import_thumb_release(
-        owner=researcher, path=write_release(tmp_path / "release.jsonl"), name="Lab"
-    )
+    study = release_import(
+        fmt="thumb-1.0",
+        owner=researcher,
+        path=write_release(tmp_path / "release.jsonl"),
+        name="Lab",
+    ).study
     call_command("import_references", study.pk, str(write_references_csv(tmp_path / "r.csv")))
     # The job runs when the command's transaction commits (eager Celery in the tests).
     call_command("compute_metrics", study.pk, "--metrics", BLEU, "--resamples", "20", "--no-wait")

@@ -7,7 +7,7 @@ import pytest
 from django.core.management import call_command
 from playwright.sync_api import expect
 
-from annotation.services.datasets import dataset_import_thumb_release
+from annotation.services.imports.releases import release_import
 from tests.e2e.axe import assert_no_serious_a11y_violations
 from tests.e2e.layout import assert_fits_every_width
 from tests.factories.metrics import write_references_csv, write_release
@@ -25,9 +25,12 @@ def fits(page, context: str) -> None:
 
 
 def test_researcher_computes_metrics_and_reads_the_tables(page, login, researcher, tmp_path):
-    study = dataset_import_thumb_release(
-        owner=researcher, path=write_release(tmp_path / "release.jsonl"), name="Lab study"
-    )
+    study = release_import(
+        fmt="thumb-1.0",
+        owner=researcher,
+        path=write_release(tmp_path / "release.jsonl"),
+        name="Lab study",
+    ).study
     call_command("import_references", study.pk, str(write_references_csv(tmp_path / "r.csv")))
     login(page, researcher)
     page.goto(f"/studies/{study.pk}/")

@@ -1,4 +1,4 @@
-"""Load a published rating dataset as a closed VICR study, so its report can be computed.
+"""Load a published dataset or log as a closed study, so its report can be computed.
 
     manage.py import_ratings --format flickr8k-expert flickr8k_expert.json [--owner rita]
     manage.py import_ratings --format vicr-csv VICR_Sample250.csv --name "VICR sample"
@@ -10,20 +10,14 @@
     manage.py import_ratings --format mqm-tsv ../shared/datasets/wmt-mqm-ted/mqm_ted_ende.tsv
     manage.py import_ratings --format esa-csv 240315rc5ESA.scores.csv --batches batches.json
 
-Battle logs (LMArena's JSON Lines) and ImageInWords' side-by-side files become closed
-arena studies (``annotation.services.imports.battles``); the command says what the file
-lacks (images, texts, an overall verdict).
-
-MQM TSV files and ESA campaign CSVs become closed spans studies
-(``annotation.services.imports.spans``); they have no images, so each item shows its
-source text.
-
-Pascal-50S (pairwise judgments with their references) becomes a closed study of pairs for
-the metric lab (``annotation.services.imports.pascal50s.dataset_import_pascal50s``), and
-Nebula (captions, references, released human scores) a closed study of scored captions
-(``annotation.services.imports.nebula``).
-
-The formats and what the study holds are described in ``annotation.services.datasets``.
+Each format is read by the importer of the mode it belongs to (``annotation/modes/<mode>/
+importers.py``, which describes the format and what the study holds) and stored by
+``annotation.services.imports.releases.release_import``: rating datasets become closed VICR
+studies, battle logs (LMArena's JSON Lines) and ImageInWords' side-by-side files closed
+arena studies (the command says what the file lacks: images, texts, an overall verdict),
+MQM TSV files and ESA campaign CSVs closed spans studies (no images: each item shows its
+source text), Pascal-50S (pairwise judgments with their references) and Nebula (captions,
+references, released human scores) closed studies for the metric lab.
 """
 
 from __future__ import annotations
@@ -34,14 +28,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from annotation.errors import ServiceError
 from annotation.models import User
-from annotation.services.datasets import RATING_FORMATS, dataset_import_ratings
-from annotation.services.imports.battles import BATTLE_FORMATS, dataset_import_battles
-from annotation.services.imports.nebula import NEBULA, dataset_import_nebula
-from annotation.services.imports.pascal50s import dataset_import_pascal50s
-from annotation.services.imports.spans import SPAN_FORMATS, dataset_import_spans
-
-#: Pairwise judgments for the metric lab (a closed study of pairs, not of ratings).
-PASCAL_50S = "pascal-50s"
+from annotation.services.imports.releases import release_formats, release_import
 
 
 class Command(BaseCommand):
@@ -55,7 +42,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--format",
             required=True,
-            choices=sorted([*RATING_FORMATS, PASCAL_50S, NEBULA, *BATTLE_FORMATS, *SPAN_FORMATS]),
+            choices=release_formats(),
         )
         parser.add_argument(
             "--batches", type=Path, help="esa-csv: the campaign's batches JSON (the texts)."
@@ -83,59 +70,11 @@ class Command(BaseCommand):
             user = User.objects.filter(is_superuser=True).order_by("pk").first()
             if user is None:
                 raise CommandError("no superuser exists; name the owner with --owner")
-        if format in SPAN_FORMATS:
-            try:
-                spans = dataset_import_spans(
-                    owner=user, path=file, fmt=format, batches=batches, name=name
-                )
-            except ServiceError as exc:
-                raise CommandError(exc.report()) from exc
-            self.stdout.write(
-                f"Study {spans.study.pk} ({spans.study.name}): {spans.judgments} judgments, "
-                f"{spans.marks} marks, {spans.study.captions.count()} texts, closed. "
-                "No images: each item shows its source text."
-            )
-            return
-        if format in BATTLE_FORMATS:
-            try:
-                done = dataset_import_battles(owner=user, path=file, fmt=format, name=name)
-            except ServiceError as exc:
-                raise CommandError(exc.report()) from exc
-            self.stdout.write(
-                f"Study {done.study.pk} ({done.study.name}): {done.battles} battles, "
-                f"{done.study.captions.count()} captions, closed."
-            )
-            for what in done.missing:
-                self.stdout.write(f"Missing: {what}.")
-            return
-        if format == NEBULA:
-            try:
-                study = dataset_import_nebula(owner=user, path=file, name=name)
-            except ServiceError as exc:
-                raise CommandError(exc.report()) from exc
-            self.stdout.write(
-                f"Study {study.pk} ({study.name}): {study.captions.count()} captions, "
-                f"{study.references.count()} references, {study.dataset_scores.count()} human "
-                "scores, closed. Compute its metrics on the Metrics page or with compute_metrics."
-            )
-            return
         try:
-            if format == PASCAL_50S:
-                study = dataset_import_pascal50s(owner=user, path=file, name=name)
-            else:
-                study = dataset_import_ratings(owner=user, path=file, fmt=format, name=name)
+            done = release_import(owner=user, path=file, fmt=format, name=name, batches=batches)
         except ServiceError as exc:
             raise CommandError(exc.report()) from exc
-        if format == PASCAL_50S:
-            pairs = study.pair_judgments.count()
-            self.stdout.write(
-                f"Study {study.pk} ({study.name}): {pairs} pairs, "
-                f"{study.captions.count()} captions, {study.references.count()} references, "
-                "closed. Compute its metrics on the Metrics page or with compute_metrics."
-            )
-            return
-        captions = study.captions.count()
-        ratings = study.judgments.count()
-        self.stdout.write(
-            f"Study {study.pk} ({study.name}): {captions} captions, {ratings} ratings, closed."
-        )
+        first, *rest = done.summary
+        self.stdout.write(f"Study {done.study.pk} ({done.study.name}): {first}")
+        for line in rest:
+            self.stdout.write(line)

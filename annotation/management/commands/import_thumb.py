@@ -6,7 +6,10 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.errors import ServiceError
-from annotation.services.datasets import dataset_import_thumb_release
+from annotation.services.imports.releases import release_import
+
+#: The format the THumB mode's importer reads the release as.
+THUMB_RELEASE = "thumb-1.0"
 
 
 class Command(BaseCommand):
@@ -36,7 +39,7 @@ class Command(BaseCommand):
         if user is None:
             raise CommandError(f"No user {owner!r}." if owner else "No superuser; pass --owner.")
         try:
-            study = dataset_import_thumb_release(owner=user, path=jsonl, name=name)
+            study = release_import(owner=user, path=jsonl, fmt=THUMB_RELEASE, name=name).study
         except ServiceError as exc:
             raise CommandError(exc.report()) from exc
         images = study.images.count()

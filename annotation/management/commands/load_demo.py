@@ -17,8 +17,8 @@ from annotation.errors import ServiceError
 from annotation.models import Job, Study, User
 from annotation.modes import get_mode
 from annotation.registry import mode_names
-from annotation.services.datasets import dataset_import_ratings, dataset_import_thumb_release
 from annotation.services.imports import study_import
+from annotation.services.imports.releases import release_import
 from annotation.services.reports import report_request
 from annotation.services.simulation import crowd_simulate
 from annotation.services.studies import study_close, study_create, study_open
@@ -59,13 +59,15 @@ PUBLISHED = [
     (
         "thumb-1.0/mscoco_THumB-1.0.jsonl",
         "Published: THumB 1.0 (MSCOCO)",
-        lambda owner, path, name: dataset_import_thumb_release(owner=owner, path=path, name=name),
+        lambda owner, path, name: (
+            release_import(owner=owner, path=path, fmt="thumb-1.0", name=name).study
+        ),
     ),
     (
         "vicr-sample/VICR_Sample250.csv",
         "Published: VICR sample of 250",
-        lambda owner, path, name: dataset_import_ratings(
-            owner=owner, path=path, fmt="vicr-csv", name=name
+        lambda owner, path, name: (
+            release_import(owner=owner, path=path, fmt="vicr-csv", name=name).study
         ),
     ),
 ]

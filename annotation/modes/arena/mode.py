@@ -9,6 +9,7 @@ from django.db.models import Q
 from annotation.modes.arena import integrity
 from annotation.modes.arena.browse import ArenaBrowse
 from annotation.modes.arena.export import ArenaExport
+from annotation.modes.arena.importers import BattleImporter
 from annotation.modes.arena.judging import ArenaJudging
 from annotation.modes.arena.pages import ArenaPages
 from annotation.modes.arena.protocol import (
@@ -30,6 +31,7 @@ class ArenaMode(ArenaProtocol):
     report_class = ArenaReport
     judging_class = ArenaJudging
     export_class = ArenaExport
+    importer_classes = (BattleImporter,)
     kind_labels = {BATTLE: "Battles", CATCH: "Gold battles"}
     # After the three published rating protocols.
     menu_order = 40

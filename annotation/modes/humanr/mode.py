@@ -11,6 +11,7 @@ from annotation.modes.humanr.browse import HumanrBrowse
 from annotation.modes.humanr.capacity import workers_needed
 from annotation.modes.humanr.dashboard import HumanrDashboard
 from annotation.modes.humanr.export import HumanrExport
+from annotation.modes.humanr.importers import NebulaImporter, Pascal50sImporter
 from annotation.modes.humanr.judging import HumanrJudging
 from annotation.modes.humanr.pages import HumanrPages, dataset_notes
 from annotation.modes.humanr.plan import HumanrPlanner
@@ -29,6 +30,7 @@ class HumanrMode(HumanrProtocol):
     report_class = HumanrReport
     judging_class = HumanrJudging
     export_class = HumanrExport
+    importer_classes = (Pascal50sImporter, NebulaImporter)
     planner_class = HumanrPlanner
     dashboard_class = HumanrDashboard
     menu_order = 30

@@ -8,6 +8,7 @@ from annotation.modes.base import Demo, register
 from annotation.modes.capacity import workers_needed_by_unit
 from annotation.modes.spans.browse import SpansBrowse
 from annotation.modes.spans.export import SpansExport
+from annotation.modes.spans.importers import SpanImporter
 from annotation.modes.spans.judging import SpansJudging
 from annotation.modes.spans.pages import SpansPages
 from annotation.modes.spans.protocol import CAPTION, SpansProtocol
@@ -22,6 +23,7 @@ class SpansMode(SpansProtocol):
     report_class = SpansReport
     judging_class = SpansJudging
     export_class = SpansExport
+    importer_classes = (SpanImporter,)
     kind_labels = {CAPTION: "Captions to mark"}
     # After the arena.
     menu_order = 50

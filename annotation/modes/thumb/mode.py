@@ -9,6 +9,7 @@ from annotation.modes.capacity import workers_needed_by_unit
 from annotation.modes.thumb.browse import ThumbBrowse
 from annotation.modes.thumb.dashboard import ThumbDashboard
 from annotation.modes.thumb.export import ThumbExport
+from annotation.modes.thumb.importers import ThumbReleaseImporter
 from annotation.modes.thumb.judging import ThumbJudging
 from annotation.modes.thumb.pages import ThumbPages
 from annotation.modes.thumb.plan import ThumbPlanner
@@ -30,6 +31,7 @@ class ThumbMode(ThumbProtocol):
     report_class = ThumbReport
     judging_class = ThumbJudging
     export_class = ThumbExport
+    importer_classes = (ThumbReleaseImporter,)
     planner_class = ThumbPlanner
     dashboard_class = ThumbDashboard
     menu_order = 10  # the new-study page's default

@@ -11,6 +11,7 @@ from annotation.modes.vicr.browse import VicrBrowse
 from annotation.modes.vicr.capacity import workers_needed
 from annotation.modes.vicr.dashboard import VicrDashboard
 from annotation.modes.vicr.export import VicrExport
+from annotation.modes.vicr.importers import IMPORT_NOTES, RatingsImporter
 from annotation.modes.vicr.judging import VicrJudging
 from annotation.modes.vicr.pages import VicrPages
 from annotation.modes.vicr.plan import VicrPlanner
@@ -32,6 +33,8 @@ class VicrMode(VicrProtocol):
     report_class = VicrReport
     judging_class = VicrJudging
     export_class = VicrExport
+    importer_classes = (RatingsImporter,)
+    import_notes = IMPORT_NOTES
     planner_class = VicrPlanner
     dashboard_class = VicrDashboard
     menu_order = 20

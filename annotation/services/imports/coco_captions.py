@@ -23,6 +23,7 @@ from typing import Any
 
 from django.conf import settings
 
+from annotation.filelimits import json_depth_problem
 from annotation.services.imports.captions import (
     IMAGE_NAME_MAX,
     CaptionRow,
@@ -30,7 +31,6 @@ from annotation.services.imports.captions import (
     clean_system,
     field_problem,
 )
-from annotation.services.imports.limits import json_depth_problem
 from annotation.services.imports.sources import ImportTooLarge
 from annotation.text import shown
 from rubrics import json_text

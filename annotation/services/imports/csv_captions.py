@@ -22,6 +22,7 @@ import math
 
 from django.conf import settings
 
+from annotation.filelimits import csv_problem
 from annotation.models import Caption
 from annotation.services.imports.captions import (
     ALT_TEXT_MAX,
@@ -35,7 +36,6 @@ from annotation.services.imports.captions import (
     clean_system,
     field_problem,
 )
-from annotation.services.imports.limits import csv_problem
 from annotation.services.imports.sources import ImportTooLarge
 from annotation.text import shown
 

@@ -28,15 +28,13 @@ from django.conf import settings
 from django.db import transaction
 
 from annotation.errors import ServiceError
+from annotation.filelimits import REFERENCE_MAX, csv_problem, json_depth_problem, loads
 from annotation.models import Image, Job, Reference, Study
 from annotation.services.imports.coco_captions import _UNREADABLE, _coco_id_map, _read_json
-from annotation.services.imports.limits import csv_problem, json_depth_problem, loads
 from annotation.services.imports.sources import ImportTooLarge, save_upload
 from annotation.services.jobs import job_create
 from annotation.text import text_problem
 
-#: Longest reference kept (characters); a caption is a sentence, not a document.
-REFERENCE_MAX = 2000
 FORMATS = ("csv", "coco", "thumb")
 #: How a row names its image: the image's ``name`` or its ``source`` (THumB's seg_id).
 BY_NAME, BY_SOURCE = "name", "source"

@@ -1,0 +1,139 @@
+"""What a mode's importer is: a published release or log file read into unsaved rows.
+
+Part of the mode contract, like ``exporting.py``: a mode lists its importers in
+``importer_classes`` (set in its ``__init__.py``; ``ImportingMode`` gives the default, none),
+each an ``Importer`` subclass naming the formats it reads. ``read`` parses and validates the
+whole file and returns an ``ImportRows``: the study to create, the steps that give its rows
+(images, captions, participants, items, and whatever the release holds), the answers to
+store as submitted judgments, and a summary. It writes nothing: one service
+(``annotation/services/imports/releases.py``) looks the importer up by the format the user
+chose and writes its rows in one transaction, as ``study_open`` writes ``build_items``.
+
+Also here, for the importers of every mode: ``fileless_image`` (an image cited, not stored)
+and ``format_error`` (a file refused, with its bad lines).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:  # annotations only: a mode's package imports this module
+    from annotation.modes.base import Mode
+
+from django.db.models import Model
+
+from annotation.errors import ServiceError
+from annotation.models import Image, Item, Participant, Study
+
+
+def format_error(message: str, errors: list[str] | None = None) -> ServiceError:
+    """A dataset file that cannot be imported; ``details["errors"]`` lists its bad lines."""
+    return ServiceError(message, field="file", details={"errors": errors or []})
+
+
+def fileless_image(*, study: Study, name: str, source: str = "", alt_text: str = "") -> Image:
+    """An unsaved image row that cites an image instead of holding its file (published
+    datasets, benchmarks)."""
+    return Image(
+        study=study,
+        name=name,
+        sha256="",
+        file="",
+        display="",
+        width=0,
+        height=0,
+        format="",
+        source=source,
+        alt_text=alt_text,
+    )
+
+
+@dataclass(frozen=True)
+class NewStudy:
+    """The study an import creates (closed once its rows are written): its default name
+    (the user's ``name`` wins), its mode's settings and its description."""
+
+    name: str
+    settings: dict[str, Any]
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One imported judgment: stored as a submitted assignment of ``item`` to
+    ``participant`` with its judgment (``payload``, and what the server would have
+    computed, ``result``)."""
+
+    item: Item
+    participant: Participant
+    payload: dict[str, Any]
+    result: dict[str, Any] = field(default_factory=dict)
+
+
+#: A step gives the unsaved rows of one model for the new study, in the order to store
+#: them; it may refer to the rows of earlier steps, which are saved (with their ids) by then.
+Step = Callable[[Study], Iterable[Model]]
+
+
+@dataclass(frozen=True)
+class ImportRows:
+    """What an importer read, unsaved.
+
+    ``steps`` are asked one after the other, each once the rows of the previous one are
+    saved; ``answers`` last. ``summary`` is what the file gave, in words, for the command
+    to print: its first sentence follows "Study <id> (<name>): ", the others stand alone.
+    """
+
+    study: NewStudy
+    steps: tuple[Step, ...]
+    answers: Callable[[Study], list[Answer]] | None = None
+    summary: tuple[str, ...] = ()
+    #: What the caller may read besides (counts, what the file lacks).
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class Importer:
+    """Reads the release or log formats named in ``formats`` into a study of its mode.
+
+    Child classes set ``formats`` and implement ``read``; ``options`` names the extra
+    files or values a format may need (passed to ``read`` by keyword). The instance
+    reaches its mode as ``self.mode``.
+    """
+
+    formats: ClassVar[tuple[str, ...]] = ()
+    options: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, mode: Mode):
+        self.mode = mode
+
+    def read(self, path: Path, fmt: str, **options: Any) -> ImportRows:
+        """Parse and validate the whole file; ``ServiceError`` naming the bad lines."""
+        raise NotImplementedError
+
+
+class ImportingMode:
+    """The importer part of the mode contract, with its defaults.
+
+    ``importer_classes``: the mode's ``Importer`` subclasses (default: none).
+    ``import_notes``: sentences (safe HTML, code constants of the mode's package) the
+    study's import page adds to its list of file formats (VICR: its tutorial and
+    probation sets). ``Mode`` is meant to inherit this class; until it does,
+    ``importers`` and ``import_notes`` below read a mode with these defaults.
+    """
+
+    importer_classes: ClassVar[tuple[type[Importer], ...]] = ()
+    import_notes: ClassVar[tuple[str, ...]] = ()
+
+
+def importers(mode: Mode) -> list[Importer]:
+    """The mode's importers, instantiated for it (none by default)."""
+    classes = getattr(mode, "importer_classes", ImportingMode.importer_classes)
+    return [importer_class(mode) for importer_class in classes]
+
+
+def import_notes(mode: Mode) -> tuple[str, ...]:
+    """What the study's import page says of the mode's own files (none by default)."""
+    return tuple(getattr(mode, "import_notes", ImportingMode.import_notes))
