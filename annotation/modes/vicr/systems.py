@@ -1,7 +1,7 @@
 """The VICR report's per-system results (issue 26): each system's mean game rating with its
 interval, the differences between systems, and their figure.
 
-The numbers come from ``rubrics.vicr_systems.system_results`` over the report's final view
+The numbers come from ``rubrics.vicr_systems.fit_systems`` over the report's final view
 (the same ratings as its agreement): a pair's score is the mean of its final-view ratings,
 a system's mean the mean of its pairs' scores, intervals by percentile bootstrap over
 images, paired across systems (THumB's and HUMANr's convention, ``rubrics.resampling``).
@@ -52,7 +52,7 @@ def systems_section(study: Study, final: dict[int, list[int]]) -> dict[str, Any]
         scores.append(sum(ratings) / len(ratings))
     if not scores:
         return {"error": "no game pair has a rating in the final view yet"}
-    result = vicr_systems.system_results(
+    result = vicr_systems.fit_systems(
         images,
         systems,
         scores,
@@ -60,7 +60,7 @@ def systems_section(study: Study, final: dict[int, list[int]]) -> dict[str, Any]
         confidence=CONFIDENCE,
         seed=abs(study.seed) % 2**63,
     )
-    return {"error": "", **result}
+    return {"error": "", **result.as_dict()}
 
 
 def systems_figure(section: dict[str, Any] | None) -> Figure:
