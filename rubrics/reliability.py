@@ -42,6 +42,12 @@ randomness); ``max_iterations`` caps it, and the result says whether it converge
 of crowd-kit's evidence lower bound per label below ``tolerance``). At VICR's size (68,000
 ratings, 113 players) it converges in about 10 iterations of about 70 ms each; the
 simulated crowds of the tests take 8 to 21, so the cap of 30 only stops a runaway fit.
+
+:func:`dawid_skene` composes small estimators, each with a frozen result:
+:func:`shared_answers` (the validated rows of shared tasks, :class:`SharedAnswers`),
+:func:`fit_confusions` (crowd-kit's fit, :class:`ConfusionFit`), :func:`worker_tables` (each
+worker against the others' truth) and :func:`worker_estimate` (one worker's competence,
+chance, kappa and flag, :class:`WorkerReliability`).
 """
 
 from __future__ import annotations
@@ -62,9 +68,15 @@ if TYPE_CHECKING:
 __all__ = [
     "MIN_LABELS",
     "SPAMMER_KAPPA",
+    "ConfusionFit",
     "Reliability",
+    "SharedAnswers",
     "WorkerReliability",
     "dawid_skene",
+    "fit_confusions",
+    "shared_answers",
+    "worker_estimate",
+    "worker_tables",
 ]
 
 #: Fewest labels on shared tasks for a worker's competence to be reported and flagged. A
@@ -134,26 +146,71 @@ def dawid_skene(
         raise ValueError(f"max_iterations must be >= 1, got {max_iterations}")
     if not 0 < threshold < 1:
         raise ValueError(f"threshold must be strictly between 0 and 1, got {threshold}")
-    workers, tasks, labels = _columns(rows)
-    worker_ids: dict[Hashable, int] = {}
-    for worker in workers:
-        worker_ids.setdefault(worker, len(worker_ids))
-    everyone = list(worker_ids)
-
-    def not_estimable(reason: str, shared_counts: dict[Hashable, int] | None = None) -> Reliability:
-        counts = shared_counts or {}
+    answers = shared_answers(rows)
+    if answers.reason:
         return Reliability(
             estimable=False,
-            reason=reason,
+            reason=answers.reason,
             workers=tuple(
-                WorkerReliability(w, counts.get(w, 0), None, None, None, False, "")
-                for w in everyone
+                WorkerReliability(w, answers.counts.get(w, 0), None, None, None, False, "")
+                for w in answers.workers
             ),
             tasks=0,
             classes=(),
             iterations=0,
             converged=False,
         )
+    fit = fit_confusions(answers, max_iterations=max_iterations, tolerance=tolerance)
+    tables = worker_tables(answers, fit)
+    estimates = []
+    for code, worker in enumerate(answers.workers):
+        n = answers.counts.get(worker, 0)
+        if n < min_labels:
+            estimates.append(WorkerReliability(worker, n, None, None, None, False, ""))
+        else:
+            estimates.append(
+                worker_estimate(worker, tables[code] / n, n, answers.classes, threshold)
+            )
+    return Reliability(
+        estimable=True,
+        reason="",
+        workers=tuple(estimates),
+        tasks=int(answers.frame["task"].nunique()),
+        classes=answers.classes,
+        iterations=fit.iterations,
+        converged=fit.converged,
+    )
+
+
+@dataclass(frozen=True)
+class SharedAnswers:
+    """The answers the model rests on: those to tasks at least two workers answered.
+
+    ``workers`` holds every worker in order of first appearance (``frame["worker"]`` is an
+    index into it); ``frame`` has integer ``worker``, ``task`` and ``label`` codes, the
+    label coding ``classes`` (sorted); ``counts`` is each worker's number of shared
+    answers. ``reason`` says why no model can be fitted (empty when one can; ``frame`` and
+    ``classes`` are then meaningful).
+    """
+
+    workers: tuple[Hashable, ...]
+    frame: pd.DataFrame | None
+    counts: dict[Hashable, int]
+    classes: tuple[Hashable, ...]
+    reason: str
+
+
+def shared_answers(rows: Iterable[tuple[Hashable, Hashable, Hashable]]) -> SharedAnswers:
+    """Validate ``rows`` and keep the shared tasks; ValueError for malformed rows, a repeat
+    answer or labels that cannot be sorted."""
+    workers, tasks, labels = _columns(rows)
+    worker_ids: dict[Hashable, int] = {}
+    for worker in workers:
+        worker_ids.setdefault(worker, len(worker_ids))
+    everyone = tuple(worker_ids)
+
+    def not_estimable(reason: str, counts: dict[Hashable, int] | None = None) -> SharedAnswers:
+        return SharedAnswers(everyone, None, counts or {}, (), reason)
 
     if not workers:
         return not_estimable("no labels yet")
@@ -175,7 +232,7 @@ def dawid_skene(
         )
     per_task = frame.groupby("task")["worker"].transform("size")
     shared = frame[per_task >= 2].reset_index(drop=True)
-    shared_counts = {everyone[code]: int(n) for code, n in shared["worker"].value_counts().items()}
+    counts = {everyone[code]: int(n) for code, n in shared["worker"].value_counts().items()}
     if shared.empty:
         return not_estimable("no task was answered by two workers, so no answer can be checked")
     try:
@@ -186,11 +243,28 @@ def dawid_skene(
         return not_estimable(
             f"every shared answer is {classes[0]!r}: agreement by chance is certain, so no "
             "competence can be told from it",
-            shared_counts,
+            counts,
         )
     codes = {label: index for index, label in enumerate(classes)}
     shared["label"] = shared["label"].map(codes).astype(np.int64)
+    return SharedAnswers(everyone, shared, counts, classes, "")
 
+
+@dataclass(frozen=True)
+class ConfusionFit:
+    """Dawid-Skene's estimates: class ``priors`` (K,) and, per worker, a confusion matrix
+    ``matrices[worker, label, true class]`` whose columns sum to 1; how the EM went."""
+
+    priors: np.ndarray
+    matrices: np.ndarray
+    iterations: int
+    converged: bool
+
+
+def fit_confusions(
+    answers: SharedAnswers, *, max_iterations: int = MAX_ITERATIONS, tolerance: float = TOLERANCE
+) -> ConfusionFit:
+    """Fit crowd-kit's ``DawidSkene`` to estimable shared answers."""
     # Imported lazily: crowd-kit pulls in pandas extras (and tqdm) that the other rubrics
     # modules, and the pages that never fit a model, do not need.
     from crowdkit.aggregation import DawidSkene
@@ -200,8 +274,8 @@ def dawid_skene(
         # pandas' deprecation warnings about crowd-kit's own calls, not about our input.
         warnings.simplefilter("ignore", FutureWarning)
         warnings.simplefilter("ignore", DeprecationWarning)
-        model.fit(shared)
-    k = len(classes)
+        model.fit(answers.frame)
+    k = len(answers.classes)
     priors = model.priors_.reindex(range(k), fill_value=0.0).to_numpy(dtype=np.float64)
     priors = priors / priors.sum()
     errors = model.errors_.reindex(columns=range(k), fill_value=0.0)
@@ -212,49 +286,51 @@ def dawid_skene(
     )
     # Dense confusion matrices, E[worker, label, true class]; crowd-kit keeps rows only for
     # labels a worker gave (the others are 0).
-    matrices = np.zeros((len(everyone), k, k))
+    matrices = np.zeros((len(answers.workers), k, k))
     matrices[
         errors.index.get_level_values(0).to_numpy(dtype=np.int64),
         errors.index.get_level_values(1).to_numpy(dtype=np.int64),
     ] = errors.to_numpy(dtype=np.float64)
     matrices /= np.maximum(matrices.sum(axis=1, keepdims=True), np.finfo(float).tiny)
-    truth = _truth_without_self(shared, matrices, priors)
-    # Each worker's table of answers against the others' truth: tables[worker, label, class].
-    tables = np.zeros((len(everyone), k, k))
-    np.add.at(tables, (shared["worker"].to_numpy(), shared["label"].to_numpy()), truth)
-    results = []
-    for code, worker in enumerate(everyone):
-        n = shared_counts.get(worker, 0)
-        if n < min_labels:
-            results.append(WorkerReliability(worker, n, None, None, None, False, ""))
-            continue
-        table = tables[code] / n
-        competence = float(np.clip(np.trace(table), 0.0, 1.0))
-        chance = float(np.clip(table.sum(axis=1) @ table.sum(axis=0), 0.0, 1.0))
-        kappa = (competence - chance) / (1.0 - chance) if chance < 1.0 else 0.0
-        flagged = kappa < threshold
-        reason = ""
-        if flagged:
-            given = np.flatnonzero(table.sum(axis=1) > 0)
-            if given.size == 1:
-                reason = f"gives the same answer ({classes[int(given[0])]}) to all {n} shared tasks"
-            elif kappa < -threshold:
-                reason = "agrees with the others' answers less often than chance"
-            else:
-                reason = "answers look independent of the true class"
-            reason += f" (competence {competence:.2f}, {chance:.2f} expected by chance)"
-        results.append(
-            WorkerReliability(worker, n, competence, chance, float(kappa), flagged, reason)
-        )
-    return Reliability(
-        estimable=True,
-        reason="",
-        workers=tuple(results),
-        tasks=int(shared["task"].nunique()),
-        classes=classes,
-        iterations=iterations,
-        converged=bool(converged),
-    )
+    return ConfusionFit(priors, matrices, iterations, bool(converged))
+
+
+def worker_tables(answers: SharedAnswers, fit: ConfusionFit) -> np.ndarray:
+    """Each worker's answers against the others' truth, summed: ``tables[worker, label,
+    class]`` (a worker's table sums to their number of shared answers)."""
+    frame = answers.frame
+    truth = _truth_without_self(frame, fit.matrices, fit.priors)
+    k = len(answers.classes)
+    tables = np.zeros((len(answers.workers), k, k))
+    np.add.at(tables, (frame["worker"].to_numpy(), frame["label"].to_numpy()), truth)
+    return tables
+
+
+def worker_estimate(
+    worker: Hashable,
+    table: np.ndarray,
+    labels: int,
+    classes: tuple[Hashable, ...],
+    threshold: float = SPAMMER_KAPPA,
+) -> WorkerReliability:
+    """Competence, chance, kappa and flag of one worker from their table ``T[label, class]``
+    of shares (summing to 1) over ``labels`` shared answers; see the module docstring."""
+    competence = float(np.clip(np.trace(table), 0.0, 1.0))
+    chance = float(np.clip(table.sum(axis=1) @ table.sum(axis=0), 0.0, 1.0))
+    kappa = (competence - chance) / (1.0 - chance) if chance < 1.0 else 0.0
+    flagged = kappa < threshold
+    reason = ""
+    if flagged:
+        given = np.flatnonzero(table.sum(axis=1) > 0)
+        if given.size == 1:
+            answer = classes[int(given[0])]
+            reason = f"gives the same answer ({answer}) to all {labels} shared tasks"
+        elif kappa < -threshold:
+            reason = "agrees with the others' answers less often than chance"
+        else:
+            reason = "answers look independent of the true class"
+        reason += f" (competence {competence:.2f}, {chance:.2f} expected by chance)"
+    return WorkerReliability(worker, labels, competence, chance, float(kappa), flagged, reason)
 
 
 def _truth_without_self(
