@@ -8,6 +8,7 @@ this module reads the judgments they need and shapes the page.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
@@ -86,96 +87,23 @@ class ThumbReport(Report):
         """
         progress(5, "Reading judgments")
         config = self.mode.settings(study)
-        stages = {image_id: s for image_id, s in kept_stages(study).items() if STAGE1 in s}
-        if not stages:
-            raise ServiceError("No stage-1 judgments yet: nothing to report.")
         final_stage = final_stage_of(config)
-        waiting = sorted(image_id for image_id, s in stages.items() if final_stage not in s)
-        waiting_captions = sum(
-            len(scores["caption_ids"])
-            for image_id in waiting
-            for scores in stages[image_id][STAGE1]["captions"].values()
-        )
-        stages = {image_id: s for image_id, s in stages.items() if final_stage in s}
-        if not stages:
-            raise ServiceError(
-                f"No image has finished stage 2 yet ({len(waiting)} image"
-                f"{'s have' if len(waiting) != 1 else ' has'} stage 1 only). The scores are "
-                "stage 2's, as in the paper, where a second annotator checks every image: "
-                "compute the report once stage 2 has begun."
-            )
-        captions = {
-            caption_id: (image_id, system, metrics)
-            for caption_id, image_id, system, metrics in Caption.objects.filter(
-                study=study
-            ).values_list("id", "image_id", "system", "metrics")
-        }
+        stages, waiting = _reported_stages(study, final_stage)
         progress(20, "Combining stages")
-        developmental = (
-            rubric.developmental_images(
-                Item.objects.filter(study=study, kind=STAGE1)
-                .order_by("position", "id")
-                .values_list("image_id", flat=True),
-                config.developmental_images,
-            )
-            if config.developmental_images
-            else set()
+        combined = _combine(
+            stages, _caption_rows(study), _developmental(study, config), final_stage
         )
-        records: list[dict[str, Any]] = []
-        metric_rows: list[dict[str, float]] = []
-        reviews: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
-            STAGE2: ([], []),
-            CHECK: ([], []),
-        }
-        developmental_left_out = {"images": 0, "captions": 0}
-        fluency_rounds = 0
-        for image_id in sorted(stages):
-            by_kind = stages[image_id]
-            fluency_rounds += FLUENCY in by_kind
-            for kind, reviewed in REVIEWS.items():
-                if kind not in by_kind or reviewed not in by_kind:
-                    continue
-                if kind == STAGE2 and image_id in developmental:
-                    developmental_left_out["images"] += 1
-                    developmental_left_out["captions"] += len(by_kind[kind]["captions"])
-                    continue
-                before, after = reviews[kind]
-                for key, scores in by_kind[kind]["captions"].items():
-                    if key in by_kind[reviewed]["captions"]:
-                        before.append(by_kind[reviewed]["captions"][key])
-                        after.append(scores)
-            for scores in final_scores(by_kind, final_stage):
-                flu = scores["fluency"]
-                for caption_id in scores["caption_ids"]:
-                    caption = captions[caption_id]
-                    records.append(
-                        {
-                            "image_id": image_id,
-                            "system": caption[1],
-                            "precision": scores["precision"],
-                            "recall": scores["recall"],
-                            "fluency": flu,
-                            "conciseness": scores["conciseness"],
-                            "inclusive": scores["inclusive"],
-                        }
-                    )
-                    metric_rows.append(caption[2] or {})
-        metric_names = sorted({name for m in metric_rows for name in m})
-        metrics = {
-            name: np.array([_metric_value(m.get(name)) for m in metric_rows])
-            for name in metric_names
-        } or None
         progress(40, "Bootstrapping confidence intervals")
         result = rubric.report(
-            rubric.CaptionJudgments.from_records(records),
-            metrics=metrics,
+            rubric.CaptionJudgments.from_records(combined.records),
+            metrics=_metrics(combined.metric_rows),
             weights=(config.weight_precision, config.weight_recall),
             n_resamples=config.bootstrap_resamples,
             confidence=config.confidence,
             seed=study.seed,
         ).as_dict()
         progress(85, "Stage agreement and the third annotator's check")
-        stage1_rows, stage2_rows = reviews[STAGE2]
+        stage1_rows, stage2_rows = combined.reviews[STAGE2]
         result["stage_agreement"] = (
             rubric.stage_agreement(_score_arrays(stage1_rows), _score_arrays(stage2_rows)).as_dict()
             if stage1_rows
@@ -183,43 +111,11 @@ class ThumbReport(Report):
         )
         result["developmental"] = {
             "images": config.developmental_images,
-            "excluded_images": developmental_left_out["images"],
-            "excluded_captions": developmental_left_out["captions"],
+            "excluded_images": combined.developmental_images,
+            "excluded_captions": combined.developmental_captions,
         }
-        final_rows, check_rows = reviews[CHECK]
-        sampled = Item.objects.filter(study=study, kind=STAGE2).values_list(
-            "spec__check_keys", flat=True
-        )
-        result["third_check"] = {
-            "captions": config.third_check_captions if config.stage2 else 0,
-            "sampled": sum(len(keys or ()) for keys in sampled),
-            "checked": len(check_rows),
-            "agreement": (
-                rubric.check_agreement(
-                    _score_arrays(final_rows), _score_arrays(check_rows)
-                ).as_dict()
-                if check_rows
-                else None
-            ),
-        }
-        stage1_images = Item.objects.filter(study=study, kind=STAGE1).values("image_id")
-        fluency_items = set(
-            Item.objects.filter(study=study, kind=FLUENCY).values_list("image_id", flat=True)
-        )
-        result["workflow"] = {
-            "scores_from": final_stage,
-            "images_judged": len(stages),
-            "images_with_stage2": sum(STAGE2 in s for s in stages.values()),
-            "stage1_only_images": len(waiting),
-            "stage1_only_captions": waiting_captions,
-            "fluency_rounds": fluency_rounds,
-            "fluency_pending": sum(
-                image_id in fluency_items and FLUENCY not in s for image_id, s in stages.items()
-            ),
-            "images_skipped": Image.objects.filter(study=study)
-            .exclude(pk__in=stage1_images)
-            .count(),
-        }
+        result["third_check"] = _third_check(study, config, *combined.reviews[CHECK])
+        result["workflow"] = _workflow(study, final_stage, stages, waiting, combined)
         # Catch trials (annotation.modes.catch): share caught per transformation and gamma.
         people = Participant.objects.filter(study=study).values_list("pk", "pseudonym")
         result["catch"] = catch.report_section(
@@ -355,6 +251,177 @@ class ThumbReport(Report):
             ax.set_xlabel(f"mean Total with {percent}% bootstrap interval")
             return figure
         raise KeyError(name)
+
+
+Stages = dict[int, dict[str, dict[str, Any]]]
+"""Per image id, the payload of each kind of judgment it has (``kept_stages``)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Waiting:
+    """Images judged in stage 1 whose final stage has not come yet, and their captions."""
+
+    images: int
+    captions: int
+
+
+def _reported_stages(study: Study, final_stage: str) -> tuple[Stages, Waiting]:
+    """The kept judgments of the images with final scores, and what waits for them; a
+    ServiceError when nothing can be reported yet."""
+    stages = {image_id: s for image_id, s in kept_stages(study).items() if STAGE1 in s}
+    if not stages:
+        raise ServiceError("No stage-1 judgments yet: nothing to report.")
+    waiting = sorted(image_id for image_id, s in stages.items() if final_stage not in s)
+    waiting_captions = sum(
+        len(scores["caption_ids"])
+        for image_id in waiting
+        for scores in stages[image_id][STAGE1]["captions"].values()
+    )
+    stages = {image_id: s for image_id, s in stages.items() if final_stage in s}
+    if not stages:
+        raise ServiceError(
+            f"No image has finished stage 2 yet ({len(waiting)} image"
+            f"{'s have' if len(waiting) != 1 else ' has'} stage 1 only). The scores are "
+            "stage 2's, as in the paper, where a second annotator checks every image: "
+            "compute the report once stage 2 has begun."
+        )
+    return stages, Waiting(images=len(waiting), captions=waiting_captions)
+
+
+def _caption_rows(study: Study) -> dict[int, tuple[int, str, dict[str, Any] | None]]:
+    """Per caption id, its image id, system and automatic metric scores."""
+    return {
+        caption_id: (image_id, system, metrics)
+        for caption_id, image_id, system, metrics in Caption.objects.filter(
+            study=study
+        ).values_list("id", "image_id", "system", "metrics")
+    }
+
+
+def _developmental(study: Study, config) -> set[int]:
+    """The images of the developmental phase, left out of the stage agreement."""
+    if not config.developmental_images:
+        return set()
+    return rubric.developmental_images(
+        Item.objects.filter(study=study, kind=STAGE1)
+        .order_by("position", "id")
+        .values_list("image_id", flat=True),
+        config.developmental_images,
+    )
+
+
+@dataclasses.dataclass
+class Combined:
+    """The judgments of every reported image, as the statistics take them.
+
+    ``records`` and ``metric_rows`` hold one row per caption with its final scores and its
+    metric scores; ``reviews`` maps a review kind (stage 2, the check) to the reviewed and
+    the reviewing scores, row by row; the rest counts for the workflow section.
+    """
+
+    records: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    metric_rows: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    reviews: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = dataclasses.field(
+        default_factory=lambda: {STAGE2: ([], []), CHECK: ([], [])}
+    )
+    developmental_images: int = 0
+    developmental_captions: int = 0
+    fluency_rounds: int = 0
+
+
+def _combine(
+    stages: Stages,
+    captions: dict[int, tuple[int, str, dict[str, Any] | None]],
+    developmental: set[int],
+    final_stage: str,
+) -> Combined:
+    """Every reported image's review pairs and final scores, image by image in id order."""
+    combined = Combined()
+    for image_id in sorted(stages):
+        by_kind = stages[image_id]
+        combined.fluency_rounds += FLUENCY in by_kind
+        _add_reviews(combined, image_id, by_kind, developmental)
+        for scores in final_scores(by_kind, final_stage):
+            for caption_id in scores["caption_ids"]:
+                _, system, metrics = captions[caption_id]
+                combined.records.append(
+                    {
+                        "image_id": image_id,
+                        "system": system,
+                        **{name: scores[name] for name in SCORE_FIELDS},
+                    }
+                )
+                combined.metric_rows.append(metrics or {})
+    return combined
+
+
+def _add_reviews(
+    combined: Combined, image_id: int, by_kind: dict[str, Any], developmental: set[int]
+) -> None:
+    """One image's reviewed and reviewing scores per review kind, caption group by group;
+    the stage-2 review of a developmental image is counted and left out."""
+    for kind, reviewed in REVIEWS.items():
+        if kind not in by_kind or reviewed not in by_kind:
+            continue
+        if kind == STAGE2 and image_id in developmental:
+            combined.developmental_images += 1
+            combined.developmental_captions += len(by_kind[kind]["captions"])
+            continue
+        before, after = combined.reviews[kind]
+        for key, scores in by_kind[kind]["captions"].items():
+            if key in by_kind[reviewed]["captions"]:
+                before.append(by_kind[reviewed]["captions"][key])
+                after.append(scores)
+
+
+def _metrics(metric_rows: list[dict[str, Any]]) -> dict[str, np.ndarray] | None:
+    """Per metric name, its score of each caption (NaN where unscored); None for none."""
+    names = sorted({name for m in metric_rows for name in m})
+    return {
+        name: np.array([_metric_value(m.get(name)) for m in metric_rows]) for name in names
+    } or None
+
+
+def _third_check(
+    study: Study, config, final_rows: list[dict[str, Any]], check_rows: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The third annotator's check: how many captions were asked, sampled and checked, and
+    ``rubrics.thumb.check_agreement`` of the checked ones."""
+    sampled = Item.objects.filter(study=study, kind=STAGE2).values_list(
+        "spec__check_keys", flat=True
+    )
+    return {
+        "captions": config.third_check_captions if config.stage2 else 0,
+        "sampled": sum(len(keys or ()) for keys in sampled),
+        "checked": len(check_rows),
+        "agreement": (
+            rubric.check_agreement(_score_arrays(final_rows), _score_arrays(check_rows)).as_dict()
+            if check_rows
+            else None
+        ),
+    }
+
+
+def _workflow(
+    study: Study, final_stage: str, stages: Stages, waiting: Waiting, combined: Combined
+) -> dict[str, Any]:
+    """Where the study's images are in the workflow, for the report's page."""
+    stage1_images = Item.objects.filter(study=study, kind=STAGE1).values("image_id")
+    fluency_items = set(
+        Item.objects.filter(study=study, kind=FLUENCY).values_list("image_id", flat=True)
+    )
+    return {
+        "scores_from": final_stage,
+        "images_judged": len(stages),
+        "images_with_stage2": sum(STAGE2 in s for s in stages.values()),
+        "stage1_only_images": waiting.images,
+        "stage1_only_captions": waiting.captions,
+        "fluency_rounds": combined.fluency_rounds,
+        "fluency_pending": sum(
+            image_id in fluency_items and FLUENCY not in s for image_id, s in stages.items()
+        ),
+        "images_skipped": Image.objects.filter(study=study).exclude(pk__in=stage1_images).count(),
+    }
 
 
 def _reliability(study: Study) -> dict[str, Any]:
