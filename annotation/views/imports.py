@@ -10,6 +10,8 @@ from annotation import selectors
 from annotation.errors import ServiceError, Unavailable
 from annotation.forms import ImportForm
 from annotation.models import Study
+from annotation.modes import get_mode
+from annotation.modes.importing import import_notes
 from annotation.services.imports import import_request
 from annotation.tasks import enqueue
 from annotation.views.access import researcher_required
@@ -41,6 +43,8 @@ def study_import(request: HttpRequest, study_id: int) -> HttpResponse:
         "study": study,
         "form": form,
         "max_megapixels": f"{settings.CAPEVAL_MAX_IMAGE_PIXELS / 1e6:g}",
+        # What the study's mode says of its own files (VICR: its tutorial and probation sets).
+        "import_notes": import_notes(get_mode(study.mode)),
     }
     response = render(request, "studies/import.html", context)
     if request.method == "POST":

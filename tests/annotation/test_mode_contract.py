@@ -1,8 +1,8 @@
 """Everything a mode knows lives in its package (issue 22), checked by machine.
 
 - no module under ``annotation/modes/`` writes to the database (they return what to write);
-- no code outside ``annotation/modes/`` and ``templates/modes/`` names a mode, except the
-  importers of a published release and the demo, which create a study of a named mode;
+- no code outside ``annotation/modes/`` and ``templates/modes/`` names a mode (the importers
+  of a published release, which create a study of its mode, are the mode's own);
 - no module under ``annotation/`` exceeds 600 lines;
 - a mode registered at run time is a choice of ``Study.mode`` and opens a study through
   the real pages with no migration.
@@ -31,14 +31,9 @@ PROTOCOLS = ("thumb", "vicr", "humanr", "arena", "spans")
 WRITES = {"save", "bulk_create", "bulk_update", "update", "delete", "create", "get_or_create"}
 #: (file, literal) allowed to name a mode outside the modes, each with its reason.
 NAMED_MODES = {
-    # Importers of a published release create a study of that release's mode.
-    ("annotation/services/datasets.py", "thumb"),
-    ("annotation/services/datasets.py", "vicr"),
-    ("annotation/services/imports/pascal50s.py", "humanr"),
-    ("annotation/services/imports/nebula.py", "humanr"),
     # The references importer's "thumb" is a file format (THumB's JSONL), not a mode.
     ("annotation/services/imports/references.py", "thumb"),
-    ("annotation/services/imports/battles.py", "arena"),
+    # The "spans" key of a line of a suggestions file, not the mode.
     ("annotation/services/imports/spans.py", "spans"),
 }
 MAX_LINES = 600
