@@ -6,7 +6,8 @@ writes: it returns unsaved items and the parts of an ``Outcome``.
 
 A catch trial is an ``Item`` of kind ``catch``, reserved for one participant. In VICR it is
 a pair; in THumB an image's caption set (a copy of its stage-1 item) whose human caption
-group is replaced by the altered text (``key`` names that group)::
+group is replaced by the altered text (``key`` names that group), made by
+``annotation/modes/thumb/catch.py``::
 
     spec = {"caption_id": <VICR: caption whose image is shown>,
             "groups": [...], "image_name": ...,  # THumB: the stage-1 spec, one group altered
@@ -15,7 +16,7 @@ group is replaced by the altered text (``key`` names that group)::
                       "participant_id": <the participant it is for>,
                       "key": <THumB: the altered group>}}
 
-Half of the catch trials (alternating, see ``_control_next``) are *controls* (``catch.kind ==
+Half of the catch trials (alternating, see ``control_next``) are *controls* (``catch.kind ==
 "control"``): a known-good caption shown untouched, which must score high (VICR: a human
 caption on its own image; THumB: the untouched caption set, its human caption judged). So
 "always low" fails the controls as "always high" fails the altered trials (issue 29).
@@ -258,7 +259,7 @@ def new_catch_item(
     unseen = [row for row in captions if row[0] not in seen]
     if not unseen:
         return None
-    if _control_next(participant, rng) and any(row[2] == Caption.HUMAN for row in captions):
+    if control_next(participant, rng) and any(row[2] == Caption.HUMAN for row in captions):
         # A control is due. Every human caption seen: no catch trial this time, rather
         # than an altered one out of turn, so the kinds stay balanced. A study with no
         # human caption at all has no known-good caption: its catch trials stay altered.
@@ -267,7 +268,7 @@ def new_catch_item(
             return None
         good = humans[int(rng.integers(len(humans)))]
         text = caption_texts(good)[good[0]]
-        return _item(participant, good[1], {"caption_id": good[0]}, control_of=(*good, text))
+        return control_item(participant, good[1], {"caption_id": good[0]}, control_of=(*good, text))
     source = unseen[int(rng.integers(len(unseen)))]
     others = [row for row in unseen if row[1] != source[1] and row[2] == Caption.HUMAN]
     if not others:
@@ -305,106 +306,7 @@ def new_catch_item(
     )
 
 
-def new_thumb_catch_item(
-    participant: Participant, *, rate: float, gammas: tuple[float, ...], draw: int
-) -> Item | None:
-    """Maybe a new THumB catch trial for the participant (unsaved), drawn at ``rate``.
-
-    An image the participant has never been shown is drawn among the stage-1 items; the
-    catch trial is a copy of its stage-1 item (same caption groups, so it looks like any
-    image's caption set) whose human caption group is altered: T_WP and T_RW transform
-    that caption, T_RC replaces it by the human caption of another image the participant
-    has never been shown. ``draw`` numbers the participant's judgments (see
-    ``new_catch_item``).
-    """
-    study = participant.study
-    rng = np.random.default_rng([study.seed, worker_seed(participant), draw, 0xCA7C])
-    if rng.random() >= rules.insert_probability(rate):
-        return None
-    if pending(participant).exists():
-        return None
-    stage1 = list(
-        Item.objects.filter(study_id=study.pk, kind="stage1")
-        .order_by("position", "id")
-        .values_list("image_id", "spec")
-    )
-    seen = seen_images(participant)
-
-    def human_group(spec: dict[str, Any]) -> dict[str, Any] | None:
-        return next(
-            (
-                group
-                for group in spec.get("groups", [])
-                if any(c.get("system") == Caption.HUMAN for c in group.get("captions", []))
-            ),
-            None,
-        )
-
-    unseen = [(image_id, spec) for image_id, spec in stage1 if image_id not in seen]
-    unseen = [(image_id, spec) for image_id, spec in unseen if human_group(spec)]
-    if not unseen:
-        return None
-    image_id, spec = unseen[int(rng.integers(len(unseen)))]
-    target = human_group(spec)
-    assert target is not None
-    shown = {key: value for key, value in spec.items() if key != "check_keys"}
-    if _control_next(participant, rng):
-        # The untouched caption set; the human group (the one an altered trial alters) is
-        # judged, so telling the altered group by its key or place earns nothing.
-        human = next(c for c in target["captions"] if c.get("system") == Caption.HUMAN)
-        return _item(
-            participant,
-            image_id,
-            shown,
-            control_of=(human["id"], image_id, Caption.HUMAN, target["text"]),
-            key=target["key"],
-        )
-    others = [(other_id, human_group(s)) for other_id, s in unseen if other_id != image_id]
-    other = others[int(rng.integers(len(others)))] if others else None
-    try:
-        made = rules.make_catch(
-            source=target["text"],
-            others=[other[1]["text"]] if other else [],
-            vocabulary=tf.vocabulary(
-                [group["text"] for _, s in stage1 for group in s.get("groups", [])]
-            ),
-            gammas=gammas,
-            rng=rng,
-        )
-    except ValueError:
-        return None
-    if made.kind == "T_RC" and other:
-        source_image, source_group = other
-    else:
-        source_image, source_group = image_id, target
-    human = next(c for c in source_group["captions"] if c.get("system") == Caption.HUMAN)
-    groups = [
-        {**group, "text": made.text} if group["key"] == target["key"] else group
-        for group in spec["groups"]
-    ]
-    return Item(
-        study_id=study.pk,
-        kind=CATCH,
-        image_id=image_id,
-        position=0,
-        target=1,
-        spec={
-            **shown,
-            "groups": groups,
-            "catch": {
-                "kind": made.kind,
-                "gamma": made.gamma,
-                "text": made.text,
-                "key": target["key"],
-                "source_caption_id": human["id"],
-                "source_image_id": source_image,
-                "participant_id": participant.pk,
-            },
-        },
-    )
-
-
-def _control_next(participant: Participant, rng: np.random.Generator) -> bool:
+def control_next(participant: Participant, rng: np.random.Generator) -> bool:
     """Whether the participant's next catch trial is a control.
 
     The kinds alternate, the one behind coming next and a tie drawn with ``rng`` at
@@ -424,7 +326,7 @@ def _control_next(participant: Participant, rng: np.random.Generator) -> bool:
     return tie_break
 
 
-def _item(
+def control_item(
     participant: Participant,
     image_id: int,
     spec: dict[str, Any],

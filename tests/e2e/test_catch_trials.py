@@ -19,6 +19,7 @@ except ImportError:  # the browser fixture skips, or fails on CI, and says why
 
 from annotation.models import Assignment, Participant
 from annotation.modes import catch
+from annotation.modes.thumb.catch import new_catch_item as new_thumb_catch_item
 from annotation.services.participants import crowd_link_token
 from tests.e2e.axe import assert_no_serious_a11y_violations
 from tests.e2e.test_vicr import PNG
@@ -127,7 +128,7 @@ def test_a_thumb_catch_trial_renders_like_a_stage1_caption_set(page, login, make
         participant = member(study, user)
         participant.study = study
         if name == "caught":
-            made = catch.new_thumb_catch_item(participant, rate=0.5, gammas=(1.0,), draw=0)
+            made = new_thumb_catch_item(participant, rate=0.5, gammas=(1.0,), draw=0)
             made.save()
         login(page, user)
         page.goto(f"/s/{study.public_id}/next/")

@@ -22,6 +22,7 @@ from annotation.modes import catch
 from annotation.modes.base import CompletionProgress, Mode, Outcome
 from annotation.modes.thumb import integrity
 from annotation.modes.thumb.captions import unjudged_caption_notes
+from annotation.modes.thumb.catch import new_catch_item
 from annotation.modes.thumb.settings import ThumbSettings
 from rubrics import catch as catch_rules
 from rubrics import thumb as rubric
@@ -420,7 +421,7 @@ class ThumbProtocol(Mode):
             {"exclusion": catch.LATER_REASON} if catch.is_flagged(participant) else {}
         )
         if config.catch_rate:
-            made = catch.new_thumb_catch_item(
+            made = new_catch_item(
                 participant,
                 rate=config.catch_rate,
                 gammas=catch_rules.parse_gammas(config.catch_gammas),
