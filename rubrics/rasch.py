@@ -186,6 +186,18 @@ def thurstonian_thresholds(thresholds: ArrayLike) -> NDArray[np.float64]:
     )
 
 
+@dataclass(frozen=True)
+class _Responses:
+    """The responses as codes: each facet's sorted distinct ids, and per response the
+    codes (positions in those ids) of its person and its item, and its score."""
+
+    person_ids: NDArray
+    person: NDArray[np.int64]
+    item_ids: NDArray
+    item: NDArray[np.int64]
+    x: NDArray[np.int64]
+
+
 def _codes(values: ArrayLike, name: str) -> tuple[NDArray, NDArray[np.int64]]:
     ids = checks.id_array(values, name)
     unique, codes = np.unique(ids, return_inverse=True)
@@ -202,6 +214,18 @@ def _scores(values: ArrayLike, max_score: int) -> NDArray[np.int64]:
         bad = array[(array < 0) | (array > max_score)][0]
         raise ValueError(f"scores must be integers from 0 to {max_score}, got {bad}")
     return array.astype(np.int64)
+
+
+def _responses(persons: ArrayLike, items: ArrayLike, scores: ArrayLike, m: int) -> _Responses:
+    """Validate the three aligned columns and code the ids."""
+    person_ids, person = _codes(persons, "persons")
+    item_ids, item = _codes(items, "items")
+    x = _scores(scores, m)
+    if not person.size == item.size == x.size:
+        raise ValueError(
+            f"persons ({person.size}), items ({item.size}) and scores ({x.size}) differ in length"
+        )
+    return _Responses(person_ids=person_ids, person=person, item_ids=item_ids, item=item, x=x)
 
 
 def _extremes(
@@ -230,6 +254,51 @@ def _extremes(
             return person_extreme, item_extreme, kept
 
 
+@dataclass(frozen=True)
+class _Core:
+    """The responses fitted jointly: those between elements that are not extreme.
+
+    ``person_extreme`` and ``item_extreme`` are +1, -1 or 0 per element of each facet;
+    ``used`` counts the core responses in each category 0..m.
+    """
+
+    person: NDArray[np.int64]
+    item: NDArray[np.int64]
+    x: NDArray[np.int64]
+    person_extreme: NDArray[np.int64]
+    item_extreme: NDArray[np.int64]
+    used: NDArray[np.int64]
+
+
+def _core(responses: _Responses, m: int) -> _Core:
+    """Set extreme elements aside; ValueError when nothing is left or a category is empty."""
+    r = responses
+    person_extreme, item_extreme, kept = _extremes(
+        r.person, r.item, r.x, r.person_ids.size, r.item_ids.size, m
+    )
+    if not kept.any():
+        raise ValueError(
+            "every player or pair is extreme (all its responses in the top or the bottom "
+            "category): there is nothing to fit"
+        )
+    x = r.x[kept]
+    used = np.bincount(x, minlength=m + 1)
+    if (used == 0).any():
+        empty = ", ".join(str(k) for k in np.flatnonzero(used == 0))
+        raise ValueError(
+            f"score category {empty} is never used by the non-extreme responses, so its "
+            f"threshold cannot be estimated"
+        )
+    return _Core(
+        person=r.person[kept],
+        item=r.item[kept],
+        x=x,
+        person_extreme=person_extreme,
+        item_extreme=item_extreme,
+        used=used,
+    )
+
+
 def _moments(
     b: NDArray[np.float64], cumulative: NDArray[np.float64]
 ) -> tuple[NDArray, NDArray, NDArray]:
@@ -248,30 +317,146 @@ def _tails(p: NDArray) -> NDArray:
     return np.cumsum(p[::-1], axis=0)[::-1][1:]
 
 
+def _cumulative(tau: NDArray[np.float64]) -> NDArray[np.float64]:
+    """0, tau_1, tau_1 + tau_2, ...: the threshold sums of ``_category_rows``."""
+    return np.concatenate(([0.0], np.cumsum(tau)))
+
+
+@dataclass(frozen=True)
+class _Estimates:
+    """The joint ML estimates of the core: measures of every element (extreme ones are
+    placeholders), the thresholds, and how the iteration ended."""
+
+    theta: NDArray[np.float64]
+    delta: NDArray[np.float64]
+    tau: NDArray[np.float64]
+    iterations: int
+    converged: bool
+
+
+def _start(core: _Core, m: int) -> tuple[NDArray, NDArray, NDArray]:
+    """Start values: the log-odds of each element's share of the score, and the thresholds
+    from the log-ratios of adjacent category counts."""
+
+    def log_odds(codes: NDArray, size: int) -> NDArray[np.float64]:
+        count = np.bincount(codes, minlength=size).astype(np.float64)
+        total = np.bincount(codes, weights=core.x, minlength=size)
+        return np.log((total + 0.5) / (m * count - total + 0.5))
+
+    theta = log_odds(core.person, core.person_extreme.size)
+    delta = -log_odds(core.item, core.item_extreme.size)
+    delta -= delta[core.item_extreme == 0].mean()
+    tau = np.log(core.used[:-1] / core.used[1:]).astype(np.float64)
+    tau -= tau.mean()
+    return theta, delta, tau
+
+
+def _facet_step(
+    core: _Core, codes: NDArray, size: int, b: NDArray, cumulative: NDArray, sign: float
+) -> NDArray[np.float64]:
+    """One capped Newton step for every element of a facet (sign +1 persons, -1 items)."""
+    _, expected, variance = _moments(b, cumulative)
+    residual = np.bincount(codes, weights=core.x - expected, minlength=size)
+    information = np.bincount(codes, weights=variance, minlength=size)
+    return np.clip(sign * residual / np.maximum(information, 1e-12), -_MAX_STEP, _MAX_STEP)
+
+
+def _sweep(core: _Core, theta: NDArray, delta: NDArray, tau: NDArray, at_least: NDArray) -> float:
+    """One JMLE sweep, in place: players, then pairs, then thresholds; the largest move."""
+    cumulative = _cumulative(tau)
+    step_theta = _facet_step(
+        core, core.person, theta.size, theta[core.person] - delta[core.item], cumulative, 1.0
+    )
+    theta += step_theta
+    step_delta = _facet_step(
+        core, core.item, delta.size, theta[core.person] - delta[core.item], cumulative, -1.0
+    )
+    delta += step_delta
+    delta -= delta[core.item_extreme == 0].mean()
+    tail = _tails(_category_rows(theta[core.person] - delta[core.item], cumulative))
+    step_tau = np.clip(
+        (tail.sum(axis=1) - at_least) / (tail * (1 - tail)).sum(axis=1), -_MAX_STEP, _MAX_STEP
+    )
+    tau += step_tau
+    tau -= tau.mean()
+    return max(np.abs(step_theta).max(), np.abs(step_delta).max(), np.abs(step_tau).max())
+
+
+def _jmle(core: _Core, m: int, max_iterations: int, tolerance: float) -> _Estimates:
+    """Sweep until no parameter moves by ``tolerance`` or ``max_iterations`` is reached."""
+    theta, delta, tau = _start(core, m)
+    at_least = np.array([np.count_nonzero(core.x >= k) for k in range(1, m + 1)], float)
+    iterations, converged = 0, False
+    for iterations in range(1, max_iterations + 1):  # noqa: B007 - reported after the loop
+        if _sweep(core, theta, delta, tau, at_least) < tolerance:
+            converged = True
+            break
+    return _Estimates(theta=theta, delta=delta, tau=tau, iterations=iterations, converged=converged)
+
+
+@dataclass(frozen=True)
+class _CoreFit:
+    """Per fitted response: model variance, squared residual, squared standardised
+    residual; and the thresholds' standard errors."""
+
+    variance: NDArray[np.float64]
+    squared: NDArray[np.float64]
+    z_squared: NDArray[np.float64]
+    threshold_se: NDArray[np.float64]
+
+
+def _core_fit(core: _Core, estimates: _Estimates) -> _CoreFit:
+    """Residuals and model variances of the core responses at the estimates."""
+    b = estimates.theta[core.person] - estimates.delta[core.item]
+    p, expected, variance = _moments(b, _cumulative(estimates.tau))
+    squared = (core.x - expected) ** 2
+    tail = _tails(p)
+    return _CoreFit(
+        variance=variance,
+        squared=squared,
+        z_squared=squared / np.maximum(variance, 1e-12),
+        threshold_se=1.0 / np.sqrt((tail * (1 - tail)).sum(axis=1)),
+    )
+
+
+@dataclass(frozen=True)
+class _ExtremeMeasures:
+    """Measures of a facet's extreme elements; ``measured`` where one was found."""
+
+    measure: NDArray[np.float64]
+    se: NDArray[np.float64]
+    measured: NDArray[np.bool_]
+
+
 def _extreme_measures(
-    own: NDArray,
+    own_codes: NDArray,
+    own_extreme: NDArray,
+    other_codes: NDArray,
+    other_extreme: NDArray,
     other_measure: NDArray[np.float64],
     sign: float,
     cumulative: NDArray[np.float64],
-    extreme: NDArray,
-    size: int,
     m: int,
-) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.bool_]]:
-    """Measure each extreme element against fitted counterparts at its adjusted score.
+) -> _ExtremeMeasures:
+    """Measure each extreme element against its fitted counterparts at its adjusted score.
 
-    ``own``/``other_measure`` hold the responses of extreme elements to fitted counterparts
-    (all in the top category, or all in the bottom, by definition of extreme); ``sign`` is
-    +1 for persons (b = measure - other), -1 for items.
+    The responses used are those of extreme elements to fitted counterparts (all in the top
+    category, or all in the bottom, by definition of extreme); ``sign`` is +1 for persons
+    (b = measure - other), -1 for items.
     """
+    links = (own_extreme[own_codes] != 0) & (other_extreme[other_codes] == 0)
+    own = own_codes[links]
+    other = other_measure[other_codes[links]]
+    size = own_extreme.size
     count = np.bincount(own, minlength=size).astype(np.float64)
-    target = np.where(extreme > 0, m * count - EXTREME_ADJUSTMENT, EXTREME_ADJUSTMENT)
-    measured = (extreme != 0) & (count > 0)
+    target = np.where(own_extreme > 0, m * count - EXTREME_ADJUSTMENT, EXTREME_ADJUSTMENT)
+    measured = (own_extreme != 0) & (count > 0)
     # start from the log-odds of the adjusted score around the counterparts' mean
-    mean_other = np.bincount(own, weights=other_measure, minlength=size) / np.maximum(count, 1)
+    mean_other = np.bincount(own, weights=other, minlength=size) / np.maximum(count, 1)
     odds = np.log(target / np.maximum(m * count - target, 1e-12))
     measure = np.where(measured, mean_other + sign * odds, 0.0)
     for _ in range(100):
-        b = sign * (measure[own] - other_measure)
+        b = sign * (measure[own] - other)
         _, expected, variance = _moments(b, cumulative)
         score = np.bincount(own, weights=expected, minlength=size)
         information = np.bincount(own, weights=variance, minlength=size)
@@ -280,19 +465,10 @@ def _extreme_measures(
         measure += step
         if np.abs(step).max(initial=0.0) < 1e-8:
             break
-    b = sign * (measure[own] - other_measure)
+    b = sign * (measure[own] - other)
     information = np.bincount(own, weights=_moments(b, cumulative)[2], minlength=size)
     se = 1.0 / np.sqrt(np.maximum(information, 1e-300))
-    return measure, se, measured
-
-
-@dataclass(frozen=True)
-class _CoreFit:
-    """Per fitted response: model variance, squared residual, squared standardised residual."""
-
-    variance: NDArray[np.float64]
-    squared: NDArray[np.float64]
-    z_squared: NDArray[np.float64]
+    return _ExtremeMeasures(measure=measure, se=se, measured=measured)
 
 
 def _facet(
@@ -302,9 +478,7 @@ def _facet(
     measure: NDArray[np.float64],
     extreme: NDArray,
     core_fit: _CoreFit,
-    ext_measure: NDArray[np.float64],
-    ext_se: NDArray[np.float64],
-    ext_ok: NDArray[np.bool_],
+    extremes: _ExtremeMeasures,
 ) -> Facet:
     """One facet's estimates: fitted elements from the core, extreme ones from their pass."""
     size = ids.size
@@ -313,11 +487,11 @@ def _facet(
     core = (extreme == 0) & (count > 0)
     safe_information = np.where(core, information, 1.0)
     safe_count = np.where(core, count, 1.0)
-    se = np.where(core, 1.0 / np.sqrt(safe_information), ext_se)
+    se = np.where(core, 1.0 / np.sqrt(safe_information), extremes.se)
     infit = np.bincount(codes_core, weights=core_fit.squared, minlength=size) / safe_information
     outfit = np.bincount(codes_core, weights=core_fit.z_squared, minlength=size) / safe_count
-    has_measure = core | ext_ok
-    values = np.where(core, measure, ext_measure)
+    has_measure = core | extremes.measured
+    values = np.where(core, measure, extremes.measure)
     return Facet(
         ids=ids,
         measure=np.ma.masked_array(np.where(has_measure, values, 0.0), mask=~has_measure),
@@ -327,6 +501,23 @@ def _facet(
         responses=np.bincount(codes_all, minlength=size),
         extreme=extreme,
     )
+
+
+def _subsets(core: _Core) -> int:
+    """How many connected parts the core responses form (players and pairs as nodes)."""
+    import scipy.sparse
+    from scipy.sparse.csgraph import connected_components
+
+    n_persons, n_items = core.person_extreme.size, core.item_extreme.size
+    graph = scipy.sparse.coo_matrix(
+        (np.ones(core.person.size), (core.person, n_persons + core.item)),
+        shape=(n_persons + n_items,) * 2,
+    )
+    in_core = np.zeros(n_persons + n_items, dtype=bool)
+    in_core[core.person] = True
+    in_core[n_persons + core.item] = True
+    _, labels = connected_components(graph, directed=False)
+    return int(np.unique(labels[in_core]).size)
 
 
 def fit(
@@ -344,6 +535,10 @@ def fit(
     sorted distinct ones), ``scores`` integers from 0 to ``max_score``. Raises ValueError
     when a score category is never used by the non-extreme responses (its threshold would
     be infinite) or when nothing is left once extreme elements are set aside.
+
+    The steps: code the responses, set extreme elements aside (``_core``), estimate the
+    rest jointly (``_jmle``), take the residuals (``_core_fit``), measure each extreme
+    element alone against the fitted other facet, and count the connected subsets.
     """
     m = checks.integer(max_score, "max_score", 1, 100)
     max_iterations = checks.integer(max_iterations, "max_iterations", 1, 100_000)
@@ -351,143 +546,34 @@ def fit(
         raise ValueError(f"tolerance must be a positive number, got {tolerance!r}")
     if not 0 < tolerance < 1:
         raise ValueError(f"tolerance must be between 0 and 1, got {tolerance!r}")
-    person_ids, person = _codes(persons, "persons")
-    item_ids, item = _codes(items, "items")
-    x = _scores(scores, m)
-    if not person.size == item.size == x.size:
-        raise ValueError(
-            f"persons ({person.size}), items ({item.size}) and scores ({x.size}) differ in length"
-        )
-    n_persons, n_items = person_ids.size, item_ids.size
-    person_extreme, item_extreme, kept = _extremes(person, item, x, n_persons, n_items, m)
-    if not kept.any():
-        raise ValueError(
-            "every player or pair is extreme (all its responses in the top or the bottom "
-            "category): there is nothing to fit"
-        )
-    p_core, i_core, x_core = person[kept], item[kept], x[kept]
-    used = np.bincount(x_core, minlength=m + 1)
-    if (used == 0).any():
-        empty = ", ".join(str(k) for k in np.flatnonzero(used == 0))
-        raise ValueError(
-            f"score category {empty} is never used by the non-extreme responses, so its "
-            f"threshold cannot be estimated"
-        )
-    at_least = np.array([np.count_nonzero(x_core >= k) for k in range(1, m + 1)], float)
-
-    # Start from the log-odds of each element's share of the score, and the thresholds
-    # from the log-ratios of adjacent category counts.
-    def start(codes: NDArray, size: int) -> NDArray[np.float64]:
-        count = np.bincount(codes, minlength=size).astype(np.float64)
-        total = np.bincount(codes, weights=x_core, minlength=size)
-        return np.log((total + 0.5) / (m * count - total + 0.5))
-
-    theta = start(p_core, n_persons)
-    delta = -start(i_core, n_items)
-    delta -= delta[item_extreme == 0].mean()
-    tau = np.log(used[:-1] / used[1:]).astype(np.float64)
-    tau -= tau.mean()
-    core_items = item_extreme == 0
-    iterations, converged = 0, False
-    for iterations in range(1, max_iterations + 1):  # noqa: B007 - reported after the loop
-        cumulative = np.concatenate(([0.0], np.cumsum(tau)))
-        _, expected, variance = _moments(theta[p_core] - delta[i_core], cumulative)
-        residual = np.bincount(p_core, weights=x_core - expected, minlength=n_persons)
-        information = np.bincount(p_core, weights=variance, minlength=n_persons)
-        step_theta = np.clip(residual / np.maximum(information, 1e-12), -_MAX_STEP, _MAX_STEP)
-        theta += step_theta
-
-        _, expected, variance = _moments(theta[p_core] - delta[i_core], cumulative)
-        residual = np.bincount(i_core, weights=x_core - expected, minlength=n_items)
-        information = np.bincount(i_core, weights=variance, minlength=n_items)
-        step_delta = np.clip(-residual / np.maximum(information, 1e-12), -_MAX_STEP, _MAX_STEP)
-        delta += step_delta
-        delta -= delta[core_items].mean()
-
-        tail = _tails(_category_rows(theta[p_core] - delta[i_core], cumulative))
-        step_tau = np.clip(
-            (tail.sum(axis=1) - at_least) / (tail * (1 - tail)).sum(axis=1), -_MAX_STEP, _MAX_STEP
-        )
-        tau += step_tau
-        tau -= tau.mean()
-        change = max(np.abs(step_theta).max(), np.abs(step_delta).max(), np.abs(step_tau).max())
-        if change < tolerance:
-            converged = True
-            break
-
-    cumulative = np.concatenate(([0.0], np.cumsum(tau)))
-    p, expected, variance = _moments(theta[p_core] - delta[i_core], cumulative)
-    squared = (x_core - expected) ** 2
-    z_squared = squared / np.maximum(variance, 1e-12)
-    tail = _tails(p)
-    threshold_se = 1.0 / np.sqrt((tail * (1 - tail)).sum(axis=1))
-
-    # Extreme elements, each measured alone against the fitted other facet.
-    fitted_person = person_extreme == 0
-    fitted_item = item_extreme == 0
-    to_fitted_items = (person_extreme[person] != 0) & fitted_item[item]
-    ext_theta, ext_theta_se, ext_theta_ok = _extreme_measures(
-        person[to_fitted_items],
-        delta[item[to_fitted_items]],
-        1.0,
-        cumulative,
-        person_extreme,
-        n_persons,
-        m,
+    r = _responses(persons, items, scores, m)
+    core = _core(r, m)
+    est = _jmle(core, m, max_iterations, tolerance)
+    core_fit = _core_fit(core, est)
+    cumulative = _cumulative(est.tau)
+    person_ext = _extreme_measures(
+        r.person, core.person_extreme, r.item, core.item_extreme, est.delta, 1.0, cumulative, m
     )
-    to_fitted_persons = (item_extreme[item] != 0) & fitted_person[person]
-    ext_delta, ext_delta_se, ext_delta_ok = _extreme_measures(
-        item[to_fitted_persons],
-        theta[person[to_fitted_persons]],
-        -1.0,
-        cumulative,
-        item_extreme,
-        n_items,
-        m,
+    item_ext = _extreme_measures(
+        r.item, core.item_extreme, r.person, core.person_extreme, est.theta, -1.0, cumulative, m
     )
-
-    core_fit = _CoreFit(variance=variance, squared=squared, z_squared=z_squared)
-    persons_facet = _facet(
-        person_ids,
-        person,
-        p_core,
-        theta,
-        person_extreme,
-        core_fit,
-        ext_theta,
-        ext_theta_se,
-        ext_theta_ok,
-    )
-    items_facet = _facet(
-        item_ids,
-        item,
-        i_core,
-        delta,
-        item_extreme,
-        core_fit,
-        ext_delta,
-        ext_delta_se,
-        ext_delta_ok,
-    )
-    import scipy.sparse
-    from scipy.sparse.csgraph import connected_components
-
-    graph = scipy.sparse.coo_matrix(
-        (np.ones(p_core.size), (p_core, n_persons + i_core)),
-        shape=(n_persons + n_items,) * 2,
-    )
-    in_core = np.zeros(n_persons + n_items, dtype=bool)
-    in_core[p_core] = True
-    in_core[n_persons + i_core] = True
-    _, labels = connected_components(graph, directed=False)
-    subsets = int(np.unique(labels[in_core]).size)
     return RaschFit(
-        persons=persons_facet,
-        items=items_facet,
-        thresholds=tau.copy(),
-        threshold_se=threshold_se,
+        persons=_facet(
+            r.person_ids,
+            r.person,
+            core.person,
+            est.theta,
+            core.person_extreme,
+            core_fit,
+            person_ext,
+        ),
+        items=_facet(
+            r.item_ids, r.item, core.item, est.delta, core.item_extreme, core_fit, item_ext
+        ),
+        thresholds=est.tau.copy(),
+        threshold_se=core_fit.threshold_se,
         max_score=m,
-        iterations=iterations,
-        converged=converged,
-        subsets=subsets,
+        iterations=est.iterations,
+        converged=est.converged,
+        subsets=_subsets(core),
     )

@@ -158,6 +158,27 @@ def test_disconnected_data_is_reported_as_two_subsets():
     assert rasch.fit(persons, items, scores, max_score=2).subsets == 2
 
 
+def test_an_element_extreme_once_another_is_set_aside_is_set_aside_too():
+    # Player 0 answers 0 everywhere: extreme. Without them, item 0 holds only player 1's 1,
+    # so item 0 is extreme too (at the top) and is measured alone against the fitted
+    # players; items 1 and 2 are fitted on players 1-4's mixed answers.
+    answers = {0: {0: 0, 1: 0}, 1: {0: 1, 1: 1, 2: 0}, 2: {1: 0, 2: 1}, 3: {1: 1, 2: 0}}
+    answers[4] = {1: 0, 2: 1}
+    persons, items, scores = [], [], []
+    for person, row in answers.items():
+        for item, score in row.items():
+            persons.append(person)
+            items.append(item)
+            scores.append(score)
+    result = rasch.fit(persons, items, scores, max_score=1)
+    assert list(result.persons.extreme) == [-1, 0, 0, 0, 0]
+    assert list(result.items.extreme) == [1, 0, 0]
+    assert list(result.items.responses) == [2, 5, 4]
+    assert result.items.infit.mask.tolist() == [True, False, False]
+    assert not result.items.measure.mask.any()  # every item has a measure
+    assert result.items.measure[0] < result.items.measure[1:].min()  # always agreed: easiest
+
+
 # ---------------------------------------------------------------------------- recovery
 
 
