@@ -35,7 +35,13 @@ from tests.factories.vicr import vicr_study
 pytestmark = pytest.mark.django_db
 
 ROOT = Path(__file__).resolve().parents[2]
-TEMPLATE_DIRS = [ROOT / "templates", ROOT / "tests" / "ratingmode" / "templates"]
+#: The project's templates, each mode app's (annotation/modes/<mode>/templates) and the
+#: test-only mode's.
+TEMPLATE_DIRS = [
+    ROOT / "templates",
+    *sorted((ROOT / "annotation" / "modes").glob("*/templates")),
+    ROOT / "tests" / "ratingmode" / "templates",
+]
 
 MTURK_ORIGINS = {"https://www.mturk.com", "https://workersandbox.mturk.com"}
 # The policy as specified (docs/architecture.md, "Security headers"), written out here

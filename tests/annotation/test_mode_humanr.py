@@ -607,7 +607,7 @@ def test_the_report_and_the_export_test_each_system_against_the_baseline(
     assert "-1.000" in rows["GIT"] and "&lt; 0.0001" in rows["GIT"]
     assert '<td class="hr-differs">yes</td>' in rows["GIT"]
     assert "1.0000" in rows["ClipCap"] and "<td>no</td>" in rows["ClipCap"]
-    assert "capeval/humanr.css" in html, "the report page loads the class it uses"
+    assert "modes/humanr/humanr.css" in html, "the report page loads the class it uses"
 
     with capture(execute=True):
         job = enqueue(export_request(study=study, user=researcher, export_format="csv"))

@@ -624,7 +624,7 @@ def test_the_item_page_with_five_captions_weighs_under_100_kb(client, make_study
 
     assert html.count('class="cap-text"') == 5
     assets = re.findall(r'(?:src|href)="/static/([^"]+\.(?:js|css))"', html)
-    assert "capeval/thumb.js" in assets and "capeval/capeval.css" in assets
+    assert "modes/thumb/thumb.js" in assets and "capeval/capeval.css" in assets
     weight = len(html.encode()) + sum(Path(finders.find(a)).stat().st_size for a in assets)
     print(f"thumb item page: {len(html.encode())} B HTML, {weight} B with CSS and JS")
     assert weight < 100_000
