@@ -1,19 +1,33 @@
 """Tests for rubrics.reliability: hand-worked crowds, simulated spammers, degenerate input.
 
-Independent references: statsmodels' Cohen's kappa (a worker against a truth two perfect
-workers pin down) and, on simulated crowds, the worker ordering by agreement with the
-leave-one-out majority vote, computed here in plain Python.
+Independent references: statsmodels' and scikit-learn's Cohen's kappa (a worker against a
+known truth), a plain-Python leave-one-out posterior and, on simulated crowds, the worker
+ordering by agreement with the leave-one-out majority vote, computed here in plain Python.
 """
 
+import dataclasses
 import math
+import warnings
 from collections import Counter
 
 import numpy as np
 import pytest
 import scipy.stats
+from crowdkit.aggregation import DawidSkene
+from sklearn.metrics import cohen_kappa_score
 from statsmodels.stats.inter_rater import cohens_kappa
 
-from rubrics.reliability import MIN_LABELS, dawid_skene
+from rubrics.reliability import (
+    MAX_ITERATIONS,
+    MIN_LABELS,
+    TOLERANCE,
+    ConfusionFit,
+    dawid_skene,
+    fit_confusions,
+    shared_answers,
+    worker_estimate,
+    worker_tables,
+)
 
 LEVELS = 5
 
@@ -278,3 +292,97 @@ def test_competence_orders_workers_like_majority_vote_agreement():
         [result[n].competence for n in honest], [accuracy[n] for n in honest]
     ).statistic
     assert rho_truth >= 0.8
+
+
+# ----------------------------------------------------------------- the estimators alone
+
+
+def test_shared_answers_keep_tasks_two_workers_answered():
+    # Task "t3" has one answer: it drops out, and C (who answered only it) has 0 shared.
+    rows = [("A", "t1", 2), ("B", "t1", 1), ("A", "t2", 1), ("B", "t2", 1), ("C", "t3", 3)]
+    answers = shared_answers(rows)
+    assert answers.reason == "" and answers.workers == ("A", "B", "C")
+    assert answers.classes == (1, 2) and answers.counts == {"A": 2, "B": 2}
+    assert sorted(answers.frame["task"].unique().tolist()) == [0, 1]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        answers.reason = "changed"  # type: ignore[misc]
+
+
+def test_worker_tables_equal_a_plain_leave_one_out_posterior():
+    # Any confusion matrices and priors will do: the table is their leave-one-out E-step,
+    # recomputed here by the product over the task's other labels.
+    rng = np.random.default_rng(4)
+    rows = [
+        (w, t, int(rng.integers(1, 4))) for t in range(15) for w in "ABCD" if rng.random() < 0.8
+    ]
+    answers = shared_answers(rows)
+    k, n = len(answers.classes), len(answers.workers)
+    matrices = rng.dirichlet(np.ones(k), size=(n, k)).transpose(0, 2, 1)  # columns sum to 1
+    priors = rng.dirichlet(np.ones(k))
+    tables = worker_tables(answers, ConfusionFit(priors, matrices, 1, True))
+    frame = answers.frame
+    expected = np.zeros((n, k, k))
+    for _task, group in frame.groupby("task"):
+        labels = list(zip(group["worker"], group["label"], strict=True))
+        for worker, label in labels:
+            weights = np.array(
+                [
+                    priors[c] * math.prod(matrices[w, x, c] for w, x in labels if w != worker)
+                    for c in range(k)
+                ]
+            )
+            expected[worker, label] += weights / weights.sum()
+    np.testing.assert_allclose(tables, expected, rtol=1e-9, atol=1e-12)
+    counts = [answers.counts.get(w, 0) for w in answers.workers]
+    np.testing.assert_allclose(tables.sum(axis=(1, 2)), counts)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_worker_estimate_of_a_hard_table_is_cohens_kappa(seed):
+    # When the truth is known (a table of counts), competence is the accuracy and kappa is
+    # Cohen's kappa of the worker against the truth (scikit-learn's, independently).
+    rng = np.random.default_rng(seed)
+    truth = rng.integers(0, 4, size=60)
+    answer = np.where(rng.random(60) < 0.6, truth, rng.integers(0, 4, size=60))
+    table = np.zeros((4, 4))
+    np.add.at(table, (answer, truth), 1.0)
+    estimate = worker_estimate("W", table / 60, 60, (1, 2, 3, 4))
+    assert estimate.labels == 60
+    assert estimate.competence == pytest.approx(np.mean(answer == truth))
+    assert estimate.kappa == pytest.approx(cohen_kappa_score(answer, truth))
+
+
+def test_worker_estimate_names_a_constant_answer():
+    table = np.array([[0.0, 0.0], [0.5, 0.5]])  # always answers the second class
+    estimate = worker_estimate("W", table, 12, ("no", "yes"))
+    assert estimate.flagged and estimate.kappa == pytest.approx(0.0)
+    assert estimate.reason.startswith("gives the same answer (yes) to all 12 shared tasks")
+
+
+def test_confusion_fit_is_the_m_step_of_crowd_kits_posteriors():
+    # crowd-kit's last M-step turns its task posteriors into priors and confusion matrices;
+    # redoing that step here in plain numpy from the posteriors it reports must give the
+    # dense matrices and priors: the reshaping of its tables lost or moved nothing.
+    rng = np.random.default_rng(8)
+    truth = rng.integers(1, 4, size=40)
+    rows = [
+        (w, t, int(label if rng.random() < accuracy else rng.integers(1, 4)))
+        for t, label in enumerate(truth)
+        for w, accuracy in (("A", 0.9), ("B", 0.7), ("C", 0.5), ("D", 0.3))
+    ]
+    answers = shared_answers(rows)
+    fit = fit_confusions(answers)
+    k, frame = len(answers.classes), answers.frame
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = DawidSkene(n_iter=MAX_ITERATIONS, tol=TOLERANCE).fit(frame)
+    posteriors = model.probas_.reindex(columns=range(k)).to_numpy()
+    np.testing.assert_allclose(fit.priors, posteriors.mean(axis=0), atol=1e-8)
+    counts = np.zeros((len(answers.workers), k, k))
+    np.add.at(
+        counts,
+        (frame["worker"].to_numpy(), frame["label"].to_numpy()),
+        posteriors[frame["task"].to_numpy()],
+    )
+    np.testing.assert_allclose(fit.matrices, counts / counts.sum(axis=1, keepdims=True), atol=1e-8)
+    assert fit.iterations == len(model.loss_history_)

@@ -766,3 +766,11 @@ def test_competition_ranks_share_a_rank_and_skip() -> None:
     assert vicr.competition_ranks([]) == []
     with pytest.raises(ValueError, match="each score"):
         vicr.competition_ranks([1, True])
+
+
+def test_the_package_re_exports_every_public_name_of_its_modules() -> None:
+    modules = (vicr.scale, vicr.scoring, vicr.phases, vicr.players, vicr.virtual)
+    for module in modules:
+        for name in module.__all__:
+            assert getattr(vicr, name) is getattr(module, name), name
+    assert set(vicr.__all__) >= {name for m in modules for name in m.__all__}

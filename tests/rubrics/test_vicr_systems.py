@@ -3,10 +3,19 @@ bootstrap intervals, against a hand-worked case and an independent loop over the
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
-from rubrics.vicr_systems import MAX_ALL_PAIRS_SYSTEMS, system_results
+from rubrics.vicr_systems import (
+    MAX_ALL_PAIRS_SYSTEMS,
+    fit_systems,
+    image_table,
+    neighbour_robustness,
+    paired_differences,
+    system_results,
+)
 
 # Two images, three systems, one pair each; a pair's score is its mean rating.
 HAND = [
@@ -161,3 +170,52 @@ def test_robustness_finds_the_fewest_removals():
     (a_b,) = result["robustness"]
     # Leads 3, -0.5, -0.5 (sum 2): removing the image with the lead of 3 leaves -1 < 0.
     assert (a_b["upper"], a_b["removed"], a_b["total"]) == ("A", 1, 3)
+
+
+# ------------------------------------------------------------ the estimators alone
+
+
+def test_image_table_sums_and_counts_per_image_and_system():
+    # img1 has two pairs of A (scores 4 and 2) and none of B; img2 one pair of each.
+    table = image_table(
+        ["img1", "img1", "img2", "img2"], ["A", "A", "A", "B"], np.array([4.0, 2.0, 3.0, 1.0])
+    )
+    assert table.images.tolist() == ["img1", "img2"] and table.names.tolist() == ["A", "B"]
+    assert table.sums.tolist() == [[6.0, 0.0], [3.0, 1.0]]
+    assert table.sizes.tolist() == [[2.0, 0.0], [1.0, 1.0]]
+    # A's mean is over its three pairs, (4 + 2 + 3) / 3, not over its two images.
+    assert table.means.tolist() == pytest.approx([3.0, 1.0])
+    assert table.image_means[0, 0] == pytest.approx(3.0) and np.isnan(table.image_means[0, 1])
+    assert table.order == [0, 1]
+
+
+def test_paired_differences_use_the_shared_images_only():
+    table = image_table(
+        ["img1", "img1", "img2", "img2"], ["A", "A", "A", "B"], np.array([4.0, 2.0, 3.0, 1.0])
+    )
+    paired = paired_differences(table, all_pairs=True)
+    # A - B only on img2, where both have a pair: 3 - 1.
+    assert paired.compared == ((0, 1),)
+    assert paired.sums[:, 0].tolist() == [0.0, 2.0] and paired.sizes[:, 0].tolist() == [0, 1]
+
+
+def test_neighbour_robustness_without_a_shared_image_has_no_reversal():
+    table = image_table([1, 2], ["A", "B"], np.array([5.0, 1.0]))
+    (entry,) = neighbour_robustness(table)
+    assert (entry.upper, entry.lower, entry.reversal) == ("A", "B", None)
+    assert entry.as_dict() == {
+        "upper": "A",
+        "lower": "B",
+        "removed": None,
+        "total": 0,
+        "share": None,
+    }
+
+
+def test_fit_systems_is_frozen_and_serialises_to_system_results():
+    images, systems, scores = (list(column) for column in zip(*HAND, strict=True))
+    fitted = fit_systems(images, systems, scores, n_resamples=100, seed=5)
+    assert fitted.as_dict() == system_results(images, systems, scores, n_resamples=100, seed=5)
+    assert [row.system for row in fitted.systems] == ["A", "B", "C"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fitted.systems[0].mean = 0.0  # type: ignore[misc]
