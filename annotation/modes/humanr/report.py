@@ -177,33 +177,21 @@ def summarize(
     ``rows``: ``(participant id, item id, assignment status, payload, result, excluded,
     dwell_ms)`` per judgment, as the report query loads them. Kept: rows of submitted
     (finished) groups not flagged excluded; ``rubrics.humanr.report`` also drops every row
-    of a group whose check failed.
+    of a group whose check failed. ``include_distributions`` keeps the half-split values
+    for the figure (``half_split_values``).
     """
-    per_worker: dict[int, dict[str, Any]] = defaultdict(
-        lambda: {"responses": 0, "dwell": [], "incomplete_responses": 0}
-    )
-    records = []
-    raw_all = []
-    for participant_id, item_id, status, payload, result, excluded, dwell_ms in rows:
-        mine = per_worker[participant_id]
-        mine["responses"] += 1
-        mine["dwell"].append(dwell_ms)
-        finished = status == Assignment.Status.SUBMITTED
-        if not finished:
-            mine["incomplete_responses"] += 1
-        raw_all.append(payload["raw"])
-        records.append(record(participant_id, item_id, status, payload, result, excluded))
+    tally = _tally(rows)
     out: dict[str, Any] = {
         "n_responses": len(rows),
-        "n_incomplete_responses": sum(w["incomplete_responses"] for w in per_worker.values()),
+        "n_incomplete_responses": sum(w["incomplete_responses"] for w in tally.values()),
         "humanr": None,
         "error": "",
     }
-    humanr: dict[str, Any] | None = None
-    if records:
+    result: rules.ReportResult | None = None
+    if rows:
         try:
-            humanr = rules.report(
-                rules.Responses.from_records(records),
+            result = rules.estimate(
+                rules.Responses.from_records(record(*row[:6]) for row in rows),
                 n_bootstrap=n_bootstrap,
                 n_splits=n_splits,
                 n_permutations=n_permutations,
@@ -214,54 +202,82 @@ def summarize(
             out["error"] = str(exc)
     else:
         out["error"] = "No responses yet."
-    checks = (humanr or {}).get("attention_checks", {}).get("per_worker", {})
+    out["workers"] = _workers(tally, people, result)
+    raw_all = [payload["raw"] for _pid, _item, _status, payload, *_rest in rows]
+    out["mean_raw_all"] = float(np.mean(raw_all)) if raw_all else None
+    out["humanr"] = None if result is None else _for_page(result)
+    return out
+
+
+def _tally(rows: Sequence[tuple[Any, ...]]) -> dict[int, dict[str, Any]]:
+    """Per participant, in the order first judged: responses, dwell times, and responses
+    of groups left unfinished."""
+    per_worker: dict[int, dict[str, Any]] = defaultdict(
+        lambda: {"responses": 0, "dwell": [], "incomplete_responses": 0}
+    )
+    for participant_id, _item_id, status, _payload, _result, _excluded, dwell_ms in rows:
+        mine = per_worker[participant_id]
+        mine["responses"] += 1
+        mine["dwell"].append(dwell_ms)
+        if status != Assignment.Status.SUBMITTED:
+            mine["incomplete_responses"] += 1
+    return per_worker
+
+
+def _workers(
+    tally: dict[int, dict[str, Any]],
+    people: dict[int, tuple[str, str]],
+    result: rules.ReportResult | None,
+) -> list[dict[str, Any]]:
+    """The workers table: each participant's answers and what their checks dropped."""
+    checked = {} if result is None else result.attention_checks.per_worker
     workers = []
-    for participant_id, mine in per_worker.items():
+    for participant_id, mine in tally.items():
         pseudonym, source = people.get(participant_id, (str(participant_id), ""))
-        counted = checks.get(str(participant_id), {})
+        counted = checked.get(str(participant_id))
         workers.append(
             {
                 "pseudonym": pseudonym,
                 "source": source,
                 "responses": mine["responses"],
-                "groups": counted.get("groups", 0),
-                "checks": counted.get("checks", 0),
-                "failed_checks": counted.get("failed_checks", 0),
-                "dropped_responses": counted.get("dropped_responses", 0),
+                "groups": counted.groups if counted else 0,
+                "checks": counted.checks if counted else 0,
+                "failed_checks": counted.failed_checks if counted else 0,
+                "dropped_responses": counted.dropped_responses if counted else 0,
                 "incomplete_responses": mine["incomplete_responses"],
                 "median_seconds": statistics.median(mine["dwell"]) / 1000,
             }
         )
     workers.sort(key=lambda w: (-w["responses"], w["pseudonym"]))
-    out["workers"] = workers
-    out["mean_raw_all"] = float(np.mean(raw_all)) if raw_all else None
-    if humanr is not None:
-        humanr["attention_checks"].pop("per_worker", None)
-        # The half-split values feed the figure only; keep one copy of them, not one per view.
-        named = {**humanr["systems"], HUMAN: humanr["baseline"] or {}}
-        humanr["half_split_values"] = {}
-        for name, entry in named.items():
-            splits = entry.get("half_splits") or {}
-            values = splits.pop("half_a", None), splits.pop("half_b", None)
-            if values[0] is not None:
-                humanr["half_split_values"][name] = [
-                    v for v in values[0] + values[1] if v is not None
-                ]
-        humanr["rows"] = [
-            {"system": name, "baseline": False, **entry}
-            for name, entry in humanr["systems"].items()
-        ]
-        if humanr["baseline"] is not None:
-            humanr["rows"].insert(0, {"system": HUMAN, "baseline": True, **humanr["baseline"]})
-        humanr["std_table"] = [
-            {
-                "n_images": point["n_images"],
-                "values": [point["std"].get(row["system"]) for row in humanr["rows"]],
-            }
-            for point in humanr["std_by_image_count"]
-        ]
-    out["humanr"] = humanr
-    return out
+    return workers
+
+
+def _for_page(result: rules.ReportResult) -> dict[str, Any]:
+    """The report's JSON as the page and the figures read it: the workers' checks are in
+    the workers table, the half-split values in one list per row for the figure (not one
+    copy per view), the baseline first among the rows, and the std table per row."""
+    humanr = result.as_dict(distributions=False)
+    humanr["attention_checks"].pop("per_worker", None)
+    named = {**result.systems, HUMAN: result.baseline}
+    humanr["half_split_values"] = {}
+    for name, entry in named.items():
+        splits = None if entry is None else entry.half_splits
+        if splits is not None and splits.half_a is not None and splits.half_b is not None:
+            values = splits.half_a + splits.half_b
+            humanr["half_split_values"][name] = [v for v in values if v is not None]
+    humanr["rows"] = [
+        {"system": name, "baseline": False, **entry} for name, entry in humanr["systems"].items()
+    ]
+    if humanr["baseline"] is not None:
+        humanr["rows"].insert(0, {"system": HUMAN, "baseline": True, **humanr["baseline"]})
+    humanr["std_table"] = [
+        {
+            "n_images": point["n_images"],
+            "values": [point["std"].get(row["system"]) for row in humanr["rows"]],
+        }
+        for point in humanr["std_by_image_count"]
+    ]
+    return humanr
 
 
 def preference(oriented: int) -> str:
