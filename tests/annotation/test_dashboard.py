@@ -28,6 +28,7 @@ from annotation.services.studies import study_close, study_reopen
 from annotation.tasks import enqueue
 from tests.factories.core import crowd_participant, rating_study
 from tests.factories.humanr import careless, crowd, do_group, honest, humanr_study
+from tests.factories.thumb import member, thumb_study
 
 pytestmark = pytest.mark.django_db
 
@@ -151,6 +152,20 @@ def test_each_workers_judgments_median_time_checks_and_catch_trials(client, rese
     rows = worker_rows(html)
     assert rows[good.pseudonym][4:6] == ["0 of 1", "—"]
     assert rows[bad.pseudonym][4:6] == ["1 of 1", "1 of 2"]
+
+
+def test_thumb_says_it_checks_captions_and_has_a_catch_trial_column(client, researcher, make_study):
+    # THumB's words (mode.dashboard): its check is of captions (the third annotator), and it
+    # serves catch trials, so the per-worker table has their column.
+    study = thumb_study(make_study)
+    assert assignment_next(participant=member(study, researcher)) is not None
+    client.force_login(researcher)
+
+    html = dashboard(client, study)
+
+    assert "This mode checks captions (a third annotator), not participants." in html
+    assert "Catch-trial failures" in html and "Catch trials: planted captions" in html
+    assert "finishing one caption set (an image&#x27;s captions at one stage)" in html
 
 
 def test_per_stage_progress_names_stages_in_words(client, researcher):

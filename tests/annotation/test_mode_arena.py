@@ -568,6 +568,10 @@ def test_the_researcher_pages_of_an_arena_study_render(client, researcher, page)
     if page == "study_dashboard":
         html = answer.content.decode()
         assert "Battles" in html and "gold battles" in html
+        # The mode's words (mode.dashboard): its gold battles are its check of the worker,
+        # so the table has no second column of the same catch trials.
+        assert "An answer is one participant finishing one battle" in html
+        assert "Catch-trial failures" not in html
 
 
 def test_the_new_study_page_offers_the_arena(client, researcher):

@@ -409,7 +409,10 @@ def test_the_researcher_pages_of_a_spans_study_render(client, researcher, page):
     answer = client.get(reverse(page, args=[study.pk]))
     assert answer.status_code == 200
     if page == "study_dashboard":
-        assert "Captions to mark" in answer.content.decode()
+        html = answer.content.decode()
+        assert "Captions to mark" in html
+        assert "An answer is one participant finishing one caption to mark" in html
+        assert "This mode has no check of the participants." in html
 
 
 def test_the_new_study_page_offers_the_spans_mode(client, researcher):

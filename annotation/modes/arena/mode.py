@@ -8,6 +8,7 @@ from django.db.models import Q
 
 from annotation.modes.arena import integrity
 from annotation.modes.arena.browse import ArenaBrowse
+from annotation.modes.arena.dashboard import ArenaDashboard
 from annotation.modes.arena.export import ArenaExport
 from annotation.modes.arena.importers import BattleImporter
 from annotation.modes.arena.judging import ArenaJudging
@@ -31,6 +32,7 @@ class ArenaMode(ArenaProtocol):
     report_class = ArenaReport
     judging_class = ArenaJudging
     export_class = ArenaExport
+    dashboard_class = ArenaDashboard
     importer_classes = (BattleImporter,)
     kind_labels = {BATTLE: "Battles", CATCH: "Gold battles"}
     # After the three published rating protocols.

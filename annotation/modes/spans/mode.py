@@ -7,6 +7,7 @@ models are ready (``apps.py`` says why the package itself imports nothing).
 from annotation.modes.base import Demo, register
 from annotation.modes.capacity import workers_needed_by_unit
 from annotation.modes.spans.browse import SpansBrowse
+from annotation.modes.spans.dashboard import SpansDashboard
 from annotation.modes.spans.export import SpansExport
 from annotation.modes.spans.importers import SpanImporter
 from annotation.modes.spans.judging import SpansJudging
@@ -23,6 +24,7 @@ class SpansMode(SpansProtocol):
     report_class = SpansReport
     judging_class = SpansJudging
     export_class = SpansExport
+    dashboard_class = SpansDashboard
     importer_classes = (SpanImporter,)
     kind_labels = {CAPTION: "Captions to mark"}
     # After the arena.
