@@ -13,6 +13,7 @@ import random
 import subprocess
 import sys
 import textwrap
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -178,3 +179,31 @@ def test_every_installed_mode_is_a_choice_as_soon_as_django_starts(tmp_path):
     installed = {app.rsplit(".", 1)[-1] for app in MODE_APPS}
     assert len(installed) >= 5 and {name for name, _label in choices} == installed
     assert all(label for _name, label in choices)
+
+
+def layered_modules() -> set[str]:
+    """The modules named by the layers contract over ``annotation`` (pyproject.toml)."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    (contract,) = [
+        c
+        for c in config["tool"]["importlinter"]["contracts"]
+        if c["type"] == "layers" and c.get("containers") == ["annotation"]
+    ]
+    return {
+        name.strip()
+        for layer in contract["layers"]
+        for name in layer.replace(":", "|").split("|")
+        if name.strip()
+    }
+
+
+def test_the_layers_contract_names_every_module_of_annotation():
+    """A module the contract leaves out may import anything and be imported by anything:
+    each module and package at the top of ``annotation/`` has its layer."""
+    folder = ROOT / "annotation"
+    top = {p.stem for p in folder.glob("*.py") if p.stem != "__init__"} | {
+        p.parent.name for p in folder.glob("*/__init__.py")
+    }
+    assert {"services", "models", "modes", "views"} <= top
+    assert top - layered_modules() == set()
+    assert layered_modules() - top == set(), "the contract names a module that is gone"
