@@ -336,17 +336,16 @@ def report_agreement(study: Study) -> dict:
     """Per-worker agreement and reliability from the latest finished report, by pseudonym.
 
     ``reliability`` (the reliability model's ``workers``: competence, flagged and reason) and
-    VICR's per-player agreement with the consensus of the others (``players``: exact). An
-    empty ``by_pseudonym`` when there is no report or it has neither.
+    the agreement the mode reads from its own report (``mode.dashboard.worker_agreement``:
+    exact). An empty ``by_pseudonym`` when there is no report or it has neither.
     """
     job = report_latest(study)
     if job is None:
         return {"at": None, "method": "", "note": "", "by_pseudonym": {}}
     result = job.result or {}
     by_pseudonym: dict[str, dict] = {}
-    for player in result.get("players") or []:
-        if isinstance(player, dict) and player.get("pseudonym"):
-            by_pseudonym.setdefault(player["pseudonym"], {})["exact"] = player.get("exact")
+    for pseudonym, exact in get_mode(study.mode).dashboard.worker_agreement(result).items():
+        by_pseudonym.setdefault(pseudonym, {})["exact"] = exact
     reliability = result.get("reliability") or {}
     for worker in reliability.get("workers") or []:
         if isinstance(worker, dict) and worker.get("participant"):

@@ -6,7 +6,8 @@ per-worker table. What only one protocol has (VICR's adaptive stopping, HUMANr's
 adaptive allocation) is the mode's panel: ``mode.dashboard.panel(study)`` gives a template
 and the context it computes, and the dashboard includes it without knowing what it says.
 The words the shared parts need of a mode (what one answer finishes, whether catch trials
-are served, why no worker is checked) are attributes here with plain defaults.
+are served, why no worker is checked) are attributes here with plain defaults, and
+``worker_agreement`` reads a worker's agreement from the mode's own report.
 """
 
 from __future__ import annotations
@@ -51,6 +52,11 @@ class Dashboard:
         it reports on is off). Called on every poll of the dashboard: a few queries at most,
         whatever the study's size."""
         return None
+
+    def worker_agreement(self, result: dict[str, Any]) -> dict[str, float]:
+        """Each worker's agreement in the latest stored report ``result``, by pseudonym: a
+        share (0 to 1) the per-worker table shows as "exact". Default: none."""
+        return {}
 
     def panel(self, study: Study) -> Panel | None:
         """The panel the dashboard includes for ``study``, or None."""

@@ -29,6 +29,7 @@ from annotation.tasks import enqueue
 from tests.factories.core import crowd_participant, rating_study
 from tests.factories.humanr import careless, crowd, do_group, honest, humanr_study
 from tests.factories.thumb import member, thumb_study
+from tests.factories.vicr import vicr_study
 
 pytestmark = pytest.mark.django_db
 
@@ -181,10 +182,10 @@ def test_per_stage_progress_names_stages_in_words(client, researcher):
 
 
 def test_agreement_and_reliability_come_from_the_latest_report(client, researcher):
-    study = rating_study(researcher, captions=2)
+    # VICR's report has each player's agreement (mode.dashboard.worker_agreement); the
+    # reliability section is every mode's.
+    study = vicr_study(researcher, game=1)
     ann, ben = crowd_participant(study, "w1"), crowd_participant(study, "w2")
-    answer(ann)
-    answer(ben)
     client.force_login(researcher)
     assert "Agreement and reliability appear once a report is computed." in dashboard(client, study)
     finished = timezone.now().replace(microsecond=0) - timedelta(minutes=5)
@@ -213,9 +214,31 @@ def test_agreement_and_reliability_come_from_the_latest_report(client, researche
 
     assert f"as of the report of {finished:%-d %b %Y, %H:%M} UTC (Dawid-Skene)" in html
     rows = worker_rows(html)
-    # The test mode serves no catch trials: agreement and reliability follow "arrived".
-    assert rows[ann.pseudonym][7:9] == ["75% exact", "0.90"]
-    assert rows[ben.pseudonym][7:9] == ["—", "0.20 flagged : answers like a spammer"]
+    # Columns: ..., checks, catch, completed, arrived, agreement, reliability, flags.
+    assert rows[ann.pseudonym][-3:-1] == ["75% exact", "0.90"]
+    assert rows[ben.pseudonym][-3:-1] == ["—", "0.20 flagged : answers like a spammer"]
+
+
+def test_a_mode_without_per_worker_agreement_shows_none(client, researcher):
+    # The test mode's report has no per-worker agreement: a "players" key in its result is
+    # not read as VICR's (the mode reads its own report).
+    study = rating_study(researcher, captions=2)
+    ann = crowd_participant(study, "w1")
+    answer(ann)
+    Job.objects.create(
+        kind=Job.Kind.REPORT,
+        study=study,
+        status=Job.Status.DONE,
+        finished_at=timezone.now(),
+        result={"players": [{"pseudonym": ann.pseudonym, "exact": 0.75}]},
+    )
+    client.force_login(researcher)
+
+    html = dashboard(client, study)
+
+    assert "as of the report of" in html
+    assert "% exact" not in html
+    assert worker_rows(html)[ann.pseudonym][-3] == "—"  # the agreement column
 
 
 # --- Who sees what ----------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""VICR's panel of the live dashboard: what adaptive stopping saved (issue 15)."""
+"""VICR's part of the live dashboard: its panel of what adaptive stopping saved (issue 15)
+and each player's agreement from its report."""
 
 from __future__ import annotations
 
@@ -20,6 +21,14 @@ class VicrDashboard(Dashboard):
     def panel_context(self, study: Study) -> dict[str, Any] | None:
         saving = adaptive_saving(self.mode, study)
         return None if saving is None else {"saving": saving}
+
+    def worker_agreement(self, result: dict[str, Any]) -> dict[str, float]:
+        # The report's players: each against the consensus of the others (``exact``).
+        return {
+            player["pseudonym"]: player.get("exact")
+            for player in result.get("players") or []
+            if isinstance(player, dict) and player.get("pseudonym")
+        }
 
 
 def adaptive_saving(mode, study: Study) -> dict[str, int] | None:
