@@ -18,9 +18,12 @@ from rubrics import checks
 from rubrics.resampling import as_generator
 from rubrics.thumb.estimators import (
     MEAN_FIELDS,
+    BestWorst,
+    CaptionGrid,
     Interval,
     MetricCorrelation,
     ScoreCounts,
+    SystemMeans,
     SystemPair,
     best_worst,
     caption_grid,
@@ -156,6 +159,35 @@ def _weights(weights: Any) -> tuple[float, float]:
     return w_p, w_r
 
 
+def _rows(
+    grid: CaptionGrid, means: SystemMeans, extremes: BestWorst, order: list[int], human: str
+) -> tuple[SystemRow, ...]:
+    """Each system's row of Tables 2 and 3, in display ``order``."""
+    return tuple(
+        SystemRow(
+            name=str(grid.systems[j]),
+            n_images=int(means.n_images[j]),
+            is_human=bool(grid.systems[j] == human),
+            **{field: means.interval(field, j) for field in MEAN_FIELDS},
+            n_best=int(extremes.n_best[j]),
+            n_worst=int(extremes.n_worst[j]),
+        )
+        for j in order
+    )
+
+
+def _histograms(
+    judgments: CaptionJudgments, grid: CaptionGrid, order: list[int], human: str
+) -> Histograms:
+    """Score counts of the human captions, the machine captions and each system in order."""
+    is_human = judgments.systems == human
+    return Histograms(
+        human=score_counts(judgments, is_human),
+        machine=score_counts(judgments, ~is_human),
+        per_system={str(grid.systems[j]): score_counts(judgments, grid.system == j) for j in order},
+    )
+
+
 def report(
     judgments: CaptionJudgments,
     *,
@@ -197,25 +229,9 @@ def report(
     rng = as_generator(seed)
     grid = caption_grid(judgments)
     means = system_means(judgments, grid, w, n_resamples, conf, rng)
-    extremes = best_worst(judgments, grid)
     order = system_order(grid, means.total, human_system)
-    rows = tuple(
-        SystemRow(
-            name=str(grid.systems[j]),
-            n_images=int(means.n_images[j]),
-            is_human=bool(grid.systems[j] == human_system),
-            **{field: means.interval(field, j) for field in MEAN_FIELDS},
-            n_best=int(extremes.n_best[j]),
-            n_worst=int(extremes.n_worst[j]),
-        )
-        for j in order
-    )
-    is_human = judgments.systems == human_system
-    histograms = Histograms(
-        human=score_counts(judgments, is_human),
-        machine=score_counts(judgments, ~is_human),
-        per_system={str(grid.systems[j]): score_counts(judgments, grid.system == j) for j in order},
-    )
+    rows = _rows(grid, means, best_worst(judgments, grid), order, human_system)
+    histograms = _histograms(judgments, grid, order, human_system)
     correlations = (
         None if metrics is None else metric_correlations(judgments, metrics, human_system)
     )
