@@ -10,6 +10,7 @@ template path).
 from django.db.models import Q
 
 from annotation.modes.base import WorkerChecks, register
+from tests.ratingmode.dashboard import RatingDashboard
 from tests.ratingmode.export import RatingExport
 from tests.ratingmode.pages import RatingPages
 from tests.ratingmode.plan import RatingPlanner
@@ -26,6 +27,7 @@ class RatingTestMode(RatingProtocol):
     report_class = RatingReport
     export_class = RatingExport
     planner_class = RatingPlanner
+    dashboard_class = RatingDashboard
     kind_labels = {"rating": "Captions to rate"}
     # A rating of 1 counts as a failed check of the worker (only so the dashboard's check
     # columns have something to count in tests).

@@ -56,6 +56,11 @@ def test_the_dashboard_names_the_kinds_and_counts_the_modes_checks(client, resea
     for participant in Participant.objects.filter(study=study):
         ratings = [j.payload["rating"] for j in participant.judgments.all()]
         assert f"{ratings.count(1)} of {len(ratings)}" in html
+    # The mode's own panel (mode.dashboard), counted here from the rows, and its words.
+    counts = Counter(Judgment.objects.filter(study=study).values_list("payload__rating", flat=True))
+    for value in range(1, 6):
+        assert f"<li>Rated {value}: {counts[value]}</li>" in html
+    assert "finishing one caption to rate;" in html
 
 
 def test_the_planner_reads_the_modes_unit_default_and_least(client, researcher):
