@@ -10,12 +10,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
-
-if TYPE_CHECKING:  # annotations only: base imports this module
-    from annotation.modes.base import Mode
+from typing import Any, ClassVar
 
 from annotation.models import Study
+from annotation.modes.components import ModeOf
 
 #: Types an export column may have; the export service maps them onto Arrow types.
 EXPORT_TYPES = ("int", "float", "str", "bool", "timestamp")
@@ -143,7 +141,7 @@ class Export:
     row_unit: ClassVar[str] = "judgment"
     exclusion_rules: ClassVar[str] = ""
 
-    def __init__(self, mode: Mode):
+    def __init__(self, mode: ModeOf):
         self.mode = mode
 
     def columns(self) -> list[ExportColumn]:

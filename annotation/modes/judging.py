@@ -7,15 +7,12 @@ apart so that ``base.py`` stays readable in one sitting.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from annotation.errors import ServiceError
 from annotation.models import Item, Study
+from annotation.modes.components import ModeOf
 from annotation.text import json_problem, nesting_problem, text_problem
-
-if TYPE_CHECKING:  # the mode owns its components; only its type is needed here
-    from annotation.modes.base import Mode
-
 
 #: The lines around the guidelines in a default prompt (``default_prompt``).
 GUIDELINES_HEADING = "Task guidelines (the people who judge this study read the same text):"
@@ -40,7 +37,7 @@ class Judging:
     #: What the answer fields are, shown in the docs and the API.
     answer_help: ClassVar[str] = ""
 
-    def __init__(self, mode: Mode):
+    def __init__(self, mode: ModeOf):
         self.mode = mode
 
     def clean_answer(self, study: Study, captions: list[Any], data: Any) -> dict[str, Any]:

@@ -7,14 +7,12 @@ replay flag are issue 29's (docs/protocol-choices.md "Crowd integrity, round two
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from annotation.models import Judgment, Participant
+from annotation.modes.vicr.settings import VicrSettings
 from rubrics import gate_replay as gate_replay_rules
 from rubrics import vicr as rules
-
-if TYPE_CHECKING:
-    from annotation.modes.vicr.protocol import VicrSettings
 
 # ``protocol``'s phase names (not imported from there, which imports this module).
 TUTORIAL, PROBATION, GAME = rules.Phase.TUTORIAL, rules.Phase.PROBATION, rules.Phase.GAME

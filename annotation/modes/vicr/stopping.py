@@ -8,15 +8,13 @@ phase machine and the stopping rule each stay readable; the rule itself is
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from annotation import identities
 from annotation.models import Item, Judgment, Participant
+from annotation.modes.vicr.settings import VicrSettings
 from rubrics import adaptive
 from rubrics import vicr as rules
-
-if TYPE_CHECKING:
-    from annotation.modes.vicr.protocol import VicrSettings
 
 #: The game pairs' ``Item.kind`` (``protocol.GAME``; not imported from there, which imports
 #: this module).
