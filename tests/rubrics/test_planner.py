@@ -49,9 +49,9 @@ def _subsampled_thumb_widths(rows, n, draws, seed):
         report = thumb.report(
             _judgments([r for r in rows if r["seg_id"] in chosen]), n_resamples=200, seed=draw
         )
-        for name, entry in report["per_system"].items():
-            total = entry["total"]
-            widths.setdefault(name, []).append((total["ci_high"] - total["ci_low"]) / 2)
+        for row in report.rows:
+            total = row.total
+            widths.setdefault(row.name, []).append((total.ci_high - total.ci_low) / 2)
     return {name: float(np.mean(w)) for name, w in widths.items()}
 
 
