@@ -5,22 +5,24 @@ Builders and helpers that tests import live in ``tests/factories/``.
 
 import os
 import shutil
-from pathlib import Path
 
 import pytest
 from django.conf import settings as django_settings
+from django.test.utils import override_settings
 
-import tests.ratingmode  # noqa: F401  (registers the test-only "test-rating" mode)
 from annotation.services.studies import study_create
 from capeval.celery_app import app
 from tests.factories.machine import usable_cores
 
-# The test-only mode's templates live beside it, not in the project's templates folder.
-# Django builds its template engines on first use, after this line.
-django_settings.TEMPLATES[0]["DIRS"] = [
-    *django_settings.TEMPLATES[0]["DIRS"],
-    Path(__file__).parent / "ratingmode" / "templates",
-]
+# The test-only mode (tests/ratingmode/) is a mode app like annotation/modes/<mode>/, and
+# this is its one line outside its folder: installed for the tests only, so production
+# never lists it. pytest-django sets Django up before this file is read, so the app joins
+# through override_settings, which re-populates the app registry: AnnotationConfig.ready()
+# then imports its mode.py (registering "test-rating"), and the template loaders and
+# static-file finders read its templates/ and static/ as they read a real mode's.
+# CAPEVAL_TESTS_WITHOUT_RATINGMODE=1 leaves it out (tests/ratingmode/test_removal.py).
+if not os.environ.get("CAPEVAL_TESTS_WITHOUT_RATINGMODE"):
+    override_settings(INSTALLED_APPS=[*django_settings.INSTALLED_APPS, "tests.ratingmode"]).enable()
 
 
 def pytest_xdist_auto_num_workers(config):

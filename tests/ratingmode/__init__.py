@@ -1,39 +1,18 @@
-"""A tiny protocol used only by the tests of the mode-agnostic core, built by the recipe of
-``docs/architecture.md`` ("How to add a mode") exactly as a real mode is.
+"""A tiny protocol used only by the tests, built by the recipe of ``docs/architecture.md``
+("How to add a mode") exactly as a real mode is: a Django app (``apps.py``) whose
+``mode.py`` registers the mode, with its own templates, static files, importer and
+dashboard panel.
 
 "test-rating": one item per caption, each answered with a whole-number ``rating`` from 1 to
-5, in ``parts`` consecutive parts, no faster than ``min_seconds`` per part. Importing this
-package registers the mode (``tests/conftest.py`` does, and puts its template folder on the
-template path).
+5, in ``parts`` consecutive parts, no faster than ``min_seconds`` per part. The item page
+loads the mode's own script (keys 1-5 choose a rating, a live note says it in words) and
+stylesheet; ``importers.py`` reads a CSV of rated captions (``test-rating-csv``);
+``dashboard.py`` counts the ratings of each value.
+
+``tests/conftest.py`` installs the app for the tests (its one line outside this folder);
+Django imports this package before the models are ready, so it holds only the mode's
+description and name.
 """
 
-from django.db.models import Q
-
-from annotation.modes.base import WorkerChecks, register
-from tests.ratingmode.dashboard import RatingDashboard
-from tests.ratingmode.export import RatingExport
-from tests.ratingmode.pages import RatingPages
-from tests.ratingmode.plan import RatingPlanner
-from tests.ratingmode.protocol import NAME, RatingProtocol, RatingSettings
-from tests.ratingmode.report import RatingReport
-from tests.ratingmode.simulate import simulated_answers
-
-__all__ = ["NAME", "RatingSettings", "RatingTestMode"]
-
-
-@register
-class RatingTestMode(RatingProtocol):
-    pages_class = RatingPages
-    report_class = RatingReport
-    export_class = RatingExport
-    planner_class = RatingPlanner
-    dashboard_class = RatingDashboard
-    kind_labels = {"rating": "Captions to rate"}
-    # A rating of 1 counts as a failed check of the worker (only so the dashboard's check
-    # columns have something to count in tests).
-    worker_checks = WorkerChecks(
-        "ratings of 1",
-        counted=Q(judgments__payload__has_key="rating"),
-        failed=Q(judgments__payload__rating=1),
-    )
-    simulate = simulated_answers
+#: The mode's name (``Study.mode``), read by the builders of the mode-agnostic tests.
+NAME = "test-rating"

@@ -7,8 +7,7 @@ from annotation.errors import ServiceError
 from annotation.models import Assignment, Caption, Item, Judgment, Participant, Study
 from annotation.modes.base import Mode, Outcome
 from annotation.modes.settings import CHECKS, CROWD, CrowdSettings, whole
-
-NAME = "test-rating"
+from tests.ratingmode import NAME
 
 
 @dataclass(frozen=True)
