@@ -8,7 +8,7 @@ from annotation.modes.base import Dashboard
 
 
 class RatingDashboard(Dashboard):
-    panel_template = "ratingmode/_dashboard_panel.html"
+    panel_template = "modes/ratingmode/_dashboard_panel.html"
     item_words = "caption to rate"
 
     def panel_context(self, study):

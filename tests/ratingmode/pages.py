@@ -7,7 +7,7 @@ from annotation.modes.base import Pages
 
 
 class RatingPages(Pages):
-    item_template = "ratingmode/item.html"
+    item_template = "modes/ratingmode/item.html"
 
     def item_context(self, assignment: Assignment, part: int) -> dict[str, Any]:
         caption = Caption.objects.get(pk=assignment.item.spec["caption"])

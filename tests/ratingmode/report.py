@@ -9,7 +9,7 @@ from annotation.modes.base import Report
 
 
 class RatingReport(Report):
-    template = "ratingmode/report.html"
+    template = "modes/ratingmode/report.html"
     figure_names = ("ratings",)
     summary_keys = ("histogram",)
 

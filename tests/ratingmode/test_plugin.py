@@ -93,7 +93,7 @@ def test_the_item_page_loads_the_modes_own_script_and_stylesheet(researcher):
     assert page.status_code == 200
     html = page.content.decode()
     assert "<h1>Rate a caption</h1>" in html and 'id="rating-said"' in html
-    assets = re.findall(r'(?:src|href)="(/static/ratingmode/[^"]+)"', html)
+    assets = re.findall(r'(?:src|href)="(/static/modes/ratingmode/[^"]+)"', html)
     assert sorted(Path(a).name for a in assets) == ["rating.css", "rating.js"]
     for url in assets:
         relative = url.removeprefix("/static/")
