@@ -34,11 +34,12 @@ from annotation.models import (
 )
 from annotation.modes import get_mode
 from annotation.modes.base import screen_out_reason
+from annotation.modes.catch import CATCH
 from annotation.selectors import crowd_integrity, open_leases, report_latest
 
 #: Kinds shown but not counted in the overall progress and the ETA: catch trials are made
 #: for one participant as they go (``annotation/modes/catch.py``), not study data to finish.
-UNCOUNTED_KINDS = {"catch": "Catch trials (planted captions)"}
+UNCOUNTED_KINDS = {CATCH: "Catch trials (planted captions)"}
 #: Items with this target or more are open-ended (VICR's tutorial and probation pools,
 #: which every player rates): they have no "done".
 OPEN_ENDED_TARGET = 2**31 - 1
