@@ -3,7 +3,7 @@
 from typing import Literal
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 
 AlphaLevel = Literal["nominal", "ordinal", "interval"]
 
@@ -24,27 +24,7 @@ def krippendorff_alpha(ratings: ArrayLike, level: AlphaLevel = "interval") -> fl
     """
     if level not in _ALPHA_LEVELS:
         raise ValueError(f"unknown level {level!r}; expected 'nominal', 'ordinal' or 'interval'")
-    try:
-        arr = np.asarray(ratings, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"ratings must be numeric (NaN for missing): {exc}") from exc
-    if arr.ndim != 2:
-        raise ValueError(f"ratings must be 2-D (raters x units), got shape {arr.shape}")
-    if arr.size == 0:
-        raise ValueError("ratings is empty")
-    if np.any(np.isinf(arr)):
-        raise ValueError("ratings contain infinity (use NaN for missing values)")
-    present = ~np.isnan(arr)
-    per_unit = present.sum(axis=0)
-    pairable_units = per_unit >= 2
-    if not np.any(pairable_units):
-        raise ValueError(
-            "Krippendorff's alpha is undefined: no unit has at least 2 values (nothing pairable)"
-        )
-    unit_idx = np.broadcast_to(np.arange(arr.shape[1]), arr.shape)
-    keep = present & pairable_units[None, :]
-    values = arr[keep]
-    units = unit_idx[keep]
+    values, units = _pairable(ratings)
     _, units = np.unique(units, return_inverse=True)  # 0..U-1 over pairable units
     m_u = np.bincount(units).astype(np.float64)
     n = float(values.size)
@@ -76,3 +56,29 @@ def krippendorff_alpha(ratings: ArrayLike, level: AlphaLevel = "interval") -> fl
         raise ValueError("Krippendorff's alpha is undefined: expected disagreement is 0")
     observed = (m_u * ss_u / (m_u - 1)).sum()
     return float(1.0 - (n - 1) / n * observed / ss_total)
+
+
+def _pairable(ratings: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.intp]]:
+    """The values of units with at least 2 of them, and the column (unit) of each."""
+    try:
+        arr = np.asarray(ratings, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"ratings must be numeric (NaN for missing): {exc}") from exc
+    if arr.ndim != 2:
+        raise ValueError(f"ratings must be 2-D (raters x units), got shape {arr.shape}")
+    if arr.size == 0:
+        raise ValueError("ratings is empty")
+    if np.any(np.isinf(arr)):
+        raise ValueError("ratings contain infinity (use NaN for missing values)")
+    present = ~np.isnan(arr)
+    per_unit = present.sum(axis=0)
+    pairable_units = per_unit >= 2
+    if not np.any(pairable_units):
+        raise ValueError(
+            "Krippendorff's alpha is undefined: no unit has at least 2 values (nothing pairable)"
+        )
+    unit_idx = np.broadcast_to(np.arange(arr.shape[1]), arr.shape)
+    keep = present & pairable_units[None, :]
+    values = arr[keep]
+    units = unit_idx[keep]
+    return values, units
