@@ -38,7 +38,7 @@ from annotation.identities import linked_q
 from annotation.models import Assignment, Item, Judgment, Participant, Study
 from annotation.models.crowd import crowd_left
 from annotation.modes import catch, get_mode
-from annotation.modes.base import screen_out_reason
+from annotation.modes.base import Mode, screen_out_reason
 from annotation.services.judgments import participant_settle_exhausted
 
 # A claim can only fail if a candidate's capacity changed between reading and claiming it
@@ -195,50 +195,12 @@ def assignment_next(*, participant: Participant, now: datetime | None = None) ->
     """
     now = now or timezone.now()
     with transaction.atomic():
-        # Serialises one participant's concurrent requests (two tabs, a double click) and
-        # reads their protocol state as the last committed submission left it.
-        # Participants of one browser are one worker (HUMANr's exposure bars what any of them
-        # met): lock them all, in id order, so two of them are never served from one state.
-        # No deadlock: judgment_submit locks only its own participant row, and every claim
-        # takes browser-mates in the same order.
-        same_worker = Q(pk=participant.pk)
-        if participant.browser_id:
-            same_worker |= Q(study_id=participant.study_id, browser_id=participant.browser_id)
-        rows = list(
-            Participant.objects.select_for_update(of=("self",))
-            .select_related("study")
-            .filter(same_worker)
-            .order_by("pk")
-        )
-        locked = next((row for row in rows if row.pk == participant.pk), None)
-        if locked is None or locked.study.status != Study.Status.LIVE:
-            return None
-        if screen_out_reason(locked.flags):
-            # Screened out (Outcome.screen_out): nothing more, so no later answer can earn
-            # the completion code; the finished page shows the screen-out code.
-            return None
-        if catch.is_flagged(locked):
-            # The catch-trial rule excluded them: every further answer would be excluded
-            # too, so more work would waste their time and a crowd study's money. The
-            # finished page tells them why.
-            return None
-        if crowd_left(locked.flags):
-            # Returned, timed out or rejected on the platform: the reclaim gave their leases
-            # to the next worker, and answers after it would be unpaid and counted.
+        locked = _lock_worker(participant)
+        if locked is None or not _may_be_served(locked):
             return None
         mode = get_mode(locked.study.mode)
         round_number = mode.current_round(locked)
-        # One read for every lease that matters here: the open ones (the current lease, or
-        # lapsed ones to give back) and this round's released ones, since an item that comes
-        # back to them reopens its old lease (one lease per participant, item and round).
-        leases = list(
-            Assignment.objects.filter(participant=locked)
-            .filter(
-                Q(status=Assignment.Status.OPEN)
-                | Q(status=Assignment.Status.RELEASED, round=round_number)
-            )
-            .order_by("served_at", "id")
-        )
+        leases = _leases_that_matter(locked, round_number)
         for lease in leases:
             if lease.status == Assignment.Status.OPEN and lease.expires_at > now:
                 lease.participant = locked
@@ -247,88 +209,194 @@ def assignment_next(*, participant: Participant, now: datetime | None = None) ->
                 # request the join's building (issue 27).
                 lease.item = Item.objects.get(pk=lease.item_id)
                 return lease
-        released: dict[int, Assignment] = {}
-        for lease in leases:
-            if lease.status == Assignment.Status.OPEN:
-                # The participant's own lapsed leases go back now, not at the next beat
-                # tick, so they never hold two slots and a late answer to the old lease is
-                # refused.
-                _release(lease.pk, lease.item_id)
-                lease.status = Assignment.Status.RELEASED
-            if lease.round == round_number:
-                released[lease.item_id] = lease
-
-        waiting: ServiceError | None = None
-        resumable: list[int] = []
-        if locked.source != Participant.Source.ACCOUNT:
-            wait_until = lapse_wait_until(participant=locked, now=now)
-            if wait_until is not None:
-                minutes = max(1, -(-int((wait_until - now).total_seconds()) // 60))
-                waiting = TooFast(
-                    "You, or someone on your network or in your browser, let a task lapse "
-                    "without answering it, so others are served first for a while. Please "
-                    f"try again in {minutes} minute{'s' if minutes != 1 else ''}.",
-                )
-                # Work already begun (a HUMANr group with answered trials) may still be
-                # resumed: its answers are kept only if the same lease is finished.
-                resumable = list(
-                    Judgment.objects.filter(
-                        assignment_id__in=[lease.pk for lease in released.values()]
-                    ).values_list("item_id", flat=True)
-                )
-                if not resumable:
-                    raise waiting
-        if locked.network and locked.source != Participant.Source.ACCOUNT:
-            limit = mode.settings(locked.study).crowd_open_leases_per_address
-            if _open_leases_from_network(locked, now) >= limit:
-                raise TooFast(
-                    "Your network already holds as many open tasks in this study as it "
-                    "allows. Please finish or leave those first, then reload this page.",
-                )
-
-        # A lease that lapsed unanswered does not count as "had": the item may come back to
-        # them (otherwise a lapsed tutorial pair could never be finished).
-        had_this_round = Assignment.objects.filter(participant=locked, round=round_number).exclude(
-            status=Assignment.Status.RELEASED
-        )
-        # Least taken first; among equals, the mode's order (position, or drawn per worker).
-        among_equals = _drawn_position(locked) if mode.order_per_worker else "position"
-        candidates = (
-            _with_capacity(mode.eligible_items(locked))
-            .exclude(pk__in=had_this_round.values("item_id"))
-            .order_by("taken", among_equals, "id")
-        )
+        released = _give_back_own_lapsed(leases, round_number)
+        waiting, resumable = _lapse_wait(locked, released, now)
+        _check_network_leases(locked, mode, now)
+        candidates = _candidates(locked, mode, round_number)
         if waiting is not None:
             candidates = candidates.filter(pk__in=resumable)
-        tried: list[int] = []
-        gave_back_lapsed = False
-        for _ in range(CLAIM_ATTEMPTS + 1):
-            # (No empty exclude on the first try: building it costs every claim a filter.)
-            untried = candidates.exclude(pk__in=tried) if tried else candidates
-            item_id = _lock_first(untried)
-            if item_id is None and not gave_back_lapsed:
-                # Capacity may be held by lapsed leases nobody has released yet (no beat, or
-                # not yet): give them back now and look once more.
-                gave_back_lapsed = True
-                if _release_lapsed_in_study(locked.study_id, now):
-                    item_id = _lock_first(untried)
-            if item_id is None:
-                if waiting is not None:
-                    raise waiting
-                # Nothing left for them: a crowd worker who did everything offered is paid
-                # for it, never told to return (issue 46, row 2; the mode decides).
-                participant_settle_exhausted(participant=locked, now=now)
-                for name in ("state", "flags", "completed_at"):
-                    setattr(participant, name, getattr(locked, name))
-                return None
-            tried.append(item_id)
-            claimed = _with_capacity(Item.objects.filter(pk=item_id)).update(
-                open_lease_count=F("open_lease_count") + 1
+        return _claim(participant, locked, candidates, round_number, released, waiting, now)
+
+
+def _lock_worker(participant: Participant) -> Participant | None:
+    """Lock the participant's row (and its browser-mates'), with the study; None if gone.
+
+    Its own step: this is the first lock of the order shared with ``judgment_submit``, and
+    every later step reads the participant as locked here.
+    """
+    # Serialises one participant's concurrent requests (two tabs, a double click) and
+    # reads their protocol state as the last committed submission left it.
+    # Participants of one browser are one worker (HUMANr's exposure bars what any of them
+    # met): lock them all, in id order, so two of them are never served from one state.
+    # No deadlock: judgment_submit locks only its own participant row, and every claim
+    # takes browser-mates in the same order.
+    same_worker = Q(pk=participant.pk)
+    if participant.browser_id:
+        same_worker |= Q(study_id=participant.study_id, browser_id=participant.browser_id)
+    rows = list(
+        Participant.objects.select_for_update(of=("self",))
+        .select_related("study")
+        .filter(same_worker)
+        .order_by("pk")
+    )
+    return next((row for row in rows if row.pk == participant.pk), None)
+
+
+def _may_be_served(locked: Participant) -> bool:
+    """Whether the locked participant may get any item: a live study, and nothing in their
+    flags that ends their work. Its own step: each refusal has its own reason, and none of
+    them reads the database."""
+    if locked.study.status != Study.Status.LIVE:
+        return False
+    if screen_out_reason(locked.flags):
+        # Screened out (Outcome.screen_out): nothing more, so no later answer can earn
+        # the completion code; the finished page shows the screen-out code.
+        return False
+    if catch.is_flagged(locked):
+        # The catch-trial rule excluded them: every further answer would be excluded
+        # too, so more work would waste their time and a crowd study's money. The
+        # finished page tells them why.
+        return False
+    # Returned, timed out or rejected on the platform: the reclaim gave their leases
+    # to the next worker, and answers after it would be unpaid and counted.
+    return not crowd_left(locked.flags)
+
+
+def _leases_that_matter(locked: Participant, round_number: int) -> list[Assignment]:
+    """The participant's open leases and this round's released ones, oldest first. Its own
+    step: it is the one read of their leases, shared by every step after it."""
+    # One read for every lease that matters here: the open ones (the current lease, or
+    # lapsed ones to give back) and this round's released ones, since an item that comes
+    # back to them reopens its old lease (one lease per participant, item and round).
+    return list(
+        Assignment.objects.filter(participant=locked)
+        .filter(
+            Q(status=Assignment.Status.OPEN)
+            | Q(status=Assignment.Status.RELEASED, round=round_number)
+        )
+        .order_by("served_at", "id")
+    )
+
+
+def _give_back_own_lapsed(leases: list[Assignment], round_number: int) -> dict[int, Assignment]:
+    """Release the participant's own lapsed leases; return this round's released leases by
+    item. Its own step: it frees their slots before any claim, and its result says which
+    old lease a claimed item reopens."""
+    released: dict[int, Assignment] = {}
+    for lease in leases:
+        if lease.status == Assignment.Status.OPEN:
+            # The participant's own lapsed leases go back now, not at the next beat
+            # tick, so they never hold two slots and a late answer to the old lease is
+            # refused.
+            _release(lease.pk, lease.item_id)
+            lease.status = Assignment.Status.RELEASED
+        if lease.round == round_number:
+            released[lease.item_id] = lease
+    return released
+
+
+def _lapse_wait(
+    locked: Participant, released: dict[int, Assignment], now: datetime
+) -> tuple[ServiceError | None, list[int]]:
+    """The refusal a crowd worker waiting out a lapse gets, and the items they may still
+    resume meanwhile; raises it at once if there are none. Its own step: the lapse rule
+    (module docstring) narrows the claim rather than ending it."""
+    if locked.source == Participant.Source.ACCOUNT:
+        return None, []
+    wait_until = lapse_wait_until(participant=locked, now=now)
+    if wait_until is None:
+        return None, []
+    minutes = max(1, -(-int((wait_until - now).total_seconds()) // 60))
+    waiting = TooFast(
+        "You, or someone on your network or in your browser, let a task lapse "
+        "without answering it, so others are served first for a while. Please "
+        f"try again in {minutes} minute{'s' if minutes != 1 else ''}.",
+    )
+    # Work already begun (a HUMANr group with answered trials) may still be
+    # resumed: its answers are kept only if the same lease is finished.
+    resumable = list(
+        Judgment.objects.filter(
+            assignment_id__in=[lease.pk for lease in released.values()]
+        ).values_list("item_id", flat=True)
+    )
+    if not resumable:
+        raise waiting
+    return waiting, resumable
+
+
+def _check_network_leases(locked: Participant, mode: Mode, now: datetime) -> None:
+    """Refuse a crowd worker whose network holds the study's limit of open leases. Its own
+    step: a limit on the network, not on this participant."""
+    if locked.network and locked.source != Participant.Source.ACCOUNT:
+        limit = mode.settings(locked.study).crowd_open_leases_per_address
+        if _open_leases_from_network(locked, now) >= limit:
+            raise TooFast(
+                "Your network already holds as many open tasks in this study as it "
+                "allows. Please finish or leave those first, then reload this page.",
             )
-            if claimed:
-                item = Item.objects.get(pk=item_id)
-                seconds = lease_seconds(participant=locked)
-                return _lease(locked, item, round_number, now, seconds, released.get(item_id))
+
+
+def _candidates(locked: Participant, mode: Mode, round_number: int) -> QuerySet[Item]:
+    """The items the participant may be served, in serving order (not evaluated). Its own
+    step: it builds the one query every claim attempt reads."""
+    # A lease that lapsed unanswered does not count as "had": the item may come back to
+    # them (otherwise a lapsed tutorial pair could never be finished).
+    had_this_round = Assignment.objects.filter(participant=locked, round=round_number).exclude(
+        status=Assignment.Status.RELEASED
+    )
+    # Least taken first; among equals, the mode's order (position, or drawn per worker).
+    among_equals = _drawn_position(locked) if mode.order_per_worker else "position"
+    return (
+        _with_capacity(mode.eligible_items(locked))
+        .exclude(pk__in=had_this_round.values("item_id"))
+        .order_by("taken", among_equals, "id")
+    )
+
+
+def _claim(
+    participant: Participant,
+    locked: Participant,
+    candidates: QuerySet[Item],
+    round_number: int,
+    released: dict[int, Assignment],
+    waiting: ServiceError | None,
+    now: datetime,
+) -> Assignment | None:
+    """Lock the first candidate and take a slot of it by the conditional UPDATE; lease it.
+
+    Its own step: the retry loop that makes the capacity check safe without row locks.
+    When nothing is left, settles a crowd worker (``participant`` then carries the state
+    that left) and returns None, or raises ``waiting``.
+    """
+    tried: list[int] = []
+    gave_back_lapsed = False
+    for _ in range(CLAIM_ATTEMPTS + 1):
+        # (No empty exclude on the first try: building it costs every claim a filter.)
+        untried = candidates.exclude(pk__in=tried) if tried else candidates
+        item_id = _lock_first(untried)
+        if item_id is None and not gave_back_lapsed:
+            # Capacity may be held by lapsed leases nobody has released yet (no beat, or
+            # not yet): give them back now and look once more.
+            gave_back_lapsed = True
+            if _release_lapsed_in_study(locked.study_id, now):
+                item_id = _lock_first(untried)
+        if item_id is None:
+            if waiting is not None:
+                raise waiting
+            # Nothing left for them: a crowd worker who did everything offered is paid
+            # for it, never told to return (issue 46, row 2; the mode decides).
+            participant_settle_exhausted(participant=locked, now=now)
+            for name in ("state", "flags", "completed_at"):
+                setattr(participant, name, getattr(locked, name))
+            return None
+        tried.append(item_id)
+        claimed = _with_capacity(Item.objects.filter(pk=item_id)).update(
+            open_lease_count=F("open_lease_count") + 1
+        )
+        if claimed:
+            item = Item.objects.get(pk=item_id)
+            seconds = lease_seconds(participant=locked)
+            return _lease(locked, item, round_number, now, seconds, released.get(item_id))
     return None
 
 
