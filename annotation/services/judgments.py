@@ -75,39 +75,11 @@ def judgment_submit(
     now = now or timezone.now()
     try:
         with transaction.atomic():
-            # Lock order as in assignments.py: participant, assignment, item. Locking the
-            # participant also keeps two concurrent submissions of theirs from losing one
-            # another's update of the protocol state.
-            fresh = (
-                Participant.objects.select_for_update(of=("self",))
-                .select_related("study")
-                .get(pk=participant.pk)
-            )
-            participant.state, participant.status = fresh.state, fresh.status
-            participant.completed_at = fresh.completed_at
-            # As locked: a screen-out (a flag) must be seen by this submission.
-            participant.flags = fresh.flags
-            participant.study = study = fresh.study
+            study = _lock_participant(participant)
             mode = get_mode(study.mode)
-            assignment = (
-                Assignment.objects.select_for_update(of=("self",))
-                .select_related("item")
-                .filter(token=token, participant_id=participant.pk)
-                .first()
-            )
-            if assignment is None:
-                raise NotFound("This item was not served to you; nothing was saved.")
-            # The mode reads the participant (state, study settings) through the lease.
-            assignment.participant = participant
+            assignment = _lock_lease(participant, token)
             parts = mode.parts(assignment.item)
-            if assignment.status == Assignment.Status.OPEN and parts == 1:
-                # Storing the only part of a lease closes it in the same transaction, so an
-                # open one-part lease has no judgment yet: nothing to look up.
-                answered: dict[int, int] = {}
-            else:
-                answered = dict(
-                    Judgment.objects.filter(assignment=assignment).values_list("part", "id")
-                )
+            answered = _answered_parts(assignment, parts)
             if part in answered:
                 stored = Judgment.objects.select_related("item").get(pk=answered[part])
                 stored.participant = participant
@@ -119,40 +91,14 @@ def judgment_submit(
             retake = assignment.status != Assignment.Status.OPEN
             if retake:
                 _check_late(assignment, part, parts)
-            if not 0 <= part < parts:
-                raise ServiceError(f"Part {part} does not exist (0 to {parts - 1}).")
-            done_parts = len(answered)
-            if part != done_parts:
-                raise Conflict(
-                    f"Answer part {done_parts + 1} first; parts are answered in order.",
-                )
-            dwell = (now - assignment.part_shown_at(part)).total_seconds()
-            minimum = mode.min_seconds(assignment)
-            if dwell < minimum:
-                raise TooFast(
-                    f"Please take at least {minimum:g} seconds per rating "
-                    f"(this one came after {max(dwell, 0):.1f} s). Nothing was saved.",
-                    # Whole seconds the page waits before sending it again (at least one).
-                    details={"retry_after": max(1, math.ceil(minimum - dwell))},
-                )
+            _check_part(part, parts, done_parts=len(answered))
+            dwell = _check_dwell(assignment, part, mode, now)
             payload = mode.validate(assignment, part, data)
             item = Item.objects.select_for_update().get(pk=assignment.item_id)
             if retake and item.judgment_count + item.open_lease_count >= item.target:
                 raise LeaseExpired(GONE_TO_SOMEONE_ELSE)
             assignment.item = item
-            judgment = Judgment(
-                study_id=participant.study_id,
-                item=item,
-                participant=participant,
-                assignment=assignment,
-                part=part,
-                payload=payload,
-                result=mode.score(item=item, assignment=assignment, part=part, payload=payload),
-                dwell_ms=int(max(dwell, 0) * 1000),
-                # The guidelines the page showed (issue 46): the judges' report compares them.
-                guidelines_version=mode.guidelines(participant.study).version,
-                created_at=now,
-            )
+            judgment = _new_judgment(assignment, part, payload, mode, dwell=dwell, now=now)
             outcome = mode.after_submit(participant, judgment)
             _store(judgment, outcome, last_part=part == parts - 1, now=now, retake=retake)
             _update_participant(participant, outcome, mode, now=now)
@@ -168,6 +114,110 @@ def judgment_submit(
         participant.refresh_from_db(fields=["state", "status", "completed_at", "flags"])
         stored.participant = participant
         return Submitted(stored, created=False)
+
+
+def _lock_participant(participant: Participant) -> Study:
+    """Lock the participant's row and copy its state onto ``participant``; return the study.
+
+    Its own step: the first lock of the order shared with ``assignment_next``, and the
+    state every later step reads is the one locked here.
+    """
+    # Lock order as in assignments.py: participant, assignment, item. Locking the
+    # participant also keeps two concurrent submissions of theirs from losing one
+    # another's update of the protocol state.
+    fresh = (
+        Participant.objects.select_for_update(of=("self",))
+        .select_related("study")
+        .get(pk=participant.pk)
+    )
+    participant.state, participant.status = fresh.state, fresh.status
+    participant.completed_at = fresh.completed_at
+    # As locked: a screen-out (a flag) must be seen by this submission.
+    participant.flags = fresh.flags
+    participant.study = fresh.study
+    return fresh.study
+
+
+def _lock_lease(participant: Participant, token: str) -> Assignment:
+    """Lock the participant's lease named by ``token``, with its item; ``NotFound`` if none.
+
+    Its own step: the second lock of the order, and a token that is not theirs is refused
+    before anything else is read.
+    """
+    assignment = (
+        Assignment.objects.select_for_update(of=("self",))
+        .select_related("item")
+        .filter(token=token, participant_id=participant.pk)
+        .first()
+    )
+    if assignment is None:
+        raise NotFound("This item was not served to you; nothing was saved.")
+    # The mode reads the participant (state, study settings) through the lease.
+    assignment.participant = participant
+    return assignment
+
+
+def _answered_parts(assignment: Assignment, parts: int) -> dict[int, int]:
+    """The lease's stored judgments' ids by part. Its own step: it skips the read when it
+    cannot find anything, which is the common case."""
+    if assignment.status == Assignment.Status.OPEN and parts == 1:
+        # Storing the only part of a lease closes it in the same transaction, so an
+        # open one-part lease has no judgment yet: nothing to look up.
+        return {}
+    return dict(Judgment.objects.filter(assignment=assignment).values_list("part", "id"))
+
+
+def _check_part(part: int, parts: int, *, done_parts: int) -> None:
+    """Refuse a part that does not exist or is not the next one to answer. Its own step: the
+    order of a lease's parts, independent of the mode."""
+    if not 0 <= part < parts:
+        raise ServiceError(f"Part {part} does not exist (0 to {parts - 1}).")
+    if part != done_parts:
+        raise Conflict(
+            f"Answer part {done_parts + 1} first; parts are answered in order.",
+        )
+
+
+def _check_dwell(assignment: Assignment, part: int, mode: Mode, now: datetime) -> float:
+    """Seconds the part was shown; ``TooFast`` below the mode's minimum. Its own step: the
+    refusal tells the page how long to wait before sending the answer again."""
+    dwell = (now - assignment.part_shown_at(part)).total_seconds()
+    minimum = mode.min_seconds(assignment)
+    if dwell < minimum:
+        raise TooFast(
+            f"Please take at least {minimum:g} seconds per rating "
+            f"(this one came after {max(dwell, 0):.1f} s). Nothing was saved.",
+            # Whole seconds the page waits before sending it again (at least one).
+            details={"retry_after": max(1, math.ceil(minimum - dwell))},
+        )
+    return dwell
+
+
+def _new_judgment(
+    assignment: Assignment,
+    part: int,
+    payload: dict[str, Any],
+    mode: Mode,
+    *,
+    dwell: float,
+    now: datetime,
+) -> Judgment:
+    """The unsaved judgment, scored by the mode. Its own step: ``after_submit`` reads it
+    before ``_store`` writes it."""
+    participant, item = assignment.participant, assignment.item
+    return Judgment(
+        study_id=participant.study_id,
+        item=item,
+        participant=participant,
+        assignment=assignment,
+        part=part,
+        payload=payload,
+        result=mode.score(item=item, assignment=assignment, part=part, payload=payload),
+        dwell_ms=int(max(dwell, 0) * 1000),
+        # The guidelines the page showed (issue 46): the judges' report compares them.
+        guidelines_version=mode.guidelines(participant.study).version,
+        created_at=now,
+    )
 
 
 def _check_late(assignment: Assignment, part: int, parts: int) -> None:
