@@ -234,73 +234,114 @@ def crowd_arrive(
                 message="This link belongs to another Prolific study; nothing was recorded.",
             )
         else:
-            error = None
             participant = (
                 Participant.objects.select_for_update()
                 .filter(study=study, source=source, external_id=external_id)
                 .first()
             )
-            if participant is not None:
-                if (
-                    participant.browser_id
-                    and participant.browser_id != browser_id
-                    and _paid_same_submission(participant, source, meta)
-                ):
-                    # Issue 46, row 3: a worker paid once who reopens the link elsewhere
-                    # (another browser, a phone) was told to return the submission, which
-                    # forfeits the pay. Shown the code again, not resumed: the new browser
-                    # never acts as the participant.
-                    _flag(participant, "code_shown_again", f"from {address or 'unknown'}", now)
-                    return Arrival(participant, created=False, reentry=True)
-                if participant.browser_id and participant.browser_id != browser_id:
-                    _flag(participant, "foreign_browser", f"from {address or 'unknown'}", now)
-                    error = _refuse(
-                        **refusal,
-                        participant=participant,
-                        reason="foreign_browser",
-                        message=(
-                            "This worker id has already started this study in another "
-                            "browser. Please continue in the browser you started with; this "
-                            "attempt has been recorded."
-                        ),
-                    )
-                else:
-                    # Bind a participant from before browsers were recorded to this one.
-                    participant.browser_id = participant.browser_id or browser_id
-                    participant.external_meta = {**participant.external_meta, **meta}
-                    participant.save(update_fields=["browser_id", "external_meta"])
-                    return Arrival(participant, created=False)
-            elif (
-                _arrivals_this_hour(study, network, now)
-                >= config.crowd_arrivals_per_address_per_hour
-            ):
-                error = _refuse(
-                    **refusal,
-                    reason="address_rate",
-                    kind=TooFast,
-                    message=(
-                        "Too many new participants have joined this study from your network "
-                        "in the last hour. Please try again later."
-                    ),
+            if participant is None:
+                arrived = _new_worker_arrives(
+                    refusal,
+                    limit=config.crowd_arrivals_per_address_per_hour,
+                    meta=meta,
+                    browser_id=browser_id,
+                    network=network,
+                    now=now,
                 )
             else:
-                participant = Participant.objects.create(
-                    study=study,
-                    source=source,
-                    external_id=external_id,
-                    external_meta=meta,
-                    browser_id=browser_id,
-                    address=address,
-                    network=network,
+                arrived = _known_worker_arrives(
+                    participant, refusal, meta=meta, browser_id=browser_id, now=now
                 )
-                for other in Participant.objects.filter(study=study, browser_id=browser_id).exclude(
-                    pk=participant.pk
-                ):
-                    _flag(other, "shared_browser", f"also used by {participant.pseudonym}", now)
-                    _flag(participant, "shared_browser", f"also used by {other.pseudonym}", now)
-                return Arrival(participant, created=True)
+            if isinstance(arrived, Arrival):
+                return arrived
+            error = arrived
     # Raised after the block commits, so the refusal (and any flag) is kept.
     raise error
+
+
+def _known_worker_arrives(
+    participant: Participant,
+    refusal: dict[str, Any],
+    *,
+    meta: dict[str, Any],
+    browser_id: str,
+    now: datetime,
+) -> Arrival | ServiceError:
+    """Resume a known worker id in its own browser, show a paid worker the code again, or
+    store the refusal of a foreign browser and return its error (raised by the caller once
+    the refusal is committed). Its own step: the browser rules of a worker id seen before.
+    """
+    address = refusal["address"]
+    if (
+        participant.browser_id
+        and participant.browser_id != browser_id
+        and _paid_same_submission(participant, refusal["source"], meta)
+    ):
+        # Issue 46, row 3: a worker paid once who reopens the link elsewhere
+        # (another browser, a phone) was told to return the submission, which
+        # forfeits the pay. Shown the code again, not resumed: the new browser
+        # never acts as the participant.
+        _flag(participant, "code_shown_again", f"from {address or 'unknown'}", now)
+        return Arrival(participant, created=False, reentry=True)
+    if participant.browser_id and participant.browser_id != browser_id:
+        _flag(participant, "foreign_browser", f"from {address or 'unknown'}", now)
+        return _refuse(
+            **refusal,
+            participant=participant,
+            reason="foreign_browser",
+            message=(
+                "This worker id has already started this study in another "
+                "browser. Please continue in the browser you started with; this "
+                "attempt has been recorded."
+            ),
+        )
+    # Bind a participant from before browsers were recorded to this one.
+    participant.browser_id = participant.browser_id or browser_id
+    participant.external_meta = {**participant.external_meta, **meta}
+    participant.save(update_fields=["browser_id", "external_meta"])
+    return Arrival(participant, created=False)
+
+
+def _new_worker_arrives(
+    refusal: dict[str, Any],
+    *,
+    limit: int,
+    meta: dict[str, Any],
+    browser_id: str,
+    network: str,
+    now: datetime,
+) -> Arrival | ServiceError:
+    """Admit a new worker id, flagging it and any other participant of the study in the
+    same browser, or store the refusal of a network over its hourly limit and return its
+    error (raised by the caller once the refusal is committed). Its own step: the one
+    arrival that creates a participant, and the limit that guards it.
+    """
+    study, address = refusal["study"], refusal["address"]
+    if _arrivals_this_hour(study, network, now) >= limit:
+        return _refuse(
+            **refusal,
+            reason="address_rate",
+            kind=TooFast,
+            message=(
+                "Too many new participants have joined this study from your network "
+                "in the last hour. Please try again later."
+            ),
+        )
+    participant = Participant.objects.create(
+        study=study,
+        source=refusal["source"],
+        external_id=refusal["external_id"],
+        external_meta=meta,
+        browser_id=browser_id,
+        address=address,
+        network=network,
+    )
+    for other in Participant.objects.filter(study=study, browser_id=browser_id).exclude(
+        pk=participant.pk
+    ):
+        _flag(other, "shared_browser", f"also used by {participant.pseudonym}", now)
+        _flag(participant, "shared_browser", f"also used by {other.pseudonym}", now)
+    return Arrival(participant, created=True)
 
 
 def _paid_same_submission(participant: Participant, source: str, meta: dict[str, Any]) -> bool:
