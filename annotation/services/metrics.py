@@ -250,55 +250,15 @@ def metrics_compute(*, job: Job, progress: Progress) -> dict[str, Any]:
     resamples = int(job.params.get("resamples", RESAMPLES))
     cider_documents = job.params.get("cider_documents", CIDER_DEFAULT)
     if not names:  # the imported columns only: nothing to score
-        progress(80, "Meta-evaluation of the imported columns")
-        report = metaeval_report(study, resamples=resamples)
-        report.update(
-            {"computed": [], "references": None, "captions_scored": 0, "robustness": None}
-        )
-        report.update(
-            captions_without_references=0, metric_info={}, cider_documents=None, tie_rules=TIE_RULES
-        )
-        progress(100, "Done")
-        return {"result": report, "message": "Reported the imported columns"}
+        return _report_imported_columns(study, resamples, progress)
     progress(2, "Reading captions and references")
     captions, refs, source = caption_references(study)
     if not captions:
         _require_references(study)
-
-    def scoring(fraction: float, message: str) -> None:
-        progress(5 + int(50 * fraction), f"Scoring {len(captions)} captions: {message}")
-
     text_names = [n for n in names if n in metric_rules.METRICS]
-    try:
-        scores = (
-            metric_rules.compute(
-                [c["text"] for c in captions],
-                refs,
-                text_names,
-                progress=scoring,
-                cider_documents=cider_documents,
-            )
-            if text_names
-            else {}
-        )
-    except ValueError as exc:
-        raise ServiceError(f"The metrics could not be computed: {exc}") from None
-    if any(n in CLIP_NAMES for n in names):
-        scores.update(clip_scores(captions, refs, names, scoring))
+    scores = _score_captions(captions, refs, names, text_names, cider_documents, progress)
     progress(56, "Storing the scores")
-    with transaction.atomic():
-        rows = list(
-            Caption.objects.filter(pk__in=[c["id"] for c in captions]).only("id", "metrics")
-        )
-        index = {c["id"]: i for i, c in enumerate(captions)}
-        for row in rows:
-            stored = dict(row.metrics or {})
-            for name in names:
-                value = float(scores[name][index[row.pk]])
-                if np.isfinite(value):  # CLIP-S of a caption without an image file: none
-                    stored[name] = value
-            row.metrics = stored
-        Caption.objects.bulk_update(rows, ["metrics"], batch_size=1000)
+    _store_scores(captions, names, scores)
     progress(60, "Robustness to pathological transformations")
     robustness = (
         metrics_robustness(
@@ -327,20 +287,90 @@ def metrics_compute(*, job: Job, progress: Progress) -> dict[str, Any]:
             if any(metric_rules.METRICS[n].corpus_dependent for n in text_names)
             else None,
             "tie_rules": TIE_RULES,
-            "metric_info": {
-                name: {
-                    "implementation": spec.implementation,
-                    "tokenizer": spec.tokenizer,
-                    "percent": spec.percent,
-                }
-                for name, spec in metric_rules.METRICS.items()
-                if name in names
-            }
-            | {name: {"percent": False} for name in names if name in CLIP_NAMES},
+            "metric_info": _metric_info(names),
         }
     )
     progress(100, "Done")
     return {"result": report, "message": f"Scored {len(captions)} captions"}
+
+
+def _report_imported_columns(study: Study, resamples: int, progress: Progress) -> dict[str, Any]:
+    """The job's result when no metric is asked for. Its own step: it scores nothing and
+    reads no references, so it shares none of the scoring run's steps."""
+    progress(80, "Meta-evaluation of the imported columns")
+    report = metaeval_report(study, resamples=resamples)
+    report.update({"computed": [], "references": None, "captions_scored": 0, "robustness": None})
+    report.update(
+        captions_without_references=0, metric_info={}, cider_documents=None, tie_rules=TIE_RULES
+    )
+    progress(100, "Done")
+    return {"result": report, "message": "Reported the imported columns"}
+
+
+def _score_captions(
+    captions: list[dict[str, Any]],
+    refs: list[list[str]],
+    names: list[str],
+    text_names: list[str],
+    cider_documents: str,
+    progress: Progress,
+) -> dict[str, np.ndarray]:
+    """Every asked metric's scores of the captions, by metric name. Its own step: the slow
+    part of the job, which reports its own progress; a text metric that cannot run is a
+    ``ServiceError``."""
+
+    def scoring(fraction: float, message: str) -> None:
+        progress(5 + int(50 * fraction), f"Scoring {len(captions)} captions: {message}")
+
+    try:
+        scores = (
+            metric_rules.compute(
+                [c["text"] for c in captions],
+                refs,
+                text_names,
+                progress=scoring,
+                cider_documents=cider_documents,
+            )
+            if text_names
+            else {}
+        )
+    except ValueError as exc:
+        raise ServiceError(f"The metrics could not be computed: {exc}") from None
+    if any(n in CLIP_NAMES for n in names):
+        scores.update(clip_scores(captions, refs, names, scoring))
+    return scores
+
+
+def _store_scores(captions: list[dict[str, Any]], names: list[str], scores: dict[str, Any]) -> None:
+    """Write the scores to ``Caption.metrics``. Its own step: the job's one write, in one
+    transaction so that a failure stores none."""
+    with transaction.atomic():
+        rows = list(
+            Caption.objects.filter(pk__in=[c["id"] for c in captions]).only("id", "metrics")
+        )
+        index = {c["id"]: i for i, c in enumerate(captions)}
+        for row in rows:
+            stored = dict(row.metrics or {})
+            for name in names:
+                value = float(scores[name][index[row.pk]])
+                if np.isfinite(value):  # CLIP-S of a caption without an image file: none
+                    stored[name] = value
+            row.metrics = stored
+        Caption.objects.bulk_update(rows, ["metrics"], batch_size=1000)
+
+
+def _metric_info(names: list[str]) -> dict[str, dict[str, Any]]:
+    """How each computed metric was implemented, for the report. Its own step: it reads only
+    the metric registry, not the study."""
+    return {
+        name: {
+            "implementation": spec.implementation,
+            "tokenizer": spec.tokenizer,
+            "percent": spec.percent,
+        }
+        for name, spec in metric_rules.METRICS.items()
+        if name in names
+    } | {name: {"percent": False} for name in names if name in CLIP_NAMES}
 
 
 # ---------------------------------------------------------------------- human scores
