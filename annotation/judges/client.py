@@ -434,33 +434,14 @@ async def arun_batch(
     max_reply_bytes: int = MAX_REPLY_BYTES,
 ) -> RunResult:
     """The coroutine behind :func:`run_batch` (same arguments)."""
-    keys = [item.key for item in items]
-    if len(set(keys)) != len(keys):
-        raise ValueError("item keys must be unique within a batch")
-    if concurrency < 1 or timeout <= 0 or max_retries < 0 or backoff < 0 or max_reply_bytes < 1:
-        raise ValueError(
-            "concurrency >= 1, timeout > 0, max_retries >= 0, backoff >= 0, max_reply_bytes >= 1"
-        )
+    _check_arguments(items, concurrency, timeout, max_retries, backoff, max_reply_bytes)
     started = time.perf_counter()
     run = _Run(endpoint, parse, temperature, max_tokens, timeout, max_retries, backoff, max_backoff,
                max_reply_bytes)  # fmt: skip
     results = [ItemResult(key=item.key, error=NOT_ASKED) for item in items]
-    total, done = len(items), 0
-    todo: asyncio.Queue[int] = asyncio.Queue()
-    for i, item in enumerate(items):
-        hit = cache.get(cache_key(prompt_version, endpoint.model, item)) if cache else None
-        if hit is not None:
-            # A cached reply parsed once; parsing again keeps the answer's type the caller's.
-            # A parser made stricter since then refuses it: ask again rather than fail.
-            try:
-                answer = parse(hit["raw"])
-            except ValueError:
-                hit = None
-        if hit is None:
-            todo.put_nowait(i)
-            continue
-        results[i] = ItemResult(key=item.key, answer=answer, raw=hit["raw"], cached=True)
-        done += 1
+    total = len(items)
+    todo = _answer_from_cache(items, results, cache, prompt_version, endpoint.model, parse)
+    done = total - todo.qsize()
     if progress and done:
         progress(done, total)
 
@@ -497,7 +478,62 @@ async def arun_batch(
         await asyncio.gather(*(worker(client) for _ in range(min(concurrency, todo.qsize()))))
     if run.fatal:
         logger.error("judge run on %s stopped: %s", endpoint.base_url, run.fatal)
+    out = _totals(results, run, price_prompt_per_1k, price_completion_per_1k)
+    out.seconds = time.perf_counter() - started
+    return out
 
+
+def _check_arguments(
+    items: Sequence[JudgeItem],
+    concurrency: int,
+    timeout: float,
+    max_retries: int,
+    backoff: float,
+    max_reply_bytes: int,
+) -> None:
+    """ValueError for arguments no batch can run with. Its own step: the only error
+    ``run_batch`` raises, before anything is asked."""
+    keys = [item.key for item in items]
+    if len(set(keys)) != len(keys):
+        raise ValueError("item keys must be unique within a batch")
+    if concurrency < 1 or timeout <= 0 or max_retries < 0 or backoff < 0 or max_reply_bytes < 1:
+        raise ValueError(
+            "concurrency >= 1, timeout > 0, max_retries >= 0, backoff >= 0, max_reply_bytes >= 1"
+        )
+
+
+def _answer_from_cache(
+    items: Sequence[JudgeItem],
+    results: list[ItemResult],
+    cache: MutableMapping[CacheKey, dict[str, Any]] | None,
+    prompt_version: str,
+    model: str,
+    parse: Callable[[str], Any],
+) -> asyncio.Queue[int]:
+    """Fill ``results`` from the cache; return the queue of the items' indices left to ask.
+    Its own step: what it answers costs nothing, and the rest is all the workers share."""
+    todo: asyncio.Queue[int] = asyncio.Queue()
+    for i, item in enumerate(items):
+        hit = cache.get(cache_key(prompt_version, model, item)) if cache else None
+        if hit is not None:
+            # A cached reply parsed once; parsing again keeps the answer's type the caller's.
+            # A parser made stricter since then refuses it: ask again rather than fail.
+            try:
+                answer = parse(hit["raw"])
+            except ValueError:
+                hit = None
+        if hit is None:
+            todo.put_nowait(i)
+            continue
+        results[i] = ItemResult(key=item.key, answer=answer, raw=hit["raw"], cached=True)
+    return todo
+
+
+def _totals(
+    results: list[ItemResult], run: _Run, price_prompt_per_1k: float, price_completion_per_1k: float
+) -> RunResult:
+    """The batch's result without its duration (the caller adds it). Its own step: the
+    counts and the cost are sums over the items, whatever became of each."""
     out = RunResult(results=results, requests_sent=run.requests_sent, fatal=run.fatal)
     for r in results:
         out.prompt_tokens += r.prompt_tokens
@@ -511,7 +547,6 @@ async def arun_batch(
         out.prompt_tokens / 1000 * price_prompt_per_1k
         + out.completion_tokens / 1000 * price_completion_per_1k
     )
-    out.seconds = time.perf_counter() - started
     return out
 
 
