@@ -144,30 +144,7 @@ def judge_import(
         if not line.strip():
             continue
         try:
-            row = loads(line, first_line=number)
-            if not isinstance(row, dict):
-                raise ValueError("a line must be a JSON object")
-            first, second = _unit(row, judging.unit, captions)
-            run = row.get("run", 0)
-            if isinstance(run, bool) or not isinstance(run, int) or not 0 <= run <= 1000:
-                raise ValueError("run must be a whole number from 0 to 1000")
-            raw = row.get("raw_reply", "")
-            if not isinstance(raw, str) or len(raw) > MAX_RAW_REPLY:
-                raise ValueError(f"raw_reply must be text of at most {MAX_RAW_REPLY} characters")
-            # Stored as text and the answer as jsonb: no NUL, no half surrogate (issue 45).
-            problem = json_problem(raw, "raw_reply")
-            if problem:
-                raise ValueError(problem)
-            if "answer" not in row:
-                raise ValueError("no answer")
-            shown = [Caption(pk=pk, text=captions.texts[pk]) for pk in (first, second) if pk]
-            answer = judging.clean_answer(study, shown, row["answer"])
-            problem = json_problem(answer, "answer")
-            if problem:
-                raise ValueError(problem)
-            if (first, second, run) in seen:
-                raise ValueError("this judge already answered this unit in this run")
-            seen.add((first, second, run))
+            row = _checked_answer(line, number, study, judging, captions, seen)
         except ServiceError as exc:
             problems.append(f"line {number}: {exc.message}")
             continue
@@ -175,18 +152,66 @@ def judge_import(
             message = str(exc)
             problems.append(message if message.startswith("line ") else f"line {number}: {message}")
             continue
-        rows.append(
-            JudgeAnswer(
-                item_id=row.get("item_id"),  # checked by _unit when given
-                caption_id=first,
-                caption_b_id=second,
-                run=run,
-                answer=answer,
-                scores=judging.scores(answer),
-                raw_reply=raw,
-                line=number,
-            )
-        )
+        row.scores = judging.scores(row.answer)
+        rows.append(row)
+    _refuse_problems(problems)
+    if not rows:
+        raise InvalidInput("The file holds no answers; nothing was imported.", field="file")
+    judge, created = _store_answers(
+        study, rows, name=name, model=model, prompt_version=prompt_version, kind=kind
+    )
+    return {"judge": judge.pk, "answers": len(rows), "created": created}
+
+
+def _checked_answer(
+    line: str,
+    number: int,
+    study: Study,
+    judging: Any,
+    captions: _Captions,
+    seen: set[tuple[int, int | None, int]],
+) -> JudgeAnswer:
+    """One line as an unsaved answer without its scores (the caller adds them), its unit
+    added to ``seen``; ValueError or ServiceError says what is wrong with it. Its own step:
+    every check of one line, so that the caller can list every bad line."""
+    row = loads(line, first_line=number)
+    if not isinstance(row, dict):
+        raise ValueError("a line must be a JSON object")
+    first, second = _unit(row, judging.unit, captions)
+    run = row.get("run", 0)
+    if isinstance(run, bool) or not isinstance(run, int) or not 0 <= run <= 1000:
+        raise ValueError("run must be a whole number from 0 to 1000")
+    raw = row.get("raw_reply", "")
+    if not isinstance(raw, str) or len(raw) > MAX_RAW_REPLY:
+        raise ValueError(f"raw_reply must be text of at most {MAX_RAW_REPLY} characters")
+    # Stored as text and the answer as jsonb: no NUL, no half surrogate (issue 45).
+    problem = json_problem(raw, "raw_reply")
+    if problem:
+        raise ValueError(problem)
+    if "answer" not in row:
+        raise ValueError("no answer")
+    shown = [Caption(pk=pk, text=captions.texts[pk]) for pk in (first, second) if pk]
+    answer = judging.clean_answer(study, shown, row["answer"])
+    problem = json_problem(answer, "answer")
+    if problem:
+        raise ValueError(problem)
+    if (first, second, run) in seen:
+        raise ValueError("this judge already answered this unit in this run")
+    seen.add((first, second, run))
+    return JudgeAnswer(
+        item_id=row.get("item_id"),  # checked by _unit when given
+        caption_id=first,
+        caption_b_id=second,
+        run=run,
+        answer=answer,
+        raw_reply=raw,
+        line=number,
+    )
+
+
+def _refuse_problems(problems: list[str]) -> None:
+    """InvalidInput listing the first ``MAX_PROBLEMS`` bad lines, if any. Its own step: a
+    file is imported whole or not at all."""
     if problems:
         listed = problems[:MAX_PROBLEMS]
         if len(problems) > MAX_PROBLEMS:
@@ -196,8 +221,19 @@ def judge_import(
             field="file",
             details={"errors": listed},
         )
-    if not rows:
-        raise InvalidInput("The file holds no answers; nothing was imported.", field="file")
+
+
+def _store_answers(
+    study: Study,
+    rows: list[JudgeAnswer],
+    *,
+    name: str,
+    model: str,
+    prompt_version: str,
+    kind: str,
+) -> tuple[Judge, bool]:
+    """Write the judge (if new) and its answers in one transaction; return the judge and
+    whether it was created. Its own step: the import's one write, and the race it loses."""
     try:
         with transaction.atomic():
             judge, created = Judge.objects.get_or_create(
@@ -211,13 +247,14 @@ def judge_import(
                 row.judge = judge
             JudgeAnswer.objects.bulk_create(rows, batch_size=2000)
     except IntegrityError:
-        # Another import of the same judge stored some of these units between the check
-        # above and this write; the unique constraints refused them, so nothing was written.
+        # Another import of the same judge stored some of these units between
+        # judge_import's check of ``seen`` and this write; the unique constraints refused
+        # them, so nothing was written.
         raise Conflict(
             "Another import of this judge's answers ran at the same time; nothing was "
             "imported from this file. Import it again to see which lines repeat."
         ) from None
-    return {"judge": judge.pk, "answers": len(rows), "created": created}
+    return judge, created
 
 
 # ---------------------------------------------------------------------------- the report
