@@ -31,6 +31,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import wait as wait_for
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,7 @@ from django.utils import timezone
 
 from annotation import secrets
 from annotation.errors import Conflict, Forbidden, InvalidInput, NotFound, ServiceError
-from annotation.judges.client import NOT_ASKED, Endpoint, JudgeItem, run_batch
+from annotation.judges.client import NOT_ASKED, Endpoint, JudgeItem, RunResult, run_batch
 from annotation.models import (
     Caption,
     Image,
@@ -57,6 +58,7 @@ from annotation.models import (
 )
 from annotation.modes import get_mode
 from annotation.modes.base import fill_prompt
+from annotation.modes.judging import Judging
 from annotation.services.jobs import job_create
 from annotation.services.judge_endpoints import (
     check_key_spender,
@@ -249,24 +251,25 @@ def _images(study: Study, caption_ids: set[int]) -> dict[int, tuple[bytes, str] 
     return out
 
 
+@dataclass(frozen=True)
+class _Run:
+    """What every step of one run reads: the job, its study, the mode's judging, the saved
+    endpoint settings (``row``) and prompt, and the client's endpoint (holding the key)."""
+
+    job: Job
+    study: Study
+    judging: Judging
+    row: JudgeEndpoint
+    prompt: JudgePrompt
+    endpoint: Endpoint
+
+
 def judge_run(*, job: Job, progress: Progress) -> dict[str, Any]:
     """The job runner's entry: ask every question, store the answers (see the module)."""
-    study = job.study
-    mode = get_mode(study.mode)
-    judging = mode.judging
-    endpoint_row = JudgeEndpoint.objects.filter(study=study).first()
-    prompt = JudgePrompt.objects.filter(pk=job.params.get("prompt"), study=study).first()
-    if endpoint_row is None or prompt is None:
-        raise ServiceError("The judge's settings or prompt were removed; request a new run.")
-    # Again here: the key may have been replaced since the run was requested.
-    check_key_spender(endpoint_row, job.created_by)
-    try:
-        key = secrets.decrypt(endpoint_row.api_key_token) if endpoint_row.api_key_token else ""
-    except secrets.SecretError as exc:
-        raise ServiceError(str(exc)) from None
-    endpoint = Endpoint(endpoint_row.base_url, endpoint_row.model, key)
+    run = _start(job)
+    study, row = run.study, run.row
     progress(2, "Reading the study's questions")
-    questions = _questions(study, judging.units(study), endpoint_row.repeats, endpoint_row.swap)
+    questions = _questions(study, run.judging.units(study), row.repeats, row.swap)
     if len(questions) > MAX_QUESTIONS:
         raise ServiceError(
             f"The run would ask {len(questions):,} questions; at most {MAX_QUESTIONS:,}."
@@ -275,11 +278,62 @@ def judge_run(*, job: Job, progress: Progress) -> dict[str, Any]:
     texts = dict(Caption.objects.filter(pk__in=caption_ids).values_list("pk", "text"))
     images = _images(study, caption_ids)
     judge = Judge.objects.filter(
-        study=study, name=endpoint_row.name, model=endpoint_row.model, prompt_version=prompt.label
+        study=study, name=row.name, model=row.model, prompt_version=run.prompt.label
     ).first()
     stored = set()
     if judge is not None:
         stored = set(judge.answers.values_list("caption_id", "caption_b_id", "run"))
+    ask, items, failures, skipped = _to_ask(run, questions, stored, texts, images)
+    cache = {
+        (entry.prompt_version, entry.model, entry.item_key, entry.image_hash): {
+            "raw": entry.raw_reply
+        }
+        for entry in JudgeCacheEntry.objects.filter(
+            study=study, prompt_version=run.prompt.label, model=row.model
+        )
+    }
+    before = set(cache)
+    progress(5, f"Asking {len(items):,} questions")
+    result = _ask(run, items, progress, cache)
+    progress(95, "Storing the answers")
+    answers, fresh, stale = _read_outcomes(run, ask, items, result, texts, before, failures)
+    if result.fatal and not answers:
+        # A wrong key or a refused address fails every question alike: one clear reason,
+        # nothing stored.
+        raise ServiceError(result.fatal[:1].upper() + result.fatal[1:] + ".")
+    judge = _store_run(run, judge, answers, failures, fresh, stale)
+    return _summary(run, judge, len(questions), skipped, len(answers), failures, result)
+
+
+def _start(job: Job) -> _Run:
+    """The run's settings, prompt and endpoint, with the key decrypted. Its own step: every
+    reason to refuse the run before a question is read."""
+    study = job.study
+    judging = get_mode(study.mode).judging
+    row = JudgeEndpoint.objects.filter(study=study).first()
+    prompt = JudgePrompt.objects.filter(pk=job.params.get("prompt"), study=study).first()
+    if row is None or prompt is None:
+        raise ServiceError("The judge's settings or prompt were removed; request a new run.")
+    # Again here: the key may have been replaced since the run was requested.
+    check_key_spender(row, job.created_by)
+    try:
+        key = secrets.decrypt(row.api_key_token) if row.api_key_token else ""
+    except secrets.SecretError as exc:
+        raise ServiceError(str(exc)) from None
+    endpoint = Endpoint(row.base_url, row.model, key)
+    return _Run(job, study, judging, row, prompt, endpoint)
+
+
+def _to_ask(
+    run: _Run,
+    questions: list[_Question],
+    stored: set[tuple[int, int | None, int]],
+    texts: dict[int, str],
+    images: dict[int, tuple[bytes, str] | str],
+) -> tuple[list[_Question], list[JudgeItem], list[JudgeFailure], int]:
+    """The questions to ask and their filled prompts, the failures of those without an
+    image, and how many an earlier run answered. Its own step: it decides what is paid for.
+    """
     failures: list[JudgeFailure] = []
     ask: list[_Question] = []
     items: list[JudgeItem] = []
@@ -290,7 +344,7 @@ def judge_run(*, job: Job, progress: Progress) -> dict[str, Any]:
             continue  # answered by an earlier run of this judge: nothing to ask
         image = images[q.first]
         if isinstance(image, str):
-            failures.append(_failure(job, q, image))
+            failures.append(_failure(run.job, q, image))
             continue
         values = (
             {"caption": texts[q.first]}
@@ -299,19 +353,28 @@ def judge_run(*, job: Job, progress: Progress) -> dict[str, Any]:
         )
         ask.append(q)
         items.append(
-            JudgeItem(q.key, fill_prompt(prompt.text, values), image[0], media_type=image[1])
+            JudgeItem(q.key, fill_prompt(run.prompt.text, values), image[0], media_type=image[1])
         )
-    cache = {
-        (row.prompt_version, row.model, row.item_key, row.image_hash): {"raw": row.raw_reply}
-        for row in JudgeCacheEntry.objects.filter(
-            study=study, prompt_version=prompt.label, model=endpoint_row.model
-        )
-    }
-    before = set(cache)
-    progress(5, f"Asking {len(items):,} questions")
+    return ask, items, failures, skipped
+
+
+def _ask(
+    run: _Run, items: list[JudgeItem], progress: Progress, cache: dict[Any, dict[str, str]]
+) -> RunResult:
+    """Ask the questions; any error but the time limit is the run's, with the key scrubbed.
+    Its own step: the one call that leaves the machine."""
+    job, endpoint = run.job, run.endpoint
     try:
-        result = _run_with_progress(items, progress, endpoint, endpoint_row, prompt.label, cache,
-                                    judging.read_reply, lambda: _stop_requested(job))  # fmt: skip
+        return _run_with_progress(
+            items,
+            progress,
+            endpoint,
+            run.row,
+            run.prompt.label,
+            cache,
+            run.judging.read_reply,
+            lambda: _stop_requested(job),
+        )
     except SoftTimeLimitExceeded:
         raise
     except Exception as exc:
@@ -320,20 +383,34 @@ def judge_run(*, job: Job, progress: Progress) -> dict[str, Any]:
         message = endpoint.scrub(f"{type(exc).__name__}: {exc}")
         logger.error("judge run of job %s failed: %s", job.pk, message)
         raise ServiceError(f"The judge run failed: {message}") from None
-    progress(95, "Storing the answers")
+
+
+def _read_outcomes(
+    run: _Run,
+    ask: list[_Question],
+    items: list[JudgeItem],
+    result: RunResult,
+    texts: dict[int, str],
+    before: set[Any],
+    failures: list[JudgeFailure],
+) -> tuple[list[JudgeAnswer], list[JudgeCacheEntry], list[str]]:
+    """The usable replies as unsaved answers, the new cache rows, and the keys of cached
+    replies the mode now refuses; every other reply is appended to ``failures``. Its own
+    step: each reply is checked by the mode's rules before anything is written."""
+    study, row, label = run.study, run.row, run.prompt.label
     answers, fresh, stale = [], [], []
     for q, item, outcome in zip(ask, items, result.results, strict=True):
-        ck = (prompt.label, endpoint_row.model, item.key, item.image_hash)
+        ck = (label, row.model, item.key, item.image_hash)
         if outcome.error == NOT_ASKED:
             continue  # the run was stopped first: a rerun asks it
         if not outcome.ok:
-            failures.append(_failure(job, q, outcome.error, outcome.raw))
+            failures.append(_failure(run.job, q, outcome.error, outcome.raw))
             continue
         shown = [Caption(pk=pk, text=texts[pk]) for pk in (q.first, q.second) if pk]
         try:
-            clean = judging.clean_answer(study, shown, outcome.answer)
+            clean = run.judging.clean_answer(study, shown, outcome.answer)
         except ServiceError as exc:
-            failures.append(_failure(job, q, f"unusable reply: {exc.message}", outcome.raw))
+            failures.append(_failure(run.job, q, f"unusable reply: {exc.message}", outcome.raw))
             if ck in before:
                 stale.append(item.key)  # cached under rules since made stricter: ask again
             continue
@@ -344,7 +421,7 @@ def judge_run(*, job: Job, progress: Progress) -> dict[str, Any]:
                 caption_b_id=q.second,
                 run=q.run,
                 answer=clean,
-                scores=judging.scores(clean),
+                scores=run.judging.scores(clean),
                 raw_reply=outcome.raw,
             )
         )
@@ -352,24 +429,34 @@ def judge_run(*, job: Job, progress: Progress) -> dict[str, Any]:
             fresh.append(
                 JudgeCacheEntry(
                     study=study,
-                    prompt_version=prompt.label,
-                    model=endpoint_row.model,
+                    prompt_version=label,
+                    model=row.model,
                     item_key=item.key,
                     image_hash=item.image_hash,
                     raw_reply=outcome.raw,
                 )
             )
-    if result.fatal and not answers:
-        # A wrong key or a refused address fails every question alike: one clear reason,
-        # nothing stored.
-        raise ServiceError(result.fatal[:1].upper() + result.fatal[1:] + ".")
+    return answers, fresh, stale
+
+
+def _store_run(
+    run: _Run,
+    judge: Judge | None,
+    answers: list[JudgeAnswer],
+    failures: list[JudgeFailure],
+    fresh: list[JudgeCacheEntry],
+    stale: list[str],
+) -> Judge | None:
+    """Write the judge (if new, and only with answers), its answers, the failures and the
+    cache in one transaction; return the judge. Its own step: the run's one write."""
+    study, row, label = run.study, run.row, run.prompt.label
     with transaction.atomic():
         if answers and judge is None:
             judge, _ = Judge.objects.get_or_create(
                 study=study,
-                name=endpoint_row.name,
-                model=endpoint_row.model,
-                prompt_version=prompt.label,
+                name=row.name,
+                model=row.model,
+                prompt_version=label,
                 defaults={"kind": Judge.Kind.VLM},
             )
         for answer in answers:
@@ -379,19 +466,30 @@ def judge_run(*, job: Job, progress: Progress) -> dict[str, Any]:
         JudgeCacheEntry.objects.bulk_create(fresh, batch_size=2000, ignore_conflicts=True)
         if stale:
             JudgeCacheEntry.objects.filter(
-                study=study,
-                prompt_version=prompt.label,
-                model=endpoint_row.model,
-                item_key__in=stale,
+                study=study, prompt_version=label, model=row.model, item_key__in=stale
             ).delete()
+    return judge
+
+
+def _summary(
+    run: _Run,
+    judge: Judge | None,
+    questions: int,
+    skipped: int,
+    answered: int,
+    failures: list[JudgeFailure],
+    result: RunResult,
+) -> dict[str, Any]:
+    """The job's result and message. Its own step: what the researcher reads, including
+    who stopped a run cut short."""
     summary = {
         "judge": judge.pk if judge else None,
-        "judge_name": endpoint_row.name,
-        "model": endpoint_row.model,
-        "prompt_version": prompt.label,
-        "questions": len(questions),
+        "judge_name": run.row.name,
+        "model": run.row.model,
+        "prompt_version": run.prompt.label,
+        "questions": questions,
         "already_stored": skipped,
-        "answered": len(answers),
+        "answered": answered,
         "failed": len(failures),
         "failures": [_listed(f) for f in failures[:LISTED_FAILURES]],
         "requests_sent": result.requests_sent,
@@ -402,8 +500,9 @@ def judge_run(*, job: Job, progress: Progress) -> dict[str, Any]:
         "seconds": round(result.seconds, 3),
         "not_asked": result.not_asked,
     }
-    message = f"{len(answers):,} answered, {len(failures):,} failed"
+    message = f"{answered:,} answered, {len(failures):,} failed"
     if result.not_asked:
+        job = run.job
         job.refresh_from_db(fields=["stop_requested_by"])
         who = job.stop_requested_by.get_username() if job.stop_requested_by else "a researcher"
         summary["stopped_by"] = who
