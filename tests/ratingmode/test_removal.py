@@ -33,6 +33,8 @@ DEPENDENTS = {
     "tests/annotation/test_imports.py": "a caption import into a study of it",
     "tests/annotation/test_csp.py": "scans its templates for inline script and style",
     "tests/annotation/test_structure.py": "imports its modules first and in any order",
+    # The browser fixtures are tests/e2e/'s (its conftest.py), so the test is there.
+    "tests/e2e/test_ratingmode.py": "its own script and stylesheet in Chromium",
     "README.md": "the layout of the repository",
     "docs/architecture.md": "the layout, and 'How to add a mode' cites it as the example",
     "docs/testing.md": "the shared fixtures of the tests",
