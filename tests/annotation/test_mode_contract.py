@@ -3,7 +3,6 @@
 - no module under ``annotation/modes/`` writes to the database (they return what to write);
 - no code outside ``annotation/modes/`` and ``templates/modes/`` names a mode (the importers
   of a published release, which create a study of its mode, are the mode's own);
-- no module under ``annotation/`` exceeds 600 lines;
 - a mode registered at run time is a choice of ``Study.mode`` and opens a study through
   the real pages with no migration.
 """
@@ -36,10 +35,6 @@ NAMED_MODES = {
     # The "spans" key of a line of a suggestions file, not the mode.
     ("annotation/services/imports/spans.py", "spans"),
 }
-MAX_LINES = 600
-#: Modules allowed over MAX_LINES: none (vicr/protocol.py was, until issue 29's VICR work
-#: moved its gates and stopping rule into modules of their own).
-OVER_LIMIT: set[str] = set()
 
 
 def python_files(folder: Path):
@@ -146,15 +141,6 @@ def test_no_code_outside_the_modes_names_a_mode():
         assert not re.search(r"\[\s*(study|self|locked)\.mode\s*\]", text), path
         assert not re.search(r"\.get\(\s*(study|self)\.mode\b", text), path
         assert not re.search(r"\.mode\s*(==|!=|in)\s", text), path
-
-
-def test_no_module_under_annotation_is_over_the_limit():
-    long = {
-        str(path.relative_to(ROOT)): count
-        for path in python_files(ROOT / "annotation")
-        if (count := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
-    }
-    assert set(long) <= OVER_LIMIT, long
 
 
 class ThrowawayMode(Mode):
