@@ -38,6 +38,7 @@ from annotation.modes.exporting import (  # noqa: F401 (the contract's export na
     judgment_export_columns,
     judgment_trailing_columns,
 )
+from annotation.modes.importing import ImportingMode
 from annotation.modes.judging import (  # noqa: F401 (the contract's judge names)
     Judging,
     fill_prompt,
@@ -367,7 +368,7 @@ class Demo:
     extra_captions: tuple[tuple[str, str], ...] = ()
 
 
-class Mode:
+class Mode(ImportingMode):
     """A protocol: which items exist, who may get which now, what a submission is worth.
 
     Methods child classes must implement:

@@ -1,7 +1,7 @@
 """What a mode's importer is: a published release or log file read into unsaved rows.
 
 Part of the mode contract, like ``exporting.py``: a mode lists its importers in
-``importer_classes`` (set in its ``__init__.py``; ``ImportingMode`` gives the default, none),
+``importer_classes`` (set in its ``mode.py``; ``ImportingMode`` gives the default, none),
 each an ``Importer`` subclass naming the formats it reads. ``read`` parses and validates the
 whole file and returns an ``ImportRows``: the study to create, the steps that give its rows
 (images, captions, participants, items, and whatever the release holds), the answers to
@@ -18,15 +18,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
-
-if TYPE_CHECKING:  # annotations only: a mode's package imports this module
-    from annotation.modes.base import Mode
+from typing import Any, ClassVar
 
 from django.db.models import Model
 
 from annotation.errors import ServiceError
 from annotation.models import Image, Item, Participant, Study
+from annotation.modes.components import ModeOf
 
 
 def format_error(message: str, errors: list[str] | None = None) -> ServiceError:
@@ -106,7 +104,7 @@ class Importer:
     formats: ClassVar[tuple[str, ...]] = ()
     options: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, mode: Mode):
+    def __init__(self, mode: ModeOf):
         self.mode = mode
 
     def read(self, path: Path, fmt: str, **options: Any) -> ImportRows:
@@ -120,20 +118,18 @@ class ImportingMode:
     ``importer_classes``: the mode's ``Importer`` subclasses (default: none).
     ``import_notes``: sentences (safe HTML, code constants of the mode's package) the
     study's import page adds to its list of file formats (VICR: its tutorial and
-    probation sets). ``Mode`` is meant to inherit this class; until it does,
-    ``importers`` and ``import_notes`` below read a mode with these defaults.
+    probation sets). ``Mode`` inherits this class.
     """
 
     importer_classes: ClassVar[tuple[type[Importer], ...]] = ()
     import_notes: ClassVar[tuple[str, ...]] = ()
 
 
-def importers(mode: Mode) -> list[Importer]:
+def importers(mode: ModeOf) -> list[Importer]:
     """The mode's importers, instantiated for it (none by default)."""
-    classes = getattr(mode, "importer_classes", ImportingMode.importer_classes)
-    return [importer_class(mode) for importer_class in classes]
+    return [importer_class(mode) for importer_class in mode.importer_classes]
 
 
-def import_notes(mode: Mode) -> tuple[str, ...]:
+def import_notes(mode: ModeOf) -> tuple[str, ...]:
     """What the study's import page says of the mode's own files (none by default)."""
-    return tuple(getattr(mode, "import_notes", ImportingMode.import_notes))
+    return tuple(mode.import_notes)
