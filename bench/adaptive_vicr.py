@@ -45,6 +45,12 @@ TUTORIAL_POOL, PROBATION_POOL = 10, 40
 SECONDS_PER_RATING = 5
 
 
+def _panel_saving(mode, study):
+    """What the dashboard's VICR panel shows as saved (None: adaptive stopping is off)."""
+    panel = mode.dashboard.panel(study)
+    return None if panel is None else panel.context["saving"]
+
+
 def vicr_sample() -> list[list[int]]:
     path = DATASETS / "vicr-sample" / "VICR_Sample250.csv"
     columns = ["ratings"] + [f"rating_{i}" for i in range(2, 8)]
@@ -207,7 +213,7 @@ def vicr_part(args, partial: Path | None = None) -> dict:
                 "labels": consensus_labels(study),
                 "refused": played["refused"],
                 "ms_per_rating": round(1000 * played["seconds"] / max(game, 1), 2),
-                "saving_on_page": get_mode("vicr").adaptive_saving(study),
+                "saving_on_page": _panel_saving(get_mode("vicr"), study),
             }
         a, f = result["adaptive"], result["fixed"]
         same = sum(a["labels"][p] == f["labels"][p] for p in range(pairs)) / pairs
