@@ -1,15 +1,13 @@
 """Everything a mode knows lives in its package (issue 22), checked by machine.
 
 - no module under ``annotation/modes/`` writes to the database (they return what to write);
-- no code outside ``annotation/modes/`` and ``templates/modes/`` names a mode (the importers
-  of a published release, which create a study of its mode, are the mode's own);
+- (no code outside the mode packages names a mode: ``test_mode_scan.py``);
 - a mode registered at run time is a choice of ``Study.mode`` and opens a study through
   the real pages with no migration.
 """
 
 import ast
 import io
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,16 +23,8 @@ from annotation.registry import MODES, mode_choices
 from tests.factories.core import skip_or_fail
 
 ROOT = Path(__file__).resolve().parents[2]
-PROTOCOLS = ("thumb", "vicr", "humanr", "arena", "spans")
 #: Methods that write rows: a mode calls none of them.
 WRITES = {"save", "bulk_create", "bulk_update", "update", "delete", "create", "get_or_create"}
-#: (file, literal) allowed to name a mode outside the modes, each with its reason.
-NAMED_MODES = {
-    # The references importer's "thumb" is a file format (THumB's JSONL), not a mode.
-    ("annotation/services/imports/references.py", "thumb"),
-    # The "spans" key of a line of a suggestions file, not the mode.
-    ("annotation/services/imports/spans.py", "spans"),
-}
 
 
 def python_files(folder: Path):
@@ -108,39 +98,6 @@ def test_the_write_check_finds_a_write_and_lets_a_set_update_pass(tmp_path):
         ]
     finally:
         ROOT = root
-
-
-def mode_literals():
-    """(file, literal, line) of every protocol name written outside the modes."""
-    found = []
-    for path in python_files(ROOT / "annotation"):
-        if "modes" in path.relative_to(ROOT).parts:
-            continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Constant) and node.value in PROTOCOLS:
-                found.append((str(path.relative_to(ROOT)), node.value, node.lineno))
-    quoted = re.compile("[\"'](" + "|".join(PROTOCOLS) + ")[\"']")
-    for path in sorted((ROOT / "templates").rglob("*.html")):
-        if "modes" in path.relative_to(ROOT / "templates").parts:
-            continue
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            for match in quoted.finditer(line):
-                found.append((str(path.relative_to(ROOT)), match.group(1), number))
-    return found
-
-
-def test_no_code_outside_the_modes_names_a_mode():
-    named = [(f, name, line) for f, name, line in mode_literals() if (f, name) not in NAMED_MODES]
-    assert named == []
-    # Nothing outside the modes (and the exceptions above) keys anything by study.mode.
-    excepted = {file for file, _name in NAMED_MODES}
-    for path in python_files(ROOT / "annotation"):
-        if "modes" in path.relative_to(ROOT).parts or str(path.relative_to(ROOT)) in excepted:
-            continue
-        text = path.read_text(encoding="utf-8")
-        assert not re.search(r"\[\s*(study|self|locked)\.mode\s*\]", text), path
-        assert not re.search(r"\.get\(\s*(study|self)\.mode\b", text), path
-        assert not re.search(r"\.mode\s*(==|!=|in)\s", text), path
 
 
 class ThrowawayMode(Mode):

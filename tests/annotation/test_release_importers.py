@@ -1,8 +1,5 @@
 """A mode owns its importers (issue 44): each declares the formats it reads, one service
-writes what they return, and the services name no mode."""
-
-import ast
-from pathlib import Path
+writes what they return (that the services name no mode: ``test_mode_scan.py``)."""
 
 import pytest
 from django.urls import reverse
@@ -13,15 +10,6 @@ from annotation.modes import get_mode
 from annotation.modes.importing import Importer, import_notes, importers
 from annotation.registry import mode_names
 from annotation.services.imports.releases import release_formats, release_import
-
-ROOT = Path(__file__).resolve().parents[2]
-#: (file, literal) that spell a mode's name and mean something else, with the reason.
-NOT_MODES = {
-    # THumB's JSON Lines references, a file format of the references importer.
-    ("annotation/services/imports/references.py", "thumb"),
-    # The "spans" key of a line of a suggestions file (the marks it suggests).
-    ("annotation/services/imports/spans.py", "spans"),
-}
 
 
 def test_each_format_is_read_by_one_importer_of_one_mode():
@@ -37,20 +25,6 @@ def test_each_format_is_read_by_one_importer_of_one_mode():
     for mode in mode_names():
         for importer in importers(get_mode(mode)):
             assert isinstance(importer, Importer) and importer.mode is get_mode(mode)
-
-
-def test_the_services_name_no_mode():
-    """No string constant under annotation/services/ is a registered mode's name: the
-    importers that create a study of a named mode live in that mode's package."""
-    names = set(mode_names())
-    found = []
-    for path in sorted((ROOT / "annotation" / "services").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if not (isinstance(node, ast.Constant) and node.value in names):
-                continue
-            if (str(path.relative_to(ROOT)), node.value) not in NOT_MODES:
-                found.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.value!r}")
-    assert found == []
 
 
 def test_the_import_page_says_what_the_mode_says_of_its_files(client, researcher, make_study):
