@@ -9,6 +9,12 @@ store as submitted judgments, and a summary. It writes nothing: one service
 (``annotation/services/imports/releases.py``) looks the importer up by the format the user
 chose and writes its rows in one transaction, as ``study_open`` writes ``build_items``.
 
+A mode may also offer files that add to an existing study's items (spans: the error spans a
+judge or metric suggests): its ``item_file_importer_classes``, each an ``ItemFileImporter``
+with a ``name``. Its ``read`` checks the whole file against the study and returns the
+changed items, unsaved, in an ``ItemUpdates``; ``annotation/services/imports/item_files.py``
+looks it up on the study's mode and saves them in one transaction.
+
 Also here, for the importers of every mode: ``fileless_image`` (an image cited, not stored)
 and ``format_error`` (a file refused, with its bad lines).
 """
@@ -112,22 +118,62 @@ class Importer:
         raise NotImplementedError
 
 
+@dataclass(frozen=True)
+class ItemUpdates:
+    """What an item-file importer read: the study's items it changed, unsaved, the fields
+    to save of them, and a summary in words (whole sentences) for the command to print."""
+
+    items: list[Item]
+    fields: tuple[str, ...]
+    summary: tuple[str, ...] = ()
+    #: What the caller may read besides (counts).
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class ItemFileImporter:
+    """Reads a file that adds to the items of an existing study of its mode.
+
+    Child classes set ``name`` (what a command or page asks for), ``options`` (the values
+    ``read`` takes by keyword) and ``wrong_study`` (the refusal, in words, of a study whose
+    mode does not offer it), and implement ``read``. The instance reaches its mode as
+    ``self.mode``.
+    """
+
+    name: ClassVar[str] = ""
+    options: ClassVar[tuple[str, ...]] = ()
+    wrong_study: ClassVar[str] = ""
+
+    def __init__(self, mode: ModeOf):
+        self.mode = mode
+
+    def read(self, study: Study, path: Path, **options: Any) -> ItemUpdates:
+        """Check the whole file against ``study``; ``ServiceError`` naming the bad lines."""
+        raise NotImplementedError
+
+
 class ImportingMode:
     """The importer part of the mode contract, with its defaults.
 
     ``importer_classes``: the mode's ``Importer`` subclasses (default: none).
+    ``item_file_importer_classes``: its ``ItemFileImporter`` subclasses (default: none).
     ``import_notes``: sentences (safe HTML, code constants of the mode's package) the
     study's import page adds to its list of file formats (VICR: its tutorial and
     probation sets). ``Mode`` inherits this class.
     """
 
     importer_classes: ClassVar[tuple[type[Importer], ...]] = ()
+    item_file_importer_classes: ClassVar[tuple[type[ItemFileImporter], ...]] = ()
     import_notes: ClassVar[tuple[str, ...]] = ()
 
 
 def importers(mode: ModeOf) -> list[Importer]:
     """The mode's importers, instantiated for it (none by default)."""
     return [importer_class(mode) for importer_class in mode.importer_classes]
+
+
+def item_file_importers(mode: ModeOf) -> list[ItemFileImporter]:
+    """The mode's item-file importers, instantiated for it (none by default)."""
+    return [importer_class(mode) for importer_class in mode.item_file_importer_classes]
 
 
 def import_notes(mode: ModeOf) -> tuple[str, ...]:
