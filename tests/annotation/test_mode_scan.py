@@ -31,8 +31,6 @@ MARKUP = ("templates", "static", "annotation")
 ALLOWED = {
     # THumB's JSON Lines references: a file format of the references importer.
     ("annotation/services/imports/references.py", "thumb"),
-    # The "spans" key of a line of a span-suggestions file (the marks it suggests).
-    ("annotation/services/imports/spans.py", "spans"),
     # The crowd review page's list of rejection reasons, not spans' error categories.
     ("annotation/views/crowd.py", "categories"),
     # The confusion-matrix figure's labels (a judge's agreement), not spans' categories.
@@ -42,9 +40,6 @@ ALLOWED = {
     ("annotation/views/plan.py", "confidence"),
     ("templates/plan/study.html", "n_images"),
     ("templates/plan/study.html", "confidence"),
-    # Not yet moved: the span-suggestions import writes spans' item spec ("suggestions") from
-    # a service; it belongs in the spans package with issue 44's remaining work.
-    ("annotation/services/imports/spans.py", "suggestions"),
     # The judges' report's bootstrap setting, a judge-alignment option of every mode.
     ("annotation/services/judges_export.py", "bootstrap_resamples"),
 }

@@ -19,7 +19,11 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
 
+from annotation.errors import InvalidInput
 from annotation.models import Caption, Item, Judgment
+from annotation.modes import get_mode
+from annotation.modes.importing import item_file_importers
+from annotation.services.imports.item_files import item_file_import
 from tests.annotation.test_mode_spans import leased, mark, post_marks, run_report
 from tests.factories.spans import spans_study
 
@@ -164,6 +168,26 @@ def test_the_source_name_and_the_study_are_checked(researcher, make_study, tmp_p
     other = make_study("thumb")
     with pytest.raises(CommandError, match="error-span studies only"):
         import_file(other, path)
+
+
+def test_the_mode_reads_the_file_and_the_service_saves_it(researcher, tmp_path):
+    """The spans mode's importer returns the changed items unsaved; the generic service looks
+    it up by name on the study's mode and saves them."""
+    study = spans_study(researcher, images=1)
+    alpha = captions(study)["alpha"]
+    path = write(tmp_path, [{"caption_id": alpha.pk, "spans": [span(alpha.text, "dog")]}])
+    before = specs(study)
+    (importer,) = item_file_importers(get_mode(study.mode))
+    updates = importer.read(study, path, source="judge-a")
+    assert specs(study) == before, "reading saved something"
+    (item,) = updates.items
+    assert [s["text"] for s in item.spec["suggestions"]] == ["dog"]
+    assert updates.fields == ("spec",)
+    done = item_file_import(study=study, path=path, name=importer.name, source="judge-a")
+    assert done.summary == updates.summary
+    assert specs(study)[item.pk] == item.spec
+    with pytest.raises(InvalidInput, match="unknown item file"):
+        item_file_import(study=study, path=path, name="no-such-file", source="judge-a")
 
 
 def test_suggestions_are_shown_only_when_the_setting_is_on(researcher, tmp_path):

@@ -142,7 +142,7 @@ def test_suggested_spans_are_accepted_and_rejected_with_the_keyboard(page, resea
     import json
 
     from annotation.models import Caption
-    from annotation.services.imports.spans import span_suggestions_import
+    from annotation.services.imports.item_files import item_file_import
 
     study = spans_study(researcher, systems=("alpha",), images=1, min_seconds=0, suggestions=True)
     caption = Caption.objects.get(study=study)
@@ -153,7 +153,7 @@ def test_suggested_spans_are_accepted_and_rejected_with_the_keyboard(page, resea
     ]
     path = tmp_path / "judge.jsonl"
     path.write_text(json.dumps({"caption_id": caption.pk, "spans": spans}) + "\n")
-    span_suggestions_import(study=study, path=path, source="judge-e2e")
+    item_file_import(study=study, path=path, name="span-suggestions", source="judge-e2e")
 
     for width in (1280, 390):
         page.set_viewport_size({"width": width, "height": 900})

@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from annotation.errors import ServiceError
 from annotation.models import Study
-from annotation.services.imports.spans import span_suggestions_import
+from annotation.services.imports.item_files import item_file_import
 
 
 class Command(BaseCommand):
@@ -28,10 +28,8 @@ class Command(BaseCommand):
         if study is None:
             raise CommandError(f"No study {study_id}.")
         try:
-            done = span_suggestions_import(study=study, path=file, source=source)
+            done = item_file_import(study=study, path=file, name="span-suggestions", source=source)
         except ServiceError as exc:
             raise CommandError(exc.report()) from exc
-        self.stdout.write(
-            f"Stored {done.suggestions:,} suggestions from {done.source} "
-            f"for {done.captions:,} captions of study {study.pk}."
-        )
+        for sentence in done.summary:
+            self.stdout.write(sentence)

@@ -15,6 +15,7 @@ from annotation.modes.spans.pages import SpansPages
 from annotation.modes.spans.protocol import CAPTION, SpansProtocol
 from annotation.modes.spans.report import SpansReport
 from annotation.modes.spans.simulate import simulated_answers
+from annotation.modes.spans.suggestions import SpanSuggestionsImporter
 
 
 @register
@@ -26,6 +27,7 @@ class SpansMode(SpansProtocol):
     export_class = SpansExport
     dashboard_class = SpansDashboard
     importer_classes = (SpanImporter,)
+    item_file_importer_classes = (SpanSuggestionsImporter,)
     kind_labels = {CAPTION: "Captions to mark"}
     # After the arena.
     menu_order = 50

@@ -1,45 +1,35 @@
 """ESA-AI suggestions: pre-filled spans from a judge or a metric (Zouhar et al. 2025),
-stored in the items of an open error-span study.
+read into the items of an open error-span study.
 
-(Published error-span data, MQM TSV and ESA campaign CSV, become closed studies through
-the spans mode's importer, ``annotation/modes/spans/importers.py``.)
+An item-file importer (``annotation/modes/importing.py``): it reads and checks the file
+and returns the items with their new specs, unsaved; ``services/imports/item_files.py``
+saves them. (Published error-span data, MQM TSV and ESA campaign CSV, become closed
+studies through the mode's release importer, ``importers.py``.)
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from django.db import transaction
 
 from annotation import filelimits
 from annotation.errors import InvalidInput
 from annotation.models import Caption, Item, Study
-from annotation.modes import get_mode
+from annotation.modes.importing import ItemFileImporter, ItemUpdates
 from annotation.modes.spans.protocol import CAPTION
 from annotation.text import json_problem
 from rubrics import spans as rules
 
-_BATCH = 2000
-
-
 #: Largest suggestions file read (a few hundred bytes a caption: far past any study).
 MAX_SUGGESTION_BYTES = 64 << 20
 _SOURCE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,59}$")
+#: Bad lines named in one refusal, at most.
+_MAX_PROBLEMS = 20
 
 
-@dataclass(frozen=True)
-class SuggestionImport:
-    study: Study
-    source: str
-    captions: int
-    suggestions: int
-
-
-def span_suggestions_import(*, study: Study, path: Path, source: str) -> SuggestionImport:
-    """Store the spans a judge or metric ``source`` suggests, from JSON Lines keyed by caption.
+class SpanSuggestionsImporter(ItemFileImporter):
+    """Reads the spans a judge or metric ``source`` suggests, from JSON Lines keyed by caption.
 
     Each line: ``{"caption_id": <id>, "spans": [{"start", "end", "severity", "category",
     "text"?, "note"?}]}``, offsets in code points as the page's marks. Every span is checked
@@ -48,26 +38,53 @@ def span_suggestions_import(*, study: Study, path: Path, source: str) -> Suggest
     is always a valid answer. They are kept in the item's spec (``suggestions``, each with
     an id ``<source>:<caption>:<n>`` a judgment's decisions refer to); importing a source
     again replaces that source's suggestions of the captions listed. The whole file is
-    checked first and written in one transaction: a bad line stores nothing.
+    checked first: a bad line changes nothing.
     """
-    config = get_mode(study.mode).settings(study)
-    # A capability, not a mode name: only a mode with a ``suggestions`` setting shows them.
-    if not hasattr(config, "suggestions"):
-        raise InvalidInput("Suggestions are for error-span studies only.", field="study")
-    if not _SOURCE.match(source or ""):
-        raise InvalidInput(
-            "source: name the judge or metric with 1-60 letters, digits, '.', '_' or '-'.",
-            field="source",
+
+    name = "span-suggestions"
+    options = ("source",)
+    wrong_study = "Suggestions are for error-span studies only."
+
+    def read(self, study: Study, path: Path, *, source: str = "", **options: Any) -> ItemUpdates:
+        config = self.mode.settings(study)
+        if not _SOURCE.match(source or ""):
+            raise InvalidInput(
+                "source: name the judge or metric with 1-60 letters, digits, '.', '_' or '-'.",
+                field="source",
+            )
+        items = {
+            item.spec.get("caption"): item
+            for item in Item.objects.filter(study=study, kind=CAPTION).only("pk", "spec")
+        }
+        if not items:
+            raise InvalidInput(
+                "The study has no items yet: open it first "
+                "(suggestions are stored with its items).",
+                field="study",
+            )
+        found = _suggestions(path, items, config, source)
+        changed = []
+        for caption, suggestions in found.items():
+            item = items[caption]
+            kept = [s for s in item.spec.get("suggestions", []) if s.get("source") != source]
+            item.spec = {**item.spec, "suggestions": kept + suggestions}
+            changed.append(item)
+        captions, count = len(found), sum(len(s) for s in found.values())
+        return ItemUpdates(
+            items=changed,
+            fields=("spec",),
+            summary=(
+                f"Stored {count:,} suggestions from {source} "
+                f"for {captions:,} captions of study {study.pk}.",
+            ),
+            details={"source": source, "captions": captions, "suggestions": count},
         )
-    items = {
-        item.spec.get("caption"): item
-        for item in Item.objects.filter(study=study, kind=CAPTION).only("pk", "spec")
-    }
-    if not items:
-        raise InvalidInput(
-            "The study has no items yet: open it first (suggestions are stored with its items).",
-            field="study",
-        )
+
+
+def _suggestions(
+    path: Path, items: dict[Any, Item], config: Any, source: str
+) -> dict[int, list[dict[str, Any]]]:
+    """Every line's checked suggestions by caption id; InvalidInput naming the bad lines."""
     lines = _suggestion_lines(path)
     texts = dict(Caption.objects.filter(pk__in=items).values_list("pk", "text"))
     found: dict[int, list[dict[str, Any]]] = {}
@@ -89,7 +106,7 @@ def span_suggestions_import(*, study: Study, path: Path, source: str) -> Suggest
                 raise ValueError(problem)
         except ValueError as exc:
             problems.append(f"line {number}: {exc}")
-            if len(problems) >= 20:
+            if len(problems) >= _MAX_PROBLEMS:
                 break
             continue
         found[caption] = [
@@ -109,20 +126,7 @@ def span_suggestions_import(*, study: Study, path: Path, source: str) -> Suggest
         raise InvalidInput(f"{path.name}: " + "; ".join(problems), field="file")
     if not found:
         raise InvalidInput(f"{path.name}: no suggestion in the file.", field="file")
-    changed = []
-    for caption, suggestions in found.items():
-        item = items[caption]
-        kept = [s for s in item.spec.get("suggestions", []) if s.get("source") != source]
-        item.spec = {**item.spec, "suggestions": kept + suggestions}
-        changed.append(item)
-    with transaction.atomic():
-        Item.objects.bulk_update(changed, ["spec"], batch_size=_BATCH)
-    return SuggestionImport(
-        study=study,
-        source=source,
-        captions=len(found),
-        suggestions=sum(len(s) for s in found.values()),
-    )
+    return found
 
 
 def _suggestion_lines(path: Path) -> list[tuple[int, str]]:
