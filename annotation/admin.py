@@ -59,8 +59,8 @@ class KeepsJudgmentsAdmin(admin.ModelAdmin):
 class CapEvalUserAdmin(KeepsJudgmentsAdmin, UserAdmin):
     judgment_paths = ("participant__user",)
 
-    fieldsets = (*UserAdmin.fieldsets, ("CapEval", {"fields": ("is_researcher", "native_english")}))
-    list_display = ("username", "email", "is_staff", "is_researcher", "native_english")
+    fieldsets = (*UserAdmin.fieldsets, ("CapEval", {"fields": ("is_researcher",)}))
+    list_display = ("username", "email", "is_staff", "is_researcher")
 
 
 @admin.register(Study)

@@ -10,6 +10,7 @@ import pytest
 from django.conf import settings as django_settings
 from django.test.utils import override_settings
 
+from annotation.modes.thumb.models import Rater
 from annotation.services.studies import study_create
 from capeval.celery_app import app
 from tests.factories.machine import usable_cores
@@ -58,14 +59,17 @@ def isolated_files(settings, tmp_path):
 @pytest.fixture
 def make_user(db, django_user_model):
     def make(username: str, *, researcher=False, staff=False, native_english=False):
-        return django_user_model.objects.create_user(
+        """``native_english``: THumB's native English speaker (its ``Rater`` row)."""
+        user = django_user_model.objects.create_user(
             username=username,
             password="pw-" + username,
             is_researcher=researcher,
             is_staff=staff,
             is_superuser=staff,
-            native_english=native_english,
         )
+        if native_english:
+            Rater.objects.create(user=user, native_english=True)
+        return user
 
     return make
 

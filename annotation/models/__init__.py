@@ -25,9 +25,6 @@ class User(AbstractUser):
     is_researcher = models.BooleanField(
         default=False, help_text="May create studies and see the studies they own or join."
     )
-    native_english = models.BooleanField(
-        default=False, help_text="Native English speaker (THumB's fluency rule)."
-    )
 
 
 def new_completion_code() -> str:

@@ -23,6 +23,7 @@ from annotation.modes.base import CompletionProgress, Mode, Outcome
 from annotation.modes.thumb import integrity
 from annotation.modes.thumb.captions import unjudged_caption_notes
 from annotation.modes.thumb.catch import new_catch_item
+from annotation.modes.thumb.models import Rater
 from annotation.modes.thumb.settings import ThumbSettings
 from rubrics import catch as catch_rules
 from rubrics import thumb as rubric
@@ -372,7 +373,7 @@ class ThumbProtocol(Mode):
                 _is_native(participant)
                 or Judgment.objects.filter(
                     item__in=image_items.filter(kind__in=[STAGE1, STAGE2]),
-                    participant__user__native_english=True,
+                    participant__user__thumb_rater__native_english=True,
                 ).exists()
             )
             if not native_judged:
@@ -443,7 +444,11 @@ class ThumbProtocol(Mode):
 
 def _is_native(participant: Participant) -> bool:
     """Whether the participant is a registered annotator who is a native English speaker."""
-    return participant.user_id is not None and participant.user.native_english
+    # One query, as reading ``participant.user`` was: the flag is on THumB's own row.
+    return (
+        participant.user_id is not None
+        and Rater.objects.filter(user_id=participant.user_id, native_english=True).exists()
+    )
 
 
 def _problems_of(exc: ServiceError) -> list[ServiceError]:
