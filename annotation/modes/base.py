@@ -18,10 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from django.db.models import Q, QuerySet
+from django.db.models import Model, Q, QuerySet
 
 from annotation.errors import ServiceError
-from annotation.models import Assignment, Caption, Item, Judgment, Participant, Study
+from annotation.models import Assignment, Caption, Item, Judgment, Participant, Study, User
 from annotation.modes import guidelines as task_guidelines
 from annotation.modes import settings as study_settings
 from annotation.modes.browsing import Browse, CaptionNote  # noqa: F401 (the contract's)
@@ -355,7 +355,9 @@ class Demo:
     ``item_words`` says what one item is; ``captions`` is the caption file under
     ``annotation/demo/`` the studies are built from (the spans mode's detailed captions);
     ``extra_captions`` are further caption files there, each imported with its purpose (e.g.
-    VICR's tutorial pool).
+    VICR's tutorial pool). ``annotator_rows(user, number)`` gives the unsaved rows the mode
+    keeps about the demo's registered annotator ``annotator<number>`` when load_demo
+    creates it (THumB: who is a native English speaker).
     """
 
     live: str
@@ -366,6 +368,7 @@ class Demo:
     item_words: str = "items"
     captions: str = "captions.csv"
     extra_captions: tuple[tuple[str, str], ...] = ()
+    annotator_rows: Callable[[User, int], list[Model]] = lambda user, number: []
 
 
 class Mode(ImportingMode):

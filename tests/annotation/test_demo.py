@@ -18,6 +18,7 @@ from annotation.management.commands.load_demo import (
 )
 from annotation.models import Caption, Image, Item, Job, Judgment, Participant, Study, User
 from annotation.modes import get_mode
+from annotation.modes.thumb.models import Rater
 
 DEMO_IMAGES = sorted(p.name for p in (DEMO_DIR / "images").iterdir() if p.is_file())
 
@@ -110,14 +111,14 @@ def assert_answered_with_a_report(study: Study) -> None:
 
 def test_demo_accounts(db):
     call_command("load_demo", no_finished=True, no_published=True, stdout=io.StringIO())
-    for name, flags in [
-        ("admin", "is_superuser"),
-        ("researcher", "is_researcher"),
-        ("annotator1", "native_english"),
-    ]:
+    for name, flags in [("admin", "is_superuser"), ("researcher", "is_researcher")]:
         user = authenticate(username=name, password=name)
         assert user is not None and getattr(user, flags)
-    assert authenticate(username="annotator2", password="annotator2").native_english is False
+    # THumB's demo rows: annotator1 is a native English speaker, annotator2 is not.
+    assert authenticate(username="annotator1", password="annotator1").thumb_rater.native_english
+    annotator2 = authenticate(username="annotator2", password="annotator2")
+    assert annotator2 is not None
+    assert not Rater.objects.filter(user=annotator2, native_english=True).exists()
 
 
 def test_licences_name_every_demo_image():

@@ -31,9 +31,12 @@ SHARED_DATASETS = Path(__file__).resolve().parents[4] / "shared" / "datasets"
 DEMO_USERS: list[tuple[str, dict[str, bool]]] = [
     ("admin", {"is_staff": True, "is_superuser": True}),
     ("researcher", {"is_researcher": True}),
-    ("annotator1", {"native_english": True}),
+    ("annotator1", {}),
     ("annotator2", {}),
 ]
+#: The registered annotators, ``annotator<number>``: each mode adds its own rows about them
+#: (``Demo.annotator_rows``, e.g. THumB's native English speaker).
+DEMO_ANNOTATORS = {"annotator1": 1, "annotator2": 2}
 
 
 def _demo_modes():
@@ -116,7 +119,7 @@ class Command(BaseCommand):
         started = time.monotonic()
         users = {name: self._user(name, flags) for name, flags in DEMO_USERS}
         owner = users["researcher"]
-        annotators = [users["annotator1"], users["annotator2"]]
+        annotators = [users[name] for name in DEMO_ANNOTATORS]
         for mode, name in DEMO_STUDIES:
             if self._registered(mode, name):
                 study = self._study(mode, name, owner, annotators)
@@ -137,7 +140,13 @@ class Command(BaseCommand):
         if user is not None:
             self.stdout.write(f"User {username}: exists, left unchanged.")
             return user
-        user = get_user_model().objects.create_user(username=username, password=username, **flags)
+        with transaction.atomic():
+            user = get_user_model().objects.create_user(
+                username=username, password=username, **flags
+            )
+            for mode in _demo_modes() if username in DEMO_ANNOTATORS else []:
+                for row in mode.demo.annotator_rows(user, DEMO_ANNOTATORS[username]):
+                    row.save()
         self.stdout.write(f"User {username}: created.")
         return user
 

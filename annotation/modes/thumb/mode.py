@@ -4,6 +4,7 @@
 models are ready (``apps.py`` says why the package itself imports nothing).
 """
 
+from annotation.models import User
 from annotation.modes.base import Demo, register
 from annotation.modes.capacity import workers_needed_by_unit
 from annotation.modes.thumb.browse import ThumbBrowse
@@ -11,6 +12,7 @@ from annotation.modes.thumb.dashboard import ThumbDashboard
 from annotation.modes.thumb.export import ThumbExport
 from annotation.modes.thumb.importers import ThumbReleaseImporter
 from annotation.modes.thumb.judging import ThumbJudging
+from annotation.modes.thumb.models import Rater
 from annotation.modes.thumb.pages import ThumbPages
 from annotation.modes.thumb.plan import ThumbPlanner
 from annotation.modes.thumb.protocol import (
@@ -22,6 +24,12 @@ from annotation.modes.thumb.protocol import (
 )
 from annotation.modes.thumb.report import ThumbReport
 from annotation.modes.thumb.simulate import simulated_answers
+
+
+def _demo_rater(user: User, number: int) -> list[Rater]:
+    """annotator1 is a native English speaker, annotator2 is not: between them the demo
+    shows both sides of the fluency rule."""
+    return [Rater(user=user, native_english=True)] if number == 1 else []
 
 
 @register
@@ -41,6 +49,7 @@ class ThumbMode(ThumbProtocol):
         finished_workers=8,
         finished_settings={"third_check_captions": 10},
         item_words="caption sets to score (stage 1, stage-2 reviews and checks)",
+        annotator_rows=_demo_rater,
     )
     kind_labels = {
         STAGE1: "Stage 1: first scores",
