@@ -20,8 +20,7 @@ from django.utils import timezone
 
 import capeval
 from annotation.models import Job, Study
-from annotation.modes import get_mode
-from annotation.modes.base import ExportColumn
+from annotation.modes.base import ExportColumn, Mode
 from annotation.selectors import study_counts
 from annotation.services.exports.common import (
     GENERIC_EXCLUSION_RULE,
@@ -143,8 +142,8 @@ def _datasheet(
     export_format: str,
     files: dict[str, str],
     raw_ids: bool,
+    mode: Mode,
 ) -> dict[str, Any]:
-    mode = get_mode(study.mode)
     rules = mode.export.exclusion_rules or ""
     rules_list = [rules] if isinstance(rules, str) else list(rules)
     main = tallies.get("judgments")
@@ -198,7 +197,7 @@ def _datasheet(
         ),
         "study_totals": study_counts(study),
         "exclusion_rules": [*[r for r in rules_list if r], GENERIC_EXCLUSION_RULE],
-        "agreement": _agreement_summary(study),
+        "agreement": _agreement_summary(study, mode),
         "privacy": (
             "Participants appear by pseudonym only; no user names, client addresses or "
             "browser ids. "
@@ -255,7 +254,7 @@ _FORMAT_NOTES = {
 }
 
 
-def _agreement_summary(study: Study) -> dict[str, Any]:
+def _agreement_summary(study: Study, mode: Mode) -> dict[str, Any]:
     job = (
         Job.objects.filter(study_id=study.pk, kind=Job.Kind.REPORT, status=Job.Status.DONE)
         .order_by("-finished_at", "-id")
@@ -266,7 +265,7 @@ def _agreement_summary(study: Study) -> dict[str, Any]:
         return {"note": "No report computed yet: compute the report, then export again."}
     # The mode says which parts of its report summarise agreement (Report.summary).
     summary: dict[str, Any] = {"report_computed_at": _iso(job.finished_at)}
-    summary.update(get_mode(study.mode).report.summary(job.result))
+    summary.update(mode.report.summary(job.result))
     return summary
 
 

@@ -25,7 +25,7 @@ from django.utils import timezone
 from annotation.errors import DiskFull, Forbidden, NotFound, ServiceError
 from annotation.models import Image, Job, Judgment, Study, User
 from annotation.modes import get_mode
-from annotation.modes.base import ExportColumn, ExportSql, ExportTable
+from annotation.modes.base import ExportColumn, ExportSql, ExportTable, Mode
 from annotation.services.exports import captions
 from annotation.services.exports.common import (
     ARROW_TYPES,
@@ -77,29 +77,31 @@ def export_request(
     return job_create(kind=Job.Kind.EXPORT, study=study, created_by=user, params=params)
 
 
-def _check_options(export_format: str, table: str, study: Study) -> None:
+def _check_options(export_format: str, table: str, study: Study, mode: Mode | None = None) -> None:
     if export_format not in EXPORT_FORMATS:
         raise ServiceError(
             f"Unknown export format {export_format!r}; choose one of {', '.join(EXPORT_FORMATS)}."
         )
-    tables = study_tables(study)
+    tables = study_tables(study, mode)
     if table not in tables:  # this study has no such table (another mode's, or none): 404
         raise NotFound(
             f"Unknown table {table!r}; choose one of {', '.join(tables)}.", field="table"
         )
 
 
-def study_tables(study: Study) -> tuple[str, ...]:
+def study_tables(study: Study, mode: Mode | None = None) -> tuple[str, ...]:
     """The tables a study's export has: the common ones and its mode's extra tables.
 
-    A mode registered only in the worker process (the worker tests' hook mode) has no extra
-    tables here: the request is checked where the mode is unknown, the export runs where it
-    is known.
+    ``mode`` is the study's mode when the caller has it (an export job looks it up once);
+    without it, it is looked up here. A mode registered only in the worker process (the
+    worker tests' hook mode) has no extra tables here: the request is checked where the mode
+    is unknown, the export runs where it is known.
     """
-    try:
-        mode = get_mode(study.mode)
-    except KeyError:
-        return EXPORT_TABLES
+    if mode is None:
+        try:
+            mode = get_mode(study.mode)
+        except KeyError:
+            return EXPORT_TABLES
     return (*EXPORT_TABLES, *(t.name for t in mode.export.extra_tables()))
 
 
@@ -124,8 +126,8 @@ def export_table_choices(study: Study) -> list[TableChoice]:
     ]
 
 
-def _extra_table(study: Study, table: str) -> ExportTable | None:
-    return next((t for t in get_mode(study.mode).export.extra_tables() if t.name == table), None)
+def _extra_table(mode: Mode, table: str) -> ExportTable | None:
+    return next((t for t in mode.export.extra_tables() if t.name == table), None)
 
 
 def export_delete_old(*, days: int = DEFAULT_KEEP_DAYS, now: datetime | None = None) -> int:
@@ -177,11 +179,13 @@ def _inside(root: Path, name: str) -> Path | None:
 def export_run(*, job: Job, progress: Progress) -> dict[str, Any]:
     """Run an export job into the export folder; return what ``job_finish`` stores."""
     study = Study.objects.get(pk=job.study_id)
+    # The one lookup of the job: every step below is handed this mode.
+    mode = get_mode(study.mode)
     params = job.params or {}
     export_format = params.get("format", "csv")
     table = params.get("table", "judgments")
     try:
-        _check_options(export_format, table, study)
+        _check_options(export_format, table, study, mode)
     except ValueError as exc:
         raise ServiceError(str(exc)) from exc
     root = _export_dir()
@@ -197,10 +201,11 @@ def export_run(*, job: Job, progress: Progress) -> dict[str, Any]:
         raw_ids=bool(params.get("raw_ids")),
         images=bool(params.get("images")),
         progress=progress,
+        mode=mode,
     )
     result = {
         "format": export_format,
-        "table": "+".join(study_tables(study)) if export_format == "dataset" else table,
+        "table": "+".join(study_tables(study, mode)) if export_format == "dataset" else table,
         "rows": summary.rows,
         "judgments": summary.judgments,
     }
@@ -230,11 +235,15 @@ def export_file(
     raw_ids: bool = False,
     images: bool = False,
     progress: Progress | None = None,
+    mode: Mode | None = None,
 ) -> ExportSummary:
     """Write one export of ``study`` to ``path`` (and its datasheet beside it, except for
     a dataset, which holds it); the job, the API and ``manage.py export_study`` all call
-    this. Nothing appears under the final names unless the whole export succeeded."""
-    _check_options(export_format, table, study)
+    this. Nothing appears under the final names unless the whole export succeeded.
+    ``mode`` is the study's mode if the caller has looked it up (else it is, once, here)."""
+    if mode is None:
+        mode = get_mode(study.mode)
+    _check_options(export_format, table, study, mode)
     progress = progress or _no_progress
     path = Path(path)
     sheet = path.with_name(f"{path.stem}.datasheet.json") if export_format != "dataset" else None
@@ -245,12 +254,14 @@ def export_file(
         with parts[0].open("wb") as out:
             if export_format == "dataset":
                 tallies, datasheet = _write_dataset(
-                    study, out, raw_ids=raw_ids, images=images, progress=progress
+                    study, mode, out, raw_ids=raw_ids, images=images, progress=progress
                 )
             else:
                 sink = _SINKS[export_format](out)
                 tallies = {
-                    table: _write_table(study, table, sink, raw_ids=raw_ids, progress=progress)
+                    table: _write_table(
+                        study, mode, table, sink, raw_ids=raw_ids, progress=progress
+                    )
                 }
             _flush_to_disk(out)
         if sheet:
@@ -260,6 +271,7 @@ def export_file(
                 export_format=export_format,
                 files={table: path.name},
                 raw_ids=raw_ids,
+                mode=mode,
             )
             with parts[1].open("wb") as out:
                 out.write((json.dumps(datasheet, indent=2, ensure_ascii=False) + "\n").encode())
@@ -305,20 +317,27 @@ def _no_progress(*args: Any) -> None:
     return None
 
 
-def table_columns(study: Study, table: str, *, raw_ids: bool = False) -> list[ExportColumn]:
-    """The columns of one table of the study's export, in file order."""
+def table_columns(
+    study: Study, table: str, *, raw_ids: bool = False, mode: Mode | None = None
+) -> list[ExportColumn]:
+    """The columns of one table of the study's export, in file order (``mode``: the
+    study's mode if the caller has it)."""
     if table == "participants":
         return participant_columns(raw_ids=raw_ids)
     if table == "judges":
         return judge_columns()
     if table == captions.TABLE:
         return captions.caption_metric_columns(study)
-    extra = _extra_table(study, table)
-    return list(extra.columns() if extra else get_mode(study.mode).export.columns())
+    if mode is None:
+        mode = get_mode(study.mode)
+    extra = _extra_table(mode, table)
+    return list(extra.columns() if extra else mode.export.columns())
 
 
-def _write_table(study: Study, table: str, sink, *, raw_ids: bool, progress: Progress) -> _Tally:
-    columns = table_columns(study, table, raw_ids=raw_ids)
+def _write_table(
+    study: Study, mode: Mode, table: str, sink, *, raw_ids: bool, progress: Progress
+) -> _Tally:
+    columns = table_columns(study, table, raw_ids=raw_ids, mode=mode)
     schema = _schema(columns)
     tally = _Tally(columns)
     sink.open(schema)
@@ -336,8 +355,8 @@ def _write_table(study: Study, table: str, sink, *, raw_ids: bool, progress: Pro
         return tally
     total = Judgment.objects.filter(study_id=study.pk).count()
     progress(0, f"Exporting {total:,} judgments")
-    extra = _extra_table(study, table)
-    query = extra.query if extra else get_mode(study.mode).export.query
+    extra = _extra_table(mode, table)
+    query = extra.query if extra else mode.export.query
     sql, params = query(study, ExportSql(connection.vendor))
     shown = 0
     with _sql_batches(sql, params, schema) as batches:
@@ -386,24 +405,24 @@ def _schema(columns: list[ExportColumn]) -> pa.Schema:
 
 
 def _write_dataset(
-    study: Study, out: BinaryIO, *, raw_ids: bool, images: bool, progress: Progress
+    study: Study, mode: Mode, out: BinaryIO, *, raw_ids: bool, images: bool, progress: Progress
 ) -> tuple[dict[str, _Tally], dict[str, Any]]:
     """The dataset folder as a zip: Parquet tables, README card, datasheet, images."""
-    files = {table: f"data/{table}.parquet" for table in study_tables(study)}
+    files = {table: f"data/{table}.parquet" for table in study_tables(study, mode)}
     tallies: dict[str, _Tally] = {}
     # Parquet is compressed already; storing keeps the zip as fast as the files.
     with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_STORED) as archive:
         for table in files:
             with archive.open(files[table], "w", force_zip64=True) as out:
                 tallies[table] = _write_table(
-                    study, table, _ParquetSink(out), raw_ids=raw_ids, progress=progress
+                    study, mode, table, _ParquetSink(out), raw_ids=raw_ids, progress=progress
                 )
         image_names: list[str] = []
         renamed: dict[str, str] = {}
         if images:
             image_names, renamed = _add_images(study, archive)
         datasheet = _datasheet(
-            study, tallies, export_format="dataset", files=files, raw_ids=raw_ids
+            study, tallies, export_format="dataset", files=files, raw_ids=raw_ids, mode=mode
         )
         if image_names:
             datasheet["images_folder"] = {
