@@ -171,8 +171,8 @@ def measure(env: dict[str, str], mode: str, rows: int, formats: list[str]) -> di
 def _study(conn, mode: str, settings: str = "{}") -> int:
     owner = conn.execute(
         "INSERT INTO annotation_user (password, is_superuser, username, first_name, last_name,"
-        " email, is_staff, is_active, date_joined, is_researcher, native_english)"
-        " VALUES ('!', false, %s, '', '', '', false, true, now(), true, true)"
+        " email, is_staff, is_active, date_joined, is_researcher)"
+        " VALUES ('!', false, %s, '', '', '', false, true, now(), true)"
         " ON CONFLICT (username) DO UPDATE SET is_researcher = true RETURNING id",
         [f"bench-{mode}"],
     ).fetchone()[0]

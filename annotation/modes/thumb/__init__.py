@@ -6,7 +6,8 @@ Items, one set per image:
 * ``stage2``: a different annotator sees the stage-1 scores and confirms or modifies each
   field; served only once stage 1 is judged, never to the stage-1 annotator;
 * ``fluency``: created after the last stage when no annotator of the image is a native
-  English speaker (``User.native_english``); served to native speakers only;
+  English speaker (the app's own ``Rater`` table, ``models.py``); served to native
+  speakers only;
 * ``check``: a third annotator's review of the final (stage-2) scores of the image's
   captions in the study's random sample (``third_check_captions``, drawn when the study
   opens), created when stage 2 is stored and served only to someone who did neither stage
