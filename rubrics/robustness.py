@@ -24,11 +24,12 @@ At least one unit of each system must remain: emptying a system is not a reversa
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-__all__ = ["Reversal", "paired_reversal", "unpaired_reversal"]
+__all__ = ["NeighbourReversal", "Reversal", "paired_reversal", "unpaired_reversal"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,25 @@ class Reversal:
             "from_upper": self.from_upper,
             "from_lower": self.from_lower,
         }
+
+
+@dataclass(frozen=True)
+class NeighbourReversal:
+    """Two systems adjacent in a ranking and the fewest shared units (images) whose removal
+    reverses their order; ``reversal`` is None when they share no unit. THumB's and VICR's
+    reports give one per neighbouring pair (issue 15)."""
+
+    upper: str
+    lower: str
+    reversal: Reversal | None
+
+    def as_dict(self) -> dict[str, Any]:
+        entry: dict[str, Any] = {"upper": self.upper, "lower": self.lower}
+        if self.reversal is None:
+            entry.update({"removed": None, "total": 0, "share": None})
+        else:
+            entry.update(self.reversal.as_dict())
+        return entry
 
 
 def _vector(values: ArrayLike, name: str) -> np.ndarray:

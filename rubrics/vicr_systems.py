@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from rubrics import checks, resampling
-from rubrics.robustness import Reversal, paired_reversal
+from rubrics.robustness import NeighbourReversal, paired_reversal
 
 __all__ = [
     "MAX_ALL_PAIRS_SYSTEMS",
@@ -193,24 +193,6 @@ def system_differences(
             )
         )
     return tuple(rows)
-
-
-@dataclass(frozen=True)
-class NeighbourReversal:
-    """The fewest shared images whose removal reverses two neighbouring systems' order;
-    ``reversal`` is None when they share no image."""
-
-    upper: str
-    lower: str
-    reversal: Reversal | None
-
-    def as_dict(self) -> dict[str, Any]:
-        entry: dict[str, Any] = {"upper": self.upper, "lower": self.lower}
-        if self.reversal is None:
-            entry.update({"removed": None, "total": 0, "share": None})
-        else:
-            entry.update(self.reversal.as_dict())
-        return entry
 
 
 def neighbour_robustness(table: ImageTable) -> tuple[NeighbourReversal, ...]:

@@ -21,7 +21,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from rubrics.agreement import pearson
 from rubrics.resampling import paired_cluster_bootstrap_means, percentile_levels
-from rubrics.robustness import Reversal, paired_reversal
+from rubrics.robustness import NeighbourReversal, paired_reversal
 from rubrics.thumb.scores import SCORE_FIELDS, CaptionJudgments
 
 __all__ = [
@@ -33,7 +33,7 @@ __all__ = [
     "MetricCorrelation",
     "ScoreCounts",
     "SystemMeans",
-    "SystemPair",
+    "NeighbourReversal",
     "best_worst",
     "caption_grid",
     "metric_correlations",
@@ -312,29 +312,9 @@ def metric_correlations(
     return out
 
 
-@dataclass(frozen=True)
-class SystemPair:
-    """Two systems adjacent by mean Total and how robust their order is (issue 15).
-
-    ``reversal`` is None when no image has a caption of both.
-    """
-
-    upper: str
-    lower: str
-    reversal: Reversal | None
-
-    def as_dict(self) -> dict[str, Any]:
-        entry: dict[str, Any] = {"upper": self.upper, "lower": self.lower}
-        if self.reversal is None:
-            entry.update({"removed": None, "total": 0, "share": None})
-        else:
-            entry.update(self.reversal.as_dict())
-        return entry
-
-
 def ranking_robustness(
     judgments: CaptionJudgments, grid: CaptionGrid, mean_total: NDArray[np.float64]
-) -> tuple[SystemPair, ...]:
+) -> tuple[NeighbourReversal, ...]:
     """For each pair of systems adjacent by mean Total (highest first, ties by name), the
     fewest images whose removal puts the lower system's mean Total strictly above the
     upper's, exact (``rubrics.robustness.paired_reversal``).
@@ -350,7 +330,7 @@ def ranking_robustness(
         both = has[:, upper] & has[:, lower]
         reversal = paired_reversal(totals[both, upper], totals[both, lower]) if both.any() else None
         pairs.append(
-            SystemPair(
+            NeighbourReversal(
                 upper=str(grid.systems[upper]), lower=str(grid.systems[lower]), reversal=reversal
             )
         )

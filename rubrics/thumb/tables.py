@@ -22,9 +22,9 @@ from rubrics.thumb.estimators import (
     CaptionGrid,
     Interval,
     MetricCorrelation,
+    NeighbourReversal,
     ScoreCounts,
     SystemMeans,
-    SystemPair,
     best_worst,
     caption_grid,
     metric_correlations,
@@ -113,7 +113,7 @@ class ThumbReport:
     histograms: Histograms
     weights: tuple[float, float]
     bootstrap: BootstrapSettings
-    robustness: tuple[SystemPair, ...]
+    robustness: tuple[NeighbourReversal, ...]
     correlations: dict[str, MetricCorrelation] | None
 
     @property

@@ -15,7 +15,7 @@ from rubrics.robustness import Reversal
 from rubrics.thumb import CaptionJudgments, report
 from rubrics.thumb.estimators import (
     Interval,
-    SystemPair,
+    NeighbourReversal,
     best_worst,
     caption_grid,
     metric_correlations,
@@ -172,7 +172,7 @@ def test_the_report_is_frozen_and_its_json_is_made_of_its_parts():
     assert data["per_system"]["A"] == rep.row("A").as_dict()
     assert data["per_system"]["A"]["total"] == rep.row("A").total.as_dict()
     assert data["robustness"] == [pair.as_dict() for pair in rep.robustness]
-    assert all(isinstance(pair, SystemPair) for pair in rep.robustness)
+    assert all(isinstance(pair, NeighbourReversal) for pair in rep.robustness)
     assert data["bootstrap"]["seed"] == 3 and data["correlations"] is None
     with pytest.raises(KeyError):
         rep.row("nobody")
