@@ -30,6 +30,20 @@ def mode_names() -> list[str]:
     return [mode.name for mode in _listed()]
 
 
+#: The purpose every mode's captions may have: the captions the study is about.
+STUDY_PURPOSE = ("study", "Study")
+
+
+def caption_purpose_choices() -> list[tuple[str, str]]:
+    """``(value, label)`` of every caption purpose: ``study``, then each registered mode's
+    own (its ``caption_purposes``, VICR's tutorial and probation sets), in menu order:
+    ``Caption.purpose``'s choices, which therefore need no migration per mode either."""
+    choices = [STUDY_PURPOSE]
+    for mode in _listed():
+        choices += [choice for choice in mode.caption_purposes if choice not in choices]
+    return choices
+
+
 def register(mode_class: type) -> type:
     """Class decorator: make a mode available by its ``name`` (and a choice of ``Study.mode``:
     no migration per mode). Each mode app's ``mode.py`` applies it when

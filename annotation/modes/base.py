@@ -25,6 +25,7 @@ from annotation.models import Assignment, Caption, Item, Judgment, Participant, 
 from annotation.modes import guidelines as task_guidelines
 from annotation.modes import settings as study_settings
 from annotation.modes.browsing import Browse, CaptionNote  # noqa: F401 (the contract's)
+from annotation.modes.caption_columns import CaptionsMode
 from annotation.modes.dashboarding import Dashboard, Panel  # noqa: F401 (the contract's)
 from annotation.modes.exporting import (  # noqa: F401 (the contract's export names)
     EXPORT_TYPES,
@@ -371,7 +372,7 @@ class Demo:
     annotator_rows: Callable[[User, int], list[Model]] = lambda user, number: []
 
 
-class Mode(ImportingMode):
+class Mode(ImportingMode, CaptionsMode):
     """A protocol: which items exist, who may get which now, what a submission is worth.
 
     Methods child classes must implement:
@@ -570,8 +571,9 @@ class Mode(ImportingMode):
         """The answers a simulated crowd worker gives to ``lease`` (``SimulatedAnswer``s).
 
         ``worker`` is an ``annotation.modes.simulated.SimulatedWorker`` (a seeded bias, noise
-        and pace); ``context`` holds the study's ``systems`` and ``truths`` by caption id and
-        its typed ``settings``. ``services/simulation.py`` submits the answers through the
+        and pace); ``context`` holds the study's ``systems`` by caption id, the ``specs``
+        (``Caption.spec``, the mode's data) of the captions that have any, and its typed
+        ``settings``. ``services/simulation.py`` submits the answers through the
         real services. Default: the mode has no simulated crowd (NotImplementedError).
         """
         raise NotImplementedError(f"the {self.name!r} mode has no simulated crowd")
