@@ -12,7 +12,7 @@ from annotation.models import Caption, Study
 from annotation.modes import get_mode
 from annotation.modes import guidelines as task_guidelines
 from annotation.modes.settings import JUDGED, CrowdSettings, live_settings, ordered_fields
-from annotation.registry import mode_choices
+from annotation.registry import caption_purpose_choices, mode_choices
 from annotation.services.imports import COCO_FORMAT, CSV_FORMAT
 from annotation.services.planning import study_plan
 from annotation.services.studies import MAX_SEED, SETTINGS_TOO_DEEP
@@ -278,9 +278,9 @@ class ImportForm(forms.Form):
         required=False,
         widget=forms.ClearableFileInput(attrs={"accept": ".csv,.json,text/csv,application/json"}),
         help_text=(
-            "CSV with columns image, system, caption (optional prime_ratings like 3;4, "
-            "metric:<name>, description, source); tutorial and probation sets: image, "
-            "caption, truth, explanation. Or COCO results JSON, one system per file."
+            "CSV with columns image, system, caption (optional metric:<name>, description, "
+            "source, and the columns of the study's mode listed below). Or COCO results "
+            "JSON, one system per file."
         ),
     )
     caption_format = forms.ChoiceField(
@@ -309,9 +309,9 @@ class ImportForm(forms.Form):
     )
     purpose = forms.ChoiceField(
         label="Purpose of these captions",
-        choices=Caption.Purpose.choices,
+        choices=caption_purpose_choices,
         initial=Caption.Purpose.STUDY,
-        help_text="Tutorial and probation sets are for VICR studies.",
+        help_text="Study captions, or a set of the study's mode (listed below).",
     )
 
     def clean(self):

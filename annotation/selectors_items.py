@@ -22,6 +22,7 @@ from annotation.errors import ServiceError
 from annotation.models import Caption, Image, Item, ItemImage, Judgment, Participant, Study
 from annotation.models.metric_lab import DatasetScore
 from annotation.modes import get_mode
+from annotation.registry import caption_purpose_choices
 from annotation.text import shown, text_problem
 
 #: Images per page of the browser: at a few captions each and a few judgments per caption,
@@ -70,8 +71,9 @@ def browse_filters(params: Any) -> BrowseFilters:
             raise ServiceError(f"{name} {problem}.", field=key)
         values[key] = value
     purpose = str(params.get("purpose") or "").strip()
-    if purpose and purpose not in Caption.Purpose.values:
-        choices = ", ".join(Caption.Purpose.values)
+    purposes = [value for value, _ in caption_purpose_choices()]
+    if purpose and purpose not in purposes:
+        choices = ", ".join(purposes)
         raise ServiceError(
             f"Unknown caption purpose {shown(purpose)!r}; choose {choices}.", field="purpose"
         )

@@ -94,9 +94,11 @@ def build_study(owner, *, seed: int, adaptive: bool, primes: np.ndarray):
                 text=f"caption {i}",
                 purpose=purpose,
                 line=i + 2,
-                truth=3 if gate else None,
-                explanation="Benchmark." if gate else "",
-                prime_ratings=[] if gate else [int(r) for r in primes[pair]],
+                spec=(
+                    {"truth": 3, "explanation": "Benchmark."}
+                    if gate
+                    else {"prime_ratings": [int(r) for r in primes[pair]]}
+                ),
                 metrics={"pair": pair},
             )
         )
@@ -176,10 +178,10 @@ def consensus_labels(study) -> dict[int, int]:
     ):
         ratings.setdefault(caption_id, []).append(int(rating))
     out = {}
-    for caption_id, metrics, primes in Caption.objects.filter(
+    for caption_id, metrics, spec in Caption.objects.filter(
         study=study, purpose="study"
-    ).values_list("id", "metrics", "prime_ratings"):
-        pool = rules.consensus_pool(ratings.get(caption_id, []), primes)
+    ).values_list("id", "metrics", "spec"):
+        pool = rules.consensus_pool(ratings.get(caption_id, []), spec.get("prime_ratings", []))
         out[metrics["pair"]] = rules.consensus(pool)
     return out
 

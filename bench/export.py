@@ -197,16 +197,16 @@ def _images_and_captions(conn, study: int, images: int, purpose: str = "study") 
     )
     conn.execute(
         "INSERT INTO annotation_caption (study_id, image_id, system, raw_text, text, purpose,"
-        " prime_ratings, metrics, truth, explanation, line)"
+        " spec, metrics, line)"
         " SELECT %s, i.id, CASE WHEN k = 0 THEN 'Human' ELSE 'model-' || k END,"
-        " t.text, t.text || '.', %s, '[3, 4]',"
+        " t.text, t.text || '.', %s, '{\"prime_ratings\": [3, 4]}',"
         # Four metric scores per caption, as the metric lab stores them (issue 26: the
         # dataset's caption_metrics table has a column each).
         " jsonb_build_object('BLEU-4 (sacrebleu)', (i.id * 7 + k) %% 100 / 1.7,"
         "  'ROUGE-L (rouge-score)', (i.id + k) %% 89 / 89.0,"
         "  'CIDEr (pycocoevalcap)', (i.id * 3 + k) %% 1000 / 97.0,"
         "  'METEOR 1.5 (pycocoevalcap)', (i.id + 3 * k) %% 71 / 71.0),"
-        " NULL, '', i.id * 5 + k"
+        " i.id * 5 + k"
         " FROM annotation_image i CROSS JOIN generate_series(0, 4) k,"
         " LATERAL (SELECT CASE"
         '   WHEN (i.id + k) %% 50 = 0 THEN \'=HYPERLINK("http://x","y")\''

@@ -133,8 +133,7 @@ def build_study(size: int, owner, *, hours: float = 72, seed: int = 7):
                 text=f"caption {i}",
                 purpose=purpose,
                 line=i + 2,
-                truth=quality if purpose != "study" else None,
-                explanation="Benchmark." if purpose != "study" else "",
+                spec={"truth": quality, "explanation": "Benchmark."} if purpose != "study" else {},
             )
         )
     Caption.objects.bulk_create(captions, batch_size=2000)

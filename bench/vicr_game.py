@@ -164,11 +164,13 @@ def build_study(
                 text=f"caption {i}",
                 purpose=purpose,
                 line=i + 2,
-                truth=quality if purpose != "study" else None,
-                explanation="Benchmark." if purpose != "study" else "",
-                prime_ratings=[]
+                spec={"truth": quality, "explanation": "Benchmark."}
                 if purpose != "study"
-                else [min(5, max(1, quality + rng.choice((-1, 0, 0, 1)))) for _ in range(2)],
+                else {
+                    "prime_ratings": [
+                        min(5, max(1, quality + rng.choice((-1, 0, 0, 1)))) for _ in range(2)
+                    ]
+                },
                 metrics={"quality": quality},
             )
         )
@@ -255,7 +257,10 @@ def replay_check(study) -> dict:
     from annotation.models import Caption, Item, Judgment
     from rubrics import vicr as rules
 
-    primes = dict(Caption.objects.filter(study=study).values_list("id", "prime_ratings"))
+    primes = {
+        pk: spec.get("prime_ratings", [])
+        for pk, spec in Caption.objects.filter(study=study).values_list("id", "spec")
+    }
     caption_of = {
         pk: spec["caption_id"]
         for pk, spec in Item.objects.filter(study=study, kind="game").values_list("id", "spec")

@@ -16,7 +16,7 @@ from django.db import models
 from django.db.models import F, Q
 from django.utils import timezone
 
-from annotation.registry import mode_choices
+from annotation.registry import STUDY_PURPOSE, caption_purpose_choices, mode_choices
 
 
 class User(AbstractUser):
@@ -111,9 +111,9 @@ class Caption(models.Model):
     """A caption of one image by one system (``Human`` for human-written captions)."""
 
     class Purpose(models.TextChoices):
-        STUDY = "study", "Study"
-        TUTORIAL = "tutorial", "Tutorial"
-        PROBATION = "probation", "Probation"
+        """The purpose shared by every mode; a mode adds its own (``caption_purposes``)."""
+
+        STUDY = STUDY_PURPOSE
 
     HUMAN = "Human"
 
@@ -122,11 +122,13 @@ class Caption(models.Model):
     system = models.CharField(max_length=100)
     raw_text = models.TextField()
     text = models.TextField(help_text="THumB-normalised text, shown to annotators.")
-    purpose = models.CharField(max_length=10, choices=Purpose.choices, default=Purpose.STUDY)
-    prime_ratings = models.JSONField(default=list, blank=True)
+    purpose = models.CharField(
+        max_length=10, choices=caption_purpose_choices, default=Purpose.STUDY
+    )
     metrics = models.JSONField(default=dict, blank=True)
-    truth = models.PositiveSmallIntegerField(null=True, blank=True)
-    explanation = models.TextField(blank=True)
+    #: The mode's data of this caption (VICR: primed ratings, a gate pair's truth and
+    #: explanation), written by its ``caption_columns`` from the import's own columns.
+    spec = models.JSONField(default=dict, blank=True)
     line = models.PositiveIntegerField(default=0, help_text="Line of the import file.")
 
     class Meta:

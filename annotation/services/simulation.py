@@ -66,9 +66,12 @@ def crowd_simulate(
     if type(mode).simulate is Mode.simulate:
         raise ServiceError(f"The {mode.label or mode.name} mode has no simulated crowd.")
     systems = dict(Caption.objects.filter(study=study).values_list("pk", "system"))
-    truths = dict(
-        Caption.objects.filter(study=study, truth__isnull=False).values_list("pk", "truth")
-    )
+    # The mode's data of each caption that has any (VICR: a gate pair's truth).
+    specs = {
+        pk: spec
+        for pk, spec in Caption.objects.filter(study=study).values_list("pk", "spec")
+        if spec
+    }
     config = mode.settings(study)
     summary = SimulationSummary(workers=workers)
     crowd = []
@@ -94,7 +97,7 @@ def crowd_simulate(
             lease = assignment_next(participant=participant)
             if lease is None:
                 continue
-            context = {"systems": systems, "truths": truths, "settings": config}
+            context = {"systems": systems, "specs": specs, "settings": config}
             try:
                 done = _answer(participant, lease, mode.simulate(lease, worker, context))
             except ServiceError as exc:

@@ -21,7 +21,7 @@ from rest_framework.views import APIView
 
 from annotation import selectors, selectors_items
 from annotation.errors import NotFound, ServiceError
-from annotation.models import Caption
+from annotation.registry import caption_purpose_choices
 from annotation.text import text_pattern
 from annotation.views.access import researcher_required
 
@@ -49,7 +49,7 @@ def study_items(request: HttpRequest, study_id: int) -> HttpResponse:
     context = {
         "study": study,
         "systems": selectors_items.study_systems(study),
-        "purposes": Caption.Purpose.choices,
+        "purposes": caption_purpose_choices(),
         "filters": selectors_items.BrowseFilters(),
         "rows": [],
         "page": None,
@@ -208,7 +208,7 @@ class StudyItemsApi(APIView):
             ),
             OpenApiParameter(
                 "purpose",
-                enum=Caption.Purpose.values,
+                enum=[value for value, _ in caption_purpose_choices()],
                 required=False,
                 description="Only captions of this purpose.",
             ),

@@ -18,6 +18,7 @@ from annotation import selectors
 from annotation.api_schema import CONFLICT
 from annotation.errors import Conflict
 from annotation.models import Caption, Study
+from annotation.registry import caption_purpose_choices
 from annotation.serializers import JobOutput
 from annotation.services.imports import COCO_FORMAT, CSV_FORMAT, import_request
 from annotation.services.imports.references import FORMATS, references_request
@@ -61,7 +62,7 @@ class StudyImportApi(APIView):
         )
         system = serializers.CharField(max_length=64, required=False, default="", allow_blank=True)
         purpose = serializers.ChoiceField(
-            choices=Caption.Purpose.choices, required=False, default=Caption.Purpose.STUDY
+            choices=caption_purpose_choices(), required=False, default=Caption.Purpose.STUDY
         )
 
         class Meta:

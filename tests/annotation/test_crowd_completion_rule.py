@@ -200,7 +200,7 @@ def test_vicr_a_player_the_gates_turn_away_earns_no_code_and_is_told_why(researc
     )
     truths = dict(
         Caption.objects.filter(study=study, purpose__in=("tutorial", "probation")).values_list(
-            "text", "truth"
+            "text", "spec__truth"
         )
     )
     client = arrive(study, "far", "203.0.113.8")

@@ -231,7 +231,7 @@ def test_an_honest_player_is_not_held(researcher):
         prolific_completion_url=FULL_URL,
         **OPEN_LIMITS,
     )
-    truths = dict(study.captions.filter(purpose="tutorial").values_list("text", "truth"))
+    truths = dict(study.captions.filter(purpose="tutorial").values_list("text", "spec__truth"))
     honest = CrowdId(study, "HONEST", "192.0.2.60")
     for _ in range(4):
         honest.rate(lambda caption: truths[caption])

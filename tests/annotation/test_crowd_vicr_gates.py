@@ -113,7 +113,7 @@ def block_size(study, kind: str) -> int:
 def truth_by_text(study) -> dict[str, int]:
     return dict(
         Caption.objects.filter(study=study, purpose__in=("tutorial", "probation")).values_list(
-            "text", "truth"
+            "text", "spec__truth"
         )
     )
 
@@ -190,7 +190,9 @@ def _flat_context(response) -> dict:
 def test_a_truth_is_shown_only_to_the_player_who_just_answered_that_pair(researcher):
     study = gate_study(researcher)
     explanations = dict(
-        Caption.objects.filter(study=study, purpose="tutorial").values_list("text", "explanation")
+        Caption.objects.filter(study=study, purpose="tutorial").values_list(
+            "text", "spec__explanation"
+        )
     )
     player = CrowdPlayer(study, "CURIOUS")
     for _ in range(block_size(study, "tutorial")):

@@ -19,6 +19,7 @@ from annotation.management.commands.load_demo import (
 from annotation.models import Caption, Image, Item, Job, Judgment, Participant, Study, User
 from annotation.modes import get_mode
 from annotation.modes.thumb.models import Rater
+from annotation.registry import caption_purpose_choices
 
 DEMO_IMAGES = sorted(p.name for p in (DEMO_DIR / "images").iterdir() if p.is_file())
 
@@ -90,7 +91,7 @@ def test_load_demo_twice_changes_nothing(db, settings, django_capture_on_commit_
         extra = {
             purpose: len(read_csv(name)) for name, purpose in get_mode(mode).demo.extra_captions
         }
-        for purpose in (Caption.Purpose.TUTORIAL, Caption.Purpose.PROBATION):
+        for purpose, _ in caption_purpose_choices()[1:]:
             assert study.captions.filter(purpose=purpose).count() == extra.get(purpose, 0)
     # The same photographs in every study are stored once: an original and a rendition each.
     if loaded:
@@ -148,7 +149,10 @@ def test_demo_captions_serve_every_mode():
         assert per_image[(image, "Human")] >= 2  # HUMANr's Human-vs-Human pair
         for system in ("GoodBot", "MidBot", "BadBot"):
             assert per_image[(image, system)] == 1
-    assert all(len(row["prime_ratings"].split(";")) == 2 for row in rows)  # VICR priming
+    # VICR's demo reads the same captions with its own column, two primed ratings each.
+    vicr_rows = read_csv("vicr_captions.csv")
+    assert [{k: v for k, v in row.items() if k != "prime_ratings"} for row in vicr_rows] == rows
+    assert all(len(row["prime_ratings"].split(";")) == 2 for row in vicr_rows)
     tutorial, probation = read_csv("vicr_tutorial.csv"), read_csv("vicr_probation.csv")
     assert (len(tutorial), len(probation)) == (10, 20)
     assert all(row["explanation"].strip() for row in tutorial)

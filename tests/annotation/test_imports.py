@@ -108,7 +108,8 @@ def assert_fails_storing_nothing(settings, *, expect: list[str], **kwargs) -> li
 # ----------------------------------------------------------------------------------------
 
 
-def test_good_csv_import_stores_rows_files_and_normalised_text(study, tmp_path, settings):
+def test_good_csv_import_stores_rows_files_and_normalised_text(make_study, tmp_path, settings):
+    study = make_study("vicr")  # prime_ratings is VICR's own column
     folder = tmp_path / "imgs"
     folder.mkdir()
     same = image_bytes("PNG", color=(10, 20, 30))
@@ -158,7 +159,7 @@ def test_good_csv_import_stores_rows_files_and_normalised_text(study, tmp_path, 
     assert by_line[2].raw_text == "  a dark square ."
     assert by_line[2].text == "A dark square."
     assert by_line[3].system == Caption.HUMAN  # "human" is the Human system
-    assert by_line[4].text == "A square." and by_line[4].prime_ratings == [3, 4]
+    assert by_line[4].text == "A square." and by_line[4].spec == {"prime_ratings": [3, 4]}
     assert by_line[4].metrics == {"clipscore": 0.5} and by_line[3].metrics == {}
     assert by_line[5].image.name == "second.png"  # cited by its stem
     assert all(c.purpose == Caption.Purpose.STUDY for c in by_line.values())
@@ -238,14 +239,13 @@ def test_tutorial_and_probation_sets(make_study, images_dir, tmp_path):
     study_import(study=study, image_sources=[images_dir], captions=tutorial, purpose="tutorial")
     study_import(study=study, captions=probation, purpose="probation")
     rows = list(
-        Caption.objects.order_by("purpose", "line").values_list(
-            "purpose", "truth", "explanation", "system"
-        )
+        Caption.objects.order_by("purpose", "line").values_list("purpose", "spec", "system")
     )
+    # VICR's columns are its own data (Caption.spec); an empty explanation is not stored.
     assert rows == [
-        ("probation", 4, "", "Curated"),
-        ("tutorial", 5, "Exactly right.", "Curated"),
-        ("tutorial", 1, "Wrong shape and colour.", "Curated"),
+        ("probation", {"truth": 4}, "Curated"),
+        ("tutorial", {"truth": 5, "explanation": "Exactly right."}, "Curated"),
+        ("tutorial", {"truth": 1, "explanation": "Wrong shape and colour."}, "Curated"),
     ]
 
 
@@ -439,7 +439,8 @@ def test_zip_bomb_by_size_and_by_member_count(study, tmp_path, settings):
 # ----------------------------------------------------------------------------------------
 
 
-def test_every_bad_row_is_reported_with_its_line(study, images_dir, tmp_path, settings):
+def test_every_bad_row_is_reported_with_its_line(make_study, images_dir, tmp_path, settings):
+    study = make_study("vicr")  # prime_ratings is VICR's own column
     captions = write_csv(
         tmp_path / "c.csv",
         [
@@ -481,6 +482,39 @@ def test_missing_and_unknown_columns(study, images_dir, tmp_path, settings):
         image_sources=[images_dir],
         captions=captions,
         expect=["line 1: missing column(s) caption, system", "unknown column(s) captoin"],
+    )
+
+
+def test_a_mode_reads_only_its_own_columns(make_study, images_dir, tmp_path, settings):
+    # prime_ratings is VICR's column (Caption.spec): a THumB study's file may not have it,
+    # and the allowed columns it is told of are the shared ones.
+    captions = write_csv(
+        tmp_path / "c.csv",
+        [["image", "system", "caption", "prime_ratings"], ["red.png", "Human", "Red", "3;4"]],
+    )
+    errors = assert_fails_storing_nothing(
+        settings,
+        study=make_study("thumb"),
+        image_sources=[images_dir],
+        captions=captions,
+        expect=["line 1: unknown column(s) prime_ratings"],
+    )
+    assert "allowed: caption, description, image, source, system, metric:<name>" in errors[0]
+    study = make_study("vicr")
+    study_import(study=study, image_sources=[images_dir], captions=captions)
+    assert Caption.objects.get(study=study).spec == {"prime_ratings": [3, 4]}
+
+
+def test_a_mode_without_own_purposes_refuses_a_tutorial_set(make_study, tmp_path, settings):
+    captions = write_csv(
+        tmp_path / "c.csv", [["image", "caption", "truth", "explanation"], ["a", "b", "1", "c"]]
+    )
+    assert_fails_storing_nothing(
+        settings,
+        study=make_study("thumb"),
+        captions=captions,
+        purpose="tutorial",
+        expect=["unknown purpose 'tutorial' (use study)"],
     )
 
 

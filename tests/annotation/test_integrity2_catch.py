@@ -194,7 +194,7 @@ SCORE = re.compile(r"<p>Your score: .*?</p>")
 def test_feedback_after_a_catch_trial_reads_as_after_a_game_pair_with_the_same_basis(researcher):
     study = catch_study(researcher, catch_rate=0.5)
     # Every game pair primed like an altered catch trial: two starting ratings of 1.
-    Caption.objects.filter(study=study, purpose="study").update(prime_ratings=[1, 1])
+    Caption.objects.filter(study=study, purpose="study").update(spec={"prime_ratings": [1, 1]})
     player = Player(study, "reader")
 
     def answer(item):

@@ -91,7 +91,7 @@ class CrowdId:
         """Answer every tutorial pair with its expert rating (the test's own knowledge)."""
         truths = dict(
             Caption.objects.filter(study=self.study, purpose="tutorial").values_list(
-                "text", "truth"
+                "text", "spec__truth"
             )
         )
         while self.participant.status != "game":
@@ -273,7 +273,7 @@ def test_row1_a_scouts_notes_no_longer_carry_a_second_id_through(researcher):
     known = sum(1 for shown in replayed if shown["caption"] in notes)
     score = replayer.participant.state["tutorial_score"]
     truths = dict(
-        Caption.objects.filter(study=study, purpose="tutorial").values_list("text", "truth")
+        Caption.objects.filter(study=study, purpose="tutorial").values_list("text", "spec__truth")
     )
     # the notes give 2 points on shared pairs, the guess at most 1 on the others
     assert score == sum(
@@ -325,7 +325,7 @@ def test_row1_an_honest_player_is_not_flagged(researcher):
         researcher, tutorial_pairs=4, tutorial_pass=8, first_game_ratings=10, first_game_pass=0
     )
     truths = dict(
-        Caption.objects.filter(study=study, purpose="tutorial").values_list("text", "truth")
+        Caption.objects.filter(study=study, purpose="tutorial").values_list("text", "spec__truth")
     )
     honest = CrowdId(study, "HONEST", "192.0.2.60")
     for _ in range(4):

@@ -629,7 +629,7 @@ def test_feedback_pages_show_truth_explanation_consensus_and_leaderboard(client,
         html = response.content.decode()
         assert response.status_code == 200
         if index == 0:
-            explanation = Caption.objects.get(pk=lease.item.spec["caption_id"]).explanation
+            explanation = Caption.objects.get(pk=lease.item.spec["caption_id"]).spec["explanation"]
             assert "the expert rating is <strong" in html and f"{explanation}</p>" in html
         if index == 9:
             assert "You passed the tutorial with 20 of 20 points" in html

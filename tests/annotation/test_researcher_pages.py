@@ -63,24 +63,24 @@ def test_the_home_page_costs_the_same_queries_for_two_studies_or_ten(client, res
         return len(captured)
 
     for n in range(2):
-        rating_study(researcher, captions=1, name=f"S{n}")
+        vehicle_study(researcher, captions=1, name=f"S{n}")
     few = queries()
     for n in range(2, 10):
-        rating_study(researcher, captions=1, name=f"S{n}")
+        vehicle_study(researcher, captions=1, name=f"S{n}")
     assert queries() == few
 
 
 def test_tutorial_and_probation_captions_are_not_a_system(researcher):
     study = vicr_study(researcher, game=2)
     # vicr_study's captions are all of system "S"; its tutorial/probation ones too.
-    Caption.objects.filter(study=study, purpose=Caption.Purpose.TUTORIAL).update(system="Tutor")
+    Caption.objects.filter(study=study, purpose="tutorial").update(system="Tutor")
     assert study_counts(study)["systems"] == 1
 
 
 @pytest.mark.django_db(transaction=True)
 def test_an_htmx_report_computation_reloads_the_page_with_the_report(client, researcher):
     # A committing test: the job runs (eagerly) when it is queued, as in the embedded default.
-    study = rating_study(researcher)
+    study = vehicle_study(researcher)
     client.force_login(researcher)
     url = reverse("study_report", args=[study.pk])
     assert "No report has been computed yet." in client.get(url).content.decode()

@@ -345,7 +345,7 @@ def test_vicr_every_page_keyboard_only_with_feedback_that_says_what_it_rests_on(
         if number != 2:
             check_page(page, f"VICR page: {progress}")
         lease = participant.assignments.get(status="open")
-        truth = Caption.objects.get(pk=lease.item.spec["caption_id"]).truth
+        truth = Caption.objects.get(pk=lease.item.spec["caption_id"]).spec["truth"]
         caption = Caption.objects.get(pk=lease.item.spec["caption_id"]).text
         answer = truth if number != 2 else (1 if truth >= 4 else 5)
         page.wait_for_load_state("domcontentloaded")

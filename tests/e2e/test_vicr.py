@@ -42,7 +42,7 @@ def enter(page, study, worker):
 
 def open_truth(participant) -> int:
     lease = Assignment.objects.get(participant=participant, status=Assignment.Status.OPEN)
-    return Caption.objects.get(pk=lease.item.spec["caption_id"]).truth
+    return Caption.objects.get(pk=lease.item.spec["caption_id"]).spec["truth"]
 
 
 def rate_with_keys(page, rating):

@@ -14,6 +14,8 @@ from itertools import count
 from django.utils import timezone
 
 from annotation.models import Caption, Image, Item, Judgment, Participant, Study
+from annotation.modes.vicr.captions import EXPLANATION, PRIME_RATINGS, TRUTH
+from annotation.modes.vicr.captions import truth as caption_truth
 from annotation.services.assignments import assignment_next
 from annotation.services.judgments import judgment_submit
 from annotation.services.studies import study_create, study_open
@@ -70,11 +72,15 @@ def vicr_study(
         )
 
     for i, truth in enumerate(tutorial):
-        caption("tutorial", f"tutorial caption {i}", truth=truth, explanation=f"Because {i}.")
+        caption(
+            "tutorial",
+            f"tutorial caption {i}",
+            spec={TRUTH: truth, EXPLANATION: f"Because {i}."},
+        )
     for i, truth in enumerate(probation):
-        caption("probation", f"probation caption {i}", truth=truth)
+        caption("probation", f"probation caption {i}", spec={TRUTH: truth})
     for i in range(game):
-        caption("study", f"game caption {i}", prime_ratings=list(primes))
+        caption("study", f"game caption {i}", spec={PRIME_RATINGS: list(primes)} if primes else {})
     study_open(study=study)
     study.refresh_from_db()
     return study
@@ -100,7 +106,7 @@ def in_game(study, name=None) -> Participant:
 
 
 def truth_of(item: Item) -> int:
-    return Caption.objects.get(pk=item.spec["caption_id"]).truth
+    return caption_truth(Caption.objects.get(pk=item.spec["caption_id"]))
 
 
 def play(participant, rating=None, *, wait=3.0, answer=None) -> Judgment:

@@ -8,7 +8,7 @@ from django.db import transaction
 
 from annotation.errors import ServiceError
 from annotation.models import Caption, Study
-from annotation.registry import mode_names
+from annotation.registry import caption_purpose_choices, mode_names
 from annotation.services.imports import COCO_FORMAT, CSV_FORMAT, ImportSummary, study_import
 from annotation.services.studies import study_create
 
@@ -52,9 +52,9 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--purpose",
-            choices=Caption.Purpose.values,
+            choices=[value for value, _ in caption_purpose_choices()],
             default=Caption.Purpose.STUDY,
-            help="study (default), or a VICR tutorial or probation set.",
+            help="study (default), or one of the study's mode's own sets of captions.",
         )
 
     def handle(self, *args, **options) -> None:

@@ -36,8 +36,13 @@ from annotation.modes.importing import (
 from annotation.modes.vicr.protocol import GAME
 from annotation.text import shown, text_problem
 
-#: What the study's import page says of VICR's own caption sets (a code constant).
+#: What the study's import page says of VICR's own caption columns and sets (code
+#: constants; the columns are read by ``captions.VicrCaptionColumns``).
 IMPORT_NOTES = (
+    mark_safe(  # a constant of this module, no input
+        "VICR study captions may add <code>prime_ratings</code> (primed ratings, like "
+        "<code>3;4</code>)."
+    ),
     mark_safe(  # a constant of this module, no input
         "VICR tutorial and probation sets (CSV): <code>image,caption,truth,explanation</code> "
         "with truth from 1 to 5; choose the purpose above."

@@ -9,6 +9,7 @@ from django.db.models import Q
 from annotation.modes.base import Demo, WorkerChecks, register
 from annotation.modes.vicr.browse import VicrBrowse
 from annotation.modes.vicr.capacity import workers_needed
+from annotation.modes.vicr.captions import PURPOSES, VicrCaptionColumns
 from annotation.modes.vicr.dashboard import VicrDashboard
 from annotation.modes.vicr.export import VicrExport
 from annotation.modes.vicr.importers import IMPORT_NOTES, RatingsImporter
@@ -35,6 +36,8 @@ class VicrMode(VicrProtocol):
     export_class = VicrExport
     importer_classes = (RatingsImporter,)
     import_notes = IMPORT_NOTES
+    caption_purposes = PURPOSES
+    caption_columns_class = VicrCaptionColumns
     planner_class = VicrPlanner
     dashboard_class = VicrDashboard
     menu_order = 20
@@ -59,6 +62,7 @@ class VicrMode(VicrProtocol):
             "probation_pass": 8,
             "gate_pool_multiple": 2,
         },
+        captions="vicr_captions.csv",
         item_words="captions to rate (game, tutorial and probation)",
         extra_captions=(("vicr_tutorial.csv", TUTORIAL), ("vicr_probation.csv", PROBATION)),
     )

@@ -21,6 +21,7 @@ from django.utils.safestring import SafeString
 
 from annotation.models import Assignment, Judgment, Participant
 from annotation.modes.base import Pages
+from annotation.modes.vicr import captions as caption_data
 from annotation.modes.vicr.protocol import BLOCK_KINDS, CATCH, GAME, pair_caption, player_state
 from rubrics import vicr as rules
 
@@ -186,7 +187,7 @@ class VicrPages(Pages):
             context["basis"] = consensus_basis(result, catch=judgment.item.kind == CATCH)
             context["reason"] = reason_text(result)
         if phase in BLOCK_KINDS:
-            context["explanation"] = caption.explanation
+            context["explanation"] = caption_data.explanation(caption)
             context["truth_text"] = rules.SCALE[result["truth"]].label
         elif result.get("consensus"):
             context["consensus_text"] = rules.SCALE[result["consensus"]].label

@@ -52,6 +52,7 @@ from annotation.errors import Conflict
 from annotation.models import Assignment, Caption, Item, Judgment, Participant, Study
 from annotation.modes import catch
 from annotation.modes.base import CompletionProgress, Mode, Outcome, parse_choice
+from annotation.modes.vicr import captions as caption_data
 from annotation.modes.vicr.gates import (
     REPLAY_HOLD,
     _block_transition,
@@ -170,8 +171,8 @@ class VicrProtocol(Mode):
         by_purpose: dict[str, list[tuple[int, int]]] = defaultdict(list)
         for caption_id, image_id, purpose in captions:
             by_purpose[purpose].append((caption_id, image_id))
-        tutorial = by_purpose[Caption.Purpose.TUTORIAL]
-        probation = by_purpose[Caption.Purpose.PROBATION]
+        tutorial = by_purpose[TUTORIAL]
+        probation = by_purpose[PROBATION]
         game = by_purpose[Caption.Purpose.STUDY]
         if not tutorial or not probation or not game:
             raise Conflict(
@@ -318,8 +319,9 @@ class VicrProtocol(Mode):
             return result
         caption = pair_caption(item)
         if item.kind in BLOCK_KINDS:
-            points = rules.tutorial_points(rating, caption.truth)
-            result = {"points": points, "truth": caption.truth}
+            truth = caption_data.truth(caption)
+            points = rules.tutorial_points(rating, truth)
+            result = {"points": points, "truth": truth}
             if item.kind == PROBATION:
                 # Every lease is round 0 now, so the attempt (1-based) is kept with the rating.
                 result["attempt"] = player_state(assignment.participant).probation_attempts + 1
@@ -331,7 +333,7 @@ class VicrProtocol(Mode):
             .order_by("id")
             .values_list("payload__rating", flat=True)
         )
-        primed = _primed(caption.prime_ratings or [])
+        primed = _primed(caption_data.prime_ratings(caption))
         pool = rules.consensus_pool(humans, primed)
         return _game_result(rules.score_rating(rating, pool), len(pool), len(humans))
 

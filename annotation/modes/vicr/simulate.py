@@ -7,6 +7,7 @@ from typing import Any
 from annotation.models import Assignment
 from annotation.modes.base import SimulatedAnswer
 from annotation.modes.simulated import SimulatedWorker, system_quality
+from annotation.modes.vicr.captions import TRUTH
 
 
 def simulated_answers(
@@ -15,7 +16,7 @@ def simulated_answers(
     """Rate the pair: near the expert truth on tutorial and probation pairs (the imported
     truth), near the system's hidden quality in the game, on the study's scale."""
     caption_id = lease.item.spec.get("caption_id")
-    truth = context["truths"].get(caption_id)
+    truth = context["specs"].get(caption_id, {}).get(TRUTH)
     if truth is None:
         truth = system_quality(context["systems"].get(caption_id, ""))
     rating = worker.level(truth, 1, context["settings"].scale_levels)

@@ -32,6 +32,7 @@ from django.core.files.uploadedfile import UploadedFile
 
 from annotation.models import Caption, Image, Job, Study, User
 from annotation.modes import get_mode
+from annotation.modes.caption_columns import caption_columns, caption_purposes
 from annotation.services.imports.captions import SYSTEM_MAX, CaptionRow, read_text, resolve_rows
 from annotation.services.imports.coco_captions import read_coco
 from annotation.services.imports.csv_captions import read_csv
@@ -118,8 +119,10 @@ def study_import(
     errors: list[str] = []
     if study.status != Study.Status.DRAFT:
         raise import_refused(["the study is no longer a draft; import before opening it"])
-    if purpose not in Caption.Purpose.values:
-        raise import_refused([f"unknown purpose {purpose!r} (use study, tutorial or probation)"])
+    mode = get_mode(study.mode)
+    purposes = caption_purposes(mode)
+    if purpose not in purposes:
+        raise import_refused([f"unknown purpose {purpose!r} (use {', '.join(purposes)})"])
     if caption_format not in (CSV_FORMAT, COCO_FORMAT):
         raise import_refused([f"unknown captions format {caption_format!r} (use csv or coco)"])
     if not image_sources and captions is None:
@@ -143,7 +146,7 @@ def study_import(
             if captions is not None and system_problem is None:
                 report(60, "Checking captions")
                 rows = _read_captions(
-                    captions, caption_format, system, purpose, coco_images, errors
+                    captions, caption_format, system, purpose, coco_images, errors, mode
                 )
         except ImportTooLarge as exc:
             raise import_refused([*errors, str(exc)], headline=str(exc)) from None
@@ -155,7 +158,7 @@ def study_import(
         report(90, "Storing")
         summary = store(study, staged, existing, rows, resolved, purpose, staging)
         if purpose == Caption.Purpose.STUDY:
-            summary.notes = get_mode(study.mode).caption_notes(study)
+            summary.notes = mode.caption_notes(study)
         return summary
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -211,15 +214,18 @@ def _read_captions(
     purpose: str,
     coco_images: Path | None,
     errors: list[str],
+    mode: Any,
 ) -> list[CaptionRow]:
-    """The good rows of the captions file, by format; every problem is added to ``errors``."""
+    """The good rows of the captions file, by format; every problem is added to ``errors``.
+
+    A mode's own purposes are CSV only: their columns have no place in COCO JSON."""
     text = read_text(path, errors)
     if text is None:
         return []
     if caption_format == CSV_FORMAT:
-        return read_csv(text, system, purpose, errors)
+        return read_csv(text, system, purpose, errors, caption_columns(mode))
     if purpose != Caption.Purpose.STUDY:
-        errors.append("tutorial and probation sets are imported from CSV, not COCO JSON")
+        errors.append(f"{purpose} sets are imported from CSV, not COCO JSON")
         return []
     mapping_text = read_text(coco_images, errors) if coco_images is not None else ""
     if mapping_text is None:

@@ -10,8 +10,8 @@ and only the same text twice is a duplicate. Duplicates are looked for within th
 against the captions of the same purpose the study already has.
 
 Every text field of a row is checked by ``annotation.text`` (``field_problem``): captions,
-explanations, alt text and sources may span lines; image names, system names and metric
-names are one line; each is at most its column's length. A problem is reported as
+alt text and sources may span lines; image names, system names and metric names are one
+line; each is at most its column's length. A problem is reported as
 ``line <n>: <field> <problem>``, ``<field>`` being the CSV column or the COCO key.
 """
 
@@ -21,6 +21,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from django.conf import settings
 
@@ -32,7 +33,6 @@ IMAGE_NAME_MAX = Image._meta.get_field("name").max_length
 SYSTEM_MAX = Caption._meta.get_field("system").max_length
 ALT_TEXT_MAX = Image._meta.get_field("alt_text").max_length
 SOURCE_MAX = Image._meta.get_field("source").max_length
-EXPLANATION_MAX = 5000  # a TextField: a tutorial's explanation is a few sentences
 METRIC_NAME_MAX = 100  # a key of Caption.metrics, shown as a report column
 
 
@@ -44,10 +44,9 @@ class CaptionRow:
     image_ref: str
     system: str
     raw_text: str
-    prime_ratings: list[float | int] = field(default_factory=list)
     metrics: dict[str, float] = field(default_factory=dict)
-    truth: int | None = None
-    explanation: str = ""
+    #: What the study's mode read of its own columns (``Caption.spec``).
+    spec: dict[str, Any] = field(default_factory=dict)
     description: str = ""
     source: str = ""
 

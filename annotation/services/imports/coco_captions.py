@@ -7,8 +7,8 @@ in the same file (``{"images": [...], "annotations": [...]}``, the layout of COC
 caption files) or in a separate file (``coco_images``), which then takes precedence. A
 string ``image_id`` without a mapping is taken as the image name.
 
-COCO files are for study captions only: tutorial and probation sets need a truth and an
-explanation per caption, which COCO has no place for.
+COCO files are for study captions only: a mode's own sets (VICR's tutorial and probation)
+need its own columns, which COCO has no place for.
 
 Problems are reported with the line each entry starts on; those of an ``images`` entry also
 with its JSON path (``images[3].file_name``), since one line may hold the whole list. A

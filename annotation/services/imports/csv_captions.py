@@ -1,11 +1,13 @@
 """Read a captions CSV into caption rows, collecting every problem with its line.
 
 The file is UTF-8 (a BOM is accepted) with the header ``image,system,caption`` plus optional
-``prime_ratings`` (``3;4``), ``metric:<name>`` columns (numbers, stored in
-``Caption.metrics``), ``description`` (the image's alt text) and ``source`` (the image's
-origin and licence). For ``purpose`` tutorial or probation the header is
-``image,caption,truth,explanation`` (``system`` optional, default ``Curated``). A system
-name given by the caller replaces the ``system`` column, which the file must then not have.
+``metric:<name>`` columns (numbers, stored in ``Caption.metrics``), ``description`` (the
+image's alt text) and ``source`` (the image's origin and licence). Any other column is the
+study's mode's (``CaptionColumns``: VICR's ``prime_ratings``, and its tutorial and probation
+sets' ``truth`` and ``explanation``): the mode says which it requires and allows for the
+purpose and reads them into ``Caption.spec``. For a purpose other than ``study`` (a mode's
+own set) ``system`` is optional, default ``Curated``. A system name given by the caller
+replaces the ``system`` column, which the file must then not have.
 
 A header problem stops the reading (no row can be trusted); a malformed record stops it
 too, since the CSV reader cannot find where the next one starts. Any other bad row is
@@ -24,9 +26,9 @@ from django.conf import settings
 
 from annotation.filelimits import csv_problem
 from annotation.models import Caption
+from annotation.modes.caption_columns import CaptionColumns
 from annotation.services.imports.captions import (
     ALT_TEXT_MAX,
-    EXPLANATION_MAX,
     IMAGE_NAME_MAX,
     METRIC_NAME_MAX,
     SOURCE_MAX,
@@ -42,8 +44,12 @@ from annotation.text import shown
 TUTORIAL_DEFAULT_SYSTEM = "Curated"
 
 
-def read_csv(text: str, system: str, purpose: str, errors: list[str]) -> list[CaptionRow]:
-    """The good rows of the CSV ``text``; every problem is added to ``errors``."""
+def read_csv(
+    text: str, system: str, purpose: str, errors: list[str], mode_columns: CaptionColumns
+) -> list[CaptionRow]:
+    """The good rows of the CSV ``text``; every problem is added to ``errors``.
+
+    ``mode_columns`` reads the study's mode's own columns."""
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     try:
         header = next(reader, None)
@@ -54,7 +60,7 @@ def read_csv(text: str, system: str, purpose: str, errors: list[str]) -> list[Ca
         errors.append("line 1: the captions file is empty")
         return []
     columns = [c.strip().lower() for c in header]
-    required, optional = _csv_columns(purpose, bool(system))
+    required, optional = _csv_columns(purpose, bool(system), mode_columns)
     problems = []
     missing = sorted(required - set(columns))
     if missing:
@@ -107,25 +113,32 @@ def read_csv(text: str, system: str, purpose: str, errors: list[str]) -> list[Ca
         if len(record) != len(columns):
             errors.append(f"line {start}: {len(record)} fields; the header has {len(columns)}")
             continue
-        row = _csv_row(start, dict(zip(columns, record, strict=True)), system, purpose, errors)
+        cells = dict(zip(columns, record, strict=True))
+        row = _csv_row(start, cells, system, purpose, errors, mode_columns)
         if row is not None:
             rows.append(row)
     return rows
 
 
-def _csv_columns(purpose: str, system_given: bool) -> tuple[set[str], set[str]]:
-    """(required, optional) columns of a captions CSV for this purpose."""
-    if purpose == Caption.Purpose.STUDY:
-        required = {"image", "caption"} | (set() if system_given else {"system"})
-        return required, {"system", "prime_ratings", "description", "source"}
-    required = {"image", "caption", "truth"}
-    if purpose == Caption.Purpose.TUTORIAL:
-        required.add("explanation")
-    return required, {"system", "explanation", "description", "source"}
+def _csv_columns(
+    purpose: str, system_given: bool, mode_columns: CaptionColumns
+) -> tuple[set[str], set[str]]:
+    """(required, optional) columns of a captions CSV for this purpose: the shared ones and
+    the mode's."""
+    required = {"image", "caption"}
+    if purpose == Caption.Purpose.STUDY and not system_given:
+        required.add("system")
+    mode_required, mode_optional = mode_columns.columns(purpose)
+    return required | mode_required, {"system", "description", "source"} | mode_optional
 
 
 def _csv_row(
-    line: int, cells: dict[str, str], system: str, purpose: str, errors: list[str]
+    line: int,
+    cells: dict[str, str],
+    system: str,
+    purpose: str,
+    errors: list[str],
+    mode_columns: CaptionColumns,
 ) -> CaptionRow | None:
     problems: list[str | None] = []  # None: that check passed
     image_ref = cells["image"].strip()
@@ -144,7 +157,6 @@ def _csv_row(
     raw = cells["caption"]
     problems.append(check_text(raw, "caption"))
     row = CaptionRow(line=line, image_ref=image_ref, system=system_name, raw_text=raw)
-    row.prime_ratings = _parse_primes(cells.get("prime_ratings", ""), problems)
     for column, value in cells.items():
         if column.startswith("metric:") and value.strip():
             number = _parse_number(value)
@@ -159,21 +171,9 @@ def _csv_row(
         field_problem(row.description, "description", max_length=ALT_TEXT_MAX, multiline=True)
     )
     problems.append(field_problem(row.source, "source", max_length=SOURCE_MAX, multiline=True))
-    if purpose != Caption.Purpose.STUDY:
-        truth = cells.get("truth", "").strip()
-        if truth not in {"1", "2", "3", "4", "5"}:
-            problems.append(f"truth must be a whole number from 1 to 5, not '{shown(truth)}'")
-        else:
-            row.truth = int(truth)
-        row.explanation = cells.get("explanation", "").strip()
-        if purpose == Caption.Purpose.TUTORIAL and not row.explanation:
-            problems.append("empty explanation (the tutorial shows it to every player)")
-        else:
-            problems.append(
-                field_problem(
-                    row.explanation, "explanation", max_length=EXPLANATION_MAX, multiline=True
-                )
-            )
+    mode_problems: list[str] = []
+    row.spec = mode_columns.parse(purpose, cells, mode_problems)
+    problems += mode_problems
     problems = [problem for problem in problems if problem]
     if problems:
         errors.append(f"line {line}: " + "; ".join(problems))
@@ -187,16 +187,3 @@ def _parse_number(value: str) -> float | None:
     except ValueError:
         return None
     return number if math.isfinite(number) else None
-
-
-def _parse_primes(value: str, problems: list[str | None]) -> list[float | int]:
-    primes: list[float | int] = []
-    for part in value.replace(",", ";").split(";"):
-        if not part.strip():
-            continue
-        number = _parse_number(part)
-        if number is None or not 1 <= number <= 5:
-            problems.append(f"prime rating '{shown(part.strip())}' is not a number from 1 to 5")
-            continue
-        primes.append(int(number) if number.is_integer() else number)
-    return primes

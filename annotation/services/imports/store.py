@@ -145,10 +145,8 @@ def store(
                     raw_text=row.raw_text,
                     text=normalise(row.raw_text),
                     purpose=purpose,
-                    prime_ratings=row.prime_ratings,
                     metrics=row.metrics,
-                    truth=row.truth,
-                    explanation=row.explanation,
+                    spec=row.spec,
                     line=row.line,
                 )
                 for row, name in zip(rows, resolved, strict=True)
