@@ -63,10 +63,10 @@ def test_the_home_page_costs_the_same_queries_for_two_studies_or_ten(client, res
         return len(captured)
 
     for n in range(2):
-        vehicle_study(researcher, captions=1, name=f"S{n}")
+        rating_study(researcher, captions=1, name=f"S{n}")
     few = queries()
     for n in range(2, 10):
-        vehicle_study(researcher, captions=1, name=f"S{n}")
+        rating_study(researcher, captions=1, name=f"S{n}")
     assert queries() == few
 
 
@@ -80,7 +80,7 @@ def test_tutorial_and_probation_captions_are_not_a_system(researcher):
 @pytest.mark.django_db(transaction=True)
 def test_an_htmx_report_computation_reloads_the_page_with_the_report(client, researcher):
     # A committing test: the job runs (eagerly) when it is queued, as in the embedded default.
-    study = vehicle_study(researcher)
+    study = rating_study(researcher)
     client.force_login(researcher)
     url = reverse("study_report", args=[study.pk])
     assert "No report has been computed yet." in client.get(url).content.decode()
