@@ -185,20 +185,24 @@ def _release_lapsed_in_study(study_id: int, now: datetime) -> int:
     return sum(_release(assignment_id, item_id) for assignment_id, item_id in lapsed)
 
 
-def assignment_next(*, participant: Participant, now: datetime | None = None) -> Assignment | None:
+def assignment_next(
+    *, participant: Participant, now: datetime | None = None, mode: Mode | None = None
+) -> Assignment | None:
     """Return the participant's open lease, or lease them the next item that needs judgments.
 
     A reload returns the same lease with its original ``served_at``. Otherwise the least
     taken item (judgments plus open leases) that they have not had in this round and that
     still has capacity. Returns None when nothing is left for them or the study is not live.
     The lease comes with its item and its participant (as locked, with the study) loaded.
+    ``mode`` is the study's mode when the caller (the view) has looked it up already.
     """
     now = now or timezone.now()
     with transaction.atomic():
         locked = _lock_worker(participant)
         if locked is None or not _may_be_served(locked):
             return None
-        mode = get_mode(locked.study.mode)
+        if mode is None:
+            mode = get_mode(locked.study.mode)
         round_number = mode.current_round(locked)
         leases = _leases_that_matter(locked, round_number)
         for lease in leases:
@@ -215,7 +219,7 @@ def assignment_next(*, participant: Participant, now: datetime | None = None) ->
         candidates = _candidates(locked, mode, round_number)
         if waiting is not None:
             candidates = candidates.filter(pk__in=resumable)
-        return _claim(participant, locked, candidates, round_number, released, waiting, now)
+        return _claim(participant, locked, mode, candidates, round_number, released, waiting, now)
 
 
 def _lock_worker(participant: Participant) -> Participant | None:
@@ -356,6 +360,7 @@ def _candidates(locked: Participant, mode: Mode, round_number: int) -> QuerySet[
 def _claim(
     participant: Participant,
     locked: Participant,
+    mode: Mode,
     candidates: QuerySet[Item],
     round_number: int,
     released: dict[int, Assignment],
@@ -385,7 +390,7 @@ def _claim(
                 raise waiting
             # Nothing left for them: a crowd worker who did everything offered is paid
             # for it, never told to return (issue 46, row 2; the mode decides).
-            participant_settle_exhausted(participant=locked, now=now)
+            participant_settle_exhausted(participant=locked, now=now, mode=mode)
             for name in ("state", "flags", "completed_at"):
                 setattr(participant, name, getattr(locked, name))
             return None
@@ -395,21 +400,22 @@ def _claim(
         )
         if claimed:
             item = Item.objects.get(pk=item_id)
-            seconds = lease_seconds(participant=locked)
+            seconds = lease_seconds(participant=locked, mode=mode)
             return _lease(locked, item, round_number, now, seconds, released.get(item_id))
     return None
 
 
-def lease_seconds(*, participant: Participant) -> int:
+def lease_seconds(*, participant: Participant, mode: Mode | None = None) -> int:
     """How long a lease of this participant lasts.
 
     Registered annotators get ``CAPEVAL_LEASE_SECONDS``; crowd workers the study's
     ``crowd_lease_seconds``, else the mode's own default (its unit of work). ``participant``
-    should carry its study.
+    should carry its study; ``mode`` is its mode if the caller has it.
     """
     if participant.source == Participant.Source.ACCOUNT:
         return settings.CAPEVAL_LEASE_SECONDS
-    mode = get_mode(participant.study.mode)
+    if mode is None:
+        mode = get_mode(participant.study.mode)
     return mode.settings(participant.study).crowd_lease_seconds or mode.crowd_lease_seconds
 
 

@@ -61,6 +61,7 @@ def judgment_submit(
     data: dict[str, Any],
     part: int = 0,
     now: datetime | None = None,
+    mode: Mode | None = None,
 ) -> Submitted:
     """Validate and store one judgment for a lease the participant holds.
 
@@ -70,13 +71,14 @@ def judgment_submit(
     item still has room; otherwise ``LeaseExpired``. Raises ServiceError for anything the
     protocol refuses; then nothing is written. On success ``participant`` carries the state
     ``after_submit`` left (the caller need not reload it) and is the returned judgment's
-    ``participant``.
+    ``participant``. ``mode`` is the study's mode when the caller (the view) has it.
     """
     now = now or timezone.now()
     try:
         with transaction.atomic():
             study = _lock_participant(participant)
-            mode = get_mode(study.mode)
+            if mode is None:
+                mode = get_mode(study.mode)
             assignment = _lock_lease(participant, token)
             parts = mode.parts(assignment.item)
             answered = _answered_parts(assignment, parts)
@@ -324,14 +326,17 @@ def _update_participant(
         Participant.objects.filter(pk=participant.pk).update(**changes)
 
 
-def participant_settle_exhausted(*, participant: Participant, now: datetime) -> None:
+def participant_settle_exhausted(
+    *, participant: Participant, now: datetime, mode: Mode | None = None
+) -> None:
     """Pay a crowd worker the study has nothing more to serve for what they did (issue 46,
     row 2): write the mode's ``completion_exhausted`` outcome (the checks applied to their
     answers, and whatever lets ``completion_earned`` say yes), then stamp the completion.
 
     Called by ``assignment_next`` with the participant's row locked, inside its transaction,
     when no item is left for them. Nothing for accounts, for a worker already paid or
-    screened out, or when the mode has no such outcome (the default).
+    screened out, or when the mode has no such outcome (the default). ``mode`` is the
+    study's mode, as ``assignment_next`` has it.
     """
     if (
         participant.source == Participant.Source.ACCOUNT
@@ -339,7 +344,8 @@ def participant_settle_exhausted(*, participant: Participant, now: datetime) -> 
         or screen_out_reason(participant.flags)
     ):
         return
-    mode = get_mode(participant.study.mode)
+    if mode is None:
+        mode = get_mode(participant.study.mode)
     outcome = mode.completion_exhausted(participant)
     if outcome is None:
         return

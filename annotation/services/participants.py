@@ -22,9 +22,9 @@ from annotation.errors import Forbidden, Gone, ServiceError, TooFast
 from annotation.identities import network_of
 from annotation.models import CrowdRefusal, Participant, Study, User
 from annotation.modes import catch, get_mode
-from annotation.modes.base import HELD, RETURNED, hold_state, screen_out_reason
+from annotation.modes.base import HELD, RETURNED, Mode, hold_state, screen_out_reason
 from annotation.modes.settings import completion_hosts, url_on_hosts
-from annotation.selectors import PROLIFIC_COMPLETE, completion_code
+from annotation.selectors import PROLIFIC_COMPLETE
 
 LINK_SALT = "capeval.crowd-link"
 
@@ -366,7 +366,7 @@ def _arrivals_this_hour(study: Study, network: str, now: datetime) -> int:
     )
 
 
-def crowd_completion(participant: Participant) -> dict[str, Any]:
+def crowd_completion(participant: Participant, mode: Mode | None = None) -> dict[str, Any]:
     """What a crowd worker who earned completion is shown: the code and where to report it.
 
     Empty until the worker has earned it (``completed_at``), and always for accounts. A
@@ -375,12 +375,14 @@ def crowd_completion(participant: Participant) -> dict[str, Any]:
     else its failed-check code. Before it is earned: ``held`` (the sentence) while a hold
     waits for the researcher (``services/crowd/holds.py``), ``returned`` once they asked for
     a return, and ``checks_failed`` (why, with ``failed_check_code``) when the study's own
-    checks excluded the work (issue 45). ``participant.study`` should be loaded.
+    checks excluded the work (issue 45). ``participant.study`` should be loaded; ``mode`` is
+    its mode when the caller (a participation view) has looked it up.
     """
     if participant.source == Participant.Source.ACCOUNT:
         return {}
     study = participant.study
-    mode = get_mode(study.mode)
+    if mode is None:
+        mode = get_mode(study.mode)
     config = mode.settings(study)
     screened = screen_out_reason(participant.flags) if participant.completed_at is None else ""
     if screened:
@@ -404,7 +406,7 @@ def crowd_completion(participant: Participant) -> dict[str, Any]:
             return {}
         return _failed_check({"checks_failed": withheld}, config.failed_check_code, participant)
     else:
-        code, url = completion_code(study), config.prolific_completion_url
+        code, url = config.completion_code_for(study), config.prolific_completion_url
         context = {"completion_code": code}
     meta = participant.external_meta or {}
     if participant.source == Participant.Source.PROLIFIC:

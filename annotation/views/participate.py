@@ -19,6 +19,7 @@ from annotation.addresses import client_address
 from annotation.errors import ServiceError
 from annotation.models import Assignment, Judgment, Participant, Study
 from annotation.modes import catch, get_mode
+from annotation.modes.base import Mode
 from annotation.services.assignments import assignment_next
 from annotation.services.judgments import judgment_submit
 from annotation.services.participants import (
@@ -115,6 +116,7 @@ def unavailable_page(
     participant: Participant | None = None,
     source: str = "",
     next_url: str = "",
+    mode: Mode | None = None,
 ) -> HttpResponse:
     """The site's page for participation that cannot go on, saying what to do next.
 
@@ -122,7 +124,7 @@ def unavailable_page(
     the platform the link came from) returns the submission there, a registered annotator
     goes back to their studies. Never Django's own error pages: with DEBUG they show
     internals, and a crowd worker needs a way out. A worker who earned the completion code
-    still sees it and the way back (``completion``).
+    still sees it and the way back (``completion``). ``mode``: the study's, if the view has it.
     """
     if participant is not None:
         source = participant.source
@@ -133,7 +135,7 @@ def unavailable_page(
         "participant": participant,
         "source": source,
         "next_url": next_url,
-        "completion": crowd_completion(participant) if participant is not None else {},
+        "completion": crowd_completion(participant, mode) if participant is not None else {},
     }
     response = render(request, "participate/unavailable.html", context, status=status)
     if source == Participant.Source.MTURK:
@@ -375,7 +377,7 @@ def _intro_extras(mode, study: Study, participant: Participant) -> dict:
 
 def _crowd_context(mode, participant: Participant) -> dict:
     """The completion code (or screen-out) a crowd worker is shown, else their progress."""
-    completion = crowd_completion(participant)
+    completion = crowd_completion(participant, mode)
     progress = None
     if not completion and participant.source != Participant.Source.ACCOUNT:
         progress = mode.completion_progress(participant)
@@ -394,9 +396,15 @@ def _field_errors(error: ServiceError | None) -> list[dict[str, str]]:
 
 
 def _render_item(
-    request, study, participant, assignment: Assignment, error=None, status=200, answers=None
+    request,
+    study,
+    mode: Mode,
+    participant,
+    assignment: Assignment,
+    error=None,
+    status=200,
+    answers=None,
 ):
-    mode = get_mode(study.mode)
     # An open lease of a one-part item has no judgment yet: its only part closes it.
     part = assignment.judgments.count() if mode.parts(assignment.item) > 1 else 0
     # A mode whose pages can show a refused submission's answers gets them back.
@@ -434,24 +442,25 @@ def _render_item(
 def participate_next(request: HttpRequest, public_id) -> HttpResponse:
     """Show the participant's current item; a reload shows the same one, clock unchanged."""
     study, participant = _study_and_participant(request, public_id)
+    # The request's one lookup of the mode: the services and the page are handed it.
+    mode = get_mode(study.mode)
     try:
-        assignment = assignment_next(participant=participant)
+        assignment = assignment_next(participant=participant, mode=mode)
     except ServiceError as exc:
         return _allow_mturk_frame(error_page(request, exc, "Please wait"), participant)
     if assignment is None:
-        mode = get_mode(study.mode)
         context = {
             "study": study,
             "participant": participant,
             "mode_finished_template": mode.pages.finished_template,
-            "completion": crowd_completion(participant),
+            "completion": crowd_completion(participant, mode),
             "catch_failed": catch.is_flagged(participant),
             **mode.pages.finished_context(participant),
         }
         return _allow_mturk_frame(
             render(request, "participate/finished.html", context), participant
         )
-    return _render_item(request, study, participant, assignment)
+    return _render_item(request, study, mode, participant, assignment)
 
 
 @require_POST
@@ -481,7 +490,9 @@ def participate_submit(request: HttpRequest, public_id, token: str) -> HttpRespo
         # cannot store, no JSON deep enough to run the mode's ``json`` out of recursion.
         clean_answer(request.POST.lists())
         data = mode.pages.parse_form(request.POST, part)
-        outcome = judgment_submit(participant=participant, token=token, data=data, part=part)
+        outcome = judgment_submit(
+            participant=participant, token=token, data=data, part=part, mode=mode
+        )
     except ServiceError as exc:
         if as_json:
             return submit_replies.refused(exc, fields=_field_errors(exc), next_url=next_url)
@@ -499,10 +510,18 @@ def participate_submit(request: HttpRequest, public_id, token: str) -> HttpRespo
                 study=study,
                 participant=participant,
                 next_url=next_url,
+                mode=mode,
             )
         assignment.participant = participant
         return _render_item(
-            request, study, participant, assignment, error=exc, status=exc.status, answers=data
+            request,
+            study,
+            mode,
+            participant,
+            assignment,
+            error=exc,
+            status=exc.status,
+            answers=data,
         )
     # The feedback is a page of its own (POST, redirect, GET): reloading it never posts the
     # answer again. judgment_submit left the participant's state as stored: no reload.
