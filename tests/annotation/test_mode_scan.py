@@ -7,7 +7,8 @@ migrations, no Python string constant, template or script of the project names:
 - a mode's own setting key: a field its settings class declares and no shared class does
   (``CrowdSettings``, the catch-trial settings...), unless a shared model has a column of
   that name (``target`` is every item's);
-- a mode's own column: a field of a model defined in a mode package.
+- a mode's own column: a field of a model defined in a mode package (but a name a shared
+  model's field has too).
 
 The few exceptions are listed with their reason. The names come from the installed modes,
 so a new mode is covered without touching this file; test-only modes are left out (their
@@ -86,13 +87,14 @@ def own_setting_keys(packages: dict[str, str]) -> set[str]:
 
 
 def own_columns() -> set[str]:
-    """Fields of the models the mode packages define."""
+    """Fields of the models the mode packages define, but names every model has (``id``)
+    or a shared model has too (``user``)."""
     return {
         field.name
         for model in apps.get_models()
         if model.__module__.startswith("annotation.modes.")
         for field in model._meta.get_fields()
-    }
+    } - shared_names()
 
 
 def outside_the_modes(path: Path) -> bool:
