@@ -14,6 +14,7 @@ from annotation.modes.thumb.models import Rater
 from annotation.services.studies import study_create
 from capeval.celery_app import app
 from tests.factories.machine import usable_cores
+from tests.factories.vehicle import template_dirs
 
 # The test-only mode (tests/ratingmode/) is a mode app like annotation/modes/<mode>/, and
 # this is its one line outside its folder: installed for the tests only, so production
@@ -24,6 +25,10 @@ from tests.factories.machine import usable_cores
 # CAPEVAL_TESTS_WITHOUT_RATINGMODE=1 leaves it out (tests/ratingmode/test_removal.py).
 if not os.environ.get("CAPEVAL_TESTS_WITHOUT_RATINGMODE"):
     override_settings(INSTALLED_APPS=[*django_settings.INSTALLED_APPS, "tests.ratingmode"]).enable()
+
+# The mode-agnostic tests' vehicle (tests/factories/vehicle.py), registered by the import
+# above for every test, is no app: its item page's folder joins the template loaders here.
+override_settings(TEMPLATES=template_dirs(django_settings.TEMPLATES)).enable()
 
 
 def pytest_xdist_auto_num_workers(config):
