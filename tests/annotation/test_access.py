@@ -8,7 +8,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotation.models import Job, Study
-from tests.factories.core import rating_study
+from tests.factories.core import vehicle_study
 
 pytestmark = pytest.mark.django_db
 
@@ -18,7 +18,7 @@ SECRET = "Rita's confidential study"
 @pytest.fixture
 def owned(researcher, settings):
     """Rita's live study with a finished report and a finished export with its file."""
-    study = rating_study(researcher, name=SECRET)
+    study = vehicle_study(researcher, name=SECRET)
     export_dir = Path(settings.CAPEVAL_EXPORT_DIR)
     export_dir.mkdir(parents=True, exist_ok=True)
     (export_dir / "rita-export.csv").write_text("secret,data\n")

@@ -24,7 +24,6 @@ from annotation.models import Assignment, Caption, Judgment
 from annotation.registry import MODES, mode_names
 from annotation.services.studies import study_create
 from tests.factories.arena import arena_study
-from tests.factories.core import rating_study
 from tests.factories.humanr import humanr_study
 from tests.factories.spans import spans_study
 from tests.factories.thumb import member, thumb_study
@@ -47,7 +46,6 @@ BUILDERS = {
     "humanr": humanr_study,
     "arena": arena_study,
     "spans": spans_study,
-    "test-rating": lambda owner: rating_study(owner, captions=2),
 }
 
 DEEP = "[" * 10_000 + "]" * 10_000
@@ -106,14 +104,10 @@ def assert_refused(page, field, words, what):
 
 
 def served_modes() -> list[str]:
-    """Every registered mode but those a test module declares for itself (test_exports'
-    ``test-default``): whether those are registered depends on which modules the run
-    collected, and no page serves them."""
-    return [
-        name
-        for name in mode_names()
-        if not type(MODES[name]).__module__.startswith("tests.annotation.")
-    ]
+    """Every registered mode but the tests' own (test_exports' ``test-default``, the
+    vehicle of ``tests/factories/``, a test-only mode app): their item pages are the tests',
+    and whether some are registered depends on which modules the run collected."""
+    return [name for name in mode_names() if not type(MODES[name]).__module__.startswith("tests.")]
 
 
 def test_every_registered_mode_has_a_builder_here():

@@ -13,7 +13,7 @@ from annotation.modes import get_mode
 from annotation.modes.settings import defaults
 from annotation.services.assignments import assignment_next
 from annotation.services.judgments import judgment_submit
-from tests.factories.core import crowd_participant, rating_study
+from tests.factories.core import crowd_participant, vehicle_study
 
 pytestmark = pytest.mark.django_db
 
@@ -100,7 +100,7 @@ def test_only_researchers_create_studies(client, annotator):
 
 
 def test_open_builds_items_once_and_close_stops_the_study(api, researcher):
-    study = rating_study(researcher, captions=3, live=False)
+    study = vehicle_study(researcher, captions=3, live=False)
 
     opened = post(api, reverse("api_study_open", args=[study.pk]))
     assert (opened.status_code, opened.json()["status"]) == (200, "live")
@@ -118,7 +118,7 @@ def test_open_builds_items_once_and_close_stops_the_study(api, researcher):
 
 
 def test_a_study_with_nothing_to_annotate_cannot_be_opened(api, researcher):
-    study = rating_study(researcher, captions=0, live=False)
+    study = vehicle_study(researcher, captions=0, live=False)
 
     response = post(api, reverse("api_study_open", args=[study.pk]))
 
@@ -132,7 +132,7 @@ def test_a_study_with_nothing_to_annotate_cannot_be_opened(api, researcher):
 
 
 def test_the_jobs_of_a_study_show_import_status_and_can_be_filtered(api, researcher):
-    study = rating_study(researcher)
+    study = vehicle_study(researcher)
     imported = Job.objects.create(
         kind=Job.Kind.IMPORT,
         study=study,
@@ -143,7 +143,7 @@ def test_the_jobs_of_a_study_show_import_status_and_can_be_filtered(api, researc
     )
     Job.objects.create(kind=Job.Kind.EXPORT, study=study, created_by=researcher)
     Job.objects.create(
-        kind=Job.Kind.IMPORT, study=rating_study(researcher, name="Other"), created_by=researcher
+        kind=Job.Kind.IMPORT, study=vehicle_study(researcher, name="Other"), created_by=researcher
     )
 
     everything = api.get(reverse("api_study_jobs", args=[study.pk])).json()
@@ -161,7 +161,7 @@ def test_the_jobs_of_a_study_show_import_status_and_can_be_filtered(api, researc
 def test_an_export_is_requested_run_and_downloaded(
     api, researcher, django_capture_on_commit_callbacks
 ):
-    study = rating_study(researcher, captions=1, target=1)
+    study = vehicle_study(researcher, captions=1, target=1)
     participant = crowd_participant(study)
     lease = assignment_next(participant=participant)
     judgment_submit(participant=participant, token=lease.token, data={"rating": 5})
@@ -185,7 +185,7 @@ def test_an_export_is_requested_run_and_downloaded(
 
 
 def test_an_export_format_must_be_csv_or_jsonl(api, researcher):
-    study = rating_study(researcher)
+    study = vehicle_study(researcher)
 
     response = post(api, reverse("api_study_exports", args=[study.pk]), {"format": "xlsx"})
 

@@ -30,6 +30,7 @@ from annotation.models import Item, Judgment, Study
 from annotation.services.assignments import assignment_next
 from annotation.services.judgments import judgment_submit
 from tests.factories.core import crowd_participant
+from tests.factories.vehicle import NAME as VEHICLE
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -103,7 +104,7 @@ def test_a_generated_client_runs_a_study_from_creation_to_its_export(
         api = GeneratedClient(http, served.json(), m)
 
         # Create: the body is the request model, the answer the study model.
-        body = m.StudyCreateRequest(name="Client study", mode=m.ModeEnum("test-rating"))
+        body = m.StudyCreateRequest(name="Client study", mode=m.ModeEnum(VEHICLE))
         study = api.call(
             "POST", "/api/studies/", 201, json=body.model_dump(mode="json", exclude_none=True)
         )
@@ -148,7 +149,7 @@ def test_a_generated_client_runs_a_study_from_creation_to_its_export(
         # Report: queued (202), then read.
         api.call("POST", "/api/studies/{study_id}/report/", 202, ids=ids)
         report = api.call("GET", "/api/studies/{study_id}/report/", 200, ids=ids)
-        assert (report.study, report.mode) == (study.id, "test-rating")
+        assert (report.study, report.mode) == (study.id, VEHICLE)
 
         # Export: the request model's defaults, then the job until its file downloads.
         request = m.ExportRequest(format=m.ExportFormatEnum("csv"), table=m.TableEnum("judgments"))

@@ -27,7 +27,8 @@ from PIL import Image as PILImage
 from rest_framework.test import APIClient
 
 from annotation.models import Judgment, Participant, Study
-from tests.factories.core import rating_study
+from tests.factories.core import vehicle_study
+from tests.factories.vehicle import NAME as VEHICLE
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -60,7 +61,7 @@ def crowd_panel(client: APIClient, study_id: int, user):
 
 
 def test_the_crowd_panel_answers_the_owner_with_link_urls_codes_and_xml(researcher):
-    study = rating_study(
+    study = vehicle_study(
         researcher,
         captions=2,
         failed_check_code="FAILEDCHK",
@@ -99,7 +100,7 @@ def test_the_crowd_panel_answers_the_owner_with_link_urls_codes_and_xml(research
 
 
 def test_a_draft_has_codes_but_no_link_yet(researcher):
-    study = rating_study(researcher, captions=2, live=False)
+    study = vehicle_study(researcher, captions=2, live=False)
     panel = crowd_panel(APIClient(), study.pk, researcher).json()
     assert panel["status"] == "draft"
     assert panel["crowd_link"] is None and panel["prolific_study_url"] is None
@@ -109,7 +110,7 @@ def test_a_draft_has_codes_but_no_link_yet(researcher):
 
 
 def test_only_the_owner_and_members_see_the_crowd_panel(researcher, make_user, annotator):
-    study = rating_study(researcher, captions=2)
+    study = vehicle_study(researcher, captions=2)
     member = make_user("member-mia", researcher=True)
     rival = make_user("rival-rob", researcher=True)
     study.members.add(member)
@@ -156,7 +157,7 @@ def test_a_whole_study_runs_through_the_api_alone_with_basic_auth(live_server, m
             "/api/studies/",
             json={
                 "name": "API-only study",
-                "mode": "test-rating",
+                "mode": VEHICLE,
                 "settings": {"completion_after": 2, "prolific_study_id": "PSTUDY1"},
             },
         )

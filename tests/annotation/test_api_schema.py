@@ -27,7 +27,7 @@ from annotation.services.exports import export_request
 from annotation.services.judgments import judgment_submit
 from annotation.services.reports import report_request
 from annotation.tasks import enqueue
-from tests.factories.core import crowd_participant, rating_study
+from tests.factories.core import crowd_participant, vehicle_study
 from tests.factories.workers import use_broker
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -49,7 +49,7 @@ def schema_user(make_user):
 @pytest.fixture
 def study_with_data(schema_user):
     """An open study with judgments, a finished report and a finished export."""
-    study = rating_study(schema_user, captions=4, name="Schema study")
+    study = vehicle_study(schema_user, captions=4, name="Schema study")
     for number in range(2):
         participant = crowd_participant(study, worker=f"worker-{number}")
         lease = assignment_next(participant=participant)

@@ -11,7 +11,7 @@ from annotation.models import Caption, Image, Job, Reference, Study
 from annotation.services.assignments import assignment_next
 from annotation.services.judgments import judgment_submit
 from annotation.services.people import invitation_accept
-from tests.factories.core import crowd_participant, rating_study
+from tests.factories.core import crowd_participant, vehicle_study
 
 pytestmark = pytest.mark.django_db
 
@@ -218,7 +218,7 @@ def test_a_member_sets_annotators_but_not_members_and_a_rival_gets_404(
 def test_a_report_is_requested_through_the_api(
     api, researcher, other_researcher, django_capture_on_commit_callbacks
 ):
-    study = rating_study(researcher, captions=1, target=1)
+    study = vehicle_study(researcher, captions=1, target=1)
     participant = crowd_participant(study)
     lease = assignment_next(participant=participant)
     judgment_submit(participant=participant, token=lease.token, data={"rating": 4})

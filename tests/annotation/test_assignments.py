@@ -16,9 +16,9 @@ from annotation.tasks import release_expired_leases
 from tests.factories.core import (
     assert_counts_exact,
     crowd_participant,
-    rating_study,
     require_postgres,
     run_together,
+    vehicle_study,
 )
 
 pytestmark = pytest.mark.django_db
@@ -35,7 +35,7 @@ def submit(participant, assignment, *, now=None, rating=3, part=0):
 
 
 def test_concurrent_participants_are_spread_over_the_items_least_taken_first(researcher):
-    study = rating_study(researcher, captions=3, target=2)
+    study = vehicle_study(researcher, captions=3, target=2)
     items = list(study.items.order_by("position"))
     participants = [crowd_participant(study, f"w{n}") for n in range(7)]
 
@@ -47,7 +47,7 @@ def test_concurrent_participants_are_spread_over_the_items_least_taken_first(res
 
 
 def test_items_are_filled_least_judged_first(researcher):
-    study = rating_study(researcher, captions=3, target=3)
+    study = vehicle_study(researcher, captions=3, target=3)
     for worker in ("a", "b"):
         participant = crowd_participant(study, worker)
         submit(participant, assignment_next(participant=participant))
@@ -60,7 +60,7 @@ def test_items_are_filled_least_judged_first(researcher):
 
 
 def test_a_participant_never_gets_an_item_twice_and_then_gets_none(researcher):
-    study = rating_study(researcher, captions=3, target=5)
+    study = vehicle_study(researcher, captions=3, target=5)
     participant = crowd_participant(study)
     seen = []
     while (lease := assignment_next(participant=participant)) is not None:
@@ -73,7 +73,7 @@ def test_a_participant_never_gets_an_item_twice_and_then_gets_none(researcher):
 
 
 def test_a_reload_returns_the_same_lease_without_restarting_the_clock(researcher):
-    study = rating_study(researcher, captions=2)
+    study = vehicle_study(researcher, captions=2)
     participant = crowd_participant(study)
     start = timezone.now()
 
@@ -86,7 +86,7 @@ def test_a_reload_returns_the_same_lease_without_restarting_the_clock(researcher
 
 
 def test_no_more_open_leases_than_the_target_allows(researcher):
-    study = rating_study(researcher, captions=1, target=2)
+    study = vehicle_study(researcher, captions=1, target=2)
     holders = [crowd_participant(study, w) for w in ("a", "b")]
     leases = [assignment_next(participant=p) for p in holders]
     submit(holders[0], leases[0])
@@ -99,7 +99,7 @@ def test_no_more_open_leases_than_the_target_allows(researcher):
 
 def test_expired_leases_are_released_and_their_item_served_again(researcher, settings):
     # Crowd leases last the study's crowd_lease_seconds.
-    study = rating_study(researcher, captions=1, target=1, crowd_lease_seconds=60)
+    study = vehicle_study(researcher, captions=1, target=1, crowd_lease_seconds=60)
     slow, other = crowd_participant(study, "slow"), crowd_participant(study, "other")
     start = timezone.now()
     lease = assignment_next(participant=slow, now=start)
@@ -127,7 +127,7 @@ def test_a_returning_participant_whose_lease_lapsed_gets_it_back_with_a_new_cloc
     researcher, settings
 ):
     # Crowd leases last the study's crowd_lease_seconds.
-    study = rating_study(researcher, captions=2, target=1, crowd_lease_seconds=60)
+    study = vehicle_study(researcher, captions=2, target=1, crowd_lease_seconds=60)
     participant = crowd_participant(study)
     start = timezone.now()
     lapsed = assignment_next(participant=participant, now=start)
@@ -147,7 +147,7 @@ def test_a_returning_participant_whose_lease_lapsed_gets_it_back_with_a_new_cloc
 
 def test_a_lapsed_lease_frees_its_slot_for_someone_else(researcher, settings):
     # Crowd leases last the study's crowd_lease_seconds.
-    study = rating_study(researcher, captions=1, target=1, crowd_lease_seconds=60)
+    study = vehicle_study(researcher, captions=1, target=1, crowd_lease_seconds=60)
     start = timezone.now()
     lapsed = assignment_next(participant=crowd_participant(study), now=start)
     other = crowd_participant(study, "next")
@@ -164,7 +164,7 @@ def test_the_beat_task_releases_expired_leases(researcher, settings):
     schedule = django_settings.CELERY_BEAT_SCHEDULE.values()
     assert "annotation.tasks.release_expired_leases" in {entry["task"] for entry in schedule}
     # Crowd leases last the study's crowd_lease_seconds.
-    study = rating_study(researcher, captions=2, target=1, crowd_lease_seconds=60)
+    study = vehicle_study(researcher, captions=2, target=1, crowd_lease_seconds=60)
     long_ago = timezone.now() - timedelta(minutes=5)
     expired = assignment_next(participant=crowd_participant(study, "a"), now=long_ago)
     current = assignment_next(participant=crowd_participant(study, "b"))
@@ -178,7 +178,7 @@ def test_the_beat_task_releases_expired_leases(researcher, settings):
 
 
 def test_a_new_round_serves_an_item_again_even_when_others_hold_it_in_that_round(researcher):
-    study = rating_study(researcher, captions=1, target=5)
+    study = vehicle_study(researcher, captions=1, target=5)
     repeater, other = crowd_participant(study, "repeat"), crowd_participant(study, "other")
     submit(repeater, assignment_next(participant=repeater))
     assert assignment_next(participant=repeater) is None
@@ -195,7 +195,7 @@ def test_a_new_round_serves_an_item_again_even_when_others_hold_it_in_that_round
 
 
 def test_a_study_that_is_not_live_serves_nothing(researcher):
-    study = rating_study(researcher, captions=2)
+    study = vehicle_study(researcher, captions=2)
     participant = crowd_participant(study)
     study_close(study=study)
 
@@ -210,7 +210,7 @@ def test_a_study_that_is_not_live_serves_nothing(researcher):
 def test_two_participants_racing_for_the_last_lease_only_one_wins(researcher):
     require_postgres()
     for attempt in range(10):
-        study = rating_study(researcher, captions=1, target=1, name=f"race {attempt}")
+        study = vehicle_study(researcher, captions=1, target=1, name=f"race {attempt}")
         racers = [crowd_participant(study, w) for w in ("a", "b")]
 
         results, errors = run_together([lambda p=p: assignment_next(participant=p) for p in racers])
@@ -225,7 +225,7 @@ def test_two_participants_racing_for_the_last_lease_only_one_wins(researcher):
 def test_two_participants_racing_for_two_items_get_one_each(researcher):
     require_postgres()
     for attempt in range(10):
-        study = rating_study(researcher, captions=2, target=1, name=f"race {attempt}")
+        study = vehicle_study(researcher, captions=2, target=1, name=f"race {attempt}")
         racers = [crowd_participant(study, w) for w in ("a", "b")]
 
         results, errors = run_together([lambda p=p: assignment_next(participant=p) for p in racers])
@@ -239,7 +239,7 @@ def test_two_participants_racing_for_two_items_get_one_each(researcher):
 @pytest.mark.django_db(transaction=True)
 def test_one_participant_in_two_tabs_gets_one_lease(researcher):
     require_postgres()
-    study = rating_study(researcher, captions=3, target=3)
+    study = vehicle_study(researcher, captions=3, target=3)
     participant = crowd_participant(study)
 
     results, errors = run_together([lambda: assignment_next(participant=participant)] * 2)
@@ -253,7 +253,7 @@ def test_one_participant_in_two_tabs_gets_one_lease(researcher):
 def test_many_participants_hammering_never_exceed_targets_or_repeat_items(researcher):
     require_postgres()
     threads, requests, items, target = 8, 20, 30, 3
-    study = rating_study(researcher, captions=items, target=target)
+    study = vehicle_study(researcher, captions=items, target=target)
     participants = [crowd_participant(study, f"w{n}") for n in range(threads)]
 
     def work(participant):

@@ -19,7 +19,7 @@ from annotation.models import Assignment, CrowdRefusal, Item, Judgment, Particip
 from annotation.modes import get_mode
 from annotation.selectors import completion_code
 from annotation.services.participants import crowd_link_token
-from tests.factories.core import rating_study
+from tests.factories.core import vehicle_study
 from tests.factories.humanr import honest_on_page, humanr_study
 from tests.factories.thumb import form_for, thumb_study
 from tests.factories.vicr import vicr_study
@@ -55,7 +55,7 @@ def participant_of(client, study) -> Participant:
 
 
 def test_throwaway_ids_from_one_address_cannot_take_every_lease(researcher):
-    study = rating_study(researcher, captions=4, target=1)
+    study = vehicle_study(researcher, captions=4, target=1)
     squatter = "203.0.113.7"
     statuses = []
     for n in range(12):
@@ -82,7 +82,7 @@ def test_throwaway_ids_from_one_address_cannot_take_every_lease(researcher):
 
 
 def test_one_address_holds_at_most_the_allowed_open_leases(researcher):
-    study = rating_study(researcher, captions=6, target=1, crowd_open_leases_per_address=2)
+    study = vehicle_study(researcher, captions=6, target=1, crowd_open_leases_per_address=2)
     pages = []
     for n in range(3):
         client = browser("203.0.113.8")
@@ -95,7 +95,7 @@ def test_one_address_holds_at_most_the_allowed_open_leases(researcher):
 
 
 def test_lapsed_leases_never_block_a_claim_without_celery_beat(researcher):
-    study = rating_study(researcher, captions=2, target=1)
+    study = vehicle_study(researcher, captions=2, target=1)
     for n in range(2):
         client = browser(f"198.51.100.{30 + n}")
         arrive(client, study, f"walks-away-{n}")
@@ -124,7 +124,7 @@ def test_crowd_leases_fit_each_modes_unit_of_work(settings):
 def test_a_crowd_lease_lasts_the_setting_and_an_account_lease_the_site_default(
     researcher, annotator, settings
 ):
-    study = rating_study(researcher, captions=2, crowd_lease_seconds=90)
+    study = vehicle_study(researcher, captions=2, crowd_lease_seconds=90)
     study.annotators.add(annotator)
     worker = browser()
     arrive(worker, study, "w1")
@@ -140,7 +140,7 @@ def test_a_crowd_lease_lasts_the_setting_and_an_account_lease_the_site_default(
 
 
 def test_the_researcher_sees_open_leases_and_releases_one(researcher, other_researcher):
-    study = rating_study(researcher, captions=2, target=1)
+    study = vehicle_study(researcher, captions=2, target=1)
     worker = browser()
     arrive(worker, study, "w1")
     lease = next_page(worker, study).context["assignment"]
@@ -167,7 +167,7 @@ def test_the_researcher_sees_open_leases_and_releases_one(researcher, other_rese
 
 
 def test_x_forwarded_for_is_ignored_unless_proxies_are_trusted(researcher, settings):
-    study = rating_study(researcher, captions=6, target=1)
+    study = vehicle_study(researcher, captions=6, target=1)
     # Every arrival claims another address in X-Forwarded-For; with no trusted proxy the
     # limit still counts the real one.
     codes = [
@@ -269,7 +269,7 @@ def test_a_registered_annotator_is_never_shown_a_crowd_code(researcher, annotato
 
 
 def test_another_workers_id_from_a_fresh_browser_does_not_resume_them(researcher):
-    study = rating_study(researcher, captions=3)
+    study = vehicle_study(researcher, captions=3)
     victim = browser("198.51.100.5")
     arrive(victim, study, "victim-pid")
     victim_lease = next_page(victim, study).context["assignment"]
@@ -291,7 +291,7 @@ def test_another_workers_id_from_a_fresh_browser_does_not_resume_them(researcher
 
 
 def test_the_browser_cookie_is_signed_and_http_only(researcher):
-    study = rating_study(researcher)
+    study = vehicle_study(researcher)
     client = browser()
     response = arrive(client, study, "w1")
     cookie = response.cookies["capeval_browser"]
@@ -337,7 +337,7 @@ def test_two_ids_in_one_browser_are_flagged_and_never_check_their_own_thumb_stag
 
 
 def test_a_prolific_study_id_of_another_study_is_refused(researcher):
-    study = rating_study(researcher, prolific_study_id="st-1")
+    study = vehicle_study(researcher, prolific_study_id="st-1")
 
     wrong = arrive(browser(), study, "w1", STUDY_ID="st-other")
     right = arrive(browser("198.51.100.77"), study, "w2", STUDY_ID="st-1")
@@ -397,7 +397,7 @@ def test_a_part_number_that_is_not_ascii_is_refused(researcher):
 
 
 def test_the_study_page_gives_the_researcher_the_code_and_prolific_completion_url(researcher):
-    study = rating_study(researcher)
+    study = vehicle_study(researcher)
     owner = Client()
     owner.force_login(researcher)
 
@@ -408,7 +408,7 @@ def test_the_study_page_gives_the_researcher_the_code_and_prolific_completion_ur
 
 
 def test_refusals_are_listed_in_the_admin_and_cannot_be_changed_or_deleted(researcher, make_user):
-    study = rating_study(researcher, prolific_study_id="st-1")
+    study = vehicle_study(researcher, prolific_study_id="st-1")
     arrive(browser(), study, "w1", STUDY_ID="st-other")
     refusal = CrowdRefusal.objects.get()
     admin = Client()

@@ -17,7 +17,7 @@ from annotation.services.assignments import assignment_next
 from annotation.services.crowd.credentials import credential_save
 from annotation.services.judgments import judgment_submit
 from annotation.services.participants import participant_for_crowd_worker
-from tests.factories.core import rating_study
+from tests.factories.core import vehicle_study
 from tests.factories.crowd_platforms import PlatformServer
 
 pytestmark = pytest.mark.django_db
@@ -43,7 +43,7 @@ def study(researcher):
         values={"mturk_access_key_id": KEY_ID, "mturk_secret_access_key": SECRET_KEY},
         mturk_sandbox=True,
     )
-    return rating_study(researcher, captions=2, target=1, mturk_hit_ids=f" {HIT} ")
+    return vehicle_study(researcher, captions=2, target=1, mturk_hit_ids=f" {HIT} ")
 
 
 def worker(study, worker_id, assignment):
@@ -151,7 +151,7 @@ def test_the_secret_key_is_never_in_a_page_an_export_a_log_or_the_database(
     client.force_login(researcher)
     form = {"mturk_access_key_id": KEY_ID, "mturk_secret_access_key": SECRET_KEY}
     page = client.post(reverse("account_crowd"), {**form, "mturk_mode": "sandbox"}, follow=True)
-    study = rating_study(researcher, captions=1, target=1, mturk_hit_ids=HIT)
+    study = vehicle_study(researcher, captions=1, target=1, mturk_hit_ids=HIT)
     good = worker(study, "WG", "ASG-G")
     review(client, study, filter="all", step="confirm", action="approve", participants=[good.pk])
     assert len(platform.state.calls("ApproveAssignment")) == 1  # the stored pair signed it

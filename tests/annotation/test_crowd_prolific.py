@@ -29,7 +29,7 @@ from annotation.services.crowd.credentials import credential_save
 from annotation.services.judgments import judgment_submit
 from annotation.services.participants import participant_for_crowd_worker
 from annotation.tasks import crowd_sync_live
-from tests.factories.core import rating_study
+from tests.factories.core import vehicle_study
 from tests.factories.crowd_platforms import PlatformServer
 
 pytestmark = pytest.mark.django_db
@@ -55,7 +55,7 @@ def study(researcher):
         values={"prolific_token": TOKEN, "prolific_webhook_secret": SECRET},
         mturk_sandbox=True,
     )
-    return rating_study(researcher, captions=2, target=1, prolific_study_id=PSTUDY)
+    return vehicle_study(researcher, captions=2, target=1, prolific_study_id=PSTUDY)
 
 
 def worker(study, pid, session):
@@ -174,7 +174,7 @@ def test_a_rival_researchers_secret_cannot_reclaim_another_owners_workers(
         values={"prolific_webhook_secret": "rival-secret-Kd9"},
         mturk_sandbox=True,
     )
-    rating_study(other_researcher, captions=2, target=1, prolific_study_id=PSTUDY)
+    vehicle_study(other_researcher, captions=2, target=1, prolific_study_id=PSTUDY)
     before = list(Participant.objects.get(pk=a.pk).flags)
     response = post_webhook(
         client, status_event("pidA", "subA", "RETURNED"), secret="rival-secret-Kd9"
@@ -416,7 +416,7 @@ def test_the_token_is_never_in_a_page_an_export_a_log_or_the_database(
     )
     page = response.content.decode()
     assert "Stored (not shown)" in page
-    study = rating_study(researcher, captions=1, target=1, prolific_study_id=PSTUDY)
+    study = vehicle_study(researcher, captions=1, target=1, prolific_study_id=PSTUDY)
     person = completed(study, "pidG", "subG")
     review(client, study, filter="all", step="confirm", action="approve", participants=[person.pk])
     assert len(platform.state.calls("transition:APPROVE")) == 1  # the token was usable
@@ -466,8 +466,8 @@ def test_the_beat_task_syncs_linked_studies_and_logs_a_failing_one(
     study, other_researcher, platform, caplog
 ):
     a, b, held = started(study)
-    rating_study(other_researcher, captions=1, target=1, prolific_study_id="OTHER")  # no token
-    rating_study(other_researcher, captions=1, target=1)  # linked to nothing: skipped
+    vehicle_study(other_researcher, captions=1, target=1, prolific_study_id="OTHER")  # no token
+    vehicle_study(other_researcher, captions=1, target=1)  # linked to nothing: skipped
     platform.state.submissions = [
         {"id": "subA", "participant_id": "pidA", "status": "TIMED-OUT", "study_id": PSTUDY}
     ]
@@ -479,7 +479,7 @@ def test_the_beat_task_syncs_linked_studies_and_logs_a_failing_one(
 def test_a_missing_token_refuses_the_review_before_any_row_is_claimed(
     client, other_researcher, platform
 ):
-    study = rating_study(other_researcher, captions=1, target=1, prolific_study_id=PSTUDY)
+    study = vehicle_study(other_researcher, captions=1, target=1, prolific_study_id=PSTUDY)
     person = completed(study, "pidG", "subG")
     client.force_login(other_researcher)
     data = {"filter": "all", "step": "confirm", "action": "approve", "participants": [person.pk]}

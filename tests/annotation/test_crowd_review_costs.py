@@ -18,7 +18,7 @@ from annotation.services.assignments import assignment_next
 from annotation.services.crowd.credentials import credential_save
 from annotation.services.judgments import judgment_submit
 from annotation.services.participants import participant_for_crowd_worker
-from tests.factories.core import rating_study
+from tests.factories.core import vehicle_study
 from tests.factories.crowd_platforms import PlatformServer
 
 pytestmark = pytest.mark.django_db
@@ -60,7 +60,7 @@ def text_of(page: str) -> str:
 def test_a_missing_prolific_token_is_said_at_review_with_a_link_to_the_credentials(
     client, researcher, platform
 ):
-    study = rating_study(researcher, captions=2, target=1)
+    study = vehicle_study(researcher, captions=2, target=1)
     completed(study, "pidA")
     client.force_login(researcher)
     page = preview(client, study, action="approve").content.decode()
@@ -76,7 +76,7 @@ def test_a_missing_prolific_token_is_said_at_review_with_a_link_to_the_credentia
 
 def test_with_the_token_stored_the_confirmation_has_no_warning(client, researcher, platform):
     credential_save(user=researcher, values={"prolific_token": TOKEN}, mturk_sandbox=True)
-    study = rating_study(researcher, captions=2, target=1)
+    study = vehicle_study(researcher, captions=2, target=1)
     completed(study, "pidA")
     client.force_login(researcher)
     words = text_of(preview(client, study, action="approve").content.decode())
@@ -90,7 +90,7 @@ def test_a_bonus_total_states_the_currency_and_prolifics_fee(
     settings.CAPEVAL_CURRENCY = "GBP"
     settings.CAPEVAL_PROLIFIC_FEE_PERCENT = 40.0  # a round rate: 40% of 5.50 is 2.20
     credential_save(user=researcher, values={"prolific_token": TOKEN}, mturk_sandbox=True)
-    study = rating_study(researcher, captions=2, target=1)
+    study = vehicle_study(researcher, captions=2, target=1)
     completed(study, "pidA")
     completed(study, "pidB")
     client.force_login(researcher)
@@ -106,7 +106,7 @@ def test_the_default_fee_is_prolifics_published_rate(client, researcher, platfor
     assert settings.CAPEVAL_PROLIFIC_FEE_PERCENT == 33.33
     settings.CAPEVAL_CURRENCY = "USD"
     credential_save(user=researcher, values={"prolific_token": TOKEN}, mturk_sandbox=True)
-    study = rating_study(researcher, captions=2, target=1)
+    study = vehicle_study(researcher, captions=2, target=1)
     completed(study, "pidA")
     completed(study, "pidB")
     client.force_login(researcher)
@@ -119,7 +119,7 @@ def test_the_default_fee_is_prolifics_published_rate(client, researcher, platfor
 def test_the_ledger_shows_the_currency(client, researcher, platform, settings):
     settings.CAPEVAL_CURRENCY = "GBP"
     credential_save(user=researcher, values={"prolific_token": TOKEN}, mturk_sandbox=True)
-    study = rating_study(researcher, captions=2, target=1)
+    study = vehicle_study(researcher, captions=2, target=1)
     person = completed(study, "pidA")
     client.force_login(researcher)
     data = {"action": "bonus", "amount": "1.50", "reason": "quality"}
@@ -134,7 +134,7 @@ def test_the_api_dry_run_gives_the_currency_the_fee_and_missing_credentials(
 ):
     settings.CAPEVAL_CURRENCY = "GBP"
     settings.CAPEVAL_PROLIFIC_FEE_PERCENT = 40.0
-    study = rating_study(researcher, captions=2, target=1)
+    study = vehicle_study(researcher, captions=2, target=1)
     completed(study, "pidA")
     client.force_login(researcher)
     url = f"/api/studies/{study.pk}/crowd/review/"

@@ -16,7 +16,7 @@ from annotation.services.crowd.credentials import credential_save
 from annotation.services.crowd.review import CLAIM_STALE
 from annotation.services.judgments import judgment_submit
 from annotation.services.participants import participant_for_crowd_worker
-from tests.factories.core import rating_study
+from tests.factories.core import vehicle_study
 from tests.factories.crowd_platforms import PlatformServer
 
 pytestmark = pytest.mark.django_db
@@ -47,7 +47,7 @@ def platform(settings):
 @pytest.fixture
 def prolific_worker(researcher):
     credential_save(user=researcher, values={"prolific_token": TOKEN}, mturk_sandbox=True)
-    study = rating_study(researcher, captions=2, target=1, prolific_study_id=PSTUDY)
+    study = vehicle_study(researcher, captions=2, target=1, prolific_study_id=PSTUDY)
     person, _ = participant_for_crowd_worker(
         study=study,
         source=Participant.Source.PROLIFIC,
@@ -66,7 +66,7 @@ def mturk_worker(researcher):
         values={"mturk_access_key_id": KEY_ID, "mturk_secret_access_key": SECRET_KEY},
         mturk_sandbox=True,
     )
-    study = rating_study(researcher, captions=2, target=1, mturk_hit_ids=HIT)
+    study = vehicle_study(researcher, captions=2, target=1, mturk_hit_ids=HIT)
     person, _ = participant_for_crowd_worker(
         study=study,
         source=Participant.Source.MTURK,

@@ -27,7 +27,7 @@ from django.urls import reverse
 from annotation.models import Assignment, Participant
 from annotation.services.judgments import judgment_submit
 from annotation.services.participants import MTURK_HOSTS, crowd_link_token
-from tests.factories.core import rating_study
+from tests.factories.core import vehicle_study
 from tests.factories.humanr import honest, humanr_study
 from tests.factories.thumb import member, thumb_study
 from tests.factories.vicr import vicr_study
@@ -36,11 +36,11 @@ pytestmark = pytest.mark.django_db
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The project's templates, each mode app's (annotation/modes/<mode>/templates) and the
-#: test-only mode's.
+#: tests' (the vehicle's in tests/factories/, a test-only mode app's).
 TEMPLATE_DIRS = [
     ROOT / "templates",
     *sorted((ROOT / "annotation" / "modes").glob("*/templates")),
-    ROOT / "tests" / "ratingmode" / "templates",
+    *sorted((ROOT / "tests").glob("*/templates")),
 ]
 
 MTURK_ORIGINS = {"https://www.mturk.com", "https://workersandbox.mturk.com"}
@@ -197,7 +197,7 @@ def test_pages_without_an_account_carry_the_strict_policy(client, settings, rese
 
 
 def test_researcher_and_admin_pages_carry_the_strict_policy(client, researcher, make_user):
-    study = rating_study(researcher)
+    study = vehicle_study(researcher)
     client.force_login(researcher)
     urls = [
         reverse("home"),
@@ -223,8 +223,8 @@ def test_researcher_and_admin_pages_carry_the_strict_policy(client, researcher, 
 def test_every_modes_participant_pages_carry_the_strict_policy(researcher, make_study, make_user):
     pages = []
 
-    # The test-only mode: intro, item and, after the only item, the finished page.
-    rating = rating_study(researcher, captions=1, completion_after=1)
+    # The vehicle mode: intro, item and, after the only item, the finished page.
+    rating = vehicle_study(researcher, captions=1, completion_after=1)
     client, seen = crowd_client(rating, PROLIFIC)
     pages += seen
     pages.append(submit(client, rating, seen[-1], {"part": "0", "rating": "3"}))
@@ -280,7 +280,7 @@ def test_every_modes_participant_pages_carry_the_strict_policy(researcher, make_
 
 
 def test_mturk_pages_keep_the_strict_policy_and_may_be_framed_by_mturk_only(researcher):
-    study = rating_study(researcher, captions=1, completion_after=1)
+    study = vehicle_study(researcher, captions=1, completion_after=1)
     client, pages = crowd_client(study, MTURK)
     preview = Client().get(
         reverse("crowd_entry", args=[crowd_link_token(study)]),

@@ -26,7 +26,7 @@ from annotation.services.participants import LINK_SALT, crowd_link_token
 from annotation.services.reports import report_request
 from annotation.services.studies import study_close, study_reopen
 from annotation.tasks import enqueue
-from tests.factories.core import crowd_participant, rating_study
+from tests.factories.core import crowd_participant, vehicle_study
 from tests.factories.humanr import careless, crowd, do_group, honest, humanr_study
 from tests.factories.thumb import member, thumb_study
 from tests.factories.vicr import vicr_study
@@ -73,7 +73,7 @@ def crowd_link_of(html):
 
 def test_progress_rate_and_eta_count_the_answers(client, researcher):
     # 4 captions, target 2 each: 8 answers needed; 3 given by two workers.
-    study = rating_study(researcher, captions=4, target=2)
+    study = vehicle_study(researcher, captions=4, target=2)
     first, second = crowd_participant(study, "w1"), crowd_participant(study, "w2")
     answer(first)
     answer(first)
@@ -94,7 +94,7 @@ def test_progress_rate_and_eta_count_the_answers(client, researcher):
 
 
 def test_catch_trials_are_listed_but_not_counted_in_the_overall_progress(client, researcher):
-    study = rating_study(researcher, captions=2, target=1)
+    study = vehicle_study(researcher, captions=2, target=1)
     # A catch trial as annotation/modes/catch.py makes one: its own kind, for one worker.
     Item.objects.create(study=study, kind="catch", position=0, target=1, judgment_count=1)
     client.force_login(researcher)
@@ -106,7 +106,7 @@ def test_catch_trials_are_listed_but_not_counted_in_the_overall_progress(client,
 
 
 def test_a_finished_study_says_done_and_a_closed_one_stops_polling(client, researcher):
-    study = rating_study(researcher, captions=1, target=1)
+    study = vehicle_study(researcher, captions=1, target=1)
     answer(crowd_participant(study, "w1"))
     client.force_login(researcher)
     assert '<dd class="eta">done</dd>' in dashboard(client, study)
@@ -222,7 +222,7 @@ def test_agreement_and_reliability_come_from_the_latest_report(client, researche
 def test_a_mode_without_per_worker_agreement_shows_none(client, researcher):
     # The test mode's report has no per-worker agreement: a "players" key in its result is
     # not read as VICR's (the mode reads its own report).
-    study = rating_study(researcher, captions=2)
+    study = vehicle_study(researcher, captions=2)
     ann = crowd_participant(study, "w1")
     answer(ann)
     Job.objects.create(
@@ -264,7 +264,7 @@ def test_raw_crowd_ids_only_for_the_owner_and_staff(client, researcher, make_use
 
 
 def test_strangers_get_404(client, researcher, other_researcher, annotator):
-    study = rating_study(researcher)
+    study = vehicle_study(researcher)
     url = reverse("study_dashboard", args=[study.pk])
     for user in (other_researcher, annotator):
         client.force_login(user)
@@ -277,7 +277,7 @@ def test_strangers_get_404(client, researcher, other_researcher, annotator):
 
 
 def test_sort_keys_are_a_whitelist(client, researcher):
-    study = rating_study(researcher, captions=3, target=3)
+    study = vehicle_study(researcher, captions=3, target=3)
     people = [crowd_participant(study, f"w{k}") for k in range(3)]
     for count, person in zip([1, 3, 2], people, strict=True):
         for _ in range(count):
@@ -310,7 +310,7 @@ def test_sort_keys_are_a_whitelist(client, researcher):
 
 
 def test_sort_links_work_without_javascript_and_with_htmx(client, researcher):
-    study = rating_study(researcher)
+    study = vehicle_study(researcher)
     answer(crowd_participant(study, "w1"))
     client.force_login(researcher)
 
@@ -326,7 +326,7 @@ def test_sort_links_work_without_javascript_and_with_htmx(client, researcher):
 
 
 def test_the_worker_table_is_paged(client, researcher):
-    study = rating_study(researcher, captions=1)
+    study = vehicle_study(researcher, captions=1)
     for k in range(55):
         crowd_participant(study, f"w{k:02d}")
     client.force_login(researcher)
@@ -346,7 +346,7 @@ def test_the_worker_table_is_paged(client, researcher):
 
 
 def test_a_lease_is_released_from_the_dashboard(client, researcher):
-    study = rating_study(researcher)
+    study = vehicle_study(researcher)
     worker = crowd_participant(study, "away")
     lease = assignment_next(participant=worker)
     client.force_login(researcher)
@@ -367,7 +367,7 @@ def test_a_lease_is_released_from_the_dashboard(client, researcher):
 
 
 def test_the_crowd_link_is_stable_and_works(client, researcher):
-    study = rating_study(researcher)
+    study = vehicle_study(researcher)
     client.force_login(researcher)
     detail = reverse("study_detail", args=[study.pk])
     first = crowd_link_of(client.get(detail).content.decode())
@@ -392,7 +392,7 @@ def test_the_crowd_link_is_stable_and_works(client, researcher):
 
 
 def test_the_crowd_link_expires_and_says_when(client, researcher, settings):
-    study = rating_study(researcher)
+    study = vehicle_study(researcher)
     client.force_login(researcher)
     expires = Study.objects.get(pk=study.pk).updated_at + timedelta(
         seconds=settings.CAPEVAL_LINK_MAX_AGE
@@ -412,7 +412,7 @@ def test_the_crowd_link_expires_and_says_when(client, researcher, settings):
 
 
 def test_links_signed_the_old_way_stay_valid_until_they_expire(client, researcher, settings):
-    study = rating_study(researcher)
+    study = vehicle_study(researcher)
     old = signing.TimestampSigner(salt=LINK_SALT).sign(str(study.public_id))
 
     assert client.get(reverse("crowd_entry", args=[old]), PROLIFIC).status_code in (200, 302)
@@ -425,8 +425,8 @@ def test_links_signed_the_old_way_stay_valid_until_they_expire(client, researche
 
 
 def test_a_stable_link_of_one_study_cannot_name_another(client, researcher):
-    study = rating_study(researcher)
-    other = rating_study(researcher, name="Other")
+    study = vehicle_study(researcher)
+    other = vehicle_study(researcher, name="Other")
     value, signature = crowd_link_token(study).split(":", 1)
     assert value == str(study.public_id)
 
@@ -437,7 +437,7 @@ def test_a_stable_link_of_one_study_cannot_name_another(client, researcher):
 
 
 def test_the_mturk_snippet_is_xml_naming_the_crowd_link(client, researcher):
-    study = rating_study(researcher)
+    study = vehicle_study(researcher)
     client.force_login(researcher)
     html = client.get(reverse("study_detail", args=[study.pk])).content.decode()
     snippet = unescape(re.search(r'id="mturk-question"[^>]*>(.*?)</textarea>', html, re.S)[1])
@@ -451,7 +451,7 @@ def test_the_mturk_snippet_is_xml_naming_the_crowd_link(client, researcher):
 
 
 def test_the_prolific_settings_are_shown(client, researcher):
-    study = rating_study(researcher, prolific_study_id="65f0c0ffee", completion_code="CODE42")
+    study = vehicle_study(researcher, prolific_study_id="65f0c0ffee", completion_code="CODE42")
     client.force_login(researcher)
 
     html = client.get(reverse("study_detail", args=[study.pk])).content.decode()
@@ -462,7 +462,7 @@ def test_the_prolific_settings_are_shown(client, researcher):
 
 
 def test_a_draft_says_where_the_link_will_be(client, researcher):
-    study = rating_study(researcher, live=False)
+    study = vehicle_study(researcher, live=False)
     client.force_login(researcher)
 
     html = client.get(reverse("study_detail", args=[study.pk])).content.decode()
@@ -475,9 +475,9 @@ def test_a_draft_says_where_the_link_will_be(client, researcher):
 
 
 def judged(researcher, *, captions, workers, name):
-    """A live test-rating study of ``captions`` items, each worker answering ``captions``
+    """A live vehicle study of ``captions`` items, each worker answering ``captions``
     items (two of them left as open leases), and a finished report."""
-    study = rating_study(researcher, captions=captions, target=workers, name=name)
+    study = vehicle_study(researcher, captions=captions, target=workers, name=name)
     for k in range(workers):
         person = crowd_participant(study, f"{name}-{k}")
         for _ in range(captions - (1 if k < 2 else 0)):

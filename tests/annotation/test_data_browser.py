@@ -26,7 +26,7 @@ from tests.factories.arena import arena_study
 from tests.factories.arena import judge as arena_judge
 from tests.factories.arena import shown_left as arena_shown_left
 from tests.factories.arena import worker as arena_worker
-from tests.factories.core import crowd_participant, rating_study
+from tests.factories.core import crowd_participant, vehicle_study
 from tests.factories.humanr import crowd, do_group, humanr_study
 from tests.factories.spans import judge as spans_judge
 from tests.factories.spans import spans_study
@@ -198,7 +198,7 @@ def test_thumb_scores_are_the_final_stage_and_name_the_captions(
 def test_a_mode_without_a_browse_shows_judgments_of_the_image(client, researcher):
     """The contract's default (``annotation/modes/browsing.py``): the test-only mode has no
     ``browse.py``, so its judgments are listed under their image, payload in words."""
-    study = rating_study(researcher, captions=1)
+    study = vehicle_study(researcher, captions=1)
     worker = crowd_participant(study)
     lease = assignment_next(participant=worker)
     judgment_submit(participant=worker, token=lease.token, data={"rating": "4"})

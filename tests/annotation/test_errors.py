@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 
 from annotation import errors
 from annotation.errors import ServiceError
-from tests.factories.core import rating_study
+from tests.factories.core import vehicle_study
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -67,8 +67,8 @@ def test_no_raise_site_passes_a_status():
 def test_the_api_error_body_carries_the_code(researcher, other_researcher):
     api = APIClient()
     api.force_authenticate(researcher)
-    empty = rating_study(researcher, captions=0, live=False)
-    study = rating_study(researcher, captions=2)
+    empty = vehicle_study(researcher, captions=0, live=False)
+    study = vehicle_study(researcher, captions=2)
     study.members.add(other_researcher)
 
     conflict = api.post(reverse("api_study_open", args=[empty.pk]))

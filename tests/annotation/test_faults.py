@@ -45,7 +45,7 @@ from annotation.services.exports import export_request
 from annotation.services.participants import crowd_link_token
 from annotation.tasks import enqueue
 from annotation.views import health
-from tests.factories.core import assert_counts_exact, rating_study, skip_or_fail
+from tests.factories.core import assert_counts_exact, skip_or_fail, vehicle_study
 
 REPO = Path(__file__).resolve().parents[2]
 TMPFS_BYTES = 1 << 20
@@ -91,9 +91,9 @@ def fill(folder: Path, *, leave: int) -> Path:
 
 
 def judged(owner, *, judgments: int):
-    """A live test-rating study with ``judgments`` stored judgments whose payloads carry
+    """A live vehicle study with ``judgments`` stored judgments whose payloads carry
     random text, so that no format compresses the export below the free space."""
-    study = rating_study(owner, captions=judgments // 20, target=20)
+    study = vehicle_study(owner, captions=judgments // 20, target=20)
     items = list(study.items.order_by("id"))
     people = Participant.objects.bulk_create(
         Participant(study=study, source=Participant.Source.PROLIFIC, external_id=f"w{n}")
@@ -315,7 +315,7 @@ def test_a_submission_while_postgresql_is_down_answers_503_and_is_accepted_after
 ):
     with on_database(private_postgres, django_db_blocker):
         owner = User.objects.create_user("rita-faults", password="pw", is_researcher=True)
-        study = rating_study(owner, captions=2, target=1)
+        study = vehicle_study(owner, captions=2, target=1)
         browser, token = crowd_browser(study)
         submit_url = reverse("participate_submit", args=[study.public_id, token])
         api = Client(raise_request_exception=False)

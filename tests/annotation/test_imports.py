@@ -22,7 +22,7 @@ from annotation.models import Caption, Image, Job, Study
 from annotation.services.imports import study_import
 from annotation.services.runner import job_run
 from annotation.services.studies import study_create, study_open
-from tests.ratingmode import NAME
+from tests.factories.vehicle import NAME
 
 # ----------------------------------------------------------------------------------------
 # Helpers

@@ -22,7 +22,7 @@ from django.utils import timezone
 from annotation.models import Assignment, Image, Job, Participant
 from annotation.services.participants import crowd_link_token
 from tests.annotation.test_study_settings_form import base_post
-from tests.factories.core import rating_study
+from tests.factories.core import vehicle_study
 
 pytestmark = pytest.mark.django_db
 
@@ -53,7 +53,7 @@ def participant_of(client, study) -> Participant:
 def shared_with_raw_export(researcher, other_researcher, settings, tmp_path):
     """A study shared with ``other_researcher``, whose owner exported raw worker ids."""
     settings.CAPEVAL_EXPORT_DIR = str(tmp_path / "exports")
-    study = rating_study(researcher, captions=2)
+    study = vehicle_study(researcher, captions=2)
     study.members.add(other_researcher)
     owner = Client()
     owner.force_login(researcher)
@@ -108,7 +108,7 @@ def settings_post(study, **changed) -> dict[str, str]:
 def test_only_the_owner_changes_crowd_settings_and_completion_hosts_are_prolifics(
     researcher, other_researcher, settings
 ):
-    study = rating_study(researcher, captions=2)
+    study = vehicle_study(researcher, captions=2)
     study.members.add(other_researcher)
     member = Client()
     member.force_login(other_researcher)
@@ -180,7 +180,7 @@ def test_forwarded_ip_port_and_bracketed_ipv6_are_parsed_and_garbage_shares_one_
     researcher, settings
 ):
     settings.CAPEVAL_TRUSTED_PROXIES = 1
-    study = rating_study(researcher, captions=12, target=3)
+    study = vehicle_study(researcher, captions=12, target=3)
     limit = 3  # crowd_arrivals_per_address_per_hour's default
 
     def via_proxy(forwarded):
@@ -203,7 +203,7 @@ def test_forwarded_ip_port_and_bracketed_ipv6_are_parsed_and_garbage_shares_one_
 
 
 def test_eight_addresses_of_one_ipv6_64_count_as_one_network(researcher):
-    study = rating_study(researcher, captions=12, target=3)
+    study = vehicle_study(researcher, captions=12, target=3)
     statuses = [
         arrive(browser(f"2001:db8:aa:bb::{n + 1:x}"), study, f"six-{n}").status_code
         for n in range(8)
@@ -214,7 +214,7 @@ def test_eight_addresses_of_one_ipv6_64_count_as_one_network(researcher):
 
 
 def test_open_lease_limit_counts_an_ipv6_64_as_one_network(researcher):
-    study = rating_study(researcher, captions=12, target=3, crowd_arrivals_per_address_per_hour=100)
+    study = vehicle_study(researcher, captions=12, target=3, crowd_arrivals_per_address_per_hour=100)
     served = []
     for n in range(6):
         client = browser(f"2001:db8:aa:bb::{n + 1:x}")
@@ -229,7 +229,7 @@ def test_open_lease_limit_counts_an_ipv6_64_as_one_network(researcher):
 def test_squatters_reclaiming_lapsed_leases_cannot_starve_an_honest_worker(researcher):
     """2 networks x 3 ids hold every slot and re-claim as leases lapse (a clock that moves
     5 s per round, squatters polling before the honest worker every round)."""
-    study = rating_study(researcher, captions=6, target=1, crowd_lease_seconds=30)
+    study = vehicle_study(researcher, captions=6, target=1, crowd_lease_seconds=30)
     start = timezone.now()
     squatters = []
     for net in ("203.0.113.1", "203.0.113.2"):
@@ -265,7 +265,7 @@ def test_squatters_reclaiming_lapsed_leases_cannot_starve_an_honest_worker(resea
 
 def test_lapse_rule_counts_a_linked_identity_and_ends_after_the_wait(researcher, settings):
     settings.CAPEVAL_LAPSE_WAIT_SECONDS = 120
-    study = rating_study(researcher, captions=6, target=2, crowd_lease_seconds=30)
+    study = vehicle_study(researcher, captions=6, target=2, crowd_lease_seconds=30)
     start = timezone.now()
     first, mate = browser("203.0.113.5"), browser("203.0.113.5")
     assert arrive(first, study, "first").status_code == 302
@@ -289,7 +289,7 @@ def test_repeated_lapses_bar_a_linked_identity_for_longer(researcher, settings):
     settings.CAPEVAL_LAPSE_LIMIT = 3
     settings.CAPEVAL_LAPSE_WINDOW_SECONDS = 3600
     settings.CAPEVAL_LAPSE_BAR_SECONDS = 1800
-    study = rating_study(researcher, captions=6, target=2, crowd_lease_seconds=30)
+    study = vehicle_study(researcher, captions=6, target=2, crowd_lease_seconds=30)
     client = browser("203.0.113.6")
     assert arrive(client, study, "repeat").status_code == 302
     now = timezone.now()
@@ -323,7 +323,7 @@ def command_error(*args) -> str:
 
 @pytest.fixture
 def draft(researcher):
-    return rating_study(researcher, captions=2, live=False)
+    return vehicle_study(researcher, captions=2, live=False)
 
 
 def test_import_references_refuses_deep_json_and_huge_csv_fields_with_a_line(draft, tmp_path):
@@ -436,7 +436,7 @@ def test_dataset_zip_renames_windows_reserved_images_and_records_them(
     researcher, settings, tmp_path
 ):
     settings.CAPEVAL_EXPORT_DIR = str(tmp_path / "exports")
-    study = rating_study(researcher, captions=3)
+    study = vehicle_study(researcher, captions=3)
     media = Path(settings.MEDIA_ROOT)
     for image, name in zip(
         Image.objects.filter(study=study).order_by("pk"),

@@ -43,7 +43,7 @@ from annotation.services.jobs import QUEUE_UNAVAILABLE, job_sweep_stale
 from annotation.services.participants import crowd_link_token
 from annotation.services.reports import report_request
 from annotation.tasks import enqueue, run_job, sweep_stale_jobs
-from tests.factories.core import rating_study
+from tests.factories.core import vehicle_study
 from tests.factories.machine import load_factor
 from tests.factories.workers import (  # noqa: F401  (the fixtures are used by name)
     JOB_TIMEOUT_S,
@@ -160,7 +160,7 @@ def test_a_job_is_published_with_the_time_limits_of_its_kind(
 ):
     """The limits travel with each message (the worker applies them); see also below."""
     with_limit(settings, "export", soft=120, hard=150)
-    study = rating_study(researcher, captions=2)
+    study = vehicle_study(researcher, captions=2)
     queue = f"capeval-test-{uuid.uuid4().hex[:12]}"
     client.force_login(researcher)
     with use_broker(settings, private_redis.url, queue):
@@ -476,7 +476,7 @@ def test_a_job_request_with_redis_down_says_so_and_works_once_redis_is_back(
     route, client, researcher, make_study, settings, tmp_path, private_redis
 ):
     settings.VAR_DIR = tmp_path / "var"
-    study = rating_study(researcher, captions=2)
+    study = vehicle_study(researcher, captions=2)
     draft = make_study("thumb", name="Draft")
     queue = f"capeval-test-{uuid.uuid4().hex[:12]}"
     client.force_login(researcher)
@@ -521,7 +521,7 @@ def test_a_job_request_to_a_silent_redis_gives_up_within_seconds(client, researc
     silent.bind(("127.0.0.1", 0))
     silent.listen(16)  # connections complete in the kernel's backlog; nothing ever reads
     url = f"redis://127.0.0.1:{silent.getsockname()[1]}/0"
-    study = rating_study(researcher, captions=2)
+    study = vehicle_study(researcher, captions=2)
     client.force_login(researcher)
     answers = []
     try:
@@ -550,7 +550,7 @@ def test_a_job_request_to_a_silent_redis_gives_up_within_seconds(client, researc
 
 @pytest.mark.django_db(transaction=True)
 def test_participants_answer_with_the_broker_down(client, researcher, settings):
-    study = rating_study(researcher, captions=2, target=1)
+    study = vehicle_study(researcher, captions=2, target=1)
     nothing_listens = f"redis://127.0.0.1:{free_port()}/0"
     with use_broker(settings, nothing_listens, "capeval-test-down"):
         joined = client.get(

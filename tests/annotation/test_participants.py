@@ -13,7 +13,7 @@ from annotation.models import Assignment, Judgment, Participant, Study
 from annotation.services.assignments import assignment_next, assignment_release_expired
 from annotation.services.participants import crowd_link_token
 from annotation.services.studies import study_close
-from tests.factories.core import rating_study
+from tests.factories.core import vehicle_study
 
 pytestmark = pytest.mark.django_db
 
@@ -53,7 +53,7 @@ def join(client, study, params):
 def test_a_prolific_worker_joining_twice_in_their_browser_resumes_the_same_participant(
     client, researcher
 ):
-    study = rating_study(researcher)
+    study = vehicle_study(researcher)
     first = join(client, study, PROLIFIC)
     lease = client.get(reverse("participate_next", args=[study.public_id])).context["assignment"]
     client.session.flush()  # the session may end; the browser cookie stays
@@ -70,7 +70,7 @@ def test_a_prolific_worker_joining_twice_in_their_browser_resumes_the_same_parti
 
 
 def test_an_mturk_worker_is_identified_by_worker_id(client, researcher):
-    study = rating_study(researcher)
+    study = vehicle_study(researcher)
 
     participant = join(client, study, MTURK)
 
@@ -79,7 +79,7 @@ def test_an_mturk_worker_is_identified_by_worker_id(client, researcher):
 
 
 def test_one_worker_id_in_two_studies_is_two_participants(client, researcher):
-    first, second = rating_study(researcher), rating_study(researcher, name="Second")
+    first, second = vehicle_study(researcher), vehicle_study(researcher, name="Second")
 
     assert join(client, first, PROLIFIC).pk != join(client, second, PROLIFIC).pk
 
@@ -93,7 +93,7 @@ def test_one_worker_id_in_two_studies_is_two_participants(client, researcher):
     ],
 )
 def test_a_forged_link_is_refused_with_a_clear_message(client, researcher, mangle, message):
-    study = rating_study(researcher)
+    study = vehicle_study(researcher)
 
     response = client.get(reverse("crowd_entry", args=[mangle(crowd_link_token(study))]), PROLIFIC)
 
@@ -103,8 +103,8 @@ def test_a_forged_link_is_refused_with_a_clear_message(client, researcher, mangl
 
 
 def test_a_link_naming_another_study_id_cannot_be_made_without_the_key(client, researcher):
-    study = rating_study(researcher)
-    other = rating_study(researcher, name="Other")
+    study = vehicle_study(researcher)
+    other = vehicle_study(researcher, name="Other")
     token = crowd_link_token(study)
     value, rest = token.split(":", 1)
     swapped = f"{other.public_id}:{rest}"
@@ -119,7 +119,7 @@ def test_a_link_naming_another_study_id_cannot_be_made_without_the_key(client, r
 
 
 def test_an_expired_link_is_refused(client, researcher, settings):
-    study = rating_study(researcher)
+    study = vehicle_study(researcher)
     # The stable link expires CAPEVAL_LINK_MAX_AGE after the study last changed status.
     long_ago = timezone.now() - timedelta(seconds=settings.CAPEVAL_LINK_MAX_AGE + 60)
     Study.objects.filter(pk=study.pk).update(updated_at=long_ago)
@@ -133,8 +133,8 @@ def test_an_expired_link_is_refused(client, researcher, settings):
 
 
 def test_a_link_to_a_draft_or_closed_study_is_refused(client, researcher):
-    draft = rating_study(researcher, live=False)
-    closed = rating_study(researcher, name="Closed")
+    draft = vehicle_study(researcher, live=False)
+    closed = vehicle_study(researcher, name="Closed")
     study_close(study=closed)
 
     for study in (draft, closed):
@@ -149,7 +149,7 @@ def test_a_link_to_a_draft_or_closed_study_is_refused(client, researcher):
 
 
 def test_a_link_without_a_worker_id_is_refused(client, researcher):
-    study = rating_study(researcher)
+    study = vehicle_study(researcher)
 
     response = client.get(crowd_url(study), {"STUDY_ID": "st-1", "PROLIFIC_PID": "  "})
 
@@ -159,7 +159,7 @@ def test_a_link_without_a_worker_id_is_refused(client, researcher):
 
 
 def test_an_mturk_preview_shows_the_task_read_only_and_creates_nothing(client, researcher):
-    study = rating_study(researcher)
+    study = vehicle_study(researcher)
 
     response = client.get(
         crowd_url(study), {**MTURK, "assignmentId": "ASSIGNMENT_ID_NOT_AVAILABLE"}
@@ -176,7 +176,7 @@ def test_an_mturk_preview_shows_the_task_read_only_and_creates_nothing(client, r
 
 
 def test_mturk_pages_may_be_framed_by_mturk_only_and_other_pages_never(client, researcher):
-    study = rating_study(researcher)
+    study = vehicle_study(researcher)
     join(client, study, MTURK)
     pages = [
         reverse("participate_intro", args=[study.public_id]),
@@ -204,7 +204,7 @@ def test_mturk_pages_may_be_framed_by_mturk_only_and_other_pages_never(client, r
 
 
 def test_the_entry_link_may_be_framed_only_when_mturk_opens_it(client, researcher):
-    study = rating_study(researcher)
+    study = vehicle_study(researcher)
     forged = reverse("crowd_entry", args=["forged-token"])
 
     prolific_entry = client.get(crowd_url(study), PROLIFIC)
@@ -222,8 +222,8 @@ def test_the_entry_link_may_be_framed_only_when_mturk_opens_it(client, researche
 
 
 def test_a_crowd_worker_cannot_see_another_studys_pages(client, researcher):
-    study = rating_study(researcher)
-    other = rating_study(researcher, name="Secret other study")
+    study = vehicle_study(researcher)
+    other = vehicle_study(researcher, name="Secret other study")
     join(client, study, PROLIFIC)
     other_lease_holder = Participant.objects.create(
         study=other, source="prolific", external_id="someone-else"
@@ -246,7 +246,7 @@ def test_a_crowd_worker_cannot_see_another_studys_pages(client, researcher):
 
 
 def test_the_participant_flow_intro_next_submit_next_then_finished(client, researcher):
-    study = rating_study(researcher, captions=2, target=1)
+    study = vehicle_study(researcher, captions=2, target=1)
     join(client, study, PROLIFIC)
     next_url = reverse("participate_next", args=[study.public_id])
 
@@ -282,7 +282,7 @@ def test_the_participant_flow_intro_next_submit_next_then_finished(client, resea
 
 
 def test_a_submission_to_a_token_not_served_to_this_participant_stores_nothing(client, researcher):
-    study = rating_study(researcher, captions=2, target=2)
+    study = vehicle_study(researcher, captions=2, target=2)
     join(client, study, PROLIFIC)
     client.get(reverse("participate_next", args=[study.public_id]))
 
@@ -307,7 +307,7 @@ def test_a_late_answer_after_the_lease_went_to_someone_else_is_refused(
     client, researcher, settings
 ):
     settings.CAPEVAL_LEASE_SECONDS = 60
-    study = rating_study(researcher, captions=1, target=1)
+    study = vehicle_study(researcher, captions=1, target=1)
     join(client, study, PROLIFIC)
     lease = client.get(reverse("participate_next", args=[study.public_id])).context["assignment"]
 
@@ -330,7 +330,7 @@ def test_a_late_answer_after_the_lease_went_to_someone_else_is_refused(
 def test_registered_annotators_take_part_only_in_studies_they_were_added_to(
     client, researcher, annotator
 ):
-    study = rating_study(researcher)
+    study = vehicle_study(researcher)
     intro_url = reverse("participate_intro", args=[study.public_id])
     assert client.get(intro_url).status_code == 302, "anonymous: asked to log in"
 
@@ -352,7 +352,7 @@ def test_registered_annotators_take_part_only_in_studies_they_were_added_to(
 def test_an_accounts_participation_cannot_be_used_from_another_account(
     client, researcher, annotator, make_user
 ):
-    study = rating_study(researcher)
+    study = vehicle_study(researcher)
     study.annotators.add(annotator)
     client.force_login(annotator)
     client.get(reverse("participate_next", args=[study.public_id]))

@@ -17,7 +17,7 @@ from annotation.services.reports import report_request
 from annotation.services.simulation import crowd_simulate
 from annotation.services.studies import study_open
 from annotation.tasks import enqueue
-from tests.factories.core import crowd_participant, rating_study
+from tests.factories.core import crowd_participant, vehicle_study
 from tests.factories.humanr import crowd, do_group, honest, humanr_study
 from tests.factories.thumb import add_image
 from tests.factories.vicr import vicr_study
@@ -36,8 +36,8 @@ def home_rows(html: str) -> dict:
 
 
 def test_the_home_page_counts_judgments_and_participants_per_study(client, researcher):
-    busy = rating_study(researcher, captions=3, name="Busy")
-    rating_study(researcher, captions=2, name="Quiet")
+    busy = vehicle_study(researcher, captions=3, name="Busy")
+    vehicle_study(researcher, captions=2, name="Quiet")
     for worker in ("w1", "w2"):
         participant = crowd_participant(busy, worker)
         for _ in range(2):
@@ -63,10 +63,10 @@ def test_the_home_page_costs_the_same_queries_for_two_studies_or_ten(client, res
         return len(captured)
 
     for n in range(2):
-        rating_study(researcher, captions=1, name=f"S{n}")
+        vehicle_study(researcher, captions=1, name=f"S{n}")
     few = queries()
     for n in range(2, 10):
-        rating_study(researcher, captions=1, name=f"S{n}")
+        vehicle_study(researcher, captions=1, name=f"S{n}")
     assert queries() == few
 
 
@@ -80,7 +80,7 @@ def test_tutorial_and_probation_captions_are_not_a_system(researcher):
 @pytest.mark.django_db(transaction=True)
 def test_an_htmx_report_computation_reloads_the_page_with_the_report(client, researcher):
     # A committing test: the job runs (eagerly) when it is queued, as in the embedded default.
-    study = rating_study(researcher)
+    study = vehicle_study(researcher)
     client.force_login(researcher)
     url = reverse("study_report", args=[study.pk])
     assert "No report has been computed yet." in client.get(url).content.decode()
@@ -96,7 +96,7 @@ def test_an_htmx_report_computation_reloads_the_page_with_the_report(client, res
 def test_a_polled_report_job_reloads_its_report_page_only(
     client, researcher, django_capture_on_commit_callbacks
 ):
-    study = rating_study(researcher)
+    study = vehicle_study(researcher)
     with django_capture_on_commit_callbacks(execute=True):
         job = enqueue(report_request(study=study, user=researcher))
     client.force_login(researcher)

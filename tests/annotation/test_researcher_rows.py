@@ -14,7 +14,7 @@ from django.urls import reverse
 from annotation.services.assignments import assignment_next
 from annotation.services.judgments import judgment_submit
 from annotation.services.studies import study_close
-from tests.factories.core import crowd_participant, rating_study
+from tests.factories.core import crowd_participant, vehicle_study
 
 pytestmark = pytest.mark.django_db
 
@@ -34,7 +34,7 @@ def answer(participant, rating=3):
 
 def test_a_closed_study_shows_no_estimated_end(client, researcher):
     # 4 captions, target 2: 8 answers needed; 2 given this hour, so a live study has an ETA.
-    study = rating_study(researcher, captions=4, target=2)
+    study = vehicle_study(researcher, captions=4, target=2)
     answer(crowd_participant(study, "w1"))
     answer(crowd_participant(study, "w2"))
     client.force_login(researcher)
@@ -79,7 +79,7 @@ def test_the_api_root_is_a_browsable_page(client, researcher):
 
 
 def test_get_on_the_people_url_leads_to_the_people_section(client, researcher):
-    study = rating_study(researcher, captions=1, live=False)
+    study = vehicle_study(researcher, captions=1, live=False)
     client.force_login(researcher)
     response = client.get(reverse("study_people", args=[study.pk]))
     assert response.status_code == 302
@@ -89,7 +89,7 @@ def test_get_on_the_people_url_leads_to_the_people_section(client, researcher):
 
 
 def test_get_on_the_people_url_of_someone_elses_study_is_404(client, researcher, other_researcher):
-    study = rating_study(other_researcher, captions=1, live=False)
+    study = vehicle_study(other_researcher, captions=1, live=False)
     client.force_login(researcher)
     assert client.get(reverse("study_people", args=[study.pk])).status_code == 404
 
@@ -112,7 +112,7 @@ def test_every_page_links_a_local_svg_favicon(client, researcher):
 
 
 def test_a_draft_study_hides_progress_rate_and_integrity(client, researcher):
-    study = rating_study(researcher, captions=2, live=False)
+    study = vehicle_study(researcher, captions=2, live=False)
     client.force_login(researcher)
     html = client.get(reverse("study_detail", args=[study.pk])).content.decode()
     assert 'id="dashboard-heading"' not in html

@@ -29,7 +29,8 @@ PACKAGES = {
     ROOT / "annotation": "annotation",
     ROOT / "rubrics": "rubrics",
     ROOT / "platform" / "capeval": "capeval",
-    ROOT / "tests" / "ratingmode": "tests.ratingmode",
+    # Test-only mode apps (tests/<package>/apps.py), whose modules are imported like a mode's.
+    **{path.parent: f"tests.{path.parent.name}" for path in (ROOT / "tests").glob("*/apps.py")},
 }
 #: Third-party libraries a function may import (never project code: that is how a cycle
 #: hides). Each is heavy and needed only by the statistics or figure that uses it, while

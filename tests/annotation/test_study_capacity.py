@@ -21,7 +21,7 @@ from annotation.services.exports import export_file
 from annotation.services.participants import participant_for_user
 from annotation.services.studies import study_close
 from tests.factories.arena import arena_study
-from tests.factories.core import rating_study
+from tests.factories.core import vehicle_study
 from tests.factories.humanr import crowd, do_group, humanr_study
 from tests.factories.spans import judge as spans_judge
 from tests.factories.spans import spans_study
@@ -148,7 +148,7 @@ def test_a_closed_study_and_a_mode_without_the_constraint_show_nothing(
     study_close(study=study)
     client.force_login(researcher)
     assert 'id="workers-needed"' not in dashboard(client, study)
-    other = rating_study(researcher, captions=3, target=2)
+    other = vehicle_study(researcher, captions=3, target=2)
     assert get_mode(other.mode).workers_needed(other) is None
     assert 'id="workers-needed"' not in dashboard(client, other)
 

@@ -10,7 +10,7 @@ from annotation.errors import ServiceError
 from annotation.models import Study
 from annotation.services.assignments import assignment_next
 from annotation.services.studies import study_close, study_reopen
-from tests.factories.core import crowd_participant, rating_study
+from tests.factories.core import crowd_participant, vehicle_study
 
 
 def page(client, study) -> str:
@@ -18,7 +18,7 @@ def page(client, study) -> str:
 
 
 def test_the_study_page_asks_before_closing(client, researcher):
-    study = rating_study(researcher)
+    study = vehicle_study(researcher)
     client.force_login(researcher)
     html = page(client, study)
     confirm = reverse("study_close_confirm", args=[study.pk])
@@ -37,7 +37,7 @@ def test_the_study_page_asks_before_closing(client, researcher):
 
 
 def test_the_confirmation_counts_the_leases_an_answer_to_which_is_refused(client, researcher):
-    study = rating_study(researcher)
+    study = vehicle_study(researcher)
     assignment_next(participant=crowd_participant(study, "worker-1"))
     client.force_login(researcher)
     text = client.get(reverse("study_close_confirm", args=[study.pk])).content.decode()
@@ -45,7 +45,7 @@ def test_the_confirmation_counts_the_leases_an_answer_to_which_is_refused(client
 
 
 def test_close_then_reopen_through_the_pages(client, researcher):
-    study = rating_study(researcher, captions=2)
+    study = vehicle_study(researcher, captions=2)
     items = sorted(study.items.values_list("pk", flat=True))
     client.force_login(researcher)
     status_url = reverse("study_status", args=[study.pk])
@@ -65,7 +65,7 @@ def test_close_then_reopen_through_the_pages(client, researcher):
 
 
 def test_reopening_a_study_that_is_not_closed_is_refused_on_a_page_saying_why(client, researcher):
-    study = rating_study(researcher)
+    study = vehicle_study(researcher)
     client.force_login(researcher)
     response = client.post(reverse("study_status", args=[study.pk]), {"action": "reopen"})
     assert response.status_code == 409
@@ -75,7 +75,7 @@ def test_reopening_a_study_that_is_not_closed_is_refused_on_a_page_saying_why(cl
 
 
 def test_a_study_closed_before_it_had_items_reopens_as_a_draft(researcher):
-    study = rating_study(researcher, live=False)
+    study = vehicle_study(researcher, live=False)
     study_close(study=study)
     study_reopen(study=study)
     study.refresh_from_db()
@@ -85,7 +85,7 @@ def test_a_study_closed_before_it_had_items_reopens_as_a_draft(researcher):
 
 
 def test_the_api_reopens_a_closed_study_and_refuses_a_live_one(researcher, other_researcher):
-    study = rating_study(researcher)
+    study = vehicle_study(researcher)
     api = APIClient()
     api.force_authenticate(researcher)
     url = reverse("api_study_reopen", args=[study.pk])

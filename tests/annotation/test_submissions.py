@@ -14,16 +14,16 @@ from annotation.services.studies import study_close
 from tests.factories.core import (
     assert_counts_exact,
     crowd_participant,
-    rating_study,
     require_postgres,
     run_together,
+    vehicle_study,
 )
 
 pytestmark = pytest.mark.django_db
 
 
 def leased(researcher, **settings):
-    study = rating_study(researcher, captions=2, **settings)
+    study = vehicle_study(researcher, captions=2, **settings)
     participant = crowd_participant(study)
     return study, participant, assignment_next(participant=participant)
 
@@ -165,7 +165,7 @@ def test_a_token_not_served_to_the_participant_is_refused(researcher):
 
 def test_a_lease_of_another_study_is_refused(researcher):
     _, _, lease = leased(researcher)
-    elsewhere = crowd_participant(rating_study(researcher, name="Other"), "worker-1")
+    elsewhere = crowd_participant(vehicle_study(researcher, name="Other"), "worker-1")
 
     with pytest.raises(ServiceError):
         judgment_submit(participant=elsewhere, token=lease.token, data={"rating": 3})
@@ -173,7 +173,7 @@ def test_a_lease_of_another_study_is_refused(researcher):
 
 
 def test_a_closed_study_takes_no_new_judgments_but_repeats_still_answer(researcher):
-    study = rating_study(researcher, captions=2)
+    study = vehicle_study(researcher, captions=2)
     participant = crowd_participant(study)
     done = assignment_next(participant=participant)
     stored = judgment_submit(participant=participant, token=done.token, data={"rating": 3})
@@ -193,7 +193,7 @@ def test_a_closed_study_takes_no_new_judgments_but_repeats_still_answer(research
 def test_the_same_token_submitted_twice_at_the_same_instant_stores_one_judgment(researcher):
     require_postgres()
     for attempt in range(10):
-        study = rating_study(researcher, captions=1, name=f"double {attempt}")
+        study = vehicle_study(researcher, captions=1, name=f"double {attempt}")
         participant = crowd_participant(study)
         lease = assignment_next(participant=participant)
         now = timezone.now()
@@ -217,7 +217,7 @@ def test_the_same_token_submitted_twice_at_the_same_instant_stores_one_judgment(
 @pytest.mark.django_db(transaction=True)
 def test_two_leases_of_one_participant_submitted_together_keep_both_state_updates(researcher):
     require_postgres()
-    study = rating_study(researcher, captions=2)
+    study = vehicle_study(researcher, captions=2)
     participant = crowd_participant(study)
     first = assignment_next(participant=participant)
     first_token = first.token

@@ -18,7 +18,7 @@ from annotation.services.assignments import assignment_next
 from annotation.services.judgments import judgment_submit
 from annotation.services.participants import crowd_link_token, participant_for_crowd_worker
 from tests.e2e.axe import assert_no_serious_a11y_violations
-from tests.factories.core import rating_study
+from tests.factories.core import vehicle_study
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -52,7 +52,7 @@ def held_worker(study, pid: str) -> Participant:
 
 
 def test_release_a_held_code_with_one_click(page, login, researcher):
-    study = rating_study(researcher)
+    study = vehicle_study(researcher)
     person = held_worker(study, "HELD1")
     login(page, researcher)
 
@@ -82,7 +82,7 @@ def test_release_a_held_code_with_one_click(page, login, researcher):
     ],
 )
 def test_the_worker_page_says_why_there_is_no_code(page, researcher, live_url, flags, shown):
-    study = rating_study(researcher, failed_check_code="FAILCHK9")
+    study = vehicle_study(researcher, failed_check_code="FAILCHK9")
     link = reverse("crowd_entry", args=[crowd_link_token(study)])
     page.goto(f"{link}?PROLIFIC_PID=W1&STUDY_ID=PS1&SESSION_ID=S1")
     Participant.objects.filter(study=study, external_id="W1").update(flags=flags)

@@ -16,7 +16,7 @@ except ImportError:  # the browser fixture skips, or fails on CI, and says why
 from annotation.models import Assignment, CrowdRefusal, Participant
 from annotation.services.participants import crowd_link_token
 from tests.e2e.axe import assert_no_serious_a11y_violations
-from tests.factories.core import rating_study
+from tests.factories.core import vehicle_study
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -33,7 +33,7 @@ def assert_fits_every_width(page, context: str) -> None:
 def test_a_worker_id_reused_in_another_browser_gets_a_clear_refusal(
     browser, live_server, researcher
 ):
-    study = rating_study(researcher, captions=2, target=1)
+    study = vehicle_study(researcher, captions=2, target=1)
     link = f"/p/{crowd_link_token(study)}/?PROLIFIC_PID=VICTIM&STUDY_ID=S&SESSION_ID=X"
     first = browser.new_context(base_url=live_server.url)
     second = browser.new_context(base_url=live_server.url)
@@ -63,7 +63,7 @@ def test_a_worker_id_reused_in_another_browser_gets_a_clear_refusal(
 
 
 def test_the_researcher_releases_an_open_lease_from_the_study_page(page, researcher, login):
-    study = rating_study(researcher, captions=2, target=1)
+    study = vehicle_study(researcher, captions=2, target=1)
     page.goto(f"/p/{crowd_link_token(study)}/?PROLIFIC_PID=AWAY&STUDY_ID=S&SESSION_ID=X")
     page.get_by_role("link", name="I agree, start").click()
     expect(page.get_by_role("heading", name="Rate a caption")).to_be_visible()

@@ -7,13 +7,13 @@ from playwright.sync_api import expect
 
 from tests.e2e.axe import assert_no_serious_a11y_violations
 from tests.e2e.layout import assert_fits_every_width
-from tests.factories.core import rating_study
+from tests.factories.core import vehicle_study
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 
 def test_the_crowd_panel_shows_what_the_api_gives(page, login, live_url, researcher):
-    study = rating_study(
+    study = vehicle_study(
         researcher, captions=2, failed_check_code="FAILEDCHK", screen_out_code="SCREENOUT"
     )
     login(page, researcher)

@@ -21,7 +21,7 @@ from annotation.services.judgments import judgment_submit
 from annotation.services.participants import participant_for_crowd_worker
 from tests.e2e.axe import assert_no_serious_a11y_violations
 from tests.e2e.layout import assert_fits_every_width
-from tests.factories.core import rating_study
+from tests.factories.core import vehicle_study
 from tests.factories.crowd_platforms import PlatformServer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -57,7 +57,7 @@ def platform(settings):
 
 def test_filter_approve_all_pay_a_bonus_and_see_the_ledger(page, login, researcher, platform):
     credential_save(user=researcher, values={"prolific_token": TOKEN}, mturk_sandbox=True)
-    study = rating_study(researcher, captions=4, target=1, prolific_study_id="PS1")
+    study = vehicle_study(researcher, captions=4, target=1, prolific_study_id="PS1")
     clean = [worker(study, "P1", complete=True), worker(study, "P2", complete=True)]
     flagged = worker(study, "P3", complete=True, flagged=True)
     worker(study, "P4", complete=False)
@@ -131,7 +131,7 @@ def test_the_credentials_page_never_shows_a_token_back(page, login, researcher):
 
 def test_a_missing_token_is_said_at_review_before_confirming(page, login, researcher, platform):
     """Issue 46, row 15: the review, not the send, says the Prolific token is missing."""
-    study = rating_study(researcher, captions=2, target=1, prolific_study_id="PS1")
+    study = vehicle_study(researcher, captions=2, target=1, prolific_study_id="PS1")
     clean = worker(study, "P1", complete=True)
     login(page, researcher)
     page.goto(f"/studies/{study.pk}/crowd/")
@@ -158,7 +158,7 @@ def test_a_bonus_confirmation_states_the_currency_and_the_fee(
     swap makes Chromium report an inline style from htmx's settling.)"""
     settings.CAPEVAL_PROLIFIC_FEE_PERCENT = 40.0  # 40% of 5.50 is 2.20, by hand
     credential_save(user=researcher, values={"prolific_token": TOKEN}, mturk_sandbox=True)
-    study = rating_study(researcher, captions=4, target=1, prolific_study_id="PS1")
+    study = vehicle_study(researcher, captions=4, target=1, prolific_study_id="PS1")
     worker(study, "P1", complete=True)
     worker(study, "P2", complete=True)
     login(page, researcher)

@@ -23,7 +23,7 @@ except ImportError:  # the browser fixture skips, or fails on CI, and says why
 
 from annotation.services.participants import crowd_link_token
 from tests.e2e.axe import assert_no_serious_a11y_violations
-from tests.factories.core import rating_study
+from tests.factories.core import vehicle_study
 from tests.factories.humanr import humanr_study
 from tests.factories.thumb import thumb_study
 from tests.factories.vicr import vicr_study
@@ -112,9 +112,9 @@ def test_each_modes_item_page_runs_under_the_policy(
 ):
     watch = Watch(page, live_server.url)
 
-    enter_as_crowd_worker(page, rating_study(researcher), "csp-rating")
+    enter_as_crowd_worker(page, vehicle_study(researcher), "csp-rating")
     expect(page.get_by_role("heading", name="Rate a caption")).to_be_visible()
-    watch.check("test-rating item page")
+    watch.check("vehicle item page")
 
     enter_as_crowd_worker(page, vicr_study(researcher), "csp-vicr")
     expect(page.locator("form.vicr-form")).to_be_visible()

@@ -18,7 +18,7 @@ from annotation.services.assignments import assignment_next
 from annotation.services.judgments import judgment_submit
 from annotation.views import dashboard as dashboard_views
 from tests.e2e.axe import assert_no_serious_a11y_violations
-from tests.factories.core import crowd_participant, rating_study
+from tests.factories.core import crowd_participant, vehicle_study
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -41,7 +41,7 @@ def test_the_dashboard_updates_by_itself_as_answers_arrive(
     page, login, researcher, monkeypatch, live_server_lock
 ):
     monkeypatch.setattr(dashboard_views, "POLL_SECONDS", 1)
-    study = rating_study(researcher, captions=2, target=2)  # 4 answers needed
+    study = vehicle_study(researcher, captions=2, target=2)  # 4 answers needed
     early = crowd_participant(study, "early")
     answer(early)
     login(page, researcher)
@@ -70,7 +70,7 @@ def test_sorting_swaps_the_table_in_place_and_polling_keeps_the_order(
     page, login, researcher, monkeypatch, live_server_lock
 ):
     monkeypatch.setattr(dashboard_views, "POLL_SECONDS", 1)
-    study = rating_study(researcher, captions=3, target=3)
+    study = vehicle_study(researcher, captions=3, target=3)
     many, few = crowd_participant(study, "many"), crowd_participant(study, "few")
     for _ in range(3):
         answer(many)
@@ -94,7 +94,7 @@ def test_sorting_swaps_the_table_in_place_and_polling_keeps_the_order(
 
 
 def test_the_copy_button_copies_the_crowd_link_and_says_so(page, login, researcher):
-    study = rating_study(researcher)
+    study = vehicle_study(researcher)
     page.context.grant_permissions(["clipboard-read", "clipboard-write"])
     login(page, researcher)
     page.goto(f"/studies/{study.pk}/")
@@ -112,7 +112,7 @@ def test_the_copy_button_copies_the_crowd_link_and_says_so(page, login, research
 
 
 def test_without_javascript_the_link_is_still_there_to_select(browser, live_server, researcher):
-    study = rating_study(researcher)
+    study = vehicle_study(researcher)
     answer(crowd_participant(study, "someone"))
     context = browser.new_context(base_url=live_server.url, java_script_enabled=False)
     try:

@@ -11,7 +11,7 @@ from playwright.sync_api import expect
 
 from tests.e2e.axe import assert_no_serious_a11y_violations
 from tests.e2e.layout import WIDTHS, assert_fits_every_width
-from tests.factories.core import rating_study
+from tests.factories.core import vehicle_study
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -25,8 +25,8 @@ def box(locator) -> dict:
 def test_the_start_page_shows_study_ids_and_links_to_the_api_docs_and_credentials(
     page, login, researcher
 ):
-    first = rating_study(researcher, captions=1, name="First study")
-    second = rating_study(researcher, captions=1, live=False, name="Second study")
+    first = vehicle_study(researcher, captions=1, name="First study")
+    second = vehicle_study(researcher, captions=1, live=False, name="Second study")
     login(page, researcher)
     page.goto("/")
     table = page.get_by_role("table", name="Studies you own or were added to")

@@ -12,16 +12,23 @@ except ImportError:  # the browser fixture skips, or fails on CI, and says why
     expect = None
 
 from annotation.models import Judgment
+from annotation.registry import MODES
 from annotation.services.participants import crowd_link_token
 from tests.e2e.axe import assert_no_serious_a11y_violations
 from tests.e2e.layout import assert_fits_every_width
-from tests.factories.core import rating_study
+from tests.factories.core import caption_study
+from tests.ratingmode import NAME
 
-pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.django_db(transaction=True),
+    # CAPEVAL_TESTS_WITHOUT_RATINGMODE=1 leaves the mode out (tests/ratingmode/test_removal.py).
+    pytest.mark.skipif(NAME not in MODES, reason="the test-only mode is not installed"),
+]
 
 
 def test_a_key_chooses_the_rating_and_the_page_says_it(page, live_server, researcher):
-    study = rating_study(researcher, captions=1, target=1)
+    study = caption_study(researcher, NAME, captions=1, target=1)
     page.goto(f"/p/{crowd_link_token(study)}/?PROLIFIC_PID=w1&STUDY_ID=S&SESSION_ID=X")
     with page.expect_navigation():
         page.get_by_role("link", name="I agree, start").click()

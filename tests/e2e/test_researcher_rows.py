@@ -21,7 +21,7 @@ from annotation.services.studies import study_close
 from tests.e2e.axe import assert_no_serious_a11y_violations
 from tests.e2e.test_vicr import PNG
 from tests.factories.arena import arena_study
-from tests.factories.core import crowd_participant, rating_study
+from tests.factories.core import crowd_participant, vehicle_study
 from tests.factories.thumb import thumb_study
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -42,7 +42,7 @@ def answer(participant, rating=4):
 
 
 def test_row11_a_closed_study_says_so_and_gives_no_estimate(page, login, researcher):
-    study = rating_study(researcher, captions=4, target=2)
+    study = vehicle_study(researcher, captions=4, target=2)
     answer(crowd_participant(study, "w1"))
     answer(crowd_participant(study, "w2"))
     study_close(study=study)
@@ -66,7 +66,7 @@ def test_row21_the_api_root_is_a_browsable_index(page, login, researcher):
 
 
 def test_row21_get_on_the_people_url_shows_the_people_section(page, login, researcher):
-    study = rating_study(researcher, captions=1, live=False)
+    study = vehicle_study(researcher, captions=1, live=False)
     login(page, researcher)
     response = page.goto(f"/studies/{study.pk}/people/")
     assert response.status == 200
@@ -94,7 +94,7 @@ def test_row21_the_admin_home_fits_390_px(page, login, make_user):
 
 
 def test_row16_a_draft_shows_no_empty_dashboard(page, login, researcher):
-    study = rating_study(researcher, captions=2, live=False)
+    study = vehicle_study(researcher, captions=2, live=False)
     login(page, researcher)
     page.goto(f"/studies/{study.pk}/")
     expect(page.get_by_text("Progress, rate and crowd integrity appear here")).to_be_visible()
@@ -105,7 +105,7 @@ def test_row16_a_draft_shows_no_empty_dashboard(page, login, researcher):
 
 
 def test_row16_the_stage_table_shows_done_at_390_px(page, login, researcher):
-    study = rating_study(researcher, captions=2, target=2)
+    study = vehicle_study(researcher, captions=2, target=2)
     login(page, researcher)
     page.set_viewport_size({"width": 390, "height": 844})
     page.goto(f"/studies/{study.pk}/")
@@ -117,7 +117,7 @@ def test_row16_the_stage_table_shows_done_at_390_px(page, login, researcher):
 
 
 def test_row17_a_failed_import_says_failed_once_and_folds_its_errors(page, login, researcher):
-    study = rating_study(researcher, captions=1, live=False)
+    study = vehicle_study(researcher, captions=1, live=False)
     job = job_create(kind=Job.Kind.IMPORT, study=study, created_by=researcher, params={})
     job_start(job=job)
     job_progress(job=job, percent=89)
@@ -166,7 +166,7 @@ HIDDEN_HEADS = """box => Array.from(box.querySelectorAll('thead th')).filter(th 
 
 
 def test_row8_a_wide_table_names_the_columns_out_of_view(page, login, researcher):
-    study = rating_study(researcher, captions=4, target=2)
+    study = vehicle_study(researcher, captions=4, target=2)
     for name in ("w1", "w2"):
         answer(crowd_participant(study, name))
     login(page, researcher)

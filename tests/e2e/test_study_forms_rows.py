@@ -23,7 +23,7 @@ from rubrics.thumb import normalise
 from tests.e2e.axe import assert_no_serious_a11y_violations
 from tests.e2e.test_researcher_rows import WIDTHS, assert_fits_every_width
 from tests.e2e.test_thumb import write_display_image
-from tests.factories.core import rating_study
+from tests.factories.core import vehicle_study
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -204,7 +204,7 @@ SECTIONS = ["Overview", "Data", "Crowd", "Progress", "People", "Jobs"]
 def test_row16_the_study_page_has_an_action_bar_and_a_table_of_contents(
     page, login, researcher, live
 ):
-    study = rating_study(researcher, captions=3, live=live)
+    study = vehicle_study(researcher, captions=3, live=live)
     login(page, researcher)
     page.set_viewport_size({"width": 1280, "height": 900})
     page.goto(f"/studies/{study.pk}/")

@@ -1,4 +1,4 @@
-"""Builders of the mode-agnostic tests: a test-rating study, crowd participants, races.
+"""Builders of the mode-agnostic tests: a study of the vehicle mode, crowd participants, races.
 
 Real components: with ``CAPEVAL_REQUIRE_SERVICES=1`` (set by ``.ci/run``), tests that need
 PostgreSQL, Redis or Chromium fail when those are missing instead of skipping.
@@ -13,7 +13,7 @@ from django.db import connection
 from annotation.models import Assignment, Caption, Image, Item, Participant, Study
 from annotation.services.participants import participant_for_crowd_worker
 from annotation.services.studies import study_create, study_open
-from tests.ratingmode import NAME
+from tests.factories.vehicle import NAME as VEHICLE
 
 REQUIRE_SERVICES = os.environ.get("CAPEVAL_REQUIRE_SERVICES", "") == "1"
 
@@ -68,13 +68,19 @@ def assert_counts_exact(study: Study) -> None:
         assert item.judgment_count + item.open_lease_count <= item.target
 
 
-def rating_study(
-    owner, *, captions: int = 3, live: bool = True, name: str = "Rating study", **settings
+def caption_study(
+    owner,
+    mode: str,
+    *,
+    captions: int = 3,
+    live: bool = True,
+    name: str = "Rating study",
+    **settings,
 ) -> Study:
-    """A test-rating study of ``captions`` captions (one image each), opened unless ``live``
-    is False; built without the importer, so lease, submission and access tests do not
-    depend on it."""
-    study = study_create(owner=owner, name=name, mode=NAME, settings=settings)
+    """A study of ``mode`` (one item per caption) with ``captions`` captions, one image each,
+    opened unless ``live`` is False; built without an importer, so lease, submission and
+    access tests do not depend on one."""
+    study = study_create(owner=owner, name=name, mode=mode, settings=settings)
     for number in range(captions):
         image = Image.objects.create(
             study=study,
@@ -98,6 +104,12 @@ def rating_study(
     if live:
         study_open(study=study)
     return study
+
+
+def vehicle_study(owner, **kwargs) -> Study:
+    """A study of the tests' vehicle mode (``tests/factories/vehicle.py``): ``caption_study``'s
+    arguments, and its settings (``target``, ``parts``, ``min_seconds``, ``completion_after``)."""
+    return caption_study(owner, VEHICLE, **kwargs)
 
 
 def crowd_participant(study: Study, worker: str = "worker-1") -> Participant:

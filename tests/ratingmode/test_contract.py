@@ -19,7 +19,8 @@ from annotation.services.metrics import WITH_HUMAN, metaeval_report
 from annotation.services.reports import report_request
 from annotation.services.simulation import crowd_simulate
 from annotation.tasks import enqueue
-from tests.factories.core import rating_study
+from tests.factories.core import caption_study
+from tests.ratingmode import NAME
 
 pytestmark = pytest.mark.django_db
 
@@ -28,7 +29,7 @@ SMALL = {"sizes": "5, 10", "simulations": "5"}
 
 
 def simulated(researcher, captions=4, target=2):
-    study = rating_study(researcher, captions=captions, target=target)
+    study = caption_study(researcher, NAME, captions=captions, target=target)
     summary = crowd_simulate(study=study, workers=3, seed=7)
     return study, summary
 
@@ -64,7 +65,7 @@ def test_the_dashboard_names_the_kinds_and_counts_the_modes_checks(client, resea
 
 
 def test_the_planner_reads_the_modes_unit_default_and_least(client, researcher):
-    study = rating_study(researcher, captions=2)
+    study = caption_study(researcher, NAME, captions=2)
     client.force_login(researcher)
 
     api = client.get(reverse("api_study_plan", args=[study.pk]), SMALL)

@@ -25,7 +25,7 @@ from annotation.models import Caption, Judgment, Participant, Study
 from annotation.services.exports import export_file
 from annotation.services.imports.releases import release_formats, release_import
 from annotation.services.participants import crowd_link_token
-from tests.factories.core import rating_study
+from tests.factories.core import caption_study
 from tests.ratingmode import NAME
 from tests.ratingmode.importers import COLUMNS, RELEASE_FORMAT
 
@@ -80,7 +80,7 @@ def served(url: str):
 
 
 def test_the_item_page_loads_the_modes_own_script_and_stylesheet(researcher):
-    study = rating_study(researcher, captions=2)
+    study = caption_study(researcher, NAME, captions=2)
     client = Client()
     entry = client.get(
         reverse("crowd_entry", args=[crowd_link_token(study)]),
@@ -110,7 +110,7 @@ def test_the_item_page_loads_the_modes_own_script_and_stylesheet(researcher):
 
 
 def test_the_participant_answers_through_the_page(researcher):
-    study = rating_study(researcher, captions=1, target=1)
+    study = caption_study(researcher, NAME, captions=1, target=1)
     client = Client()
     client.get(
         reverse("crowd_entry", args=[crowd_link_token(study)]),
