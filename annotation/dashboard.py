@@ -33,7 +33,7 @@ from annotation.models import (
     Study,
 )
 from annotation.modes import get_mode
-from annotation.modes.base import screen_out_reason
+from annotation.modes.base import Mode, screen_out_reason
 from annotation.modes.catch import CATCH
 from annotation.selectors import crowd_integrity, open_leases, report_latest
 
@@ -49,13 +49,14 @@ WORKERS_PER_PAGE = 50
 RATE_HOURS = 12
 
 
-def study_progress(study: Study) -> dict:
+def study_progress(study: Study, mode: Mode | None = None) -> dict:
     """Done against needed, per item kind and overall (one grouped query over the items).
 
     "Done" counts finished leases (``Item.judgment_count``: a participant who answered every
     part of an item), "needed" the items' targets. Open-ended kinds count what was done only.
+    ``mode`` (here and below) is the study's mode when the caller has looked it up.
     """
-    labels = get_mode(study.mode).kind_labels
+    labels = (mode or get_mode(study.mode)).kind_labels
     rows = (
         Item.objects.filter(study=study)
         .values("kind")
@@ -101,7 +102,9 @@ def _percent(part: int, whole: int) -> int:
     return 100 * part // whole if whole else 0
 
 
-def study_capacity(study: Study, *, with_crowd: bool = False) -> dict | None:
+def study_capacity(
+    study: Study, *, with_crowd: bool = False, mode: Mode | None = None
+) -> dict | None:
     """Whether the remaining items can get the distinct workers they need (issue 26, row 6).
 
     ``Mode.workers_needed`` says how many more distinct workers, new to the study, the
@@ -123,7 +126,7 @@ def study_capacity(study: Study, *, with_crowd: bool = False) -> dict | None:
     crowd_in_use = crowd.exists()
     if crowd_in_use and not with_crowd:
         return None
-    need = get_mode(study.mode).workers_needed(study)
+    need = (mode or get_mode(study.mode)).workers_needed(study)
     if need is None or need.needed <= 0:
         return None
     started = Participant.objects.filter(study=study, user__isnull=False).values("user_id")
@@ -253,7 +256,12 @@ def worker_sort(raw: str | None) -> str:
 
 
 def study_workers(
-    study: Study, *, sort: str = WORKER_SORT_DEFAULT, page: int = 1, raw_ids: bool = False
+    study: Study,
+    *,
+    sort: str = WORKER_SORT_DEFAULT,
+    page: int = 1,
+    raw_ids: bool = False,
+    mode: Mode | None = None,
 ) -> dict:
     """One page of the per-worker table, sorted in SQL, with the number of workers.
 
@@ -267,7 +275,7 @@ def study_workers(
     alone, so the JSON lookups and the median read one page's judgments, not the study's.
     """
     sort = worker_sort(sort)
-    mode = get_mode(study.mode)
+    mode = mode or get_mode(study.mode)
     checks = mode.worker_checks
     missed = Q(judgments__result__catch__caught=False)
     columns = {
@@ -333,7 +341,7 @@ def study_workers(
     }
 
 
-def report_agreement(study: Study) -> dict:
+def report_agreement(study: Study, mode: Mode | None = None) -> dict:
     """Per-worker agreement and reliability from the latest finished report, by pseudonym.
 
     ``reliability`` (the reliability model's ``workers``: competence, flagged and reason) and
@@ -345,7 +353,8 @@ def report_agreement(study: Study) -> dict:
         return {"at": None, "method": "", "note": "", "by_pseudonym": {}}
     result = job.result or {}
     by_pseudonym: dict[str, dict] = {}
-    for pseudonym, exact in get_mode(study.mode).dashboard.worker_agreement(result).items():
+    agreement = (mode or get_mode(study.mode)).dashboard.worker_agreement(result)
+    for pseudonym, exact in agreement.items():
         by_pseudonym.setdefault(pseudonym, {})["exact"] = exact
     reliability = result.get("reliability") or {}
     for worker in reliability.get("workers") or []:
@@ -364,16 +373,22 @@ def report_agreement(study: Study) -> dict:
 
 
 def study_dashboard(
-    study: Study, *, sort: str = WORKER_SORT_DEFAULT, page: int = 1, raw_ids: bool = False
+    study: Study,
+    *,
+    sort: str = WORKER_SORT_DEFAULT,
+    page: int = 1,
+    raw_ids: bool = False,
+    mode: Mode | None = None,
 ) -> dict:
     """Everything the live dashboard shows, in a number of queries independent of the study:
-    the shared sections, and the mode's own panel (``mode.dashboard``) with its words."""
-    mode = get_mode(study.mode)
-    progress = study_progress(study)
-    capacity = study_capacity(study) if progress["remaining"] > 0 else None
+    the shared sections, and the mode's own panel (``mode.dashboard``) with its words.
+    The mode is looked up once (unless the view passes it) and handed to every section."""
+    mode = mode or get_mode(study.mode)
+    progress = study_progress(study, mode)
+    capacity = study_capacity(study, mode=mode) if progress["remaining"] > 0 else None
     can_finish = not (capacity and capacity["cannot_finish"])
-    workers = study_workers(study, sort=sort, page=page, raw_ids=raw_ids)
-    agreement = report_agreement(study)
+    workers = study_workers(study, sort=sort, page=page, raw_ids=raw_ids, mode=mode)
+    agreement = report_agreement(study, mode)
     for row in workers["rows"]:
         found = agreement["by_pseudonym"].get(row["pseudonym"], {})
         exact = found.get("exact")
@@ -391,17 +406,17 @@ def study_dashboard(
         "agreement": {key: agreement[key] for key in ("at", "method", "note")},
         "leases": open_leases(study),
         "integrity": crowd_integrity(study),
-        "completion_reach": study_completion_reach(study),
+        "completion_reach": study_completion_reach(study, mode),
         # What only this mode shows (a template and its context), and its words.
         "panel": mode.dashboard.panel(study),
         "item_words": mode.dashboard.item_words,
     }
 
 
-def study_completion_reach(study: Study) -> str:
+def study_completion_reach(study: Study, mode: Mode | None = None) -> str:
     """Why a crowd worker cannot be served the completion code's count, with the numbers
     (``Mode.completion_reach``; issue 46, row 2), "" when one can or the study is not live.
     Said when the study opens and on the dashboard, as the "cannot finish" box is."""
     if study.status != Study.Status.LIVE:
         return ""
-    return get_mode(study.mode).completion_reach(study)
+    return (mode or get_mode(study.mode)).completion_reach(study)

@@ -31,6 +31,7 @@ from annotation.models import (
     User,
 )
 from annotation.modes import get_mode
+from annotation.modes.base import Mode
 
 #: Prolific's completion URL; ``?cc=CODE`` records the code for the worker.
 PROLIFIC_COMPLETE = "https://app.prolific.com/submissions/complete"
@@ -214,12 +215,13 @@ def completion_code(study: Study) -> str:
     return get_mode(study.mode).settings(study).completion_code_for(study)
 
 
-def crowd_setup(study: Study) -> dict:
+def crowd_setup(study: Study, mode: Mode | None = None) -> dict:
     """What the researcher enters on Prolific: the completion code and completion URL, and
     the other codes a worker may be given (screen-out, failed attention check), each with
-    the Prolific URL that reports it ("" and None where the study has none)."""
-    config = get_mode(study.mode).settings(study)
-    code = completion_code(study)
+    the Prolific URL that reports it ("" and None where the study has none). ``mode`` is the
+    study's mode if the caller has it."""
+    config = (mode or get_mode(study.mode)).settings(study)
+    code = config.completion_code_for(study)
     screen_out = config.screen_out_code_for()
     failed = config.failed_check_code
     return {

@@ -14,6 +14,7 @@ from annotation.api_schema import CONFLICT
 from annotation.crowd import PlatformError
 from annotation.errors import Unavailable
 from annotation.models import CrowdLedgerEntry
+from annotation.modes import get_mode
 from annotation.parsers import DepthSafeJSONParser
 from annotation.services.crowd import review
 from annotation.services.crowd.sync import crowd_sync
@@ -60,7 +61,7 @@ class StudyCrowdPanelApi(APIView):
     def get(self, request, study_id: int):
         """The study page's crowd panel: what to paste into Prolific and MTurk (issue 46)."""
         study = selectors.study_for_researcher(request.user, study_id)
-        panel = crowd_panel_context(request, study)
+        panel = crowd_panel_context(request, study, get_mode(study.mode))
         live = bool(panel["crowd_link"])
         return Response(
             CrowdPanelOutput(

@@ -21,6 +21,7 @@ from annotation import dashboard as dashboard_reads
 from annotation import selectors
 from annotation.models import Study
 from annotation.modes import get_mode
+from annotation.modes.base import Mode
 from annotation.services.participants import crowd_link_expires_at, crowd_link_token
 from annotation.views.access import researcher_required
 
@@ -63,17 +64,21 @@ PROLIFIC_PLACEHOLDERS = (
 def study_dashboard(request: HttpRequest, study_id: int) -> HttpResponse:
     """The dashboard partial alone (what htmx polls and what sorting and paging swap in)."""
     study = selectors.study_for_researcher(request.user, study_id)
-    return render(request, "studies/_dashboard.html", dashboard_context(request, study))
+    context = dashboard_context(request, study, get_mode(study.mode))
+    return render(request, "studies/_dashboard.html", context)
 
 
-def dashboard_context(request: HttpRequest, study: Study) -> dict:
-    """The dashboard's context for ``request`` (its ``?sort=`` and ``?page=``)."""
+def dashboard_context(request: HttpRequest, study: Study, mode: Mode) -> dict:
+    """The dashboard's context for ``request`` (its ``?sort=`` and ``?page=``); ``mode`` is
+    the study's, looked up once by the view."""
     sort = dashboard_reads.worker_sort(request.GET.get("sort"))
     page = _page_number(request.GET.get("page"))
     # The raw crowd ids approve or reject a Prolific/MTurk submission: for the study's
     # owner (who pays the workers) and staff; members see pseudonyms only.
     raw_ids = request.user.is_staff or request.user.pk == study.owner_id
-    dashboard = dashboard_reads.study_dashboard(study, sort=sort, page=page, raw_ids=raw_ids)
+    dashboard = dashboard_reads.study_dashboard(
+        study, sort=sort, page=page, raw_ids=raw_ids, mode=mode
+    )
     workers = dashboard["workers"]
     page_url = reverse("study_detail", args=[study.pk])
     partial_url = reverse("study_dashboard", args=[study.pk])
@@ -120,11 +125,12 @@ def _page_number(raw: str | None) -> int:
     return int(text) if text.isascii() and text.isdigit() and len(text) <= 6 else 1
 
 
-def crowd_panel_context(request: HttpRequest, study: Study) -> dict:
-    """What the crowd setup panel shows: the stable link, its expiry and platform settings."""
-    config = get_mode(study.mode).settings(study)
+def crowd_panel_context(request: HttpRequest, study: Study, mode: Mode) -> dict:
+    """What the crowd setup panel shows: the stable link, its expiry and platform settings
+    (``mode``: the study's, as the view looked it up)."""
+    config = mode.settings(study)
     context = {
-        **selectors.crowd_setup(study),
+        **selectors.crowd_setup(study, mode),
         "prolific_study_id": config.prolific_study_id,
         "crowd_link": "",
     }

@@ -129,17 +129,18 @@ def study_settings(request: HttpRequest, study_id: int) -> HttpResponse:
 @researcher_required
 def study_detail(request: HttpRequest, study_id: int) -> HttpResponse:
     study = selectors.study_for_researcher(request.user, study_id)
+    mode = get_mode(study.mode)  # the page's one lookup, handed to every part of it
     context = {
         "study": study,
         "counts": selectors.study_counts(study),
-        "caption_notes": get_mode(study.mode).caption_notes(study),
+        "caption_notes": mode.caption_notes(study),
         "jobs": selectors.study_jobs_for_user(request.user, study)[:10],
         **people_context(request, study),
         # The captions with their metric scores (every mode), then the mode's own tables.
-        "export_extra_tables": export_table_choices(study),
+        "export_extra_tables": export_table_choices(study, mode),
         # The crowd setup panel and the live dashboard (views/dashboard.py).
-        **crowd_panel_context(request, study),
-        **dashboard_context(request, study),
+        **crowd_panel_context(request, study, mode),
+        **dashboard_context(request, study, mode),
     }
     return render(request, "studies/detail.html", context)
 

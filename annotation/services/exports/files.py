@@ -113,11 +113,12 @@ class TableChoice:
     label: str
 
 
-def export_table_choices(study: Study) -> list[TableChoice]:
+def export_table_choices(study: Study, mode: Mode | None = None) -> list[TableChoice]:
     """The further tables the study page's export form lists: the captions with their
-    metric scores (every mode), then the mode's own extra tables."""
+    metric scores (every mode), then the mode's own extra tables (``mode``: the study's,
+    if the page has looked it up)."""
     try:
-        extras = get_mode(study.mode).export.extra_tables()
+        extras = (mode or get_mode(study.mode)).export.extra_tables()
     except KeyError:
         extras = ()
     return [
