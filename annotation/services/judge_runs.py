@@ -57,7 +57,7 @@ from annotation.models import (
     User,
 )
 from annotation.modes import get_mode
-from annotation.modes.base import fill_prompt
+from annotation.modes.base import Mode, fill_prompt
 from annotation.modes.judging import Judging
 from annotation.services.jobs import job_create
 from annotation.services.judge_endpoints import (
@@ -91,13 +91,17 @@ def _placeholders(unit: str) -> tuple[str, ...]:
     return ("{caption}",) if unit == "caption" else ("{caption_a}", "{caption_b}")
 
 
-def judge_prompt_save(*, study: Study, text: str, by: User | None = None) -> JudgePrompt:
+def judge_prompt_save(
+    *, study: Study, text: str, by: User | None = None, mode: Mode | None = None
+) -> JudgePrompt:
     """Save ``text`` as the study's next prompt version (the current one when unchanged).
     A new version saved by anyone but the key's saver drops the stored key
-    (``judge_endpoints.judge_key_drop_unless_saver``)."""
-    judging = get_mode(study.mode).judging
+    (``judge_endpoints.judge_key_drop_unless_saver``). ``mode``: the study's, if the
+    caller has it."""
+    mode = mode or get_mode(study.mode)
+    judging = mode.judging
     if not judging.unit:
-        raise InvalidInput(f"The {get_mode(study.mode).label} mode takes no judge.")
+        raise InvalidInput(f"The {mode.label} mode takes no judge.")
     text = clean_text((text or "").replace("\r\n", "\n"), field="text", max_length=MAX_PROMPT,
                       multiline=True)  # fmt: skip
     missing = [p for p in _placeholders(judging.unit) if p not in text]
@@ -117,21 +121,20 @@ def judge_prompt_save(*, study: Study, text: str, by: User | None = None) -> Jud
         judge_key_drop_unless_saver(study=study, by=by)
         # Which guidelines the judge is asked with: the study's, when the text holds them
         # (the default prompt does); the alignment report compares it with the people's.
-        guide = get_mode(study.mode).guidelines(study)
+        guide = mode.guidelines(study)
         held = guide.version if guide.text and guide.text in text else ""
         return JudgePrompt.objects.create(
             study=study, version=version, text=text, created_by=by, guidelines_version=held
         )
 
 
-def judge_prompt_for_run(study: Study, by: User | None) -> JudgePrompt:
+def judge_prompt_for_run(study: Study, by: User | None, mode: Mode | None = None) -> JudgePrompt:
     """The current version, the mode's default saved as v1 when there is none."""
     current = judge_prompt_current(study)
     if current is not None:
         return current
-    return judge_prompt_save(
-        study=study, text=get_mode(study.mode).judging.default_prompt(study), by=by
-    )
+    mode = mode or get_mode(study.mode)
+    return judge_prompt_save(study=study, text=mode.judging.default_prompt(study), by=by, mode=mode)
 
 
 # ------------------------------------------------------------------------------ the run
@@ -142,9 +145,10 @@ def judge_run_request(*, study: Study, by: User | None) -> Job:
     enqueues the job (``annotation.tasks.enqueue``). Refused at once, each a conflict with
     the study's state (409, the request itself is fine): no endpoint, a mode without
     judges, a study with no question, a run already queued or running."""
-    judging = get_mode(study.mode).judging
+    mode = get_mode(study.mode)
+    judging = mode.judging
     if not judging.unit:
-        raise Conflict(f"The {get_mode(study.mode).label} mode takes no judge.")
+        raise Conflict(f"The {mode.label} mode takes no judge.")
     endpoint = JudgeEndpoint.objects.filter(study=study).first()
     if endpoint is None:
         raise Conflict("Save the judge's endpoint settings first.", field="base_url")
@@ -153,7 +157,7 @@ def judge_run_request(*, study: Study, by: User | None) -> Job:
     if judge_run_pending(study) is not None:
         raise Conflict("A judge run of this study is already queued or running.")
     check_key_spender(endpoint, by)
-    prompt = judge_prompt_for_run(study, by)
+    prompt = judge_prompt_for_run(study, by, mode)
     snapshot = judge_endpoint_view(study) or {}
     snapshot.pop("api_key", None)
     snapshot.pop("key_saved_by", None)

@@ -19,6 +19,7 @@ from annotation.errors import Conflict, InvalidInput, ServiceError
 from annotation.filelimits import loads
 from annotation.models import Caption, Item, Judge, JudgeAnswer, Participant, Study
 from annotation.modes import get_mode
+from annotation.modes.base import Mode
 from annotation.modes.reliability import reliability_section
 from annotation.services.judges_guidelines import guidelines_versions
 from annotation.text import json_problem
@@ -111,6 +112,7 @@ def judge_import(
     model: str = "",
     prompt_version: str = "",
     kind: str = Judge.Kind.IMPORTED,
+    mode: Mode | None = None,
 ) -> dict[str, Any]:
     """Import one judge's answers from JSON Lines ``text``; all lines or none.
 
@@ -119,15 +121,17 @@ def judge_import(
     ``answer`` (what the mode's judging checks), optional ``raw_reply`` and ``run`` (repeat
     number, default 0). Returns ``{"judge": id, "answers": n, "created": bool}``.
     InvalidInput lists every bad line (``details["errors"]``) and nothing is written.
+    ``mode``: the study's, if the caller (a view) has looked it up.
     """
     name = _text_field(name, "judge", 100)
     model = model.strip()[:200] if isinstance(model, str) else ""
     prompt_version = prompt_version.strip()[:50] if isinstance(prompt_version, str) else ""
     if kind not in Judge.Kind.values:
         raise InvalidInput(f"kind: one of {', '.join(Judge.Kind.values)}.", field="kind")
-    judging = get_mode(study.mode).judging
+    mode = mode or get_mode(study.mode)
+    judging = mode.judging
     if not judging.unit:  # the study's mode refuses any answer: 409, not the input's fault
-        raise Conflict(f"The {get_mode(study.mode).label} mode takes no judge answers.")
+        raise Conflict(f"The {mode.label} mode takes no judge answers.")
     lines = text.splitlines()
     if len(lines) > MAX_LINES:
         raise InvalidInput(f"The file has {len(lines):,} lines; at most {MAX_LINES:,} a file.")
@@ -282,16 +286,20 @@ def _describe(judge: Judge, runs: dict[int, Any]) -> dict[str, Any]:
     }
 
 
-def judges_report(study: Study, *, resamples: int = RESAMPLES) -> dict[str, Any]:
+def judges_report(
+    study: Study, *, resamples: int = RESAMPLES, mode: Mode | None = None
+) -> dict[str, Any]:
     """Every judge of the study against its humans (``rubrics.judge_alignment``).
 
     ``{"unit", "judges": [{id, name, model, prompt_version, kind, answers, runs, and per
     human score "scores": {name: caption report}} or "pairs": pair report, and
     guidelines_version}], "drift": [{name, model, score, versions: [...]}], "tie_rule",
     "guidelines": ``judges_guidelines.guidelines_versions``}``. Humans are the kept judgments
-    of the mode's report; judges never enter them.
+    of the mode's report; judges never enter them. ``mode``: the study's, if the caller
+    (an export job) has it.
     """
-    judging = get_mode(study.mode).judging
+    mode = mode or get_mode(study.mode)
+    judging = mode.judging
     unit = judging.unit
     judges = list(Judge.objects.filter(study=study))
     out: dict[str, Any] = {"unit": unit, "judges": [], "drift": [], "reliability": None}
@@ -356,7 +364,7 @@ def judges_report(study: Study, *, resamples: int = RESAMPLES) -> dict[str, Any]
     out["drift"] = _drift(judges, all_runs, unit, references)
     out["reliability"] = _reliability(study, judging, judges, all_runs)
     # Which guidelines people and each judge were given, and a warning when they differ.
-    out["guidelines"] = guidelines_versions(study, judges)
+    out["guidelines"] = guidelines_versions(study, judges, mode)
     for entry in out["judges"]:
         entry["guidelines_version"] = out["guidelines"]["judges"].get(entry["id"])
     return out

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.json as pa_json
 
 from annotation.models import JudgeAnswer, Study
-from annotation.modes.base import ExportColumn
+from annotation.modes.base import ExportColumn, Mode
 from annotation.services.judges import judges_report
 
 #: Bootstrap resamples of the alignment written into a dataset (fewer than the page's
@@ -95,10 +95,11 @@ def _read(lines: list[str], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
         yield pa.RecordBatch.from_arrays(batch.columns, schema=schema)
 
 
-def judge_alignment_json(study: Study) -> str | None:
-    """The alignment report as JSON for a dataset zip; None when the study has no judge."""
+def judge_alignment_json(study: Study, mode: Mode | None = None) -> str | None:
+    """The alignment report as JSON for a dataset zip; None when the study has no judge.
+    ``mode``: the study's, as the export job looked it up."""
     if not JudgeAnswer.objects.filter(judge__study_id=study.pk).exists():
         return None
-    report = judges_report(study, resamples=EXPORT_RESAMPLES)
+    report = judges_report(study, resamples=EXPORT_RESAMPLES, mode=mode)
     report["bootstrap_resamples"] = EXPORT_RESAMPLES
     return json.dumps(report, indent=2, ensure_ascii=False)

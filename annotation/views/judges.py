@@ -23,6 +23,7 @@ from annotation.errors import InvalidInput, ServiceError, Unavailable
 from annotation.judges.network import ALLOW_SETTING, url_refusal
 from annotation.models import Job, Judge, JudgeFailure
 from annotation.modes import get_mode
+from annotation.modes.base import Mode
 from annotation.services import judge_endpoints as endpoints
 from annotation.services import judge_runs as runs
 from annotation.services.jobs import job_sweep_stale
@@ -110,14 +111,16 @@ def _endpoint_form(study, data=None) -> JudgeEndpointForm:
     return form
 
 
-def _run_context(study, user, *, endpoint_form=None, prompt_form=None) -> dict[str, Any]:
+def _run_context(
+    study, mode: Mode, user, *, endpoint_form=None, prompt_form=None
+) -> dict[str, Any]:
     """What the page's "Run a judge" section shows."""
-    judging = get_mode(study.mode).judging
+    judging = mode.judging
     current = runs.judge_prompt_current(study)
     default = judging.default_prompt(study)
     text = current.text if current else default
     # The saved prompt was built from other guidelines than the people's now (issue 46).
-    guide = get_mode(study.mode).guidelines(study)
+    guide = mode.guidelines(study)
     stale = current is not None and current.guidelines_version != guide.version
     jobs = runs.judge_runs_list(study, limit=10)
     pending = runs.judge_run_pending(study)
@@ -218,6 +221,7 @@ def _sections(report: dict[str, Any]) -> list[dict[str, Any]]:
 @researcher_required
 def study_judges(request: HttpRequest, study_id: int) -> HttpResponse:
     study = selectors.study_for_researcher(request.user, study_id)
+    mode = get_mode(study.mode)
     form = JudgeImportForm(request.POST or None, request.FILES or None)
     refused: list[str] = []
     if request.method == "POST" and form.is_valid():
@@ -229,18 +233,23 @@ def study_judges(request: HttpRequest, study_id: int) -> HttpResponse:
                 name=data["judge"],
                 model=data["model"],
                 prompt_version=data["prompt_version"],
+                mode=mode,
             )
         except ServiceError as exc:
             form.add_error(exc.field if exc.field in form.fields else None, exc.message)
             refused = (exc.details or {}).get("errors", [])
         else:
             return redirect("study_judges", study_id=study.pk)
-    return _page(request, study, form=form, refused=refused)
+    return _page(request, study, mode=mode, form=form, refused=refused)
 
 
-def _page(request, study, *, status: int | None = None, **forms_) -> HttpResponse:
-    """The whole judges page; a refused form's view passes its bound form back."""
-    report = judges_report(study)
+def _page(
+    request, study, *, mode: Mode | None = None, status: int | None = None, **forms_
+) -> HttpResponse:
+    """The whole judges page; a refused form's view passes its bound form back (and the
+    study's mode, when it has looked it up: the page's one lookup)."""
+    mode = mode or get_mode(study.mode)
+    report = judges_report(study, mode=mode)
     form = forms_.pop("form", None) or JudgeImportForm()
     context = {
         "study": study,
@@ -250,8 +259,8 @@ def _page(request, study, *, status: int | None = None, **forms_) -> HttpRespons
         "sections": _sections(report),
         "resamples": RESAMPLES,
         # What a line's "answer" holds, shown beside the import form (issue 46, row 17).
-        "answer_format": get_mode(study.mode).judging.answer_help,
-        **_run_context(study, request.user, **forms_),
+        "answer_format": mode.judging.answer_help,
+        **_run_context(study, mode, request.user, **forms_),
     }
     if status is None:
         status = 400 if request.method == "POST" else 200
@@ -293,17 +302,20 @@ def study_judge_settings(request: HttpRequest, study_id: int) -> HttpResponse:
 def study_judge_prompt(request: HttpRequest, study_id: int) -> HttpResponse:
     """Save the prompt template as a new version (the same text saves nothing new)."""
     study = selectors.study_for_researcher(request.user, study_id)
+    mode = get_mode(study.mode)
     form = JudgePromptForm(request.POST, auto_id="prompt_%s")
     if form.is_valid():
         before = endpoints.judge_endpoint_view(study)
         try:
-            runs.judge_prompt_save(study=study, text=form.cleaned_data["text"], by=request.user)
+            runs.judge_prompt_save(
+                study=study, text=form.cleaned_data["text"], by=request.user, mode=mode
+            )
         except ServiceError as exc:
             form.add_error("text", exc.message)
         else:
             _say_if_key_removed(request, study, before)
             return redirect(f"{reverse('study_judges', args=[study.pk])}#prompt-heading")
-    return _page(request, study, prompt_form=form)
+    return _page(request, study, mode=mode, prompt_form=form)
 
 
 @require_POST

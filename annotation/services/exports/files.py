@@ -432,7 +432,7 @@ def _write_dataset(
                 "note": IMAGES_NOTE,
                 "renamed": renamed,
             }
-        alignment = judge_alignment_json(study)
+        alignment = judge_alignment_json(study, mode)
         if alignment is not None:
             archive.writestr("judge_alignment.json", alignment)
             datasheet["judge_alignment"] = "judge_alignment.json: docs/judges.md"
