@@ -38,6 +38,7 @@ from annotation.models import (
     User,
 )
 from annotation.modes import get_mode
+from annotation.modes.base import Mode
 from annotation.services.jobs import job_create
 from annotation.services.metrics_clip import CLIP_NAMES, clip_folder, clip_refusal, clip_scores
 from annotation.services.metrics_robustness import metrics_robustness
@@ -381,11 +382,13 @@ def _metric_info(names: list[str]) -> dict[str, dict[str, Any]]:
 DATASET_SCORE_COEFFICIENT = "kendall_tau_c"
 
 
-def human_scores(study: Study) -> tuple[dict[str, list[tuple[int, float]]], str]:
+def human_scores(
+    study: Study, mode: Mode | None = None
+) -> tuple[dict[str, list[tuple[int, float]]], str]:
     """The study's caption-level human scores and the coefficient the field uses for them:
     the mode's (``Report.human_scores``), then a dataset's released scores
-    (``DatasetScore``, e.g. Nebula's) by name."""
-    scores, coefficient = get_mode(study.mode).report.human_scores(study)
+    (``DatasetScore``, e.g. Nebula's) by name. ``mode``: the study's, if the caller has it."""
+    scores, coefficient = (mode or get_mode(study.mode)).report.human_scores(study)
     released: dict[str, list[tuple[int, float]]] = defaultdict(list)
     for name, caption_id, value in DatasetScore.objects.filter(study=study).values_list(
         "name", "caption_id", "value"
@@ -397,7 +400,7 @@ def human_scores(study: Study) -> tuple[dict[str, list[tuple[int, float]]], str]
     return scores, coefficient
 
 
-def _pairs(study: Study) -> dict[str, list[tuple[int, int, int]]]:
+def _pairs(study: Study, mode: Mode) -> dict[str, list[tuple[int, int, int]]]:
     """Pairwise human judgments by group: ``[(caption a, caption b, choice 0|1)]``.
 
     Imported pairs (Pascal-50S) by their category, then the mode's own
@@ -408,7 +411,7 @@ def _pairs(study: Study) -> dict[str, list[tuple[int, int, int]]]:
         "category", "caption_a_id", "caption_b_id", "choice"
     ):
         groups[category or "pairs"].append((a, b, choice))
-    for group, pairs in get_mode(study.mode).report.human_pairs(study).items():
+    for group, pairs in mode.report.human_pairs(study).items():
         groups[group].extend(pairs)
     return dict(groups)
 
@@ -433,7 +436,11 @@ def caption_metrics(study: Study) -> tuple[dict[int, dict[str, float]], dict[int
 
 
 def metaeval_report(
-    study: Study, *, computed: Sequence[str] = (), resamples: int = RESAMPLES
+    study: Study,
+    *,
+    computed: Sequence[str] = (),
+    resamples: int = RESAMPLES,
+    mode: Mode | None = None,
 ) -> dict[str, Any]:
     """The meta-evaluation of every metric the study's captions carry against its humans.
 
@@ -461,7 +468,8 @@ def metaeval_report(
                 },
             }
         )
-    human, coefficient = human_scores(study)
+    mode = mode or get_mode(study.mode)  # one lookup for the human scores and the pairs
+    human, coefficient = human_scores(study, mode)
     correlations: dict[str, dict[str, dict[str, Any]]] = {}
     has_human = any(s == Caption.HUMAN for s in systems.values())
     has_machines = any(s != Caption.HUMAN for s in systems.values())
@@ -488,7 +496,7 @@ def metaeval_report(
                 )
             correlations[score][name] = cells
     pairwise: dict[str, dict[str, Any]] = {}
-    for group, pairs in _pairs(study).items():
+    for group, pairs in _pairs(study, mode).items():
         pairwise[group] = {"pairs": len(pairs), "metrics": {}}
         for name in ordered:
             usable = [

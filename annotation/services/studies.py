@@ -11,6 +11,7 @@ from annotation.models import Item, Study, User
 from annotation.modes import get_mode
 from annotation.modes import guidelines as task_guidelines
 from annotation.modes import settings as study_settings
+from annotation.modes.base import Mode
 from annotation.modes.settings import CrowdSettings
 from annotation.text import DESCRIPTION_MAX_CHARS, clean_text
 
@@ -83,7 +84,7 @@ def study_create(
         description=description,
         seed=seed,
         # The mode's default text is stored as "" (the study follows the default).
-        guidelines="" if guidelines == _default_guidelines(mode) else guidelines,
+        guidelines="" if guidelines == _default_guidelines(chosen) else guidelines,
     )
 
 
@@ -94,17 +95,18 @@ def _clean_guidelines(text: str) -> str:
     return text
 
 
-def _default_guidelines(mode: str) -> str:
-    return task_guidelines.normalised(get_mode(mode).default_guidelines())
+def _default_guidelines(mode: Mode) -> str:
+    return task_guidelines.normalised(mode.default_guidelines())
 
 
-def study_set_guidelines(*, study: Study, text: str) -> Study:
+def study_set_guidelines(*, study: Study, text: str, mode: Mode | None = None) -> Study:
     """Set the study's task guidelines (Markdown, ``modes/guidelines.py``) at any time: the
     version each judgment and judge prompt was given is stored with it, so a change shows
     in the judges' report. Empty, or the mode's default text: the study follows the mode's
-    default. ServiceError (field ``guidelines``) for text ``annotation.text`` refuses."""
+    default. ServiceError (field ``guidelines``) for text ``annotation.text`` refuses.
+    ``mode``: the study's, if the caller has looked it up."""
     text = _clean_guidelines(text)
-    if text == _default_guidelines(study.mode):
+    if text == _default_guidelines(mode or get_mode(study.mode)):
         text = ""
     Study.objects.filter(pk=study.pk).update(guidelines=text, updated_at=timezone.now())
     study.guidelines = text
@@ -183,13 +185,14 @@ def study_update_settings(
     """
     if settings_depth(settings) > MAX_SETTINGS_DEPTH:
         raise ServiceError(f"Settings are {SETTINGS_TOO_DEEP}", field="settings")
+    # A study's mode never changes: the one looked up for the check serves the locked row.
+    mode = get_mode(study.mode)
     try:
-        clean = get_mode(study.mode).clean_settings(settings)
+        clean = mode.clean_settings(settings)
     except ServiceError as exc:
         raise ServiceError(exc.message, field="settings", details={"setting": exc.field}) from exc
     with transaction.atomic():
         locked = Study.objects.select_for_update().get(pk=study.pk)
-        mode = get_mode(locked.mode)
         before = study_settings.load(mode.settings_class, locked.settings)
         after = study_settings.load(mode.settings_class, clean)
         crowd = {f.name for f in dataclasses.fields(CrowdSettings)}

@@ -31,7 +31,7 @@ def study_guidelines(request: HttpRequest, study_id: int) -> HttpResponse:
     form = GuidelinesForm(request.POST or None, initial={"guidelines": shown.text})
     if request.method == "POST" and form.is_valid():
         try:
-            study_set_guidelines(study=study, text=form.cleaned_data["guidelines"])
+            study_set_guidelines(study=study, text=form.cleaned_data["guidelines"], mode=mode)
         except ServiceError as exc:
             form.add_error("guidelines", exc.message)
         else:

@@ -280,6 +280,7 @@ def crowd_entry(request: HttpRequest, token: str) -> HttpResponse:
                 _intro_extras(
                     mode, study, Participant(study=study, source=Participant.Source.MTURK)
                 ),
+                mode=mode,
             )
         source, external_id, meta = crowd_identity(params)
     except ServiceError as exc:

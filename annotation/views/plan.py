@@ -41,7 +41,8 @@ def study_plan(request: HttpRequest, study_id: int) -> HttpResponse:
     study = selectors.study_for_researcher(request.user, study_id)
     form = plan_form(request, study)
     # The mode's planner names what sizes count and how to read the widths.
-    planner = get_mode(study.mode).planner
+    mode = get_mode(study.mode)
+    planner = mode.planner
     context: dict[str, Any] = {
         "study": study,
         "form": form,
@@ -49,7 +50,7 @@ def study_plan(request: HttpRequest, study_id: int) -> HttpResponse:
         "fields": plan_fields(form, planner),
         "currency": settings.CAPEVAL_CURRENCY,
         # The distinct workers the remaining items need, as the dashboard warns (issue 26).
-        "capacity": dashboard_reads.study_capacity(study, with_crowd=True),
+        "capacity": dashboard_reads.study_capacity(study, with_crowd=True, mode=mode),
     }
     # A refused value is shown beside its field with status 200, as the settings form does
     # (the API and the figure answer 400).

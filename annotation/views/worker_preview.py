@@ -24,6 +24,7 @@ from django.views.decorators.http import require_http_methods
 from annotation.errors import ServiceError
 from annotation.models import Item, Study
 from annotation.modes import catch, get_mode
+from annotation.modes.base import Mode
 from annotation.services.participants import (
     MTURK_PREVIEW,
     is_mturk_preview,
@@ -55,10 +56,13 @@ def _links(token: str, params: dict[str, str]) -> dict[str, str]:
     }
 
 
-def mturk_preview(request: HttpRequest, study: Study, token: str, extras=None) -> HttpResponse:
+def mturk_preview(
+    request: HttpRequest, study: Study, token: str, extras=None, mode: Mode | None = None
+) -> HttpResponse:
     """The intro for a worker previewing the HIT, with a link to an example task;
-    ``extras``: what every intro shows besides the mode's own context."""
-    mode = get_mode(study.mode)
+    ``extras``: what every intro shows besides the mode's own context; ``mode``: the
+    study's, when the calling view has looked it up."""
+    mode = mode or get_mode(study.mode)
     context = {
         "study": study,
         # The intro's "Accept the task to begin" instead of its start button.
@@ -96,9 +100,9 @@ def crowd_example(request: HttpRequest, token: str) -> HttpResponse:
     except ServiceError as exc:
         return framed_by_mturk(error_page(request, exc, "Link problem"))
     item = _example_item(study)
-    if item is None:
-        return mturk_preview(request, study, token)
     mode = get_mode(study.mode)
+    if item is None:
+        return mturk_preview(request, study, token, mode=mode)
     assignment = _stand_ins(study, item)
     links = _links(token, params)
     context = {

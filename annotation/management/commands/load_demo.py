@@ -41,7 +41,8 @@ DEMO_ANNOTATORS = {"annotator1": 1, "annotator2": 2}
 
 def _demo_modes():
     """Registered modes with demo studies (``Mode.demo``), in menu order."""
-    return [get_mode(name) for name in mode_names() if get_mode(name).demo is not None]
+    modes = [get_mode(name) for name in mode_names()]
+    return [mode for mode in modes if mode.demo is not None]
 
 
 # What each mode's demo is lives with the mode (``Mode.demo``); these are read from there.
@@ -178,17 +179,18 @@ class Command(BaseCommand):
                     settings={**DEMO_SETTINGS.get(mode, {}), **(settings or {})},
                     description=DESCRIPTION,
                 )
+                demo = get_mode(mode).demo
                 summary = study_import(
                     study=study,
                     image_sources=[DEMO_DIR / "images"],
-                    captions=DEMO_DIR / get_mode(mode).demo.captions,
+                    captions=DEMO_DIR / demo.captions,
                 )
                 photos = summary.images_new + summary.images_existing
                 self.stdout.write(
                     f"{name}: {photos} photographs and {summary.captions} captions imported "
                     f"(systems: {', '.join(summary.systems)})."
                 )
-                for filename, purpose in get_mode(mode).demo.extra_captions:
+                for filename, purpose in demo.extra_captions:
                     extra = study_import(study=study, captions=DEMO_DIR / filename, purpose=purpose)
                     self.stdout.write(
                         f"{name}: {extra.captions} {purpose} captions with expert ratings imported."

@@ -19,6 +19,8 @@ from annotation.crowd import mturk, prolific
 from annotation.errors import Conflict
 from annotation.models import Assignment, CrowdEvent, Participant, Study
 from annotation.modes import get_mode
+from annotation.modes.base import Mode
+from annotation.modes.settings import CrowdSettings
 from annotation.services.crowd.credentials import mturk_client, prolific_client
 from annotation.services.crowd.reclaim import (
     participant_match,
@@ -29,22 +31,25 @@ from annotation.services.crowd.reclaim import (
 logger = logging.getLogger(__name__)
 
 
-def hit_ids(study: Study) -> list[str]:
-    raw = get_mode(study.mode).settings(study).mturk_hit_ids
+def hit_ids(study: Study, config: CrowdSettings | None = None) -> list[str]:
+    """The study's MTurk HIT ids (``config``: its settings, when the caller has them)."""
+    raw = (config or get_mode(study.mode).settings(study)).mturk_hit_ids
     return [part.strip() for part in raw.split(",") if part.strip()]
 
 
-def crowd_sync(*, study: Study, now: datetime | None = None) -> dict[str, int]:
+def crowd_sync(
+    *, study: Study, now: datetime | None = None, mode: Mode | None = None
+) -> dict[str, int]:
     """Sync one study with its linked Prolific study and MTurk HITs; counts of what was done.
 
     Raises Conflict (409) when the study is linked to no crowd study (its settings, not the
     request, are what is missing), InvalidInput when a credential is missing; PlatformError
     when a platform call fails (nothing half-done: each reclaim is its own transaction, and
-    a later sync picks up where this one stopped).
+    a later sync picks up where this one stopped). ``mode``: the study's, if the caller has it.
     """
     now = now or timezone.now()
-    config = get_mode(study.mode).settings(study)
-    hits = hit_ids(study)
+    config = (mode or get_mode(study.mode)).settings(study)
+    hits = hit_ids(study, config)
     if not config.prolific_study_id and not hits:
         raise Conflict(
             "This study is linked to no crowd study: set prolific_study_id or mturk_hit_ids.",
@@ -149,11 +154,12 @@ def crowd_sync_live() -> int:
     """
     synced = 0
     for study in Study.objects.filter(status=Study.Status.LIVE):
-        config = get_mode(study.mode).settings(study)
-        if not (config.prolific_study_id or hit_ids(study)):
+        mode = get_mode(study.mode)
+        config = mode.settings(study)
+        if not (config.prolific_study_id or hit_ids(study, config)):
             continue
         try:
-            crowd_sync(study=study)
+            crowd_sync(study=study, mode=mode)
             synced += 1
         except Exception as exc:  # noqa: BLE001 - logged per study, the loop goes on
             logger.warning("crowd sync of study %s failed: %s", study.pk, exc)
