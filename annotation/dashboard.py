@@ -49,14 +49,14 @@ WORKERS_PER_PAGE = 50
 RATE_HOURS = 12
 
 
-def study_progress(study: Study, mode: Mode | None = None) -> dict:
+def study_progress(study: Study, mode: Mode) -> dict:
     """Done against needed, per item kind and overall (one grouped query over the items).
 
     "Done" counts finished leases (``Item.judgment_count``: a participant who answered every
     part of an item), "needed" the items' targets. Open-ended kinds count what was done only.
-    ``mode`` (here and below) is the study's mode when the caller has looked it up.
+    ``mode`` (here and below) is the study's mode, looked up once by the page.
     """
-    labels = (mode or get_mode(study.mode)).kind_labels
+    labels = mode.kind_labels
     rows = (
         Item.objects.filter(study=study)
         .values("kind")
@@ -261,7 +261,7 @@ def study_workers(
     sort: str = WORKER_SORT_DEFAULT,
     page: int = 1,
     raw_ids: bool = False,
-    mode: Mode | None = None,
+    mode: Mode,
 ) -> dict:
     """One page of the per-worker table, sorted in SQL, with the number of workers.
 
@@ -275,7 +275,6 @@ def study_workers(
     alone, so the JSON lookups and the median read one page's judgments, not the study's.
     """
     sort = worker_sort(sort)
-    mode = mode or get_mode(study.mode)
     checks = mode.worker_checks
     missed = Q(judgments__result__catch__caught=False)
     columns = {
@@ -341,7 +340,7 @@ def study_workers(
     }
 
 
-def report_agreement(study: Study, mode: Mode | None = None) -> dict:
+def report_agreement(study: Study, mode: Mode) -> dict:
     """Per-worker agreement and reliability from the latest finished report, by pseudonym.
 
     ``reliability`` (the reliability model's ``workers``: competence, flagged and reason) and
@@ -353,7 +352,7 @@ def report_agreement(study: Study, mode: Mode | None = None) -> dict:
         return {"at": None, "method": "", "note": "", "by_pseudonym": {}}
     result = job.result or {}
     by_pseudonym: dict[str, dict] = {}
-    agreement = (mode or get_mode(study.mode)).dashboard.worker_agreement(result)
+    agreement = mode.dashboard.worker_agreement(result)
     for pseudonym, exact in agreement.items():
         by_pseudonym.setdefault(pseudonym, {})["exact"] = exact
     reliability = result.get("reliability") or {}
@@ -378,12 +377,11 @@ def study_dashboard(
     sort: str = WORKER_SORT_DEFAULT,
     page: int = 1,
     raw_ids: bool = False,
-    mode: Mode | None = None,
+    mode: Mode,
 ) -> dict:
     """Everything the live dashboard shows, in a number of queries independent of the study:
     the shared sections, and the mode's own panel (``mode.dashboard``) with its words.
-    The mode is looked up once (unless the view passes it) and handed to every section."""
-    mode = mode or get_mode(study.mode)
+    ``mode`` is the study's, looked up once by the view and handed to every section."""
     progress = study_progress(study, mode)
     capacity = study_capacity(study, mode=mode) if progress["remaining"] > 0 else None
     can_finish = not (capacity and capacity["cannot_finish"])

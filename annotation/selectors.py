@@ -215,12 +215,12 @@ def completion_code(study: Study) -> str:
     return get_mode(study.mode).settings(study).completion_code_for(study)
 
 
-def crowd_setup(study: Study, mode: Mode | None = None) -> dict:
+def crowd_setup(study: Study, mode: Mode) -> dict:
     """What the researcher enters on Prolific: the completion code and completion URL, and
     the other codes a worker may be given (screen-out, failed attention check), each with
     the Prolific URL that reports it ("" and None where the study has none). ``mode`` is the
-    study's mode if the caller has it."""
-    config = (mode or get_mode(study.mode)).settings(study)
+    study's mode, as the page looked it up."""
+    config = mode.settings(study)
     code = config.completion_code_for(study)
     screen_out = config.screen_out_code_for()
     failed = config.failed_check_code

@@ -16,18 +16,14 @@ from typing import Any
 from django.db.models import Count
 
 from annotation.models import Judge, JudgePrompt, Judgment, Study
-from annotation.modes import get_mode
 from annotation.modes.base import Mode
 
 _LABEL = re.compile(r"^v(\d{1,9})$")
 
 
-def guidelines_versions(
-    study: Study, judges: list[Judge], mode: Mode | None = None
-) -> dict[str, Any]:
+def guidelines_versions(study: Study, judges: list[Judge], mode: Mode) -> dict[str, Any]:
     """``{"current", "people": [{version, judgments}], "unrecorded", "judges": {judge id:
-    version or None (unknown)}, "warnings": [sentences]}``. ``mode``: the study's, if the
-    caller has it."""
+    version or None (unknown)}, "warnings": [sentences]}``. ``mode``: the study's."""
     counts = (
         Judgment.objects.filter(study=study)
         .values("guidelines_version")
@@ -68,7 +64,7 @@ def guidelines_versions(
                 + ". They did not answer the same question."
             )
     return {
-        "current": (mode or get_mode(study.mode)).guidelines(study).version,
+        "current": mode.guidelines(study).version,
         "people": people,
         "unrecorded": unrecorded,
         "judges": by_judge,

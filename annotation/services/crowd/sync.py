@@ -31,9 +31,9 @@ from annotation.services.crowd.reclaim import (
 logger = logging.getLogger(__name__)
 
 
-def hit_ids(study: Study, config: CrowdSettings | None = None) -> list[str]:
-    """The study's MTurk HIT ids (``config``: its settings, when the caller has them)."""
-    raw = (config or get_mode(study.mode).settings(study)).mturk_hit_ids
+def hit_ids(config: CrowdSettings) -> list[str]:
+    """The MTurk HIT ids of a study's settings ``config``."""
+    raw = config.mturk_hit_ids
     return [part.strip() for part in raw.split(",") if part.strip()]
 
 
@@ -49,7 +49,7 @@ def crowd_sync(
     """
     now = now or timezone.now()
     config = (mode or get_mode(study.mode)).settings(study)
-    hits = hit_ids(study, config)
+    hits = hit_ids(config)
     if not config.prolific_study_id and not hits:
         raise Conflict(
             "This study is linked to no crowd study: set prolific_study_id or mturk_hit_ids.",
@@ -156,7 +156,7 @@ def crowd_sync_live() -> int:
     for study in Study.objects.filter(status=Study.Status.LIVE):
         mode = get_mode(study.mode)
         config = mode.settings(study)
-        if not (config.prolific_study_id or hit_ids(study, config)):
+        if not (config.prolific_study_id or hit_ids(config)):
             continue
         try:
             crowd_sync(study=study, mode=mode)

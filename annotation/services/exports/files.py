@@ -113,17 +113,12 @@ class TableChoice:
     label: str
 
 
-def export_table_choices(study: Study, mode: Mode | None = None) -> list[TableChoice]:
+def export_table_choices(study: Study, mode: Mode) -> list[TableChoice]:
     """The further tables the study page's export form lists: the captions with their
-    metric scores (every mode), then the mode's own extra tables (``mode``: the study's,
-    if the page has looked it up)."""
-    try:
-        extras = (mode or get_mode(study.mode)).export.extra_tables()
-    except KeyError:
-        extras = ()
+    metric scores (every mode), then the study's ``mode``'s own extra tables."""
     return [
         TableChoice(captions.TABLE, captions.LABEL),
-        *(TableChoice(t.name, t.label) for t in extras),
+        *(TableChoice(t.name, t.label) for t in mode.export.extra_tables()),
     ]
 
 
