@@ -5,7 +5,9 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.urls import reverse
 
+from annotation.models import Participant
 from annotation.modes.thumb.models import Rater
+from annotation.modes.thumb.protocol import _is_native
 
 # Before the move: the column on the User, no thumb table yet.
 BEFORE = [("annotation", "0018_guidelines"), ("capeval_thumb", None)]
@@ -74,3 +76,18 @@ def test_an_admin_marks_a_native_speaker_on_thumbs_page(admin_client, make_user)
 def test_make_user_marks_native_speakers_through_thumbs_table(make_user):
     assert make_user("ann", native_english=True).thumb_rater.native_english
     assert not Rater.objects.filter(user=make_user("bob")).exists()
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_the_fluency_rule_reads_a_participant_in_one_query(
+    make_study, make_user, django_assert_num_queries, native
+):
+    # One query, as reading ``participant.user.native_english`` was: the rule runs on every
+    # THumB item request of a registered annotator.
+    study = make_study("thumb")
+    user = make_user("ann", native_english=native)
+    Participant.objects.create(study=study, user=user, source=Participant.Source.ACCOUNT)
+    participant = Participant.objects.get(user=user)
+
+    with django_assert_num_queries(1):
+        assert _is_native(participant) is native
