@@ -277,7 +277,7 @@ def test_thumb_report_interval_is_the_library_interval():
         precision=[r[2] for r in rows],
         recall=[3] * len(rows),
     )
-    rep = thumb.report(judgments, n_resamples=250, confidence=0.90, seed=13)
+    rep = thumb.report(judgments, n_resamples=250, confidence=0.90, seed=13).as_dict()
     sums = np.array([p_human, p_a + [0]], dtype=float).T  # images x (Human, A)
     sizes = np.array([[1.0] * 6, [1.0] * 5 + [0.0]]).T
     lib = paired_cluster_bootstrap_means(sums, sizes, 250, 0.90, seed=13)
