@@ -1,7 +1,7 @@
 """The metric lab: reference captions, metrics computed as a job, and the meta-evaluation.
 
 - References come from ``services/imports/references.py:references_import``, and
-  Pascal-50S from ``services/imports/pascal50s.py``, with the other importers.
+  Pascal-50S from HUMANr's ``annotation/modes/humanr/importers.py``.
 - ``metrics_request`` queues a metrics job; the job runner calls ``metrics_compute``, which
   scores every study caption that has references with ``rubrics.metrics.compute``, stores
   the scores in ``Caption.metrics`` under the metric's implementation name (beside imported
