@@ -214,7 +214,9 @@ def test_eight_addresses_of_one_ipv6_64_count_as_one_network(researcher):
 
 
 def test_open_lease_limit_counts_an_ipv6_64_as_one_network(researcher):
-    study = vehicle_study(researcher, captions=12, target=3, crowd_arrivals_per_address_per_hour=100)
+    study = vehicle_study(
+        researcher, captions=12, target=3, crowd_arrivals_per_address_per_hour=100
+    )
     served = []
     for n in range(6):
         client = browser(f"2001:db8:aa:bb::{n + 1:x}")
