@@ -206,6 +206,24 @@ def new_pseudonym() -> str:
     return "P-" + secrets.token_hex(4)
 
 
+class Vision(models.TextChoices):
+    """A participant's self-reported vision (``Participant.vision``)."""
+
+    NOT_ASKED = "", "Not asked"
+    BLIND = "blind", "Blind"
+    LOW_VISION = "low_vision", "Low vision"
+    SIGHTED = "sighted", "Sighted"
+
+
+class LinkGroup(models.TextChoices):
+    """The group a crowd link may require (``group=``), so a recruiter's screener can send
+    blind and low-vision workers to a link of their own (``Participant.link_group``)."""
+
+    ANY = "", "Any"
+    BLV = "blv", "Blind or low vision"
+    SIGHTED = "sighted", "Sighted"
+
+
 class Participant(models.Model):
     """Someone taking part in one study: a registered user or a crowd worker (no account)."""
 
@@ -251,6 +269,27 @@ class Participant(models.Model):
     completed_at = models.DateTimeField(
         null=True, blank=True, help_text="When a crowd worker earned the completion code."
     )
+    # Self-reported, asked once with consent and only by a mode that asks it
+    # (``Mode.asks_vision``), so blind and low-vision raters are never shown images and
+    # their ratings are reported apart. Sensitive: never shown per participant on a
+    # researcher's page and never in a raw-id export (docs/participation.md).
+    vision = models.CharField(
+        max_length=16,
+        choices=Vision.choices,
+        default=Vision.NOT_ASKED,
+        blank=True,
+        help_text="Self-reported vision; empty when not asked.",
+    )
+    screen_reader = models.BooleanField(
+        null=True, blank=True, help_text="Whether they use a screen reader; null when not asked."
+    )
+    link_group = models.CharField(
+        max_length=16,
+        choices=LinkGroup.choices,
+        default=LinkGroup.ANY,
+        blank=True,
+        help_text="The group the crowd link required (its group= parameter); empty: any.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -270,6 +309,16 @@ class Participant(models.Model):
 
     def __str__(self) -> str:
         return self.pseudonym
+
+    @property
+    def vision_group(self) -> str:
+        """ "blv" (blind or low vision), "sighted", or "" when not declared: the group whose
+        items the participant is served and whose ratings theirs are reported with."""
+        if self.vision in (Vision.BLIND, Vision.LOW_VISION):
+            return LinkGroup.BLV
+        if self.vision == Vision.SIGHTED:
+            return LinkGroup.SIGHTED
+        return ""
 
 
 class CrowdRefusal(models.Model):

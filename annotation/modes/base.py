@@ -429,6 +429,11 @@ class Mode(ImportingMode, CaptionsMode):
     worker_checks: ClassVar[WorkerChecks | None] = None
     #: Serve equally taken items in an order drawn per worker (False: by position, the protocol's).
     order_per_worker: ClassVar[bool] = False
+    #: Whether participants are asked their vision and screen-reader use (once, with
+    #: consent) before their first item: a mode whose items differ for blind, low-vision
+    #: and sighted raters sets True. Default False, so no other study asks a sensitive
+    #: question it has no use for.
+    asks_vision: ClassVar[bool] = False
 
     def __init__(self):
         self.pages = self.pages_class(self)
@@ -566,6 +571,13 @@ class Mode(ImportingMode, CaptionsMode):
         image twice; VICR: one rating per player and pair). None (the default): no such
         constraint, any worker may take any remaining item."""
         return None
+
+    def simulated_vision(self, worker: Any) -> str:
+        """The vision ("blind", "low_vision", "sighted") a simulated worker of a mode that
+        ``asks_vision`` declares before its first item, so a simulated crowd can hold both
+        groups. Default "sighted": the simulated crowd of a mode that does not split its
+        raters by vision stays one group."""
+        return "sighted"
 
     def simulate(self, lease: Assignment, worker: Any, context: dict[str, Any]):
         """The answers a simulated crowd worker gives to ``lease`` (``SimulatedAnswer``s).
