@@ -7,6 +7,7 @@ apart so that ``base.py`` stays readable in one sitting.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, ClassVar
 
 from annotation.errors import ServiceError
@@ -36,6 +37,12 @@ class Judging:
     unit: ClassVar[str] = ""
     #: What the answer fields are, shown in the docs and the API.
     answer_help: ClassVar[str] = ""
+    #: A caption unit judged in a context (``unit = "caption"`` only): the unit's second
+    #: id is the caption row of the context the caption is shown in, not a caption it is
+    #: compared with. One caption in two contexts is then two units (stored apart by the
+    #: pair's unique constraint, so no other table is needed), never swapped, and the
+    #: alignment report keys them ``(caption, context)``, as ``human_scores`` must.
+    context_units: ClassVar[bool] = False
 
     def __init__(self, mode: ModeOf):
         self.mode = mode
@@ -106,6 +113,22 @@ class Judging:
         beside the text. Default: none (the mode takes no judge)."""
         return ""
 
+    def prompt_fields(
+        self, study: Study, units: list[tuple[int | None, int, int | None]]
+    ) -> dict[tuple[int, int | None], dict[str, str]]:
+        """Placeholder values beyond the caption's, per unit ``(first, second)`` of
+        ``units`` (``Judging.units``' rows): a mode whose judge must know more than the
+        caption and the image (the context a caption is read in) names them here, read in
+        one query, and its prompts use them (``{context}``). A template may leave any of
+        them out (a context-free prompt). Default: none."""
+        return {}
+
+    def prompt_versions(self, study: Study) -> dict[str, str]:
+        """Named prompts a researcher may start a version from, beside ``default_prompt``
+        (a context-aware and a context-free one, to compare in the alignment report).
+        Default: none."""
+        return {}
+
     def parse_reply(self, text: str) -> Any:
         """The answer data in a judge's reply text, for ``clean_answer``; ValueError when
         there is none. Default: the first JSON object in the text (a reply wrapped in a
@@ -152,7 +175,10 @@ def json_object(text: str) -> dict[str, Any]:
 
 def fill_prompt(template: str, values: dict[str, str]) -> str:
     """``template`` with each ``{name}`` of ``values`` replaced; other braces (a JSON
-    example in the prompt) are left as written, unlike ``str.format``."""
-    for name, value in values.items():
-        template = template.replace("{" + name + "}", value)
-    return template
+    example in the prompt) are left as written, unlike ``str.format``. One pass: a value
+    that holds a placeholder (a caption or a context passage quoting ``{caption}``) is
+    inserted as it is, never filled in turn."""
+    if not values:
+        return template
+    names = "|".join(re.escape(name) for name in sorted(values, key=len, reverse=True))
+    return re.sub("\\{(" + names + ")\\}", lambda match: values[match.group(1)], template)

@@ -218,13 +218,17 @@ class _Question:
         self.key, self.image = key, image
 
 
-def _questions(study: Study, units, repeats: int, swap: bool) -> list[_Question]:
+def _questions(
+    study: Study, units, repeats: int, swap: bool, context: bool = False
+) -> list[_Question]:
     """Every (unit in the order shown, repeat) once: with ``swap`` a pair is also asked
-    the other way round (a unit the study already holds both ways is asked once each)."""
+    the other way round (a unit the study already holds both ways is asked once each);
+    ``context``: a unit's second id is its context (``Judging.context_units``), never
+    swapped."""
     out: dict[str, _Question] = {}
     for item, first, second in units:
         orders = [(first, second)]
-        if swap and second is not None:
+        if swap and second is not None and not context:
             orders.append((second, first))
         for a, b in orders:
             base = f"c{a}" if b is None else f"p{a}-{b}"
@@ -273,7 +277,8 @@ def judge_run(*, job: Job, progress: Progress) -> dict[str, Any]:
     run = _start(job)
     study, row = run.study, run.row
     progress(2, "Reading the study's questions")
-    questions = _questions(study, run.judging.units(study), row.repeats, row.swap)
+    units = run.judging.units(study)
+    questions = _questions(study, units, row.repeats, row.swap, run.judging.context_units)
     if len(questions) > MAX_QUESTIONS:
         raise ServiceError(
             f"The run would ask {len(questions):,} questions; at most {MAX_QUESTIONS:,}."
@@ -287,7 +292,8 @@ def judge_run(*, job: Job, progress: Progress) -> dict[str, Any]:
     stored = set()
     if judge is not None:
         stored = set(judge.answers.values_list("caption_id", "caption_b_id", "run"))
-    ask, items, failures, skipped = _to_ask(run, questions, stored, texts, images)
+    fields = run.judging.prompt_fields(study, units)
+    ask, items, failures, skipped = _to_ask(run, questions, stored, texts, images, fields)
     cache = {
         (entry.prompt_version, entry.model, entry.item_key, entry.image_hash): {
             "raw": entry.raw_reply
@@ -334,10 +340,13 @@ def _to_ask(
     stored: set[tuple[int, int | None, int]],
     texts: dict[int, str],
     images: dict[int, tuple[bytes, str] | str],
+    fields: dict[tuple[int, int | None], dict[str, str]],
 ) -> tuple[list[_Question], list[JudgeItem], list[JudgeFailure], int]:
-    """The questions to ask and their filled prompts, the failures of those without an
-    image, and how many an earlier run answered. Its own step: it decides what is paid for.
+    """The questions to ask and their filled prompts (the caption(s) and the mode's
+    ``prompt_fields``), the failures of those without an image, and how many an earlier
+    run answered. Its own step: it decides what is paid for.
     """
+    caption_unit = run.judging.unit == "caption"
     failures: list[JudgeFailure] = []
     ask: list[_Question] = []
     items: list[JudgeItem] = []
@@ -352,9 +361,11 @@ def _to_ask(
             continue
         values = (
             {"caption": texts[q.first]}
-            if q.second is None
+            if caption_unit
             else {"caption_a": texts[q.first], "caption_b": texts[q.second]}
         )
+        # The mode's fields (a context) beside the caption's, filled in one pass.
+        values = {**fields.get((q.first, q.second), {}), **values}
         ask.append(q)
         items.append(
             JudgeItem(q.key, fill_prompt(run.prompt.text, values), image[0], media_type=image[1])

@@ -264,13 +264,17 @@ def _store_answers(
 # ---------------------------------------------------------------------------- the report
 
 
-def _judge_runs(judge: Judge, unit: str) -> dict[int, dict[Any, dict[str, float]]]:
-    """run -> unit -> scores, a unit being a caption id or (first, second)."""
+def _judge_runs(
+    judge: Judge, unit: str, context: bool = False
+) -> dict[int, dict[Any, dict[str, float]]]:
+    """run -> unit -> scores, a unit being a caption id or (first, second): a pair, or a
+    caption and its context (``context``, ``Judging.context_units``)."""
     runs: dict[int, dict[Any, dict[str, float]]] = defaultdict(dict)
     for first, second, run, scores in judge.answers.values_list(
         "caption_id", "caption_b_id", "run", "scores"
     ):
-        runs[run][first if unit == "caption" else (first, second)] = scores
+        keyed = unit == "caption" and not context
+        runs[run][first if keyed else (first, second)] = scores
     return dict(runs)
 
 
@@ -306,14 +310,16 @@ def judges_report(
     if not unit or not judges:
         return out
     captions = Caption.objects.filter(study=study).values_list("pk", "system", "text")
-    systems = {pk: system for pk, system, _ in captions}
+    systems: dict[Any, str] = {pk: system for pk, system, _ in captions}
     lengths = {pk: len(text.split()) for pk, _, text in captions}
-    all_runs = {judge.pk: _judge_runs(judge, unit) for judge in judges}
+    all_runs = {judge.pk: _judge_runs(judge, unit, judging.context_units) for judge in judges}
     if unit == "caption":
-        human: dict[str, dict[int, list[float]]] = {}
+        human: dict[str, dict[Any, list[float]]] = {}
         for score, rows in judging.human_scores(study).items():
             for caption, value in rows:
                 human.setdefault(score, {}).setdefault(caption, []).append(value)
+                if isinstance(caption, tuple):  # (caption, context): the caption's system
+                    systems[caption] = systems.get(caption[0], "")
         scales = judging.scale(study)
         for judge in judges:
             runs = all_runs[judge.pk]

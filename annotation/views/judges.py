@@ -134,6 +134,9 @@ def _run_context(
         "prompt_guidelines": guide,
         "guidelines_stale": stale,
         "default_prompt": default,
+        # The mode's named prompts (a context-aware and a context-free one), each savable
+        # as a version so that a study can run both and compare them.
+        "prompt_versions": sorted(judging.prompt_versions(study).items()),
         "placeholders": " and ".join(runs._placeholders(judging.unit)),
         "judge_jobs": jobs,
         "pending": pending,
