@@ -10,7 +10,18 @@ departure. Pure Python + numpy/scipy, no Django.
 * ``report``: ``ContextRating`` and ``context_report``, composed into ``ContextResult``.
 """
 
-from rubrics.context.questions import AFTER, BEFORE, GROUPS, SCALE_MAX, SCALE_MIN
+from rubrics.context.questions import (
+    AFTER,
+    AFTER_QUESTIONS,
+    BEFORE,
+    BEFORE_QUESTIONS,
+    GROUPS,
+    MISSING_QUESTION,
+    QUESTIONS,
+    SCALE_MAX,
+    SCALE_MIN,
+    Question,
+)
 from rubrics.context.report import (
     METHOD,
     ContextCell,
@@ -30,9 +41,13 @@ from rubrics.context.stats import (
 
 __all__ = [
     "AFTER",
+    "AFTER_QUESTIONS",
     "BEFORE",
+    "BEFORE_QUESTIONS",
     "GROUPS",
     "METHOD",
+    "MISSING_QUESTION",
+    "QUESTIONS",
     "SCALE_MAX",
     "SCALE_MIN",
     "Agreement",
@@ -41,6 +56,7 @@ __all__ = [
     "ContextResult",
     "Estimate",
     "GroupCell",
+    "Question",
     "SystemResult",
     "clustered_mean",
     "context_report",

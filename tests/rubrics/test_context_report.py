@@ -24,6 +24,7 @@ from rubrics.agreement import krippendorff_alpha
 from rubrics.context import (
     AFTER,
     BEFORE,
+    QUESTIONS,
     ContextRating,
     clustered_mean,
     context_report,
@@ -48,6 +49,62 @@ def rating(participant, item, group, overall, after=None, *, system="s", domain=
         before=before,
         after=None if after is None else {"overall": after, "accuracy": 4, "missing": ""},
     )
+
+
+# ---------------------------------------------------------------------------
+# Questions
+# ---------------------------------------------------------------------------
+
+
+def test_every_dimension_has_one_question_with_five_distinct_words():
+    assert set(QUESTIONS[0]) == set(BEFORE) and set(QUESTIONS[1]) == set(AFTER)
+    for part in (0, 1):
+        for name, question in QUESTIONS[part].items():
+            assert question.name == name and question.text.endswith("?")
+            assert len(question.scale) == 5 and len(set(question.scale)) == 5
+            assert all(word.strip() for word in question.scale) and question.source
+
+
+def test_overall_is_asked_last_before_the_image():
+    """Both studies asked the overall question after the others."""
+    assert list(QUESTIONS[0])[-1] == "overall"
+
+
+@pytest.mark.parametrize(
+    ("part", "name", "text", "ends"),
+    [
+        # The BLV form's words (Kreiss et al. 2022), checked against the study's materials.
+        (
+            0,
+            "imaginability",
+            "How well can you imagine this image in your mind?",
+            ("Not well", "Very well"),
+        ),
+        (
+            0,
+            "relevance",
+            "How well does the description capture the relevant aspects of the image?",
+            ("Not well", "Very well"),
+        ),
+        (
+            0,
+            "irrelevance",
+            "Does the description mention extra information unnecessary for "
+            "making the image accessible?",
+            ("Yes, too much", "No, just right"),
+        ),
+        (
+            0,
+            "overall",
+            "How good is the description for overall nonvisual accessibility?",
+            ("Not good", "Very good"),
+        ),
+    ],
+)
+def test_before_questions_keep_the_papers_words(part, name, text, ends):
+    question = QUESTIONS[part][name]
+    assert question.text == text
+    assert (question.scale[0], question.scale[-1]) == ends
 
 
 # ---------------------------------------------------------------------------
