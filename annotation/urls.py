@@ -17,6 +17,7 @@ from annotation.views import (
     preview,
     reports,
     studies,
+    vision,
     worker_preview,
 )
 
@@ -126,6 +127,7 @@ urlpatterns = [
     path("p/<str:token>/example/", worker_preview.crowd_example, name="crowd_example"),
     path("s/<uuid:public_id>/", participate.participate_intro, name="participate_intro"),
     path("s/<uuid:public_id>/next/", participate.participate_next, name="participate_next"),
+    path("s/<uuid:public_id>/vision/", vision.participate_vision, name="participate_vision"),
     path(
         "s/<uuid:public_id>/image/<int:image_id>/",
         media.participant_image,

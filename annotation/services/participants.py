@@ -18,9 +18,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from annotation.addresses import UNPARSED_NETWORK
-from annotation.errors import Forbidden, Gone, ServiceError, TooFast
+from annotation.errors import Conflict, Forbidden, Gone, ServiceError, TooFast
 from annotation.identities import network_of
-from annotation.models import CrowdRefusal, Participant, Study, User
+from annotation.models import CrowdRefusal, LinkGroup, Participant, Study, User, Vision
 from annotation.modes import catch, get_mode
 from annotation.modes.base import HELD, RETURNED, Mode, hold_state, screen_out_reason
 from annotation.modes.settings import completion_hosts, url_on_hosts
@@ -118,6 +118,24 @@ def crowd_identity(params: dict[str, str]) -> tuple[str, str, dict[str, str]]:
     raise ServiceError("The link lacks a worker id (PROLIFIC_PID or workerId).", field="link")
 
 
+def crowd_link_group(params: dict[str, str]) -> str:
+    """The group a crowd link requires (its ``group`` parameter: "blv" or "sighted"), ""
+    when it names none. A recruiter's screener (Prolific's) can send blind and low-vision
+    workers to a link of their own; a value the platform does not know is the link's
+    mistake, refused with ServiceError rather than read as "any group"."""
+    raw = params.get("group", "")
+    value = raw.strip().lower() if isinstance(raw, str) else ""
+    if not value:
+        return LinkGroup.ANY
+    if value not in (LinkGroup.BLV, LinkGroup.SIGHTED):
+        raise ServiceError(
+            "This study link names an unknown group; the researcher's link should say "
+            "group=blv or group=sighted.",
+            field="group",
+        )
+    return value
+
+
 def is_mturk_preview(params: dict[str, str]) -> bool:
     return params.get("assignmentId") == MTURK_PREVIEW
 
@@ -196,9 +214,13 @@ def crowd_arrive(
     meta: dict[str, Any],
     browser_id: str,
     address: str | None,
+    link_group: str = LinkGroup.ANY,
     now: datetime | None = None,
 ) -> Arrival:
     """Admit a crowd worker arriving with ``browser_id``, or raise ServiceError.
+
+    ``link_group`` (``crowd_link_group``) is stored on a new participant: the group the link
+    required, checked when they declare their vision (``participant_declare_vision``).
 
     A refusal is stored (``CrowdRefusal``) before the error is raised.
 
@@ -243,6 +265,7 @@ def crowd_arrive(
                 arrived = _new_worker_arrives(
                     refusal,
                     limit=config.crowd_arrivals_per_address_per_hour,
+                    link_group=link_group,
                     meta=meta,
                     browser_id=browser_id,
                     network=network,
@@ -306,6 +329,7 @@ def _new_worker_arrives(
     refusal: dict[str, Any],
     *,
     limit: int,
+    link_group: str,
     meta: dict[str, Any],
     browser_id: str,
     network: str,
@@ -335,6 +359,7 @@ def _new_worker_arrives(
         browser_id=browser_id,
         address=address,
         network=network,
+        link_group=link_group,
     )
     for other in Participant.objects.filter(study=study, browser_id=browser_id).exclude(
         pk=participant.pk
@@ -446,3 +471,65 @@ def _failed_check(context: dict[str, Any], code: str, participant: Participant) 
         if participant.source == Participant.Source.PROLIFIC:
             context["failed_check_url"] = PROLIFIC_COMPLETE + "?" + urlencode({"cc": code})
     return context
+
+
+#: The choices of the vision question, as the form posts them.
+VISION_CHOICES = (Vision.BLIND, Vision.LOW_VISION, Vision.SIGHTED)
+GROUP_WORDS = {LinkGroup.BLV: "blind and low-vision", LinkGroup.SIGHTED: "sighted"}
+
+
+def participant_declare_vision(
+    participant: Participant, *, vision: Any, screen_reader: Any, consent: Any
+) -> Participant:
+    """Store a participant's self-reported vision and screen-reader use, once, and return
+    the participant as stored.
+
+    Only a study whose mode ``asks_vision`` asks (Conflict otherwise), only with the
+    participant's ``consent`` (True), and only once (Conflict: the answer decides which
+    items they were served, so changing it would mix their ratings into the other group).
+    Bad input is a ServiceError naming each field (``details["fields"]``). A crowd link that
+    required a group (``link_group``) refuses the other group with Forbidden and stores
+    nothing, so the worker is served nothing and told to return the study.
+    """
+    problems = []
+    if vision not in VISION_CHOICES:
+        problems.append({"field": "vision", "message": "Choose blind, low vision or sighted."})
+    if not isinstance(screen_reader, bool):
+        problems.append(
+            {"field": "screen_reader", "message": "Choose whether you use a screen reader."}
+        )
+    if consent is not True:
+        problems.append(
+            {
+                "field": "consent",
+                "message": "Tick the box to agree that your answer is stored; "
+                "without it this study cannot go on.",
+            }
+        )
+    if problems:
+        raise ServiceError(
+            problems[0]["message"], field=problems[0]["field"], details={"fields": problems}
+        )
+    study = participant.study
+    if not get_mode(study.mode).asks_vision:
+        raise Conflict("This study does not ask about vision.", field="vision")
+    group = LinkGroup.SIGHTED if vision == Vision.SIGHTED else LinkGroup.BLV
+    with transaction.atomic():
+        locked = Participant.objects.select_for_update().get(pk=participant.pk)
+        if locked.vision:
+            raise Conflict(
+                "You have already answered this question; the answer cannot be changed.",
+                field="vision",
+            )
+        if locked.link_group and locked.link_group != group:
+            raise Forbidden(
+                f"This study link is for {GROUP_WORDS[locked.link_group]} participants "
+                "only, so there is nothing for you to rate here. Please return the study "
+                "on the site you came from; your answer was not stored.",
+                field="vision",
+            )
+        locked.vision = vision
+        locked.screen_reader = screen_reader
+        locked.save(update_fields=["vision", "screen_reader"])
+    locked.study = study
+    return locked

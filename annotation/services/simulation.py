@@ -24,7 +24,10 @@ from annotation.modes.base import Mode, SimulatedAnswer
 from annotation.modes.simulated import SimulatedWorker
 from annotation.services.assignments import assignment_next
 from annotation.services.judgments import judgment_submit
-from annotation.services.participants import participant_for_crowd_worker
+from annotation.services.participants import (
+    participant_declare_vision,
+    participant_for_crowd_worker,
+)
 
 #: Judgments one simulated worker makes at most: a bound, so a mode that keeps serving
 #: (a VICR game) cannot loop for long.
@@ -85,6 +88,13 @@ def crowd_simulate(
             external_id=external_id,
             meta={"PROLIFIC_PID": external_id, "STUDY_ID": "simulated", "SESSION_ID": "sim"},
         )
+        if mode.asks_vision and not participant.vision:
+            # Declared as a real worker declares, through the service, before any item:
+            # the mode's simulated_vision gives the crowd both groups.
+            vision = mode.simulated_vision(worker)
+            participant = participant_declare_vision(
+                participant, vision=vision, screen_reader=vision == "blind", consent=True
+            )
         crowd.append((external_id, participant, worker))
         summary.per_worker[external_id] = 0
     # Round by round, each worker still here answers one item: a crowd works side by side,

@@ -26,6 +26,7 @@ from annotation.services.participants import (
     crowd_arrive,
     crowd_completion,
     crowd_identity,
+    crowd_link_group,
     is_mturk_preview,
     participant_for_user,
     study_from_crowd_token,
@@ -283,6 +284,7 @@ def crowd_entry(request: HttpRequest, token: str) -> HttpResponse:
                 mode=mode,
             )
         source, external_id, meta = crowd_identity(params)
+        link_group = crowd_link_group(params)
     except ServiceError as exc:
         response = unavailable_page(
             request, title="Link problem", message=exc.message, status=exc.status, source=source
@@ -297,6 +299,7 @@ def crowd_entry(request: HttpRequest, token: str) -> HttpResponse:
             meta=meta,
             browser_id=browser_id,
             address=client_address(request),
+            link_group=link_group,
         )
     except ServiceError as exc:
         response = unavailable_page(
@@ -445,6 +448,9 @@ def participate_next(request: HttpRequest, public_id) -> HttpResponse:
     study, participant = _study_and_participant(request, public_id)
     # The request's one lookup of the mode: the services and the page are handed it.
     mode = get_mode(study.mode)
+    if mode.asks_vision and not participant.vision:
+        # Asked once, before the first item: the answer decides which items are served.
+        return redirect("participate_vision", public_id=study.public_id)
     try:
         assignment = assignment_next(participant=participant, mode=mode)
     except ServiceError as exc:
