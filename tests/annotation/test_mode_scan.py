@@ -43,6 +43,9 @@ ALLOWED = {
     ("templates/plan/study.html", "confidence"),
     # The judges' report's bootstrap setting, a judge-alignment option of every mode.
     ("annotation/services/judges_export.py", "bootstrap_resamples"),
+    # The dashboard's generic ``panel.context`` (a mode panel's template context), not the
+    # context mode's name.
+    ("templates/studies/_dashboard.html", "context"),
 }
 
 

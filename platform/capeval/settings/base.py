@@ -114,6 +114,7 @@ INSTALLED_APPS = [
     "annotation.modes.humanr",
     "annotation.modes.arena",
     "annotation.modes.spans",
+    "annotation.modes.context",
 ]
 
 MIDDLEWARE = [
