@@ -171,15 +171,30 @@ def test_hand_worked_difference_and_change():
 
 
 def test_hand_worked_agreement():
-    # BLV overall: item 1 holds {2, 5}, item 2 holds {4} (not pairable). Pairable values
-    # 2 and 5 (one each): the only pair disagrees, so observed = expected and alpha = 0
-    # (ordinal: D_o = 2 * delta / 2, D_e = 2 * delta / 1 * (n-1)/n... both equal delta).
+    # BLV overall: item 1 holds {2, 5}, item 2 holds {4} (not pairable). Pairable: n = 2
+    # values, one unit with m_u = 2, so o_25 = o_52 = 1 and n_2 = n_5 = 1. Ordinal delta d
+    # between 2 and 5: alpha = 1 - (n - 1) * (o_25 + o_52) d / ((n_2 n_5 + n_5 n_2) d)
+    # = 1 - 1 * 2d / 2d = 0.
     cell = context_report(HAND).systems["s"].all
     agreement = cell.groups["blv"].agreement_before["overall"]
     assert (agreement.n_items, agreement.n_ratings) == (1, 2)
-    # n = 2 pairable values; o_25 = o_52 = 1 (one unit with m_u = 2, 1/(m_u - 1) = 1);
-    # alpha = 1 - (n - 1) * sum o delta / sum n_c n_k delta = 1 - 1 * 2d / 2d = 0.
     assert agreement.alpha == pytest.approx(0.0, abs=1e-12)
+
+
+def test_hand_worked_agreement_above_zero():
+    # Raters 1 and 2 rate items 1, 2, 3 "relevance": item 1 {1, 1}, item 2 {3, 3},
+    # item 3 {1, 3}. n = 6, n_1 = n_3 = 3. With two values every disagreement has the same
+    # ordinal delta d: observed sum o_13 + o_31 = 2 (item 3, m_u = 2); expected
+    # sum n_c n_k = 2 * 3 * 3 = 18. alpha = 1 - (n - 1) * 2d / (18 d) = 1 - 10/18 = 4/9.
+    values = {(1, 1): 1, (1, 2): 3, (1, 3): 1, (2, 1): 1, (2, 2): 3, (2, 3): 3}
+    rows = [
+        rating(p, i, "blv", 3, relevance=v)  # overall 3 everywhere: alpha undefined there
+        for (p, i), v in values.items()
+    ]
+    group = context_report(rows).systems["s"].all.groups["blv"]
+    assert group.agreement_before["relevance"].alpha == pytest.approx(4 / 9, abs=1e-12)
+    assert (group.agreement_before["relevance"].n_items, group.n_items) == (3, 3)
+    assert group.agreement_before["overall"].alpha is None
 
 
 # ---------------------------------------------------------------------------
@@ -210,8 +225,13 @@ def statsmodels_clustered(values, raters, confidence=0.95):
     return float(fit.params[0]), float(fit.bse[0]), float(low), float(high)
 
 
-def random_study(seed, n_raters=8, n_items=6, systems=("a", "b"), domains=("news", "shop")):
-    """Raters 0..n-1 (even: BLV, odd: sighted), each rating a random half of the items."""
+def random_study(
+    seed, n_raters=8, n_items=6, systems=("a", "b"), domains=("news", "shop"), top=5, shift=0
+):
+    """Raters 0..n-1 (even: BLV, odd: sighted), each rating a random half of the items.
+
+    Ratings are drawn from 1..top, then ``shift`` is added to every one of them.
+    """
     rng = np.random.default_rng(seed)
     rows = []
     for p in range(n_raters):
@@ -221,10 +241,10 @@ def random_study(seed, n_raters=8, n_items=6, systems=("a", "b"), domains=("news
                 continue
             for s_idx, system in enumerate(systems):
                 item = (1000 if group == "blv" else 0) + 10 * i + s_idx
-                before = {d: int(rng.integers(1, 6)) for d in BEFORE}
+                before = {d: int(rng.integers(1, top + 1)) + shift for d in BEFORE}
                 after = None
                 if group == "sighted" and rng.random() < 0.9:
-                    after = {d: int(rng.integers(1, 6)) for d in AFTER}
+                    after = {d: int(rng.integers(1, top + 1)) + shift for d in AFTER}
                 rows.append(
                     ContextRating(
                         participant=p,
@@ -378,6 +398,34 @@ def test_shift_moves_means_and_keeps_differences(a, b, c):
     if diff.low is not None:
         assert moved_diff.low == pytest.approx(diff.low, abs=1e-12)
         assert moved_diff.high == pytest.approx(diff.high, abs=1e-12)
+
+
+def walk(tree, path=()):
+    """(path, value) of every leaf of a JSON tree."""
+    if isinstance(tree, dict):
+        for key, value in tree.items():
+            yield from walk(value, (*path, key))
+    else:
+        yield path, tree
+
+
+@PROPERTY
+@given(st.integers(0, 2**32 - 1), st.integers(1, 2))
+def test_shifting_every_rating_shifts_the_reports_means_only(seed, c):
+    """Ratings 1-3 moved to (1 + c)-(3 + c): means move by c; se, intervals' widths,
+    differences, the change and (ordinal) alpha stay."""
+    base = context_report(random_study(seed, n_raters=6, n_items=4, top=3)).as_dict()
+    moved = context_report(random_study(seed, n_raters=6, n_items=4, top=3, shift=c)).as_dict()
+    leaves = dict(walk(moved))
+    for path, value in walk(base):
+        got = leaves[path]
+        is_mean = "groups" in path and path[-1] in ("mean", "low", "high")
+        if is_mean and value is not None:
+            assert got == pytest.approx(value + c, abs=1e-12), path
+        elif isinstance(value, float):
+            assert got == pytest.approx(value, abs=1e-12), path
+        else:
+            assert got == value, path
 
 
 @PROPERTY
