@@ -169,6 +169,17 @@ class Export:
             [study.pk],
         )
 
+    def study_columns(self, study: Study, *, raw_ids: bool) -> list[ExportColumn]:
+        """The columns of ``study``'s table, what the export writes: ``columns`` unless a
+        study setting adds a column. ``raw_ids``: the export holds raw crowd ids (the
+        owner's request), which a sensitive column (a rater's self-reported vision) must
+        never join. ``study_query`` must give the same columns."""
+        return self.columns()
+
+    def study_query(self, study: Study, sql: ExportSql, *, raw_ids: bool) -> tuple[str, list[Any]]:
+        """``query`` for the columns of ``study_columns``."""
+        return self.query(study, sql)
+
     def extra_tables(self) -> tuple[ExportTable, ...]:
         """Tables the mode exports beside the judgments table. Default: none."""
         return ()

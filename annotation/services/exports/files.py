@@ -327,7 +327,9 @@ def table_columns(
     if mode is None:
         mode = get_mode(study.mode)
     extra = _extra_table(mode, table)
-    return list(extra.columns() if extra else mode.export.columns())
+    if extra:
+        return list(extra.columns())
+    return list(mode.export.study_columns(study, raw_ids=raw_ids))
 
 
 def _write_table(
@@ -352,8 +354,11 @@ def _write_table(
     total = Judgment.objects.filter(study_id=study.pk).count()
     progress(0, f"Exporting {total:,} judgments")
     extra = _extra_table(mode, table)
-    query = extra.query if extra else mode.export.query
-    sql, params = query(study, ExportSql(connection.vendor))
+    vendor = ExportSql(connection.vendor)
+    if extra:
+        sql, params = extra.query(study, vendor)
+    else:
+        sql, params = mode.export.study_query(study, vendor, raw_ids=raw_ids)
     shown = 0
     with _sql_batches(sql, params, schema) as batches:
         for batch in _slowed_for_tests(batches):
