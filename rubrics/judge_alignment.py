@@ -105,7 +105,9 @@ def caption_report(
         return out
     rows_judge = [judge[u] for u in units for _ in human[u]]
     rows_human = [v for u in units for v in human[u]]
-    clusters = [u for u in units for _ in human[u]]
+    # Clustered by the unit's position: a unit may be a tuple (a caption in a context),
+    # which numpy would read as a row of two.
+    clusters = [i for i, u in enumerate(units) for _ in human[u]]
     out["n_ratings"] = len(rows_human)
     out["correlation"] = {
         kind: _guard(

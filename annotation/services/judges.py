@@ -194,7 +194,8 @@ def _checked_answer(
         raise ValueError(problem)
     if "answer" not in row:
         raise ValueError("no answer")
-    shown = [Caption(pk=pk, text=captions.texts[pk]) for pk in (first, second) if pk]
+    # A context unit's second id is a caption of another purpose, with no text here.
+    shown = [Caption(pk=pk, text=captions.texts.get(pk, "")) for pk in (first, second) if pk]
     answer = judging.clean_answer(study, shown, row["answer"])
     problem = json_problem(answer, "answer")
     if problem:
