@@ -8,12 +8,14 @@ from annotation.modes.base import register
 from annotation.modes.context.captions import PURPOSES, ContextCaptionColumns
 from annotation.modes.context.export import ContextExport
 from annotation.modes.context.judging import ContextJudging
+from annotation.modes.context.pages import ContextPages
 from annotation.modes.context.protocol import BLV, SIGHTED, ContextProtocol
 from annotation.modes.context.report import ContextReport
 
 
 @register
 class ContextMode(ContextProtocol):
+    pages_class = ContextPages
     caption_purposes = PURPOSES
     caption_columns_class = ContextCaptionColumns
     report_class = ContextReport
