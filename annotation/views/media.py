@@ -16,7 +16,8 @@ from django.views.decorators.http import require_safe
 from django.views.static import serve
 
 from annotation import selectors
-from annotation.models import Image, Study
+from annotation.models import Image, Participant, Study
+from annotation.modes import get_mode
 from annotation.services.images import image_full_rendition
 from annotation.views.participate import current_participant
 
@@ -56,9 +57,20 @@ def participant_image(request: HttpRequest, public_id, image_id: int) -> HttpRes
     if study is None:
         raise Http404("No such study.")
     researcher = selectors.studies_for_researcher(request.user).filter(pk=study.pk).exists()
-    if not researcher and current_participant(request, study) is None:
+    participant = None if researcher else current_participant(request, study)
+    if not researcher and participant is None:
         raise Http404("No such study.")
+    # A mode that asks vision shows images to sighted raters only (issue 43): a rater who
+    # declared blind or low vision, or has not declared, is never served an image.
+    if participant is not None and not shows_images(study, participant):
+        raise Http404("No such image.")
     image = Image.objects.filter(pk=image_id, study=study).first()
     if image is None or not image.display:
         raise Http404("No such image.")
     return HttpResponseRedirect(settings.MEDIA_URL + image_full_rendition(image=image))
+
+
+def shows_images(study: Study, participant: Participant) -> bool:
+    """Whether the study's pages may show this participant an image: always, unless its
+    mode ``asks_vision`` and the participant did not declare sighted."""
+    return not get_mode(study.mode).asks_vision or participant.vision_group == "sighted"

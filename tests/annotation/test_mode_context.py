@@ -7,16 +7,21 @@ raters declare their vision through ``participant_declare_vision``.
 
 from __future__ import annotations
 
+import html
+import re
 from datetime import timedelta
 
 import pytest
+from django.test import Client
+from django.urls import reverse
 from django.utils import timezone
 
-from annotation.errors import ServiceError
-from annotation.models import Caption, Item, Judgment
+from annotation.errors import Forbidden, ServiceError
+from annotation.models import Assignment, Caption, Image, Item, Judgment, Participant
 from annotation.modes import get_mode
 from annotation.services.assignments import assignment_next
 from annotation.services.judgments import judgment_submit
+from annotation.services.participants import crowd_link_token, participant_declare_vision
 from tests.factories.context import (
     AFTER_ANSWER,
     BEFORE_ANSWER,
@@ -156,3 +161,204 @@ def test_stored_payloads_are_the_spec(researcher):
     assert after.payload == {"overall": 3, "accuracy": 4, "missing": "The umbrella's colour."}
     participant.refresh_from_db()
     assert participant.state["rated"] == 1
+
+
+# ---------------------------------------------------------------------- the pages
+
+
+def arrive(study, vision: str, pid: str):
+    """A browser that joined through the crowd link and declared ``vision``."""
+    client = Client()
+    response = client.get(
+        reverse("crowd_entry", args=[crowd_link_token(study)]),
+        {"PROLIFIC_PID": pid, "STUDY_ID": "S", "SESSION_ID": f"se-{pid}"},
+    )
+    assert response.status_code == 302, response.content.decode()[:300]
+    participant = Participant.objects.get(study=study, external_id=pid)
+    participant_declare_vision(
+        participant, vision=vision, screen_reader=vision != "sighted", consent=True
+    )
+    return client, participant
+
+
+def item_page(client, study):
+    response = client.get(reverse("participate_next", args=[study.public_id]))
+    assert response.status_code == 200
+    return response, response.content.decode()
+
+
+def submit_url(study, response):
+    token = response.context["assignment"].token
+    return reverse("participate_submit", args=[study.public_id, token])
+
+
+def image_urls(study) -> list[str]:
+    """Every address of every image of the study a page could carry."""
+    urls = []
+    for image in Image.objects.filter(study=study):
+        urls += [image.display, image.file, image.sha256]
+        urls.append(reverse("participant_image", args=[study.public_id, image.pk]))
+    return [url for url in urls if url]
+
+
+def headings(page: str) -> list[tuple[int, str]]:
+    """The page's headings in order, outside dialogs (a closed dialog is not read; the
+    zoom's and the guidelines' have their own)."""
+    page = re.sub(r"<dialog.*?</dialog>", "", page, flags=re.S)
+    return [
+        (int(level), re.sub(r"<[^>]+>", "", text).strip())
+        for level, text in re.findall(r"<h([1-6])[^>]*>(.*?)</h\1>", page, re.S)
+    ]
+
+
+def shown_ago(assignment, seconds: float) -> None:
+    """Make the lease's current part look shown ``seconds`` ago on the server's clock."""
+    at = timezone.now() - timedelta(seconds=seconds)
+    Assignment.objects.filter(pk=assignment.pk).update(served_at=at)
+    Judgment.objects.filter(assignment_id=assignment.pk).update(created_at=at)
+
+
+OPEN = {"crowd_arrivals_per_address_per_hour": 1000, "crowd_open_leases_per_address": 1000}
+
+
+def test_part_0_shows_context_and_description_but_no_image(researcher):
+    study = context_study(researcher, images=1, **OPEN)
+    for vision, pid in (("blind", "b1"), ("sighted", "s1")):
+        client, participant = arrive(study, vision, pid)
+        response, page = item_page(client, study)
+        assert "<img" not in page
+        assert not [url for url in image_urls(study) if url in page]
+        assert "image_url" not in response.context or not response.context["image_url"]
+        item = response.context["assignment"].item
+        context = Caption.objects.get(pk=item.spec["context"])
+        assert context.raw_text.split(".")[0] in page
+        assert context.spec["title"] in page
+        assert html.escape(Caption.objects.get(pk=item.spec["caption"]).text) in page
+        # One h1, then the regions in reading order, each a section named by its heading.
+        found = headings(page)
+        assert [level for level, _ in found].count(1) == 1
+        names = [text for _, text in found]
+        assert names[:4] == [
+            "Rate a description in its context",
+            "Where the image appears",
+            "The description",
+            "Your ratings",
+        ]
+        assert '<section class="context-where" aria-labelledby="where-heading">' in page
+        assert 'aria-labelledby="description-heading"' in page
+        # Each rating a native radio group: the question as legend, number and word labels.
+        assert page.count("<fieldset") == 4
+        assert '<label for="overall-1">1 - Very poor</label>' in page
+        assert '<label for="overall-5">5 - Very good</label>' in page
+        # The minimum time in words.
+        seconds = response.context["minimum_seconds"]
+        assert seconds > 0
+        assert f"You can send your ratings after {seconds} seconds" in page
+
+
+def test_part_1_shows_the_image_to_a_sighted_rater(researcher):
+    study = context_study(researcher, images=1, blv_ratings=0, **OPEN)
+    client, participant = arrive(study, "sighted", "s1")
+    response, _ = item_page(client, study)
+    item = response.context["assignment"].item
+    shown_ago(response.context["assignment"], 120)
+    stored = client.post(submit_url(study, response), {"part": "0", **BEFORE_ANSWER})
+    assert stored.status_code == 302
+    response, page = item_page(client, study)
+    assert response.context["part"] == 1
+    assert "<img" in page and item.image.display in page
+    assert [text for _, text in headings(page)][:4] == [
+        "Rate the description with the image",
+        "Where the image appears",
+        "The image",
+        "The description",
+    ]
+    assert '<textarea name="missing"' in page
+    assert page.count("<fieldset") == 2
+
+
+def test_blv_rater_is_never_given_the_image_part_or_the_image(researcher):
+    """The attack: a rater who declared blind posts part 1 of their item and asks for its
+    image; both are refused and nothing is stored."""
+    study = context_study(researcher, images=1, **OPEN)
+    client, participant = arrive(study, "blind", "b1")
+    response, _ = item_page(client, study)
+    assignment = response.context["assignment"]
+    assert assignment.item.kind == "blv" and assignment.item.spec["parts"] == 1
+    url = submit_url(study, response)
+    shown_ago(assignment, 120)
+    refused = client.post(url, {"part": "1", **AFTER_ANSWER})
+    assert refused.status_code in (400, 403)
+    assert "<img" not in refused.content.decode()
+    assert not Judgment.objects.filter(participant=participant).exists()
+    # The zoom's full-size image of their own item, and of any image of the study.
+    for image in Image.objects.filter(study=study):
+        shown = client.get(reverse("participant_image", args=[study.public_id, image.pk]))
+        assert shown.status_code == 404
+    # Part 0 then still works: the refusal stored nothing and broke nothing.
+    stored = client.post(url, {"part": "0", **BEFORE_ANSWER})
+    assert stored.status_code == 302
+    assert Judgment.objects.filter(participant=participant).count() == 1
+
+
+def test_blv_rater_holding_a_sighted_lease_is_refused_either_part(researcher):
+    """Defence in depth: even a lease of a sighted item (never served to them) carries no
+    answer of a rater who declared low vision, and the mode refuses them part 1 itself
+    (the service asks for part 0 first, so part 1 is checked on the mode)."""
+    study = context_study(researcher, images=1, **OPEN)
+    lease = assignment_next(participant=rater(study, "sighted"))
+    blv = rater(study, "low_vision")
+    Assignment.objects.filter(pk=lease.pk).update(participant=blv)
+    later = timezone.now() + timedelta(minutes=2)
+    with pytest.raises(Forbidden):
+        judgment_submit(participant=blv, token=lease.token, data=BEFORE_ANSWER, part=0, now=later)
+    lease.refresh_from_db()
+    lease.participant = blv
+    with pytest.raises(Forbidden) as refused:
+        MODE.validate(lease, 1, AFTER_ANSWER)
+    assert refused.value.field == "part"
+    assert not Judgment.objects.filter(participant=blv).exists()
+
+
+def test_an_answer_sent_before_the_reading_time_is_refused_and_said(researcher):
+    study = context_study(researcher, images=1, **OPEN)
+    client, participant = arrive(study, "blind", "b1")
+    response, _ = item_page(client, study)
+    assignment = response.context["assignment"]
+    description, context = (
+        Caption.objects.get(pk=assignment.item.spec[k]) for k in ("caption", "context")
+    )
+    words = sum(
+        len(text.split()) for text in (context.spec["title"], context.raw_text, description.text)
+    )
+    minimum = words * 60 / 500  # the default rate
+    shown_ago(assignment, minimum - 1)
+    refused = client.post(submit_url(study, response), {"part": "0", **BEFORE_ANSWER})
+    assert refused.status_code == 429
+    page = refused.content.decode()
+    assert 'role="alert"' in page and "Nothing was saved" in page
+    assert "Please take at least" in page
+    # The answers come back as sent.
+    assert 'value="4" checked' in page
+    assert not Judgment.objects.filter(participant=participant).exists()
+    shown_ago(assignment, minimum + 1)
+    stored = client.post(submit_url(study, response), {"part": "0", **BEFORE_ANSWER})
+    assert stored.status_code == 302
+
+
+def test_refused_answers_name_each_field_on_the_page(researcher):
+    study = context_study(researcher, images=1, **OPEN)
+    client, participant = arrive(study, "sighted", "s1")
+    response, _ = item_page(client, study)
+    shown_ago(response.context["assignment"], 120)
+    refused = client.post(
+        submit_url(study, response), {"part": "0", "overall": "3", "relevance": "9"}
+    )
+    assert refused.status_code == 400
+    page = refused.content.decode()
+    assert 'role="alert"' in page
+    for field in ("imaginability", "relevance", "irrelevance"):
+        assert f'href="#q-{field}"' in page
+        assert f'id="error-{field}"' in page
+    assert 'id="error-overall"' not in page
+    assert 'value="3" checked' in page
