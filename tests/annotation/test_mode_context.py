@@ -22,6 +22,7 @@ from annotation.modes import get_mode
 from annotation.services.assignments import assignment_next
 from annotation.services.judgments import judgment_submit
 from annotation.services.participants import crowd_link_token, participant_declare_vision
+from rubrics.context.questions import QUESTIONS
 from tests.factories.context import (
     AFTER_ANSWER,
     BEFORE_ANSWER,
@@ -248,8 +249,15 @@ def test_part_0_shows_context_and_description_but_no_image(researcher):
         assert 'aria-labelledby="description-heading"' in page
         # Each rating a native radio group: the question as legend, number and word labels.
         assert page.count("<fieldset") == 4
-        assert '<label for="overall-1">1 - Very poor</label>' in page
-        assert '<label for="overall-5">5 - Very good</label>' in page
+        for question in QUESTIONS[0].values():
+            assert html.escape(question.text) in page
+            for number, word in enumerate(question.scale, start=1):
+                label = f'<label for="{question.name}-{number}">{number} - {word}</label>'
+                assert (
+                    html.escape(label, quote=False).replace("&lt;", "<").replace("&gt;", ">")
+                    in page
+                    or label in page
+                )
         # The minimum time in words.
         seconds = response.context["minimum_seconds"]
         assert seconds > 0

@@ -30,7 +30,7 @@ from annotation.modes.context.protocol import (
     shown_seconds,
     words,
 )
-from annotation.modes.context.questions import MISSING_QUESTION, QUESTIONS
+from rubrics.context.questions import MISSING_QUESTION, QUESTIONS
 
 
 def question_groups(part: int, answers: dict[str, Any], errors: dict[str, str]):

@@ -30,9 +30,9 @@ from annotation.errors import Forbidden, InvalidInput, ServiceError
 from annotation.models import Assignment, Caption, Item, Judgment, Participant, Study
 from annotation.modes.base import CompletionProgress, Mode, Outcome, parse_choice
 from annotation.modes.context.captions import CONTEXT, DOMAIN, TITLE
-from annotation.modes.context.questions import AFTER, BEFORE, LOWEST, QUESTIONS, SCALE_TOP
 from annotation.modes.context.settings import ContextSettings
 from annotation.text import text_problem
+from rubrics.context.questions import AFTER, BEFORE, QUESTIONS, SCALE_MAX, SCALE_MIN
 
 BLV, SIGHTED = "blv", "sighted"
 GROUPS = (BLV, SIGHTED)
@@ -185,10 +185,12 @@ class ContextProtocol(Mode):
         problems: list[ServiceError] = []
         for name in names:
             question = QUESTIONS[part][name]
-            message = f"{question.short}: choose one of the ratings from {LOWEST} to {SCALE_TOP}."
+            message = (
+                f"{question.short}: choose one of the ratings from {SCALE_MIN} to {SCALE_MAX}."
+            )
             try:
                 clean[name] = parse_choice(
-                    data.get(name), low=LOWEST, high=SCALE_TOP, field=name, message=message
+                    data.get(name), low=SCALE_MIN, high=SCALE_MAX, field=name, message=message
                 )
             except ServiceError as exc:
                 problems.append(exc)

@@ -1,75 +1,32 @@
-"""The questions of a context item as the pages and the validation use them.
+"""The questions of a context item, as the mode's modules import them.
 
-PLACEHOLDER until ``rubrics/context/questions.py`` (helper "rubric") is committed: the
-wording there, with its sources, replaces this and this module then only adapts it.
+The wording, scales and sources live in ``rubrics/context/questions.py`` (pure protocol
+data); this module re-exports them for the mode's pages, validation, export and judge,
+with the names the mode used first (``LOWEST``, ``SCALE_TOP``) kept as aliases.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-BEFORE = ("overall", "imaginability", "relevance", "irrelevance")
-AFTER = ("overall", "accuracy")
-LOWEST, SCALE_TOP = 1, 5
-
-
-@dataclass(frozen=True)
-class Question:
-    """One rating: the question asked, its short name in messages, the words of 1 to 5."""
-
-    name: str
-    text: str
-    short: str
-    scale: tuple[str, str, str, str, str]
-
-
-_QUALITY = ("Very poor", "Poor", "Fair", "Good", "Very good")
-_EXTENT = ("Not at all", "A little", "Somewhat", "Mostly", "Completely")
-
-QUESTIONS: dict[int, dict[str, Question]] = {
-    0: {
-        "overall": Question(
-            "overall",
-            "How good is this description as alt text for the image, in this context?",
-            "Overall",
-            _QUALITY,
-        ),
-        "imaginability": Question(
-            "imaginability",
-            "How well can you imagine the image from this description?",
-            "Imagining the image",
-            _EXTENT,
-        ),
-        "relevance": Question(
-            "relevance",
-            "How well does the description give what matters about the image in this context?",
-            "Relevance to the context",
-            _EXTENT,
-        ),
-        "irrelevance": Question(
-            "irrelevance",
-            "How well does the description leave out detail that does not matter here?",
-            "Irrelevant detail",
-            _EXTENT,
-        ),
-    },
-    1: {
-        "overall": Question(
-            "overall",
-            "Now that you see the image: how good is this description as alt text, in "
-            "this context?",
-            "Overall, with the image",
-            _QUALITY,
-        ),
-        "accuracy": Question(
-            "accuracy",
-            "How accurate is the description of the image?",
-            "Accuracy",
-            ("Very inaccurate", "Inaccurate", "Partly accurate", "Accurate", "Fully accurate"),
-        ),
-    },
-}
-
-MISSING_QUESTION = (
-    "What important information about the image is missing from the description, if any?"
+from rubrics.context.questions import (
+    AFTER,
+    BEFORE,
+    MISSING_QUESTION,
+    QUESTIONS,
+    SCALE_MAX,
+    SCALE_MIN,
+    Question,
 )
+
+__all__ = [
+    "AFTER",
+    "BEFORE",
+    "LOWEST",
+    "MISSING_QUESTION",
+    "QUESTIONS",
+    "SCALE_MAX",
+    "SCALE_MIN",
+    "SCALE_TOP",
+    "Question",
+]
+
+LOWEST, SCALE_TOP = SCALE_MIN, SCALE_MAX
