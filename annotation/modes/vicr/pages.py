@@ -7,10 +7,12 @@ page is handed the caption's text, never the caption row (which carries the trut
 from __future__ import annotations
 
 import math
+import time
 from functools import cache
 from typing import Any
 
 from django.conf import settings
+from django.core.cache import cache as django_cache
 from django.db.models import IntegerField
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
@@ -19,11 +21,14 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from annotation.models import Assignment, Judgment, Participant
+from annotation.models import Assignment, Judgment, Participant, Study
 from annotation.modes.base import Pages
 from annotation.modes.vicr import captions as caption_data
 from annotation.modes.vicr.protocol import BLOCK_KINDS, CATCH, GAME, pair_caption, player_state
 from rubrics import vicr as rules
+
+#: Seconds the other players' scores on the leaderboard may be old (``standings``).
+LEADERBOARD_SECONDS = 5
 
 #: The minus sign (U+2212): a hyphen is not a minus to a reader or to a screen reader.
 MINUS = "\u2212"
@@ -206,47 +211,84 @@ class VicrPages(Pages):
         context.update(self.leaderboard(participant))
         return context
 
-    def leaderboard(self, participant: Participant) -> dict[str, Any]:
-        """Top players in the game by running score (two queries, whatever the study size).
+    def leaderboard(self, participant: Participant, *, now: float | None = None) -> dict[str, Any]:
+        """Top players in the game by running score, and the player's own rank.
 
         Tied players share a rank (standard competition ranking: 12, 9, 9, 7 rank 1, 2, 2, 4);
-        among tied players the earlier participant is listed first.
+        among tied players the earlier participant is listed first. The other players' scores
+        come from ``standings`` (at most ``LEADERBOARD_SECONDS`` old, no query when cached);
+        the player's own score is always the live one, so the page never contradicts the
+        score it shows beside the board.
         """
         size = self.mode.settings(participant.study).leaderboard_size
         if not size:
             return {}
-        players = Participant.objects.filter(study_id=participant.study_id, status=GAME).annotate(
-            game_score=Cast(KT("state__player__score"), IntegerField())
-        )
-        top = list(
-            players.order_by("-game_score", "pk").values_list("pk", "pseudonym", "game_score")[
-                :size
-            ]
-        )
+        board = standings(participant.study, size, now=now)
+        own_score = player_state(participant).score
+        in_game = participant.status == GAME
+        others = [row for row in board["top"] if row[0] != participant.pk]
+        if in_game:
+            others.append((participant.pk, participant.pseudonym, own_score))
+        top = sorted(others, key=lambda row: (-row[2], row[0]))[:size]
         # Standard competition ranks (1, 1, 3): within the top, which is sorted by score,
         # every higher score is above, so a rank counts the higher scores shown.
-        ranks = rules.competition_ranks([score or 0 for _, _, score in top])
+        ranks = rules.competition_ranks([score for _, _, score in top])
         rows = [
             {
                 "rank": rank,
                 "pseudonym": pseudonym,
                 "score": score,
-                "score_text": signed(score or 0),
+                "score_text": signed(score),
                 "me": pk == participant.pk,
             }
             for rank, (pk, pseudonym, score) in zip(ranks, top, strict=True)
         ]
         own_rank = None
-        if participant.status == GAME:
-            # Asked even when the player is on the board, so every page costs the same queries.
-            # 1 + the players above: a tie shares the rank, as on the board.
-            own_score = player_state(participant).score
-            own_rank = players.filter(game_score__gt=own_score).count() + 1
-            if any(row["me"] for row in rows):
-                own_rank = None
+        if in_game and not any(row["me"] for row in rows):
+            # 1 + the other players above: a tie shares the rank, as on the board.
+            own_rank = 1 + sum(
+                1
+                for pk, score in board["scores"].items()
+                if score > own_score and pk != participant.pk
+            )
         return {
             "leaderboard": rows,
             "own_rank": own_rank,
-            "own_score": player_state(participant).score,
-            "own_score_text": signed(player_state(participant).score),
+            "own_score": own_score,
+            "own_score_text": signed(own_score),
         }
+
+
+def standings(study: Study, size: int, *, now: float | None = None) -> dict[str, Any]:
+    """The study's players in the game: the best ``size + 1`` as (pk, pseudonym, score), best
+    first, and every player's score by pk; one query, then cached.
+
+    Every rating's feedback page and the POST that answers it show the board (issue 48: two
+    of the POST's thirteen queries), yet its order changes by a point at a time; so it is
+    kept in Django's cache (the project configures none: the per-process memory cache, so
+    each gunicorn worker reads it once per period) under the study's ``public_id`` (unique
+    for ever, unlike a pk that SQLite may hand out again) and served while younger than
+    ``LEADERBOARD_SECONDS``. The age is checked against ``now`` (seconds since the epoch;
+    the clock by default) as well as by the cache's timeout, so no backend can serve it
+    older. One row beyond ``size`` is kept because the viewer's own row is replaced by
+    their live score, and the top ``size`` of the others is then still known.
+    """
+    now = time.time() if now is None else now
+    key = f"vicr-leaderboard:{study.public_id}:{size}"
+    cached = django_cache.get(key)
+    if cached is not None and 0 <= now - cached["at"] < LEADERBOARD_SECONDS:
+        return cached
+    rows = [
+        (pk, pseudonym, score or 0)
+        for pk, pseudonym, score in Participant.objects.filter(study_id=study.pk, status=GAME)
+        .annotate(game_score=Cast(KT("state__player__score"), IntegerField()))
+        .values_list("pk", "pseudonym", "game_score")
+    ]
+    rows.sort(key=lambda row: (-row[2], row[0]))
+    board = {
+        "at": now,
+        "top": rows[: size + 1],
+        "scores": {pk: score for pk, _, score in rows},
+    }
+    django_cache.set(key, board, timeout=LEADERBOARD_SECONDS)
+    return board
