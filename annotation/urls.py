@@ -25,6 +25,8 @@ urlpatterns = [
     path("", studies.home, name="home"),
     # Answered by HealthCheckMiddleware before Host checks; listed here for reverse().
     path("healthz", health.healthz, name="healthz"),
+    # Through every middleware, doing nothing: the load benchmarks' baseline request.
+    path("ping", health.ping, name="ping"),
     path("studies/new/", studies.study_new, name="study_new"),
     path("studies/<int:study_id>/", studies.study_detail, name="study_detail"),
     path("studies/<int:study_id>/status/", studies.study_change_status, name="study_status"),

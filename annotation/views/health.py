@@ -6,6 +6,10 @@
   before ``CommonMiddleware`` validates the Host header (127.0.0.1 is not in a production
   ALLOWED_HOSTS), and production exempts it from the HTTPS redirect (the probe speaks plain
   HTTP to gunicorn).
+- ``ping``: ``GET /ping`` answers 200 ``pong`` and touches nothing: no database, session or
+  template. It goes through the whole middleware stack like any page, which the health
+  probe does not (its middleware answers first), so the load benchmarks use it as their
+  baseline: the cost of a request that does no work (bench/README.md, issue 48).
 - ``database_unreachable``: whether an exception means "the database is down or restarting"
   (the connection failed or was cut), as opposed to a wrong query, which stays a 500.
 - ``unavailable_response``: the 503 with ``Retry-After`` (HTML for pages, JSON under
@@ -116,3 +120,14 @@ def healthz(request: HttpRequest) -> HttpResponse:
             headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
         )
     return HttpResponse("ok\n", content_type="text/plain")
+
+
+@never_cache
+@require_safe
+def ping(request: HttpRequest) -> HttpResponse:
+    """200 ``pong``: the least a request through the full middleware can cost.
+
+    Reads no session, user, database row or template on purpose: it is the baseline that
+    bench/assign.py and bench/arena_load.py divide a mode's CPU per request by.
+    """
+    return HttpResponse("pong\n", content_type="text/plain")
