@@ -22,6 +22,7 @@ from annotation.modes import get_mode
 from annotation.services.assignments import assignment_next
 from annotation.services.judgments import judgment_submit
 from annotation.services.participants import crowd_link_token, participant_declare_vision
+from annotation.services.simulation import crowd_simulate
 from rubrics.context.questions import QUESTIONS
 from tests.factories.context import (
     AFTER_ANSWER,
@@ -370,3 +371,84 @@ def test_refused_answers_name_each_field_on_the_page(researcher):
         assert f'id="error-{field}"' in page
     assert 'id="error-overall"' not in page
     assert 'value="3" checked' in page
+
+
+# ---------------------------------------------------------------------- the crowd
+
+
+def correlation(xs: list[float], ys: list[float]) -> float:
+    """Pearson's r, written out (no library of the code under test)."""
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
+    sxx = sum((x - mx) ** 2 for x in xs)
+    syy = sum((y - my) ** 2 for y in ys)
+    return sxy / (sxx * syy) ** 0.5
+
+
+def test_simulated_crowd_of_both_groups_completes_a_study(researcher):
+    descriptions = {
+        "good-detail": DESCRIPTIONS["good-detail"],
+        "bad-short": DESCRIPTIONS["bad-short"],
+        "mid-plain": "A person with an umbrella in the rain.",
+        "Human": "A woman in a red coat walks under a black umbrella through the rain.",
+    }
+    study = context_study(
+        researcher,
+        images=3,
+        descriptions=descriptions,
+        blv_ratings=3,
+        sighted_ratings=3,
+        completion_after=4,
+        **OPEN,
+    )
+    summary = crowd_simulate(study=study, workers=16, seed=7)
+    assert not summary.refusals
+    items = Item.objects.filter(study=study)
+    assert all(item.judgment_count == item.target for item in items)
+    judgments = Judgment.objects.filter(item__study=study).select_related("item", "participant")
+    by_group: dict[str, list] = {"blv": [], "sighted": []}
+    for judgment in judgments:
+        # Every judgment is of the rater's own group; part 1 only for sighted raters.
+        assert judgment.item.kind == judgment.participant.vision_group
+        assert judgment.part == 0 or judgment.item.kind == "sighted"
+        if judgment.part == 0:
+            by_group[judgment.item.kind].append(judgment.payload)
+    # Nobody rated a description in two contexts.
+    seen = {}
+    for judgment in judgments.filter(part=0):
+        key = (judgment.participant_id, judgment.item.spec["caption"])
+        assert seen.setdefault(key, judgment.item.spec["context"]) == judgment.item.spec["context"]
+    # The two groups weigh context differently: BLV raters' overall follows relevance more,
+    # sighted raters' the description's detail (what the report's difference rests on).
+    leaning = {}
+    for group, payloads in by_group.items():
+        overall = [p["overall"] for p in payloads]
+        leaning[group] = correlation(overall, [p["relevance"] for p in payloads]) - correlation(
+            overall, [p["imaginability"] for p in payloads]
+        )
+    assert leaning["blv"] > leaning["sighted"] + 0.2, leaning
+    # Every worker who rated earned the code or ran out of descriptions.
+    for participant in Participant.objects.filter(study=study, judgments__isnull=False).distinct():
+        assert MODE.completion_earned(participant)
+
+
+def test_dashboard_panel_counts_items_by_domain_and_group(client, researcher):
+    study = context_study(researcher, images=1, blv_ratings=1, sighted_ratings=2, **OPEN)
+    rate(rater(study, "blind"))
+    client.force_login(researcher)
+    page = client.get(reverse("study_dashboard", args=[study.pk])).content.decode()
+    assert "Progress by kind of site and rater group" in page
+    # One image: 2 descriptions in each domain; one BLV rating given (one item finished).
+    row = re.search(r"<tr><th scope=\"row\">(News|Shopping)</th>(.*?)</tr>", page, re.S)
+    rows = dict(re.findall(r"<tr><th scope=\"row\">(\w+)</th>(.*?)</tr>", page, re.S))
+    assert row is not None
+    cells = {name: re.findall(r"<td>(.*?)</td>", html_row) for name, html_row in rows.items()}
+    finished = [cells[d][0] for d in ("News", "Shopping")]
+    assert sorted(finished) == [
+        "0 of 2 finished; 0 of 2 ratings",
+        "1 of 2 finished; 1 of 2 ratings",
+    ]
+    assert [cells[d][1] for d in ("News", "Shopping")] == ["0 of 2 finished; 0 of 4 ratings"] * 2
+    # Items only: no participant's vision on the page.
+    assert "blind" not in page.lower().replace("blind or low-vision raters", "")
