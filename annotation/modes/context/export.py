@@ -23,7 +23,7 @@ from annotation.modes.base import (
     judgment_export_columns,
     judgment_trailing_columns,
 )
-from annotation.modes.context.questions import BEFORE
+from rubrics.context.questions import BEFORE
 
 VISION_COLUMN = "rater_vision"
 

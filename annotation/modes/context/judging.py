@@ -20,9 +20,9 @@ from annotation.errors import ServiceError
 from annotation.models import Caption, Item, Study
 from annotation.modes.base import Judging, parse_choice
 from annotation.modes.context.captions import DOMAIN, TITLE
-from annotation.modes.context.questions import BEFORE, LOWEST, QUESTIONS, SCALE_TOP
 from annotation.modes.context.ratings import GROUP_LABELS, kept_ratings, score_rows
 from annotation.modes.judging import GUIDELINES_END, GUIDELINES_HEADING
+from rubrics.context.questions import BEFORE, QUESTIONS, SCALE_MAX, SCALE_MIN
 
 #: What a judge answers: the before-image dimensions, then accuracy (it sees the image).
 ANSWERED = (*BEFORE, "accuracy")
@@ -50,12 +50,12 @@ class ContextJudging(Judging):
         clean, problems = {}, []
         for name in ANSWERED:
             message = (
-                f"answer.{name}: {_QUESTION[name].short}, a whole number from {LOWEST} to "
-                f"{SCALE_TOP}."
+                f"answer.{name}: {_QUESTION[name].short}, a whole number from {SCALE_MIN} to "
+                f"{SCALE_MAX}."
             )
             try:
                 clean[name] = parse_choice(
-                    data.get(name), low=LOWEST, high=SCALE_TOP, field=name, message=message
+                    data.get(name), low=SCALE_MIN, high=SCALE_MAX, field=name, message=message
                 )
             except ServiceError as exc:
                 problems.append(exc.message)
@@ -75,7 +75,7 @@ class ContextJudging(Judging):
         return out
 
     def scale(self, study: Study) -> dict[str, tuple[int, int]]:
-        return {name: (LOWEST, SCALE_TOP) for name in self.scores(dict.fromkeys(ANSWERED, 1))}
+        return {name: (SCALE_MIN, SCALE_MAX) for name in self.scores(dict.fromkeys(ANSWERED, 1))}
 
     def human_scores(self, study: Study) -> dict[str, list[tuple[Any, float]]]:
         """Every kept rating keyed by its unit, (description, context)."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from annotation.models import Caption, Judgment, Study, Vision
-from annotation.modes.context.questions import BEFORE
+from rubrics.context.questions import BEFORE
 
 #: The group names the pages and the alignment show (never a participant's own answer).
 GROUP_LABELS = {"blv": "BLV", "sighted": "sighted"}

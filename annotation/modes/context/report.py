@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 from annotation.models import Study
 from annotation.modes.base import Progress, Report
 from annotation.modes.context.protocol import GROUPS
-from annotation.modes.context.questions import AFTER, BEFORE
 from annotation.modes.context.ratings import GROUP_LABELS, kept_ratings, score_rows
+from rubrics.context.questions import AFTER, BEFORE
 
 # The statistics (scipy) and matplotlib are imported where they are used: the export path
 # imports every mode's package and must stay within its memory (tests/annotation/test_exports.py).
