@@ -377,3 +377,72 @@ def test_a_member_cannot_get_vision_through_a_raw_id_export(researcher, other_re
     assert refused.status_code == 403
     page = client.get(reverse("study_report", args=[study.pk])).content.decode()
     assert "low_vision" not in page and "Low vision" not in page
+
+
+# ---------------------------------------------------------------------- simulated crowd
+
+SIMULATED = {
+    "good-detail": "A woman in a red raincoat holds a black umbrella on a wet street at dusk.",
+    "mid-plain": "A woman with an umbrella in the rain.",
+    "bad-short": "A person outside.",
+}
+
+
+def pattern_judge(study, group: str) -> str:
+    """Lines of a judge answering every unit with the simulated ``group``'s own pattern
+    (``simulate.truths``, rounded), without the raters' noise and bias."""
+    from annotation.modes.context.simulate import hidden_fit, truths
+    from annotation.modes.simulated import system_quality
+
+    lines, seen = [], set()
+    for item in study.items.order_by("id"):
+        unit = (item.spec["caption"], item.spec["context"])
+        if unit in seen:
+            continue
+        seen.add(unit)
+        detail = system_quality(Caption.objects.get(pk=unit[0]).system)
+        overall = round(truths(detail, hidden_fit(*unit), group)["overall"])
+        answer = {d: overall for d in BEFORE} | {"accuracy": overall}
+        lines.append(json.dumps({"item_id": item.pk, "answer": answer}))
+    return "\n".join(lines)
+
+
+def test_a_simulated_crowd_shows_the_groups_apart_and_the_judge_alignment_split(researcher):
+    from annotation.services.simulation import crowd_simulate
+
+    study = context_study(
+        researcher, images=6, descriptions=SIMULATED, blv_ratings=3, sighted_ratings=3
+    )
+    done = crowd_simulate(study=study, workers=60, seed=11)
+    assert done.judgments == 6 * 3 * 2 * 3 * (1 + 2)  # units x (BLV 1 part + sighted 2)
+    result = compute_report(study, researcher)
+    assert result["n_raters"]["blv"] > 0 and result["n_raters"]["sighted"] > 0
+    # The simulation weighs context differently: BLV overall rests on relevance, sighted on
+    # detail (simulate.py). BLV minus sighted is 0.5 * (fit - 0.6 * (detail - 3)) on
+    # average: positive for the short description (detail 1.6), negative for the detailed
+    # one (4.0), so the short one's difference is above the detailed one's.
+    diffs = {s: result["systems"][s]["all"]["difference"]["overall"] for s in SIMULATED}
+    assert diffs["bad-short"]["mean"] > 0 > diffs["good-detail"]["mean"]
+    assert diffs["bad-short"]["mean"] - diffs["good-detail"]["mean"] > 0.2
+    # Sighted raters who see the image lower a poor description's overall and raise a
+    # detailed one's (overall moves towards the detail).
+    changes = {s: result["systems"][s]["all"]["change"]["mean"] for s in SIMULATED}
+    assert changes["bad-short"] < 0 < changes["good-detail"]
+    # A judge with the sighted pattern aligns better with sighted raters than with BLV
+    # raters, and a judge with the BLV pattern the other way round.
+    judge_import(study=study, text=pattern_judge(study, "sighted"), name="sighted-like")
+    judge_import(study=study, text=pattern_judge(study, "blv"), name="blv-like")
+    report = judges_report(study, resamples=50)
+    pearson = {
+        entry["name"]: {
+            group: entry["scores"][f"overall ({group})"]["correlation"]["pearson"]["value"]
+            for group in ("BLV", "sighted")
+        }
+        for entry in report["judges"]
+    }
+    # (Seed 11: sighted-like 0.66 with sighted, 0.54 with BLV; BLV-like 0.71 and 0.55.)
+    assert pearson["sighted-like"]["sighted"] > pearson["sighted-like"]["BLV"] + 0.05
+    assert pearson["blv-like"]["BLV"] > pearson["blv-like"]["sighted"] + 0.05
+    # And across judges: each group is followed best by the judge with its pattern.
+    assert pearson["sighted-like"]["sighted"] > pearson["blv-like"]["sighted"]
+    assert pearson["blv-like"]["BLV"] > pearson["sighted-like"]["BLV"]
