@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotation.errors import Forbidden, ServiceError
-from annotation.models import Assignment, Caption, Image, Item, Judgment, Participant
+from annotation.models import Assignment, Caption, Image, Item, Judgment, Participant, Study
 from annotation.modes import get_mode
 from annotation.services.assignments import assignment_next
 from annotation.services.judgments import judgment_submit
@@ -452,3 +452,21 @@ def test_dashboard_panel_counts_items_by_domain_and_group(client, researcher):
     assert [cells[d][1] for d in ("News", "Shopping")] == ["0 of 2 finished; 0 of 4 ratings"] * 2
     # Items only: no participant's vision on the page.
     assert "blind" not in page.lower().replace("blind or low-vision raters", "")
+
+
+def test_the_demo_shows_every_photograph_in_two_contexts():
+    import io
+
+    from django.core.management import call_command
+
+    call_command("load_demo", no_finished=True, no_published=True, stdout=io.StringIO())
+    study = Study.objects.get(name=MODE.demo.live)
+    contexts = study.captions.filter(purpose="context")
+    assert contexts.count() == 18
+    for image in study.images.all():
+        domains = [c.spec["domain"] for c in contexts.filter(image=image)]
+        assert len(domains) == 2 and len(set(domains)) == 2, image.name
+    descriptions = study.captions.filter(purpose="study").count()
+    # Each description in both contexts of its photograph, for each of the two groups.
+    assert Item.objects.filter(study=study).count() == descriptions * 2 * 2
+    assert study.status == Study.Status.LIVE
