@@ -218,17 +218,13 @@ class _Question:
         self.key, self.image = key, image
 
 
-def _questions(
-    study: Study, units, repeats: int, swap: bool, context: bool = False
-) -> list[_Question]:
+def _questions(study: Study, units, repeats: int, swap: bool) -> list[_Question]:
     """Every (unit in the order shown, repeat) once: with ``swap`` a pair is also asked
-    the other way round (a unit the study already holds both ways is asked once each);
-    ``context``: a unit's second id is its context (``Judging.context_units``), never
-    swapped."""
+    the other way round (a unit the study already holds both ways is asked once each)."""
     out: dict[str, _Question] = {}
     for item, first, second in units:
         orders = [(first, second)]
-        if swap and second is not None and not context:
+        if swap and second is not None:
             orders.append((second, first))
         for a, b in orders:
             base = f"c{a}" if b is None else f"p{a}-{b}"
@@ -277,8 +273,9 @@ def judge_run(*, job: Job, progress: Progress) -> dict[str, Any]:
     run = _start(job)
     study, row = run.study, run.row
     progress(2, "Reading the study's questions")
-    units = run.judging.units(study)
-    questions = _questions(study, units, row.repeats, row.swap, run.judging.context_units)
+    units = run.judging.units(study)  # a caption's context (context_units) is no pair:
+    swap = row.swap and not run.judging.context_units
+    questions = _questions(study, units, row.repeats, swap)
     if len(questions) > MAX_QUESTIONS:
         raise ServiceError(
             f"The run would ask {len(questions):,} questions; at most {MAX_QUESTIONS:,}."
@@ -342,11 +339,9 @@ def _to_ask(
     images: dict[int, tuple[bytes, str] | str],
     fields: dict[tuple[int, int | None], dict[str, str]],
 ) -> tuple[list[_Question], list[JudgeItem], list[JudgeFailure], int]:
-    """The questions to ask and their filled prompts (the caption(s) and the mode's
-    ``prompt_fields``), the failures of those without an image, and how many an earlier
-    run answered. Its own step: it decides what is paid for.
-    """
-    caption_unit = run.judging.unit == "caption"
+    """The questions to ask and their filled prompts (with the mode's ``prompt_fields``),
+    the failures of those without an image, and how many an earlier run answered. Its
+    own step: it decides what is paid for."""
     failures: list[JudgeFailure] = []
     ask: list[_Question] = []
     items: list[JudgeItem] = []
@@ -361,11 +356,10 @@ def _to_ask(
             continue
         values = (
             {"caption": texts[q.first]}
-            if caption_unit
+            if run.judging.unit == "caption"
             else {"caption_a": texts[q.first], "caption_b": texts[q.second]}
         )
-        # The mode's fields (a context) beside the caption's, filled in one pass.
-        values = {**fields.get((q.first, q.second), {}), **values}
+        values = {**fields.get((q.first, q.second), {}), **values}  # filled in one pass
         ask.append(q)
         items.append(
             JudgeItem(q.key, fill_prompt(run.prompt.text, values), image[0], media_type=image[1])
