@@ -446,3 +446,23 @@ def test_a_simulated_crowd_shows_the_groups_apart_and_the_judge_alignment_split(
     # And across judges: each group is followed best by the judge with its pattern.
     assert pearson["sighted-like"]["sighted"] > pearson["blv-like"]["sighted"]
     assert pearson["blv-like"]["BLV"] > pearson["sighted-like"]["BLV"]
+
+
+def test_the_metric_lab_correlates_a_metric_with_each_group_apart(answered):
+    from annotation.services.metrics import metaeval_report
+
+    study, _ = answered
+    # An imported metric column that scores detail: high for the detailed description.
+    # (The metric lab reads Caption.metrics; an import of metric columns writes the same.)
+    for caption in Caption.objects.filter(study=study, purpose="study"):
+        caption.metrics = {"detail": 1.0 if caption.system == "good-detail" else 0.0}
+        caption.save(update_fields=["metrics"])
+    report = metaeval_report(study, resamples=50)
+    assert report["coefficient"] == "kendall_tau_c"
+    cells = report["correlations"]
+    sighted = cells["overall (sighted)"]["detail"]["with Human"]
+    blv = cells["overall (BLV)"]["detail"]["with Human"]
+    # Sighted raters rate the detailed description high, BLV raters low (the patterns):
+    # the same metric agrees with the one group and disagrees with the other.
+    assert sighted["value"] > 0.5 and blv["value"] < -0.5
+    assert sighted["n"] == blv["n"] == 3 * 2 * 2 * 2
