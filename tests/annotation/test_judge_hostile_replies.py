@@ -40,6 +40,7 @@ ANSWERS = {
     "humanr": {"raw": 3},
     "arena": {"outcome": "a"},
     "spans": {"spans": [], "score": 80},
+    "context": {"overall": 4, "imaginability": 3, "relevance": 5, "irrelevance": 2, "accuracy": 4},
 }
 
 DEPTH = 10_000

@@ -40,6 +40,7 @@ from annotation.services.judge_runs import (
 )
 from annotation.tasks import enqueue
 from tests.factories.arena import arena_study
+from tests.factories.context import context_study
 from tests.factories.humanr import humanr_study
 from tests.factories.judge_server import KEY, fake_judge, judge_on_loopback  # noqa: F401
 from tests.factories.spans import spans_study
@@ -104,6 +105,10 @@ def _comparisons(study):
     }
 
 
+def _in_context(study):
+    return {(i.spec["caption"], i.spec["context"]) for i in Item.objects.filter(study=study)}
+
+
 #: Per mode: a small study, and its questions worked out from the rows rather than from
 #: ``Judging.units()`` (THumB and spans ask about each study caption, VICR each game pair,
 #: the arena each battle, HUMANr each comparison trial).
@@ -118,6 +123,8 @@ CASES = {
     ),
     "arena": (lambda researcher, make_study: arena_study(researcher, images=2), _battles),
     "spans": (lambda researcher, make_study: spans_study(researcher, images=2), _captions_alone),
+    # Each description in each context of its image (the context is the unit's second id).
+    "context": (lambda researcher, make_study: context_study(researcher, images=1), _in_context),
 }
 
 
