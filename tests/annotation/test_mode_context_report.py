@@ -466,3 +466,24 @@ def test_the_metric_lab_correlates_a_metric_with_each_group_apart(answered):
     # the same metric agrees with the one group and disagrees with the other.
     assert sighted["value"] > 0.5 and blv["value"] < -0.5
     assert sighted["n"] == blv["n"] == 3 * 2 * 2 * 2
+
+
+def test_a_report_of_blv_ratings_only_draws_no_change_and_an_empty_one_no_figure(
+    researcher, client
+):
+    study = context_study(researcher, images=1, blv_ratings=2, sighted_ratings=0)
+    client.force_login(researcher)
+    compute_report(study, researcher)
+    page = client.get(reverse("study_report", args=[study.pk])).content.decode()
+    assert "No kept rating yet." in page and "group-means: not enough data yet" in page
+    sent = answer_study(study)
+    assert {r["group"] for r in sent} == {"blv"}
+    result = compute_report(study, researcher)
+    cell = result["systems"]["good-detail"]["all"]
+    assert cell["change"]["mean"] is None and cell["difference"]["overall"]["mean"] is None
+    page = client.get(reverse("study_report", args=[study.pk])).content.decode()
+    assert "before-after: not enough data yet" in page
+    url = reverse("report_figure", args=[study.pk, "group-means", "png"])
+    assert client.get(url).status_code == 200
+    url = reverse("report_figure", args=[study.pk, "before-after", "png"])
+    assert client.get(url).status_code == 404

@@ -82,6 +82,8 @@ class ContextReport(Report):
             for domain, cell in entry["domains"].items():
                 cells.append(_cell_rows(system, domain, cell))
         figures_missing = []
+        if not cells:
+            figures_missing.append(("group-means", "no rating has been kept yet"))
         if not any(c["change"]["mean"] is not None for c in cells):
             figures_missing.append(("before-after", "no sighted rater has seen an image yet"))
         return {
