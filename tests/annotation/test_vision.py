@@ -284,3 +284,35 @@ def test_the_simulated_crowd_of_a_mode_that_does_not_ask_declares_nothing(resear
     crowd_simulate(study=study, workers=2, seed=3)
 
     assert set(Participant.objects.values_list("vision", "screen_reader")) == {("", None)}
+
+
+def test_a_returning_worker_keeps_the_group_of_the_first_link(client, researcher, asking):
+    study = vehicle_study(researcher, captions=2)
+    arrive(client, study, group="blv")
+
+    arrive(client, study, group="sighted")  # the same browser, another group's link
+    refused = declare(client, study, vision="sighted", screen_reader="no", consent="yes")
+
+    assert participant_of(client, study).link_group == "blv"
+    assert refused.status_code == 403
+    assert participant_of(client, study).vision == ""
+
+
+def test_a_registered_annotator_is_asked_too(client, researcher, annotator, asking):
+    study = vehicle_study(researcher, captions=2)
+    study.annotators.add(annotator)
+    client.force_login(annotator)
+
+    first = client.get(next_url(study))
+    saved = declare(client, study, vision="sighted", screen_reader="no", consent="yes")
+    item = client.get(next_url(study))
+
+    assert first.status_code == 302 and first.url == vision_url(study)
+    assert saved.status_code == 302
+    participant = Participant.objects.get(study=study, user=annotator)
+    assert (participant.vision, participant.screen_reader, participant.link_group) == (
+        "sighted",
+        False,
+        "",
+    )
+    assert item.status_code == 200 and "Rate a caption" in item.content.decode()
