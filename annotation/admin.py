@@ -102,6 +102,9 @@ class ParticipantAdmin(KeepsJudgmentsAdmin):
     list_filter = ("study", "source", "status")
     # Integrity records: kept as they were written.
     readonly_fields = ("browser_id", "address", "flags", "completed_at")
+    # Self-reported vision is written once by its service and never shown beside a worker
+    # id (docs/crowd.md, "Who rates"), nor the link group that all but says it.
+    exclude = ("vision", "screen_reader", "link_group")
 
 
 @admin.register(CrowdRefusal)

@@ -316,3 +316,21 @@ def test_a_registered_annotator_is_asked_too(client, researcher, annotator, aski
         "",
     )
     assert item.status_code == 200 and "Rate a caption" in item.content.decode()
+
+
+def test_the_admin_neither_shows_nor_edits_a_participants_vision(client, researcher, make_user):
+    study = vehicle_study(researcher, captions=1)
+    worker = Client()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(type(get_mode(VEHICLE)), "asks_vision", True)
+        arrive(worker, study, group="blv")
+        declare(worker, study, vision="low_vision", screen_reader="yes", consent="yes")
+    participant = participant_of(worker, study)
+    client.force_login(make_user("ada", staff=True))
+    url = reverse("admin:annotation_participant_change", args=[participant.pk])
+
+    html = client.get(url).content.decode().lower()
+
+    for word in VISION_WORDS:
+        assert word not in html, word
+    assert participant.vision == "low_vision"
