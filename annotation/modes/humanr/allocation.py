@@ -14,6 +14,11 @@ next honest worker was served nothing. So the rule counts:
 * never fewer than ``ADAPTIVE_MIN_WORKERS`` identities per system, nor fewer than
   ``protocol.ADAPTIVE_MIN_VALUES`` values.
 
+With ``adaptive_spread_workers`` (the default), a worker who has earned the completion code
+is served no second group of a system they already judged (``judged_systems_groups``):
+since a worker has one vote per system, such a group costs ten judgments and adds no vote,
+while a new worker's group adds one (issue 48, ``bench/adaptive.py``).
+
 ``protocol.adaptive_summary`` tells the finished page and the dashboard when settled
 systems, not a full study, are why no group is served.
 """
@@ -22,8 +27,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from django.db.models import Q, QuerySet
+
 from annotation.identities import identity_groups
-from annotation.models import Assignment, Judgment, Participant
+from annotation.models import Assignment, Item, Judgment, Participant
 
 #: A system is never settled before this many independent workers (linked identities)
 #: judged it: a t-interval over fewer workers' means says little about the crowd, and one
@@ -66,3 +73,20 @@ def counted_values(study_id: int) -> dict[str, dict[int, list[float]]]:
         if participant_id in counted:
             values[system][group_of[participant_id]].append(float(value))
     return values
+
+
+def judged_systems_groups(study_id: int, met: QuerySet) -> QuerySet | None:
+    """The ids of the study's groups (as a subquery) of the systems already judged in the
+    groups ``met`` (a values("item_id") query of the worker's leases), or None when the
+    worker met none.
+
+    Groups of one system each (adaptive allocation builds them so): a group's system is
+    that of its first trial, or of its second when the first is the attention check (whose
+    system is ""). One short read of the worker's few groups, then a subquery.
+    """
+    trials = Item.objects.filter(pk__in=met).values_list("spec__trials", flat=True)
+    systems = {t["system"] for group in trials for t in group if t["kind"] == "comparison"}
+    if not systems:
+        return None
+    first, second = Q(spec__trials__0__system__in=systems), Q(spec__trials__1__system__in=systems)
+    return Item.objects.filter(first | second, study_id=study_id).values("pk")

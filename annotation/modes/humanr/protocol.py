@@ -75,7 +75,11 @@ from django.db.models import Count, F, Q, QuerySet
 from annotation.errors import Conflict, ServiceError
 from annotation.models import Assignment, Caption, Item, ItemImage, Judgment, Participant, Study
 from annotation.modes.base import CompletionProgress, Mode, Outcome, get_mode, parse_choice
-from annotation.modes.humanr.allocation import ADAPTIVE_MIN_WORKERS, counted_values
+from annotation.modes.humanr.allocation import (
+    ADAPTIVE_MIN_WORKERS,
+    counted_values,
+    judged_systems_groups,
+)
 from annotation.modes.humanr.checks import (
     CHECK_IMAGES,
     served_check,
@@ -209,12 +213,19 @@ class HumanrProtocol(Mode):
                 .values("item_id")
             )
             items = items.exclude(Q(pk__in=too_big) & ~Q(pk__in=served))
-        target = self.settings(participant.study).adaptive_target_half_width
-        if target:
-            settled = adaptive_settled_groups(participant.study_id, target)
+        config = self.settings(participant.study)
+        if config.adaptive_target_half_width:
+            settled = adaptive_settled_groups(
+                participant.study_id, config.adaptive_target_half_width
+            )
             # A group already leased to this participant stays theirs (a lapsed lease is
             # reopened by the assignment service).
             items = items.exclude(Q(pk__in=settled) & ~Q(pk__in=served))
+            # One vote per worker and system: past the code, no second group of a system.
+            if config.adaptive_spread_workers and self.completion_earned(participant):
+                judged = judged_systems_groups(participant.study_id, met)
+                if judged is not None:
+                    items = items.exclude(Q(pk__in=judged) & ~Q(pk__in=served))
         return items
 
     def parts(self, item: Item) -> int:

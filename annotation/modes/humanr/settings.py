@@ -14,6 +14,7 @@ from annotation.modes.settings import (
     MAX_RESAMPLES,
     MAX_SAMPLED_IMAGES,
     CrowdSettings,
+    flag,
     number,
     whole,
 )
@@ -120,4 +121,17 @@ class HumanrSettings(CrowdSettings):
         label="Stop a group once its intervals are this narrow",
         group=CHECKS,
         doc="Stop serving groups whose systems' interval half-widths reached this; 0: off.",
+    )
+    # Spread each worker's groups over the systems (issue 48): with adaptive allocation on,
+    # a worker who has earned the completion code is not served a group of a system they
+    # already judged (they, or a participant of their browser). The rule gives each worker
+    # one vote per system (allocation.py), so a second group of the same system only
+    # refines a vote it already counted, while the same ten judgments from a new worker add
+    # one: bench/adaptive.py measures the judgments this saves. A worker before the code is
+    # never refused by it, so it cannot keep anyone from their code.
+    adaptive_spread_workers: bool = flag(
+        True,
+        label="With stopping on, one group per system for each worker",
+        group=CHECKS,
+        doc="With adaptive allocation on, a worker past the code gets one group per system.",
     )
