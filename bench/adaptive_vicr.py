@@ -261,3 +261,38 @@ def vicr_part(args, partial: Path | None = None) -> dict:
         "cpus": os.cpu_count(),
     }
     return {"summary": summary, "runs": runs}
+
+
+def vicr_fixed_baselines(seeds: int, pairs: int) -> dict:
+    """The fixed designs beside VICR's adaptive run (issue 48), on the same drawn ratings.
+
+    A fixed design of k ratings per pair gives every pair its first k drawn ratings (the
+    k-th rating a pair receives is its k-th draw in every design, ``play``), so its
+    consensus is ``rubrics.vicr.consensus`` of those (k >= 2: no primed rating enters the
+    pool). Per k from 3 to ``max_ratings`` 7: ratings per study and the share of pairs whose
+    consensus is the 7-rating one (what ``same_consensus`` of the adaptive run measures).
+    The planner-sized design is the planner form's default for VICR (3 ratings per pair,
+    ``VicrPlanner.default_judgments``: the planner sizes the number of pairs, the ratings
+    per pair are the researcher's); the hindsight-cheapest is the smallest k whose share
+    reaches the adaptive run's, read after seeing the ratings. No Django: pure pricing.
+    """
+    from rubrics import vicr as rules
+    from rubrics.adaptive import fit_rater_model
+
+    model = fit_rater_model(vicr_sample(), levels=5)
+    shares: dict[int, list[float]] = {k: [] for k in range(3, 8)}
+    for seed in range(1, seeds + 1):
+        ratings = model.simulate(pairs, 9, seed=seed)[:, 2:]
+        full = [rules.consensus(row[:7].tolist()) for row in ratings]
+        for k in shares:
+            kept = (rules.consensus(row[:k].tolist()) for row in ratings)
+            same = sum(a == b for a, b in zip(kept, full, strict=True))
+            shares[k].append(same / pairs)
+    return {
+        "seeds": seeds,
+        "pairs": pairs,
+        "fixed": {
+            k: {"ratings": k * pairs, "same_consensus_mean": statistics.mean(v), "min": min(v)}
+            for k, v in shares.items()
+        },
+    }
