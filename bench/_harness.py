@@ -8,7 +8,11 @@ this module only does the plumbing the same way for all of them:
   then ``django.setup()`` this process against it (the benchmark builds its study and checks
   the results through the ORM);
 - ``gunicorn``: a context manager that serves the project on a free loopback port with
-  ``CAPEVAL_DB_CONN_MAX_AGE`` set, and always terminates the server;
+  ``CAPEVAL_DB_CONN_MAX_AGE`` set, and always terminates the server; with
+  ``count_queries`` it serves ``_count_wsgi.py``'s wrapper instead, for a counting pass;
+- ``TREE``: the code under test, this checkout or the tree named by ``BENCH_TREE`` (a
+  ``git worktree`` of an older commit, which ``_baseline.compare_trees`` runs beside this
+  one): its ``manage.py`` migrates, its code is imported and served;
 - ``run_crowd``: start one thread per simulated participant, let each arrive (not timed),
   start the clock when all have arrived, and stop them at the deadline; every request has a
   timeout, so a run lasts at most ``seconds`` plus one request timeout;
@@ -24,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import signal
 import socket
 import subprocess
 import sys
@@ -37,6 +42,10 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+BENCH = REPO / "bench"
+#: The code measured: this checkout unless BENCH_TREE names another (an older commit's
+#: worktree); the bench scripts and this module always come from this checkout.
+TREE = Path(os.environ.get("BENCH_TREE") or REPO).resolve()
 RESULTS = REPO / "bench" / "results"
 MAX_SECONDS = 60
 DEFAULT_SERVER = "postgres://postgres@127.0.0.1:5432"
@@ -71,10 +80,10 @@ def prepare_database(server: str, name: str) -> dict[str, str]:
     }
     env.pop("REDIS_URL", None)  # Celery stays eager: no broker takes part in the run
     subprocess.run(
-        [sys.executable, "manage.py", "migrate", "-v", "0"], cwd=REPO, env=env, check=True
+        [sys.executable, "manage.py", "migrate", "-v", "0"], cwd=TREE, env=env, check=True
     )
     os.environ.update(env)
-    for path in (str(REPO / "platform"), str(REPO)):
+    for path in (str(TREE / "platform"), str(TREE)):
         if path not in sys.path:
             sys.path.insert(0, path)
     import django
@@ -90,16 +99,22 @@ def free_port() -> int:
 
 
 @contextmanager
-def gunicorn(env: dict[str, str], *, workers: int) -> Iterator[Server]:
-    """Serve the project with ``workers`` sync workers on loopback until the block ends."""
+def gunicorn(env: dict[str, str], *, workers: int, count_queries: bool = False) -> Iterator[Server]:
+    """Serve ``TREE`` with ``workers`` sync workers on loopback until the block ends.
+
+    ``count_queries``: serve ``bench/_count_wsgi.py``'s wrapper of the same application,
+    which adds each request's SQL statement count to the response; only for a counting
+    pass, never for a timed run.
+    """
     port = free_port()
+    app = "_count_wsgi:application" if count_queries else "capeval.wsgi:application"
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     process = subprocess.Popen(
         [
             str(REPO / ".venv" / "bin" / "gunicorn"),
-            "capeval.wsgi:application",
+            app,
             "--pythonpath",
-            f"{REPO},{REPO / 'platform'}",
+            f"{TREE},{TREE / 'platform'},{BENCH}",
             "--bind",
             f"127.0.0.1:{port}",
             "--workers",
@@ -108,8 +123,10 @@ def gunicorn(env: dict[str, str], *, workers: int) -> Iterator[Server]:
             "--log-level",
             "warning",
         ],
-        cwd=REPO,
+        cwd=TREE,
         env=env,
+        # Its own process group, so that the workers go with the master (below).
+        start_new_session=True,
     )
     server = Server(base=f"http://127.0.0.1:{port}", workers=workers, process=process)
     try:
@@ -117,11 +134,14 @@ def gunicorn(env: dict[str, str], *, workers: int) -> Iterator[Server]:
         yield server
     finally:
         process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        with suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=5)
+        # Workers that outlive their master (seen on a loaded machine: a worker stuck at
+        # exit, then orphaned when the master was killed) would hold the port's connections
+        # and the callers' output pipes: the whole group goes.
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
         # The master has reaped its workers, so their CPU time is in its children's total.
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         server.cpu_seconds = round(
@@ -374,12 +394,13 @@ def summary(seconds: list[float]) -> dict[str, Any]:
     }
 
 
-def write_result(name: str, result: dict[str, Any]) -> Path:
-    """Print the result and write it to ``bench/results/<name>-<UTC time>.json``."""
+def write_result(name: str, result: dict[str, Any], path: str | None = None) -> Path:
+    """Print the result and write it to ``path``, by default
+    ``bench/results/<name>-<UTC time>.json``."""
     text = json.dumps(result, indent=2)
     print(text)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / f"{name}-{datetime.now(UTC):%Y%m%dT%H%M%S}.json"
+    out = Path(path) if path else RESULTS / f"{name}-{datetime.now(UTC):%Y%m%dT%H%M%S}.json"
     out.write_text(text + "\n", encoding="utf-8")
     print(f"wrote {out}")
     return out

@@ -3,7 +3,8 @@
 
     .venv/bin/python bench/arena_load.py [--workers 20] [--images 300] [--seconds 20] \
         [--gunicorn-workers 2] [--server postgres://postgres@127.0.0.1:5432] \
-        [--database capeval_bench_arena_load] [--no-humanr]
+        [--database capeval_bench_arena_load] [--no-humanr] [--minimal-seconds 10] \
+        [--count-seconds 5] [--count-workers 4] [--old-tree PATH [--new-tree PATH] [--rounds 1]]
 
 Follows ``bench/humanr_load.py``: recreates the scratch database, builds a live arena study
 (``--images`` fileless images, 6 systems: 15 pairs x images battles; the mode's defaults but
@@ -17,6 +18,14 @@ bench reads from the database (``gold_side``), so the catch rule keeps the crowd
 ``bench/humanr_load.py`` runs as a subprocess with the same crowd size, seconds and
 gunicorn workers, so both judgments/s come from the same machine at about the same load.
 Checked: every POST answered 302 is one stored judgment, no worker met an image twice.
+The ratio (issue 48, ``_baseline.py``): the same number of clients GET ``/ping`` (through
+the full middleware, no work) on the same gunicorn for ``--minimal-seconds`` before and after
+the battles; the battles' gunicorn CPU per request is reported as a multiple of it; then
+``--count-workers`` of the workers go on for ``--count-seconds`` through a counting gunicorn
+(``_count_wsgi.py``) for the queries per request, their answers checked with the run's.
+``humanr_load.py`` does the same. ``--old-tree PATH`` runs everything on that tree's code
+first (an older commit's ``git worktree``, databases ``<database>_old``), then on this
+checkout's (``<database>_new``), and prints both.
 Writes ``bench/results/arena_load-<time>.json`` (with the machine's ``python_speed``, to compare
 CPU per request between machines); exits 1 if a check fails.
 """
@@ -32,6 +41,7 @@ import sys
 import time
 from pathlib import Path
 
+import _baseline as baseline
 import _harness as harness
 
 FORM = re.compile(r'<form method="post" action="([^"]+)" class="arena-form"')
@@ -108,6 +118,7 @@ def battle_until_deadline(base: str, k: int, arrived: dict, deadline: float) -> 
             began = time.perf_counter()
             page = session.get(next_url, timeout=harness.REQUEST_TIMEOUT)
             run["get"].append(time.perf_counter() - began)
+            baseline.record_queries(run, "get", page)
             form = FORM.search(page.text)
             if form is None:
                 if page.status_code != 200:
@@ -126,6 +137,7 @@ def battle_until_deadline(base: str, k: int, arrived: dict, deadline: float) -> 
                 base + action, data=data, allow_redirects=False, timeout=harness.REQUEST_TIMEOUT
             )
             run["post"].append(time.perf_counter() - began)
+            baseline.record_queries(run, "post", answer)
             if answer.status_code == 302:
                 run["sent"].append((pid, token))
             else:
@@ -188,6 +200,10 @@ def integrity_check(study, sent: list[tuple[str, str]]) -> dict:
 
 def humanr_same_run(args) -> dict:
     """``bench/humanr_load.py`` at the same size, as a subprocess (its own database)."""
+    import tempfile
+
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as handle:
+        path = Path(handle.name)
     out = subprocess.run(
         [
             sys.executable,
@@ -202,18 +218,28 @@ def humanr_same_run(args) -> dict:
             args.server,
             "--database",
             f"{args.database}_humanr",
+            "--minimal-seconds",
+            str(args.minimal_seconds),
+            "--count-seconds",
+            str(args.count_seconds),
+            "--count-workers",
+            str(args.count_workers),
+            "--result-file",
+            str(path),
         ],
         capture_output=True,
         text=True,
         timeout=600,
-        cwd=ROOT,
+        cwd=harness.TREE,  # Celery's Django fix-up puts it first on sys.path
     )
-    # humanr_load writes humanr_load-<UTC time>.json; the newest one is this run's.
-    written = sorted(harness.RESULTS.glob("humanr_load-*.json"))
-    if out.returncode not in (0, 1) or not written:
+    try:
+        result = json.loads(path.read_text())
+    except (OSError, ValueError):
         return {"error": out.stderr[-1500:]}
-    path = written[-1]
-    result = json.loads(path.read_text())
+    finally:
+        path.unlink(missing_ok=True)
+    if out.returncode not in (0, 1):
+        return {"error": out.stderr[-1500:]}
     return {
         key: result.get(key)
         for key in (
@@ -223,8 +249,18 @@ def humanr_same_run(args) -> dict:
             "answer_post_ms",
             "trial_page_get_ms",
             "error_count",
+            "load_average_at_start",
+            "load_average_at_end",
+            "cpu_ms_per_request",
+            "cpu_per_request_vs_minimal",
+            "queries_per_request",
+            "minimal",
         )
-    } | {"integrity_ok": result.get("integrity", {}).get("ok")}
+    } | {
+        "integrity_ok": result.get("integrity", {}).get("ok"),
+        "sent": result.get("integrity", {}).get("sent"),
+        "stored": result.get("integrity", {}).get("stored"),
+    }
 
 
 def main() -> None:
@@ -236,27 +272,56 @@ def main() -> None:
     parser.add_argument("--server", default=harness.DEFAULT_SERVER)
     parser.add_argument("--database", default="capeval_bench_arena_load")
     parser.add_argument("--no-humanr", action="store_true")
+    parser.add_argument("--minimal-seconds", type=float, default=10)
+    parser.add_argument("--count-seconds", type=float, default=5)
+    parser.add_argument("--count-workers", type=int, default=4)
+    parser.add_argument("--old-tree", help="an older commit's worktree, run first in this run")
+    parser.add_argument("--new-tree", help="with --old-tree: the new code's tree, default this")
+    parser.add_argument("--rounds", type=int, default=1, help="with --old-tree: old, new, ...")
+    parser.add_argument("--result-file", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if not (1 <= args.workers <= 200 and 10 <= args.images <= 5000):
         parser.error("--workers 1..200, --images 10..5,000")
+    if args.old_tree:
+        compare(args)
+        return
     seconds = harness.bounded_seconds(args.seconds)
     speed = harness.python_speed()  # before any load of ours
     env = harness.prepare_database(args.server, args.database)
     study, link = build_study(args.images)
+    minimal = []
+    kept: dict[int, dict] = {}
     with harness.gunicorn(env, workers=args.gunicorn_workers) as server:
+        minimal.append(baseline.minimal_run(server, args.workers, args.minimal_seconds))
         print(f"arena: gunicorn on {server.base}, {args.workers} workers, {seconds:.0f} s")
         crowd = harness.run_crowd(
             args.workers,
-            arrive=lambda k: arrive(server.base, link, k),
+            arrive=lambda k: kept.setdefault(k, arrive(server.base, link, k)),
             play=lambda k, arrived, deadline: battle_until_deadline(
                 server.base, k, arrived, deadline
             ),
             seconds=seconds,
             server=server,
         )
-    sent = [row for run in crowd.results for row in run["sent"]]
-    errors = crowd.errors + [error for run in crowd.results for error in run["errors"]]
+        minimal.append(baseline.minimal_run(server, args.workers, args.minimal_seconds))
+    counted, count_errors = baseline.count_pass(
+        env,
+        clients=min(args.count_workers, len(kept)),
+        seconds=harness.bounded_seconds(args.count_seconds),
+        arrive=lambda base, k: baseline.moved(kept[k], base),
+        play=battle_until_deadline,
+    )
+    sent = [row for run in [*crowd.results, *counted] for row in run["sent"]]
+    errors = (
+        crowd.errors
+        + count_errors
+        + [error for run in [*crowd.results, *counted] for error in run["errors"]]
+    )
     check = integrity_check(study, sent)
+    timed = sum(len(run["sent"]) for run in crowd.results)
+    cpu_ms = harness.cpu_per_request(
+        crowd.cpu, sum(len(run["get"]) + len(run["post"]) for run in crowd.results)
+    )
     result = {
         "when": harness.now_iso(),
         "python_speed_s_per_1e7_additions": speed,
@@ -265,8 +330,8 @@ def main() -> None:
             "images": args.images,
             "gunicorn_workers": args.gunicorn_workers,
             "seconds": round(crowd.elapsed, 2),
-            "judgments": len(sent),
-            "judgments_per_second": round(len(sent) / crowd.elapsed, 1),
+            "judgments": timed,
+            "judgments_per_second": round(timed / crowd.elapsed, 1),
             # Workers served nothing more before the time was up (the catch rule, or done).
             "workers_told_nothing_left": sum(
                 bool(run.get("told_nothing_left")) for run in crowd.results
@@ -274,7 +339,12 @@ def main() -> None:
             "answer_post_ms": harness.summary([t for run in crowd.results for t in run["post"]]),
             "battle_page_get_ms": harness.summary([t for run in crowd.results for t in run["get"]]),
             "cpu": crowd.cpu,
+            "cpu_ms_per_request": cpu_ms,
+            "cpu_per_request_vs_minimal": baseline.ratios(cpu_ms, minimal),
+            "queries_per_request": baseline.query_summary(counted),
+            "minimal": minimal,
             "load_average_at_start": crowd.load_at_start,
+            "load_average_at_end": crowd.load_at_end,
             "errors": errors[:20],
             "error_count": len(errors),
             "integrity": check,
@@ -284,8 +354,71 @@ def main() -> None:
     if not args.no_humanr:
         result["humanr"] = humanr_same_run(args)
         print(json.dumps({"humanr": result["humanr"]}, indent=2, default=str), flush=True)
-    harness.write_result("arena_load", result)
+    harness.write_result("arena_load", result, args.result_file)
     if not check["ok"] or errors:
+        sys.exit(1)
+
+
+def compare(args) -> None:
+    """Old tree, then this checkout (``--rounds`` times), each as a child run; both printed."""
+    argv = baseline.without(sys.argv[1:], baseline.PARENT_ONLY)
+    runs = baseline.compare_trees(
+        __file__, argv, args.old_tree, args.database, args.rounds, args.new_tree
+    )
+    rows = []
+    for label, run in runs:
+        for mode, get_kind, post_kind in (("arena", "get", "post"), ("humanr", "get", "post")):
+            measured = run.get(mode) or {}
+            if not measured:
+                continue
+            ratio = measured.get("cpu_per_request_vs_minimal") or {}
+            queries = measured.get("queries_per_request") or {}
+            integrity = measured.get("integrity") or measured
+            rows.append(
+                [
+                    label,
+                    mode,
+                    measured.get("load_average_at_start"),
+                    measured.get("load_average_at_end"),
+                    ratio.get("minimal_gunicorn_ms_per_request"),
+                    ratio.get("gunicorn_ms_per_request"),
+                    ratio.get("ratio_to_minimal"),
+                    ratio.get("postgres_ms_per_request"),
+                    (queries.get(get_kind) or {}).get("besides_session"),
+                    (queries.get(post_kind) or {}).get("besides_session"),
+                    measured.get("judgments_per_second") or measured.get("responses_per_second"),
+                    f"{integrity.get('sent')} / {integrity.get('stored')}",
+                    integrity.get("ok", integrity.get("integrity_ok")),
+                ]
+            )
+    table = baseline.markdown_table(
+        [
+            "code",
+            "mode",
+            "load start",
+            "load end",
+            "/ping gunicorn ms",
+            "gunicorn ms/request",
+            "ratio",
+            "PostgreSQL ms/request",
+            "queries GET",
+            "queries POST",
+            "judgments/s",
+            "sent / stored",
+            "checks ok",
+        ],
+        rows,
+    )
+    print(table)
+    harness.write_result(
+        "arena_load-compare",
+        {
+            "when": harness.now_iso(),
+            "runs": [{**run, "code": code} for code, run in runs],
+            "table": table,
+        },
+    )
+    if any(run.get("exit_status") for _label, run in runs):
         sys.exit(1)
 
 

@@ -4,7 +4,9 @@ Not a test. Needs a local PostgreSQL server (loopback, trust auth); takes about 
 
     .venv/bin/python bench/assign.py [--participants 64] [--items 20000] [--seconds 45] \
         [--race-items 40] [--race-target 3] [--race-seconds 20] [--workers 3] \
-        [--server postgres://postgres@127.0.0.1:5432] [--database capeval_bench_assign]
+        [--server postgres://postgres@127.0.0.1:5432] [--database capeval_bench_assign] \
+        [--minimal-seconds 10] [--count-seconds 5] [--count-participants 4] \
+        [--old-tree PATH [--new-tree PATH] [--rounds 1]]
 
 What it exercises is the assignment service (``services.assignments.assignment_next``) and
 the submission service behind the generic participant pages (crowd link -> next ->
@@ -34,6 +36,16 @@ game rating also locks the item row against the other ratings of that pair.
    ``target`` judgments, its ``judgment_count`` equals the judgments stored for it and its
    ``open_lease_count`` the leases still open on it. The race must also fill every slot.
 
+The ratio (issue 48, ``_baseline.py``): the same participants GET ``/ping`` (a request
+through the full middleware doing no work) on the same gunicorn for ``--minimal-seconds``
+before the race and again after the bulk run; each run's gunicorn CPU per request is
+reported as a multiple of it. Then a counting pass: ``--count-participants`` of the bulk
+run's participants, with their sessions, go on for ``--count-seconds`` through a second
+gunicorn whose answers carry each request's SQL statement count (``_count_wsgi.py``); what
+they send is checked with the bulk run's. ``--old-tree PATH`` runs all of it twice, first
+on that tree's code (a ``git worktree`` of an older commit, its own scratch database
+``<database>_old``), then on this checkout's (``<database>_new``), and prints both.
+
 Prints judgments/s and latency percentiles of GET next and POST submit per run, the CPU the
 clients, gunicorn and the machine used, the machine's ``python_speed`` (CPU seconds for 10**7
 plain additions, to compare CPU per request between machines), and the checks; writes JSON
@@ -49,6 +61,7 @@ import sys
 import time
 from collections import Counter
 
+import _baseline as baseline
 import _harness as harness
 import vicr_game
 
@@ -69,7 +82,17 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--server", default=harness.DEFAULT_SERVER)
     parser.add_argument("--database", default="capeval_bench_assign")
+    parser.add_argument("--minimal-seconds", type=float, default=10)
+    parser.add_argument("--count-seconds", type=float, default=5)
+    parser.add_argument("--count-participants", type=int, default=4)
+    parser.add_argument("--old-tree", help="an older commit's worktree, run first in this run")
+    parser.add_argument("--new-tree", help="with --old-tree: the new code's tree, default this")
+    parser.add_argument("--rounds", type=int, default=1, help="with --old-tree: old, new, ...")
+    parser.add_argument("--result-file", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.old_tree:
+        compare(args)
+        return
     speed = harness.python_speed()  # before any load of ours
     env = harness.prepare_database(args.server, args.database)
     scenarios = [
@@ -99,7 +122,10 @@ def main() -> None:
         ),
     ]
     runs = {}
+    minimal = []
+    arrived_bulk: dict[int, dict] = {}
     with harness.gunicorn(env, workers=args.workers) as server:
+        minimal.append(baseline.minimal_run(server, args.participants, args.minimal_seconds))
         for label, seconds, (study, link) in scenarios:
             print(
                 f"{label}: gunicorn ({args.workers} workers) on {server.base}; "
@@ -107,14 +133,27 @@ def main() -> None:
                 f"game pairs, at most {seconds:.0f} s",
                 flush=True,
             )
+            kept = arrived_bulk if label == "bulk" else {}
             crowd = harness.run_crowd(
                 args.participants,
-                arrive=lambda k, link=link: arrive(server.base, link, k),
+                arrive=lambda k, link=link, kept=kept: kept.setdefault(
+                    k, arrive(server.base, link, k)
+                ),
                 play=lambda k, arrived, deadline: play(server.base, k, arrived, deadline),
                 seconds=seconds,
                 server=server,
             )
             runs[label] = (study, crowd)
+        minimal.append(baseline.minimal_run(server, args.participants, args.minimal_seconds))
+    # The counting pass: the bulk run's first participants go on, through a counting server.
+    counted, count_errors = baseline.count_pass(
+        env,
+        clients=min(args.count_participants, len(arrived_bulk)),
+        seconds=harness.bounded_seconds(args.count_seconds),
+        arrive=lambda base, k: baseline.moved(arrived_bulk[k], base),
+        play=lambda base, k, arrived, deadline: play(base, k, arrived, deadline),
+    )
+    runs["bulk"][1].errors.extend(count_errors)
     result = {
         "when": harness.now_iso(),
         "python_speed_s_per_1e7_additions": speed,
@@ -122,13 +161,83 @@ def main() -> None:
         "gunicorn_workers": args.workers,
         "gunicorn_cpu_seconds_both_runs": server.cpu_seconds,
         "mode": "vicr (game phase, seconds_before_submit=0)",
+        "code": str(harness.TREE),
+        "minimal": minimal,
+        "queries_per_request": baseline.query_summary(counted),
     }
     ok = True
     for label, (study, crowd) in runs.items():
-        result[label], passed = run_result(study, crowd, race=label == "race")
+        extra = counted if label == "bulk" else []
+        result[label], passed = run_result(study, crowd, race=label == "race", extra=extra)
+        result[label]["cpu_per_request_vs_minimal"] = baseline.ratios(
+            result[label]["cpu_ms_per_request"], minimal
+        )
         ok = ok and passed
-    harness.write_result("assign", result)
+    harness.write_result("assign", result, args.result_file)
     if not ok:
+        sys.exit(1)
+
+
+def compare(args) -> None:
+    """Old tree, then this checkout (``--rounds`` times), each as a child run; both printed."""
+    argv = baseline.without(sys.argv[1:], baseline.PARENT_ONLY)
+    runs = baseline.compare_trees(
+        __file__, argv, args.old_tree, args.database, args.rounds, args.new_tree
+    )
+    rows = []
+    for label, run in runs:
+        for phase in ("race", "bulk"):
+            measured = run.get(phase) or {}
+            ratio = measured.get("cpu_per_request_vs_minimal") or {}
+            integrity = measured.get("integrity") or {}
+            queries = run.get("queries_per_request") or {}
+            rows.append(
+                [
+                    label,
+                    phase,
+                    (run.get("minimal") or [{}])[0].get("load_average_at_start"),
+                    measured.get("load_average_at_end"),
+                    ratio.get("minimal_gunicorn_ms_per_request"),
+                    ratio.get("gunicorn_ms_per_request"),
+                    ratio.get("ratio_to_minimal"),
+                    ratio.get("postgres_ms_per_request"),
+                    (queries.get("next") or {}).get("besides_session"),
+                    (queries.get("submit") or {}).get("besides_session"),
+                    (queries.get("feedback") or {}).get("besides_session"),
+                    measured.get("judgments_per_second"),
+                    f"{integrity.get('sent')} / {integrity.get('stored')}",
+                    integrity.get("ok"),
+                ]
+            )
+    table = baseline.markdown_table(
+        [
+            "code",
+            "run",
+            "load start",
+            "load end",
+            "/ping gunicorn ms",
+            "gunicorn ms/request",
+            "ratio",
+            "PostgreSQL ms/request",
+            "queries GET next",
+            "queries POST",
+            "queries feedback GET",
+            "judgments/s",
+            "sent / stored",
+            "checks ok",
+        ],
+        rows,
+    )
+    print(table)
+    harness.write_result(
+        "assign-compare",
+        {
+            "when": harness.now_iso(),
+            "runs": [{**run, "code": code} for code, run in runs],
+            "table": table,
+        },
+    )
+    if any(run.get("exit_status") for _label, run in runs):
         sys.exit(1)
 
 
@@ -151,13 +260,17 @@ def play(base: str, k: int, arrived: dict, deadline: float) -> dict:
     submit_latencies: list[float] = []
     submitted_at: list[float] = []
     errors: list[str] = []
+    counts: dict = {}  # statement counts, from a counting server only
+    http_requests = 0  # GET next, POST, the redirect's GET
     finished = False
     while time.monotonic() < deadline:
         began = time.perf_counter()
         page = session.get(next_url, timeout=harness.REQUEST_TIMEOUT)
         next_latencies.append(time.perf_counter() - began)
+        baseline.record_queries(counts, "next", page)
         action = FORM_ACTION.search(page.text)
         if action is None:
+            http_requests += 1
             finished = page.status_code == 200 and "Thank you" in page.text
             if not finished:
                 errors.append(f"bench-{k}: GET next {page.status_code} {page.text[:200]!r}")
@@ -176,6 +289,12 @@ def play(base: str, k: int, arrived: dict, deadline: float) -> dict:
             timeout=harness.REQUEST_TIMEOUT,
         )
         submit_latencies.append(time.perf_counter() - began)
+        # GET next, the POST and, after its redirect (issue 42; requests follows it), the
+        # feedback page's GET: each a request to the server, counted as one.
+        http_requests += 2 + len(answer.history)
+        for hop in answer.history:
+            baseline.record_queries(counts, "submit", hop)
+        baseline.record_queries(counts, "feedback" if answer.history else "submit", answer)
         if 200 <= answer.status_code < 400 and 'id="vicr-next"' in answer.text:
             sent.append((f"bench-{k}", token, rating))
             submitted_at.append(time.monotonic())
@@ -188,23 +307,39 @@ def play(base: str, k: int, arrived: dict, deadline: float) -> dict:
         "last_submit": max(submitted_at, default=None),
         "finished": finished,
         "errors": errors,
+        "http_requests": http_requests,
+        **counts,
     }
 
 
-def run_result(study, crowd: harness.Crowd, *, race: bool) -> tuple[dict, bool]:
-    sent = [row for played in crowd.results for row in played["sent"]]
-    errors = crowd.errors + [error for played in crowd.results for error in played["errors"]]
+def run_result(
+    study, crowd: harness.Crowd, *, race: bool, extra: list[dict] = ()
+) -> tuple[dict, bool]:
+    """The run's numbers and checks; ``extra``: the counting pass's results on the same
+    study, whose submissions the check counts too (not its timing)."""
+    sent = [row for played in [*crowd.results, *extra] for row in played["sent"]]
+    errors = crowd.errors + [
+        error for played in [*crowd.results, *extra] for error in played["errors"]
+    ]
     check = integrity_check(study, sent)
     measured = {
         "seconds": round(crowd.elapsed, 2),
         "load_average_at_start": crowd.load_at_start,
         "load_average_at_end": crowd.load_at_end,
         "cpu": crowd.cpu,
+        # Per HTTP request: GET next, the POST and its redirect's GET (the feedback page).
+        "http_requests": sum(p["http_requests"] for p in crowd.results),
         "cpu_ms_per_request": harness.cpu_per_request(
-            crowd.cpu, sum(len(p["next"]) + len(p["submit"]) for p in crowd.results)
+            crowd.cpu, sum(p["http_requests"] for p in crowd.results)
         ),
-        "judgments": len(sent),
-        "judgments_per_second": round(len(sent) / crowd.elapsed, 1),
+        # Per judgment (GET next + POST + feedback GET), the unit of the issue-27 tables.
+        "cpu_ms_per_judgment": harness.cpu_per_request(
+            crowd.cpu, sum(len(played["sent"]) for played in crowd.results)
+        ),
+        "judgments": sum(len(played["sent"]) for played in crowd.results),
+        "judgments_per_second": round(
+            sum(len(played["sent"]) for played in crowd.results) / crowd.elapsed, 1
+        ),
         "next_ms": harness.summary([t for played in crowd.results for t in played["next"]]),
         "submit_ms": harness.summary([t for played in crowd.results for t in played["submit"]]),
         "participants_told_nothing_left": sum(1 for played in crowd.results if played["finished"]),

@@ -4,7 +4,8 @@ Not a test. Needs a local PostgreSQL server (loopback, trust auth); takes about 
 
     .venv/bin/python bench/humanr_load.py [--workers 200] [--images 1500] [--seconds 45] \
         [--gunicorn-workers 4] [--server postgres://postgres@127.0.0.1:5432] \
-        [--database capeval_bench_humanr]
+        [--database capeval_bench_humanr] [--minimal-seconds 10] [--count-seconds 5] \
+        [--count-workers 4]
 
 1. (Re)creates the scratch database and migrates it (``manage.py migrate``).
 2. Builds a live HUMANr study: ``--images`` images (rows without files), each with three
@@ -29,6 +30,12 @@ Not a test. Needs a local PostgreSQL server (loopback, trust auth); takes about 
    target, no worker saw a comparison twice, and no worker met an image twice (shown, or
    through a caption of it, in a comparison or an attention check: the exposure rule).
 
+The ratio (issue 48, ``_baseline.py``): as many clients GET ``/ping`` (through the full
+middleware, no work) on the same gunicorn for ``--minimal-seconds`` before and after the
+run; the run's gunicorn CPU per request is reported as a multiple of it. Then
+``--count-workers`` of the workers go on for ``--count-seconds`` through a counting gunicorn
+(``_count_wsgi.py``): queries per request kind; their answers are checked with the run's.
+
 Prints responses/s, latency percentiles of the answer POST and of the trial page GET and the
 CPU the clients, gunicorn and the machine used, and writes JSON to ``bench/results/``
 (git-ignored). Exits 1 if a check fails. The database, gunicorn and the bounded crowd of
@@ -45,6 +52,7 @@ import time
 from collections import Counter
 from urllib.parse import urljoin
 
+import _baseline as baseline
 import _harness as harness
 
 FORM = re.compile(r'<form method="post" action="([^"]+)" class="hr-form"')
@@ -61,12 +69,19 @@ def main() -> None:
     parser.add_argument("--gunicorn-workers", type=int, default=4)
     parser.add_argument("--server", default=harness.DEFAULT_SERVER)
     parser.add_argument("--database", default="capeval_bench_humanr")
+    parser.add_argument("--minimal-seconds", type=float, default=10)
+    parser.add_argument("--count-seconds", type=float, default=5)
+    parser.add_argument("--count-workers", type=int, default=4)
+    parser.add_argument("--result-file", help="write the JSON result here")
     args = parser.parse_args()
     seconds = harness.bounded_seconds(args.seconds)
     env = harness.prepare_database(args.server, args.database)
     study, link = build_study(args.images)
     groups = study.items.count()
+    minimal = []
+    kept: dict[int, dict] = {}
     with harness.gunicorn(env, workers=args.gunicorn_workers) as server:
+        minimal.append(baseline.minimal_run(server, args.workers, args.minimal_seconds))
         print(
             f"gunicorn ({args.gunicorn_workers} workers) on {server.base}; {args.workers} crowd "
             f"workers, {groups} groups, {seconds:.0f} s",
@@ -74,16 +89,36 @@ def main() -> None:
         )
         crowd = harness.run_crowd(
             args.workers,
-            arrive=lambda k: arrive(server.base, link, k),
+            arrive=lambda k: kept.setdefault(k, arrive(server.base, link, k)),
             play=lambda k, arrived, deadline: answer_until_deadline(
                 server.base, k, arrived, deadline
             ),
             seconds=seconds,
             server=server,
         )
-    sent = [row for run in crowd.results for row in run["sent"]]
-    errors = crowd.errors + [error for run in crowd.results for error in run["errors"]]
+        minimal.append(baseline.minimal_run(server, args.workers, args.minimal_seconds))
+    counted, count_errors = baseline.count_pass(
+        env,
+        clients=min(args.count_workers, len(kept)),
+        seconds=harness.bounded_seconds(args.count_seconds),
+        arrive=lambda base, k: baseline.moved(kept[k], base),
+        play=answer_until_deadline,
+    )
+    sent = [row for run in [*crowd.results, *counted] for row in run["sent"]]
+    errors = (
+        crowd.errors
+        + count_errors
+        + [error for run in [*crowd.results, *counted] for error in run["errors"]]
+    )
     check = integrity_check(study, sent)
+    timed = sum(len(run["sent"]) for run in crowd.results)
+    cpu_ms = harness.cpu_per_request(
+        crowd.cpu,
+        sum(
+            len(run["get"]) + len(run["post"]) + run["doubles"] + run["ends"]
+            for run in crowd.results
+        ),
+    )
     result = {
         "when": harness.now_iso(),
         "crowd_workers": args.workers,
@@ -95,15 +130,12 @@ def main() -> None:
         "load_average_at_start": crowd.load_at_start,
         "load_average_at_end": crowd.load_at_end,
         "cpu": crowd.cpu,
-        "cpu_ms_per_request": harness.cpu_per_request(
-            crowd.cpu,
-            sum(
-                len(run["get"]) + len(run["post"]) + run["doubles"] + run["ends"]
-                for run in crowd.results
-            ),
-        ),
-        "responses": len(sent),
-        "responses_per_second": round(len(sent) / crowd.elapsed, 1),
+        "cpu_ms_per_request": cpu_ms,
+        "cpu_per_request_vs_minimal": baseline.ratios(cpu_ms, minimal),
+        "queries_per_request": baseline.query_summary(counted),
+        "minimal": minimal,
+        "responses": timed,
+        "responses_per_second": round(timed / crowd.elapsed, 1),
         "groups_finished": sum(run["finished"] for run in crowd.results),
         "double_posts": sum(run["doubles"] for run in crowd.results),
         "answer_post_ms": harness.summary([t for run in crowd.results for t in run["post"]]),
@@ -112,7 +144,7 @@ def main() -> None:
         "error_count": len(errors),
         "integrity": check,
     }
-    harness.write_result("humanr_load", result)
+    harness.write_result("humanr_load", result, args.result_file)
     if not check["ok"] or errors:
         sys.exit(1)
 
@@ -197,6 +229,7 @@ def answer_until_deadline(base: str, k: int, arrived: dict, deadline: float) -> 
             began = time.perf_counter()
             page = session.get(next_url, timeout=harness.REQUEST_TIMEOUT)
             run["get"].append(time.perf_counter() - began)
+            baseline.record_queries(run, "get", page)
             form = FORM.search(page.text)
             if form is None:
                 if page.status_code != 200:
@@ -217,6 +250,7 @@ def answer_until_deadline(base: str, k: int, arrived: dict, deadline: float) -> 
                 base + action, data=data, allow_redirects=False, timeout=harness.REQUEST_TIMEOUT
             )
             run["post"].append(time.perf_counter() - began)
+            baseline.record_queries(run, "post", answer)
             if rng.random() < 0.02:  # a double click: the stored answer comes back
                 again = session.post(
                     base + action,
@@ -233,6 +267,7 @@ def answer_until_deadline(base: str, k: int, arrived: dict, deadline: float) -> 
                 run["sent"].append((pid, token, part, raw))
                 end = session.get(urljoin(answer.url, where), timeout=harness.REQUEST_TIMEOUT)
                 run["ends"] += 1
+                baseline.record_queries(run, "end_of_group", end)
                 if end.status_code == 200 and "Group complete" in end.text:
                     run["finished"] += 1
                     if 'id="completion-code"' not in end.text:
