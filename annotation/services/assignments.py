@@ -24,26 +24,24 @@ with answered parts, a HUMANr group) may still be resumed while waiting. Registe
 are exempt.
 """
 
+import copy
 import random
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import BigIntegerField, Expression, F, FilteredRelation, Q, QuerySet
+from django.db.models import BigIntegerField, Exists, Expression, F, Q, QuerySet
 from django.db.models.functions import Cast
 from django.utils import timezone
 
 from annotation.errors import ServiceError, TooFast
-from annotation.identities import linked_q
-from annotation.models import Assignment, Item, Judgment, Participant, Study
+from annotation.models import Assignment, Item, Judgment, Participant, Study, new_token
 from annotation.models.crowd import crowd_left
 from annotation.modes import catch, get_mode
 from annotation.modes.base import Mode, screen_out_reason
+from annotation.services import assignment_sql
 from annotation.services.judgments import participant_settle_exhausted
 
-# A claim can only fail if a candidate's capacity changed between reading and claiming it
-# (not possible while its row is locked); a few retries cover databases without row locks.
-CLAIM_ATTEMPTS = 3
 RELEASE_BATCH = 10_000
 #: Participant flag kept when a lapsed lease is reopened (its own lapse record is reused).
 LAPSE_FLAG = "lease_lapsed"
@@ -77,26 +75,6 @@ def _drawn_position(participant: Participant) -> Expression:
     return (Cast("position", BigIntegerField()) * a + b) % PRIME
 
 
-def _lock_first(candidates: QuerySet[Item]) -> int | None:
-    """Lock and return the first candidate's id, preferring rows nobody else holds.
-
-    Only the id is selected: the database sorts every candidate, and narrow rows sort faster.
-    """
-    if not connection.features.has_select_for_update:
-        return candidates.values_list("id", flat=True).first()
-    if connection.features.has_select_for_update_skip_locked:
-        free = (
-            candidates.select_for_update(skip_locked=True, of=("self",))
-            .values_list("id", flat=True)
-            .first()
-        )
-        if free is not None:
-            return free
-    # Every candidate is held by a concurrent lease: wait for one rather than tell the
-    # participant that nothing is left while capacity may remain after the others commit.
-    return candidates.select_for_update(of=("self",)).values_list("id", flat=True).first()
-
-
 def _release(assignment_id: int, item_id: int) -> bool:
     """Release one open lease and give its slot back; False if it was no longer open.
 
@@ -111,67 +89,33 @@ def _release(assignment_id: int, item_id: int) -> bool:
     return bool(released)
 
 
-def _open_leases_from_network(participant: Participant, now: datetime) -> int:
-    """Open leases held by the participant's network (an IPv4 address or an IPv6 /64, or
-    the shared bucket of unreadable addresses), so one /64 cannot hold a slot per address."""
-    return Assignment.objects.filter(
-        participant__study_id=participant.study_id,
-        participant__network=participant.network,
-        status=Assignment.Status.OPEN,
-        expires_at__gt=now,
-    ).count()
-
-
-def lapse_wait_until(*, participant: Participant, now: datetime) -> datetime | None:
+def lapse_wait_until(read: assignment_sql.Worker, now: datetime) -> datetime | None:
     """Until when the participant's linked identity gets no new lease for letting leases
-    lapse, or None if it may have one now (the rule is in the module docstring).
+    lapse, or None if it may have one now (the rule is in the module docstring), from what
+    ``LOCK_WORKER`` read.
 
     A lapse is a crowd lease that reached its expiry unanswered and was not given back by a
     researcher (``released_by``); it counts from its expiry, whether or not it has been
     released yet. A lapsed lease reopened for the same item (the least taken item is often
     the one just lapsed) leaves a ``lease_lapsed`` flag on its participant first, so
-    re-claiming one item over and over counts every time.
+    re-claiming one item over and over counts every time. The rule needs only how many
+    lapses there are and the latest one.
     """
-    window = timedelta(seconds=settings.CAPEVAL_LAPSE_WINDOW_SECONDS)
-    since = now - window
-    # One query for both records of a lapse (asked on every crowd claim): each linked crowd
-    # participant's flags, LEFT JOINed to its lapsed leases in the window, so a participant
-    # with flags and no lapsed lease still comes back (with None) and each lapsed lease is
-    # one row, counted once, as the lapse limit counts them.
-    lapsed_lease = FilteredRelation(
-        "assignments",
-        condition=Q(
-            assignments__status__in=(Assignment.Status.OPEN, Assignment.Status.RELEASED),
-            assignments__submitted_at__isnull=True,
-            assignments__released_by="",
-            assignments__expires_at__lte=now,
-            assignments__expires_at__gt=since,
-        ),
-    )
-    rows = (
-        Participant.objects.filter(linked_q(participant))
-        .exclude(source=Participant.Source.ACCOUNT)
-        .annotate(lapsed_lease=lapsed_lease)
-        .values_list("pk", "flags", "lapsed_lease__expires_at")
-    )
-    flags_of: dict[int, list] = {}
-    expiries = []
-    for pk, flags, expires_at in rows:
-        flags_of[pk] = flags or []
-        if expires_at is not None:
-            expiries.append(expires_at)
+    since = now - timedelta(seconds=settings.CAPEVAL_LAPSE_WINDOW_SECONDS)
     flagged = [
         datetime.fromisoformat(flag["at"])
-        for flags in flags_of.values()
-        for flag in flags
+        for flags in read.lapse_flags
+        for flag in flags or []
         if isinstance(flag, dict) and flag.get("kind") == LAPSE_FLAG
     ]
-    expiries = sorted([at for at in flagged if since < at <= now] + expiries, reverse=True)
-    if not expiries:
+    flagged = [at for at in flagged if since < at <= now]
+    count = len(flagged) + read.lapsed_count
+    if not count:
         return None
-    until = expiries[0] + timedelta(seconds=settings.CAPEVAL_LAPSE_WAIT_SECONDS)
-    if len(expiries) >= settings.CAPEVAL_LAPSE_LIMIT:
-        until = max(until, expiries[0] + timedelta(seconds=settings.CAPEVAL_LAPSE_BAR_SECONDS))
+    latest = max([*flagged, *([read.lapsed_latest] if read.lapsed_latest else [])])
+    until = latest + timedelta(seconds=settings.CAPEVAL_LAPSE_WAIT_SECONDS)
+    if count >= settings.CAPEVAL_LAPSE_LIMIT:
+        until = max(until, latest + timedelta(seconds=settings.CAPEVAL_LAPSE_BAR_SECONDS))
     return until if until > now else None
 
 
@@ -186,7 +130,11 @@ def _release_lapsed_in_study(study_id: int, now: datetime) -> int:
 
 
 def assignment_next(
-    *, participant: Participant, now: datetime | None = None, mode: Mode | None = None
+    *,
+    participant: Participant,
+    now: datetime | None = None,
+    mode: Mode | None = None,
+    study: Study | None = None,
 ) -> Assignment | None:
     """Return the participant's open lease, or lease them the next item that needs judgments.
 
@@ -194,36 +142,71 @@ def assignment_next(
     taken item (judgments plus open leases) that they have not had in this round and that
     still has capacity. Returns None when nothing is left for them or the study is not live.
     The lease comes with its item and its participant (as locked, with the study) loaded.
-    ``mode`` is the study's mode when the caller (the view) has looked it up already.
+    ``mode`` and ``study`` are the study's mode and row when the caller (the view) has them
+    already (the study as read this request); otherwise they are looked up.
     """
     now = now or timezone.now()
     with transaction.atomic():
-        locked = _lock_worker(participant)
-        if locked is None or not _may_be_served(locked):
+        if study is None:
+            study = Study.objects.filter(pk=participant.study_id).first()
+            if study is None:
+                return None
+        worker = _lock_worker(participant, study, now)
+        if worker is None:
+            return None
+        locked, read = worker
+        if not _may_be_served(locked):
             return None
         if mode is None:
-            mode = get_mode(locked.study.mode)
+            mode = get_mode(study.mode)
         round_number = mode.current_round(locked)
+        # The common case in one statement: no lease of theirs to return, give back or
+        # reopen (checked by the claim itself), no lapse to wait out, the network under its
+        # limit. Anything else, or nothing to claim, takes the full path below.
+        fresh = not read.holds_lease and lapse_wait_until(read, now) is None
+        if fresh and not _network_full(locked, mode, read):
+            lease = _claim_fresh(locked, mode, round_number, now)
+            if lease is not None:
+                return lease
         leases = _leases_that_matter(locked, round_number)
         for lease in leases:
             if lease.status == Assignment.Status.OPEN and lease.expires_at > now:
                 lease.participant = locked
-                # Its item is read only here: most requests find no open lease (they are
-                # served a new item), and joining the item into the read above cost every
-                # request the join's building (issue 27).
-                lease.item = Item.objects.get(pk=lease.item_id)
                 return lease
         released = _give_back_own_lapsed(leases, round_number)
-        waiting, resumable = _lapse_wait(locked, released, now)
-        _check_network_leases(locked, mode, now)
+        waiting, resumable = _lapse_wait(locked, released, now, read)
+        _check_network_leases(locked, mode, read.network_leases)
         candidates = _candidates(locked, mode, round_number)
         if waiting is not None:
             candidates = candidates.filter(pk__in=resumable)
         return _claim(participant, locked, mode, candidates, round_number, released, waiting, now)
 
 
-def _lock_worker(participant: Participant) -> Participant | None:
-    """Lock the participant's row (and its browser-mates'), with the study; None if gone.
+def _claim_fresh(
+    locked: Participant, mode: Mode, round_number: int, now: datetime
+) -> Assignment | None:
+    """Claim and lease the next item if the participant holds no lease that matters (open,
+    or released this round): the claim's own statement checks that, after the lock, so a
+    lease another tab of theirs took while this request waited is seen. None otherwise, or
+    when nothing could be claimed without waiting; the caller then takes the full path."""
+    mine = Assignment.objects.filter(participant_id=locked.pk).filter(
+        Q(status=Assignment.Status.OPEN) | Q(status=Assignment.Status.RELEASED, round=round_number)
+    )
+    candidates = _candidates(locked, mode, round_number).filter(~Exists(mine))
+    seconds = lease_seconds(participant=locked, mode=mode)
+    new = _new_lease(locked, round_number, now, seconds, released={})
+    claimed = assignment_sql.claim(candidates, wait=False, lease=new)
+    if claimed is None:
+        return None
+    return _leased(locked, claimed, new, round_number, now, seconds, released={})
+
+
+def _lock_worker(
+    participant: Participant, study: Study, now: datetime
+) -> tuple[Participant, assignment_sql.Worker] | None:
+    """Lock the participant's row (and its browser-mates') and read their leases; None if
+    the participant is gone. Returns the participant as locked (the caller's copy with the
+    locked columns and ``study``) and what ``LOCK_WORKER`` read.
 
     Its own step: this is the first lock of the order shared with ``judgment_submit``, and
     every later step reads the participant as locked here.
@@ -234,16 +217,17 @@ def _lock_worker(participant: Participant) -> Participant | None:
     # met): lock them all, in id order, so two of them are never served from one state.
     # No deadlock: judgment_submit locks only its own participant row, and every claim
     # takes browser-mates in the same order.
-    same_worker = Q(pk=participant.pk)
-    if participant.browser_id:
-        same_worker |= Q(study_id=participant.study_id, browser_id=participant.browser_id)
-    rows = list(
-        Participant.objects.select_for_update(of=("self",))
-        .select_related("study")
-        .filter(same_worker)
-        .order_by("pk")
-    )
-    return next((row for row in rows if row.pk == participant.pk), None)
+    since = now - timedelta(seconds=settings.CAPEVAL_LAPSE_WINDOW_SECONDS)
+    crowd = participant.source != Participant.Source.ACCOUNT
+    read = assignment_sql.lock_worker(participant, crowd=crowd, now=now, since=since)
+    if not read.locked:
+        return None
+    # A copy: the caller's participant changes only where the docstrings say (settling).
+    locked = copy.copy(participant)
+    for name, value in read.locked.items():
+        setattr(locked, name, value)
+    locked.study = study
+    return locked, read
 
 
 def _may_be_served(locked: Participant) -> bool:
@@ -272,8 +256,10 @@ def _leases_that_matter(locked: Participant, round_number: int) -> list[Assignme
     # One read for every lease that matters here: the open ones (the current lease, or
     # lapsed ones to give back) and this round's released ones, since an item that comes
     # back to them reopens its old lease (one lease per participant, item and round).
+    # With their items: an open one is returned with it (a reload).
     return list(
         Assignment.objects.filter(participant=locked)
+        .select_related("item")
         .filter(
             Q(status=Assignment.Status.OPEN)
             | Q(status=Assignment.Status.RELEASED, round=round_number)
@@ -300,14 +286,17 @@ def _give_back_own_lapsed(leases: list[Assignment], round_number: int) -> dict[i
 
 
 def _lapse_wait(
-    locked: Participant, released: dict[int, Assignment], now: datetime
+    locked: Participant,
+    released: dict[int, Assignment],
+    now: datetime,
+    read: assignment_sql.Worker,
 ) -> tuple[ServiceError | None, list[int]]:
     """The refusal a crowd worker waiting out a lapse gets, and the items they may still
     resume meanwhile; raises it at once if there are none. Its own step: the lapse rule
     (module docstring) narrows the claim rather than ending it."""
     if locked.source == Participant.Source.ACCOUNT:
         return None, []
-    wait_until = lapse_wait_until(participant=locked, now=now)
+    wait_until = lapse_wait_until(read, now)
     if wait_until is None:
         return None, []
     minutes = max(1, -(-int((wait_until - now).total_seconds()) // 60))
@@ -328,12 +317,21 @@ def _lapse_wait(
     return waiting, resumable
 
 
-def _check_network_leases(locked: Participant, mode: Mode, now: datetime) -> None:
+def _network_full(locked: Participant, mode: Mode, read: assignment_sql.Worker) -> bool:
+    """Whether the crowd worker's network holds the study's limit of open leases."""
+    if not locked.network or locked.source == Participant.Source.ACCOUNT:
+        return False
+    return read.network_leases >= mode.settings(locked.study).crowd_open_leases_per_address
+
+
+def _check_network_leases(locked: Participant, mode: Mode, network_leases: int) -> None:
     """Refuse a crowd worker whose network holds the study's limit of open leases. Its own
     step: a limit on the network, not on this participant."""
     if locked.network and locked.source != Participant.Source.ACCOUNT:
         limit = mode.settings(locked.study).crowd_open_leases_per_address
-        if _open_leases_from_network(locked, now) >= limit:
+        # Counted by LOCK_WORKER (open unexpired leases of the network in the study): an
+        # IPv4 address or IPv6 /64, so one /64 cannot hold a slot per address.
+        if network_leases >= limit:
             raise TooFast(
                 "Your network already holds as many open tasks in this study as it "
                 "allows. Please finish or leave those first, then reload this page.",
@@ -367,42 +365,89 @@ def _claim(
     waiting: ServiceError | None,
     now: datetime,
 ) -> Assignment | None:
-    """Lock the first candidate and take a slot of it by the conditional UPDATE; lease it.
+    """Claim the first candidate by the conditional UPDATE and lease it (``assignment_sql``).
 
-    Its own step: the retry loop that makes the capacity check safe without row locks.
-    When nothing is left, settles a crowd worker (``participant`` then carries the state
-    that left) and returns None, or raises ``waiting``.
+    Its own step: the fallbacks when nothing could be claimed. Then settles a crowd worker
+    (``participant`` then carries the state that left) and returns None, or raises
+    ``waiting``.
     """
-    tried: list[int] = []
-    gave_back_lapsed = False
-    for _ in range(CLAIM_ATTEMPTS + 1):
-        # (No empty exclude on the first try: building it costs every claim a filter.)
-        untried = candidates.exclude(pk__in=tried) if tried else candidates
-        item_id = _lock_first(untried)
-        if item_id is None and not gave_back_lapsed:
-            # Capacity may be held by lapsed leases nobody has released yet (no beat, or
-            # not yet): give them back now and look once more.
-            gave_back_lapsed = True
-            if _release_lapsed_in_study(locked.study_id, now):
-                item_id = _lock_first(untried)
-        if item_id is None:
-            if waiting is not None:
-                raise waiting
-            # Nothing left for them: a crowd worker who did everything offered is paid
-            # for it, never told to return (issue 46, row 2; the mode decides).
-            participant_settle_exhausted(participant=locked, now=now, mode=mode)
-            for name in ("state", "flags", "completed_at"):
-                setattr(participant, name, getattr(locked, name))
-            return None
-        tried.append(item_id)
-        claimed = _with_capacity(Item.objects.filter(pk=item_id)).update(
-            open_lease_count=F("open_lease_count") + 1
-        )
-        if claimed:
-            item = Item.objects.get(pk=item_id)
-            seconds = lease_seconds(participant=locked, mode=mode)
-            return _lease(locked, item, round_number, now, seconds, released.get(item_id))
-    return None
+    seconds = lease_seconds(participant=locked, mode=mode)
+    new = _new_lease(locked, round_number, now, seconds, released=released)
+    claimed = _claim_first(candidates, new)
+    # Capacity may be held by lapsed leases nobody has released yet (no beat, or not yet):
+    # give them back now and look once more.
+    if claimed is None and _release_lapsed_in_study(locked.study_id, now):
+        claimed = _claim_first(candidates, new)
+    if claimed is None:
+        if waiting is not None:
+            raise waiting
+        # Nothing left for them: a crowd worker who did everything offered is paid
+        # for it, never told to return (issue 46, row 2; the mode decides).
+        participant_settle_exhausted(participant=locked, now=now, mode=mode)
+        for name in ("state", "flags", "completed_at"):
+            setattr(participant, name, getattr(locked, name))
+        return None
+    return _leased(locked, claimed, new, round_number, now, seconds, released=released)
+
+
+def _new_lease(
+    locked: Participant,
+    round_number: int,
+    now: datetime,
+    seconds: int,
+    *,
+    released: dict[int, Assignment],
+) -> dict:
+    """The columns of the lease a claim inserts (``assignment_sql.claim``'s ``lease``)."""
+    return {
+        "participant_id": locked.pk,
+        "round": round_number,
+        "token": new_token(),
+        "served_at": now,
+        "expires_at": now + timedelta(seconds=seconds),
+        "released": list(released),
+    }
+
+
+def _leased(
+    locked: Participant,
+    claimed: tuple[Item, int | None],
+    new: dict,
+    round_number: int,
+    now: datetime,
+    seconds: int,
+    *,
+    released: dict[int, Assignment],
+) -> Assignment:
+    """The lease of a claimed item: the one the claim inserted (PostgreSQL), else inserted
+    or reopened now (SQLite, or an item that comes back to them this round)."""
+    item, lease_id = claimed
+    if lease_id is None:
+        return _lease(locked, item, round_number, now, seconds, released.get(item.pk))
+    lease = Assignment(
+        id=lease_id,
+        participant=locked,
+        item=item,
+        round=round_number,
+        token=new["token"],
+        status=Assignment.Status.OPEN,
+        served_at=now,
+        expires_at=new["expires_at"],
+        submitted_at=None,
+        released_by="",
+    )
+    lease._state.adding, lease._state.db = False, connection.alias
+    return lease
+
+
+def _claim_first(candidates: QuerySet[Item], new: dict) -> tuple[Item, int | None] | None:
+    """Claim a slot of the first candidate nobody else holds; if every candidate is held by
+    a concurrent claim (PostgreSQL), wait for one rather than tell the participant that
+    nothing is left while capacity may remain after the others commit."""
+    claimed = assignment_sql.claim(candidates, wait=False, lease=new)
+    if claimed is None and connection.vendor == "postgresql":
+        claimed = assignment_sql.claim(candidates, wait=True, lease=new)
+    return claimed
 
 
 def lease_seconds(*, participant: Participant, mode: Mode | None = None) -> int:

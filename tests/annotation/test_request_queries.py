@@ -22,9 +22,11 @@ from tests.factories.vicr import in_game, play, vicr_study
 
 pytestmark = pytest.mark.django_db
 
-#: Session, the participant with its study, the lease (participant lock, leases, the lapse rule's
-#: one query, candidate lock, claim, item, insert), and the pair's caption with its image.
-GET_NEXT_QUERIES = 10
+#: Session, the participant with its study, the study again (the view does not hand it over
+#: yet), the lease (issue 48, ``services/assignment_sql.py``: the participant lock with the
+#: lapse rule's counts, then the claim: on PostgreSQL choose, claim and insert in one
+#: statement, on SQLite the claim and then the insert), and the pair's caption with its image.
+GET_NEXT_QUERIES = {"postgresql": 6, "sqlite": 7}
 #: Session, the participant with its study, the submission (participant lock, lease lock, item
 #: lock, the pair's caption with its image, the pool, insert, lease, item and participant
 #: updates); the view builds the feedback (with the leaderboard) only to choose where to
@@ -75,7 +77,7 @@ def test_next_and_submit_queries_are_pinned(client, researcher, monkeypatch):
         assert feedback.status_code == 200 and 'id="vicr-next"' in feedback.content.decode()
         get_sql, post_sql = _counted(shown), _counted(submitted)
         feedback_sql = _counted(fed_back)
-        assert len(get_sql) == GET_NEXT_QUERIES, (round_number, get_sql)
+        assert len(get_sql) == GET_NEXT_QUERIES[connection.vendor], (round_number, get_sql)
         first_board = LEADERBOARD_MISS if round_number == 0 else 0
         assert len(post_sql) == POST_SUBMIT_QUERIES + first_board, (round_number, post_sql)
         assert len(feedback_sql) == GET_FEEDBACK_QUERIES, (round_number, feedback_sql)

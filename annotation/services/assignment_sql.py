@@ -1,0 +1,286 @@
+"""The statements of ``assignments.assignment_next``'s common path, written by hand (issue 48).
+
+Serving an item took ten ORM queries, each costing the web worker more in SQL building than
+the database its work. Here the common path is two statements: ``LOCK_WORKER`` (the lock,
+the participant's leases, and for a crowd worker the lapse rule's and the network limit's
+counts) and a claim (``CLAIM_POSTGRESQL``: choose, take the slot and insert the lease in one
+statement; ``CLAIM_SQLITE`` chooses and takes the slot, the lease is then inserted). Rare
+paths (a lapse, a reopened lease, nothing left) keep the ORM code of ``assignments.py``.
+
+Both vendors: PostgreSQL locks rows (``FOR UPDATE``, ``SKIP LOCKED``) and takes
+data-modifying CTEs; SQLite (3.35+ for ``RETURNING``) has neither row locks nor writes in a
+CTE, but its write transaction (``BEGIN IMMEDIATE``, settings) serializes every writer, so
+what the locks guarantee on PostgreSQL holds there by construction. Lock order, as in
+``assignments.py``: participant rows, then item rows.
+
+Table and column names come from the models' ``_meta``; the candidates come from the mode
+(``eligible_items``, a queryset) compiled by the ORM and embedded as a subquery.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.core.exceptions import EmptyResultSet
+from django.db import connection
+from django.db.models import Model, QuerySet
+
+from annotation.models import Assignment, Item, Participant
+
+P = Participant._meta.db_table
+A = Assignment._meta.db_table
+I = Item._meta.db_table  # noqa: E741 (the item table, as P and A name theirs)
+
+#: The participant columns a claim reads as locked (everything else the view read holds).
+LOCKED_FIELDS = ("id", "state", "status", "flags", "completed_at")
+#: Every concrete column of an item, in model order (a claimed row becomes an instance).
+ITEM_FIELDS = tuple(f.attname for f in Item._meta.concrete_fields)
+
+
+def _columns(alias: str, model: type[Model], names: tuple[str, ...]) -> str:
+    return ", ".join(f'{alias}."{model._meta.get_field(name).column}"' for name in names)
+
+
+#: Lock the worker's participant rows: the participant and its browser-mates, in id order
+#: (``assignments._lock_worker``'s rule), reading the participant's columns as locked (on
+#: PostgreSQL a row changed by a transaction this one waited for is read as it committed).
+#: Leases are not read here: on PostgreSQL a statement that waits for a lock reads other
+#: rows as they were when it began, so a lease written by the request it waited for (two
+#: tabs) would be missed; the claim checks them in its own, later statement instead. Only
+#: a hint is read, whether the participant holds an open lease (a reload, or one to give
+#: back): then the caller reads the leases at once. A stale hint costs a statement, never
+#: a wrong answer: the claim's own check, and the full path, read after the lock.
+#: ``{extra}`` is ``LAPSE_COLUMNS`` for a crowd worker, else empty; ``{lock}`` is
+#: ``FOR UPDATE OF p`` on PostgreSQL, empty on SQLite (its write transaction, begun
+#: IMMEDIATE, already excludes every other writer). Params: the ``{extra}`` params, then
+#: participant id, study id, browser id or None.
+LOCK_WORKER = f"""
+SELECT {_columns("p", Participant, LOCKED_FIELDS)},
+       EXISTS (SELECT 1 FROM "{A}" h WHERE h."participant_id" = p."id" AND h."status" = 'open')
+       {{extra}}
+FROM "{P}" p
+WHERE p."id" = %s OR (p."study_id" = %s AND p."browser_id" = %s)
+ORDER BY p."id"
+{{lock}}
+"""
+
+#: The participants linked to the worker (``identities.linked_q``: itself, its browser, its
+#: network) who are crowd workers, as a condition on alias ``lp``. Params: participant id,
+#: study id, browser id or None, study id, network or None, account source.
+_LINKED = """(lp."id" = %s OR (lp."study_id" = %s AND lp."browser_id" = %s)
+      OR (lp."study_id" = %s AND lp."network" = %s)) AND lp."source" <> %s"""
+
+#: The lapsed leases of the linked crowd participants (``assignments.lapse_wait_until``):
+#: unanswered, not given back by a researcher, expired within the window. Params:
+#: ``_LINKED``'s, then now and the window's start.
+_LAPSED = f"""FROM "{A}" la JOIN "{P}" lp ON lp."id" = la."participant_id"
+    WHERE {_LINKED} AND la."status" IN ('open', 'released') AND la."submitted_at" IS NULL
+      AND la."released_by" = '' AND la."expires_at" <= %s AND la."expires_at" > %s"""
+
+#: A crowd worker's extra columns of ``LOCK_WORKER``, scalar subqueries that replace the two
+#: queries of the lapse rule and the network limit: how many lapsed leases the linked
+#: identity has in the window and the latest one's expiry (the rule uses only these), the
+#: flags of the other linked participants holding a ``lease_lapsed`` record (as JSON text;
+#: the rule reads their times; the participant's own flags are the locked row's), and the
+#: open unexpired leases of the worker's network in the study (an IPv4 address or an IPv6
+#: /64: ``assignments._network_full``). ``{flags_text}`` and ``{flags_agg}`` are the
+#: vendor's JSON-as-text and JSON-array aggregate. Params: ``_LAPSED``'s twice, ``_LINKED``'s,
+#: participant id, then study id, network or None, now.
+LAPSE_COLUMNS = f"""
+       , (SELECT COUNT(*) {_LAPSED}) AS lapsed_count
+       , (SELECT MAX(la."expires_at") {_LAPSED}) AS lapsed_latest
+       , (SELECT {{flags_agg}} FROM "{P}" lp
+          WHERE {_LINKED} AND lp."id" <> %s AND {{flags_text}} LIKE '%%lease_lapsed%%')
+         AS lapse_flags
+       , (SELECT COUNT(*) FROM "{A}" na JOIN "{P}" np ON np."id" = na."participant_id"
+          WHERE np."study_id" = %s AND np."network" = %s AND na."status" = 'open'
+            AND na."expires_at" > %s) AS network_leases
+"""
+
+#: Per vendor: the row lock of ``LOCK_WORKER``, and ``LAPSE_COLUMNS``'s JSON text and array.
+VENDOR = {
+    "postgresql": {
+        "lock": "FOR UPDATE OF p",
+        "flags_text": 'lp."flags"::text',
+        "flags_agg": 'json_agg(lp."flags")::text',
+    },
+    "sqlite": {
+        "lock": "",
+        "flags_text": 'lp."flags"',
+        "flags_agg": 'json_group_array(json(lp."flags"))',
+    },
+}
+
+#: PostgreSQL: choose, claim and lease in one statement. ``chosen`` is the first candidate
+#: (the mode's eligible items with capacity, not had this round, in serving order), locked
+#: ``FOR UPDATE SKIP LOCKED`` (or waited for, on the second try) so concurrent workers spread
+#: over items; ``claimed`` takes one slot by the conditional UPDATE that only one
+#: transaction can win for the last slot (re-checked on the locked row); ``leased`` inserts
+#: the lease unless the item has a released lease of theirs this round (then the caller
+#: reopens that one: one lease per participant, item and round). Returns the claimed item's
+#: columns and the new lease's id (NULL when it is to be reopened), or no row when nothing
+#: could be claimed. Params: the candidate query's, then participant id, round, token,
+#: served_at, expires_at, the released items' ids (an array).
+CLAIM_POSTGRESQL = f"""
+WITH chosen AS ({{candidate}}),
+claimed AS (
+  UPDATE "{I}" SET "open_lease_count" = "open_lease_count" + 1
+  WHERE "id" IN (SELECT "id" FROM chosen)
+    AND "judgment_count" + "open_lease_count" < "target"
+  RETURNING {", ".join(f'"{Item._meta.get_field(n).column}"' for n in ITEM_FIELDS)}
+),
+leased AS (
+  INSERT INTO "{A}" ("participant_id", "item_id", "round", "token", "status", "served_at",
+                      "expires_at", "submitted_at", "released_by")
+  SELECT %s, claimed."id", %s, %s, 'open', %s, %s, NULL, '' FROM claimed
+  WHERE NOT (claimed."id" = ANY(%s))
+  RETURNING "id", "item_id"
+)
+SELECT {_columns("claimed", Item, ITEM_FIELDS)}, leased."id"
+FROM claimed LEFT JOIN leased ON leased."item_id" = claimed."id"
+"""
+
+#: SQLite: choose and claim in one statement (the write transaction serializes claims, so
+#: the chosen row cannot change before the UPDATE); the caller then inserts or reopens the
+#: lease. Returns the claimed item's columns, or no row. Params: the candidate query's.
+CLAIM_SQLITE = f"""
+UPDATE "{I}" SET "open_lease_count" = "open_lease_count" + 1
+WHERE "id" = ({{candidate}}) AND "judgment_count" + "open_lease_count" < "target"
+RETURNING {", ".join(f'"{Item._meta.get_field(n).column}"' for n in ITEM_FIELDS)}
+"""
+
+
+@dataclass
+class Worker:
+    """What ``LOCK_WORKER`` read: the participant's locked columns (empty if it is gone), and
+    for a crowd worker the lapse rule's and the network limit's inputs."""
+
+    locked: dict[str, Any]
+    holds_lease: bool = False
+    lapsed_count: int = 0
+    lapsed_latest: datetime | None = None
+    lapse_flags: list[list] = field(default_factory=list)
+    network_leases: int = 0
+
+
+def _instance(model: type[Model], names: tuple[str, ...], values) -> Model:
+    """A model instance from raw column values, converted as the ORM converts them."""
+    converted = []
+    for name, value in zip(names, values, strict=True):
+        col = model._meta.get_field(name).get_col(model._meta.db_table)
+        for convert in connection.ops.get_db_converters(col) + col.get_db_converters(connection):
+            value = convert(value, col, connection)
+        converted.append(value)
+    # from_db takes a subset of the columns in model order.
+    by_name = dict(zip(names, converted, strict=True))
+    ordered = [f.attname for f in model._meta.concrete_fields if f.attname in by_name]
+    return model.from_db(connection.alias, ordered, [by_name[name] for name in ordered])
+
+
+def _datetime(value) -> datetime | None:
+    """A timestamp an aggregate returned (SQLite gives text), as the ORM would give it."""
+    if value is None or isinstance(value, datetime):
+        return value
+    col = Assignment._meta.get_field("expires_at").get_col(A)
+    for convert in connection.ops.get_db_converters(col):
+        value = convert(value, col, connection)
+    return value
+
+
+def _db(value):
+    """A parameter as the ORM would send it (SQLite keeps naive UTC text for datetimes)."""
+    if isinstance(value, datetime):
+        return connection.ops.adapt_datetimefield_value(value)
+    return value
+
+
+def lock_worker(participant: Participant, *, crowd: bool, now: datetime, since: datetime) -> Worker:
+    """Run ``LOCK_WORKER`` (with ``LAPSE_COLUMNS`` for a crowd worker)."""
+    vendor = VENDOR[connection.vendor]
+    browser = participant.browser_id or None
+    network = participant.network or None
+    params: list[Any] = []
+    extra = ""
+    if crowd:
+        linked = [
+            participant.pk,
+            participant.study_id,
+            browser,
+            participant.study_id,
+            network,
+            Participant.Source.ACCOUNT,
+        ]
+        lapsed = [*linked, _db(now), _db(since)]
+        extra = LAPSE_COLUMNS.format(**vendor)
+        params = [*lapsed, *lapsed, *linked, participant.pk]
+        params += [participant.study_id, network, _db(now)]
+    # The select list's params (above) come before the filter's.
+    params += [participant.pk, participant.study_id, browser]
+    sql = LOCK_WORKER.format(extra=extra, lock=vendor["lock"])
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    worker = Worker(locked={})
+    width = len(LOCKED_FIELDS)
+    for row in rows:
+        if row[0] != participant.pk:
+            continue  # a browser-mate: locked, nothing more
+        locked = _instance(Participant, LOCKED_FIELDS, row[:width])
+        worker.locked = {name: getattr(locked, name) for name in LOCKED_FIELDS}
+        worker.holds_lease = bool(row[width])
+        if crowd:
+            count, latest, flags, network_leases = row[width + 1 :]
+            worker.lapsed_count = count or 0
+            worker.lapsed_latest = _datetime(latest)
+            worker.lapse_flags = [locked.flags, *(json.loads(flags) if flags else [])]
+            worker.network_leases = network_leases or 0
+    return worker
+
+
+def claim(
+    candidates: QuerySet[Item],
+    *,
+    wait: bool,
+    lease: dict[str, Any] | None,
+) -> tuple[Item, int | None] | None:
+    """Claim a slot of the first candidate; the item (as updated) and, on PostgreSQL, the new
+    lease's id (None: the caller reopens or inserts it). None when nothing was claimed.
+
+    ``wait``: on PostgreSQL, wait for a locked candidate instead of skipping it. ``lease``:
+    the new lease's columns (participant id, round, token, served_at, expires_at, and the
+    released items' ids to leave to the caller).
+    """
+    first = candidates.values_list("id")
+    if connection.vendor == "postgresql":
+        first = first.select_for_update(skip_locked=not wait, of=("self",))
+    first = first[:1]
+    try:
+        candidate, params = first.query.get_compiler(connection=connection).as_sql()
+    except EmptyResultSet:
+        # The mode's filter matches nothing (an empty ``pk__in``): no query to run.
+        return None
+    if connection.vendor == "postgresql":
+        sql = CLAIM_POSTGRESQL.format(candidate=candidate)
+        params = [
+            *params,
+            lease["participant_id"],
+            lease["round"],
+            lease["token"],
+            _db(lease["served_at"]),
+            _db(lease["expires_at"]),
+            list(lease["released"]),
+        ]
+    else:
+        sql = CLAIM_SQLITE.format(candidate=candidate)
+        params = list(params)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    item = _instance(Item, ITEM_FIELDS, row[: len(ITEM_FIELDS)])
+    lease_id = row[len(ITEM_FIELDS)] if connection.vendor == "postgresql" else None
+    return item, lease_id
