@@ -8,10 +8,12 @@ raters declare their vision through ``participant_declare_vision``.
 from __future__ import annotations
 
 import html
+import io
 import re
 from datetime import timedelta
 
 import pytest
+from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -20,6 +22,7 @@ from annotation.errors import Forbidden, ServiceError
 from annotation.models import Assignment, Caption, Image, Item, Judgment, Participant, Study
 from annotation.modes import get_mode
 from annotation.services.assignments import assignment_next
+from annotation.services.imports import study_import
 from annotation.services.judgments import judgment_submit
 from annotation.services.participants import crowd_link_token, participant_declare_vision
 from annotation.services.simulation import crowd_simulate
@@ -33,6 +36,7 @@ from tests.factories.context import (
     rate,
     rater,
 )
+from tests.factories.core import crowd_participant
 
 pytestmark = pytest.mark.django_db
 MODE = get_mode("context")
@@ -83,9 +87,6 @@ def test_no_group_at_all_is_refused(researcher):
 
 
 def test_a_context_without_domain_or_title_is_refused_with_its_line(researcher, tmp_path):
-    from annotation.services.imports import study_import
-    from annotation.services.studies import study_create
-
     study = context_study(researcher, images=1, live=False)
     image = study.images.first().name
     path = tmp_path / "contexts.csv"
@@ -99,7 +100,6 @@ def test_a_context_without_domain_or_title_is_refused_with_its_line(researcher, 
     errors = refused.value.details["errors"]
     assert any(e.startswith("line 2:") and "domain is empty" in e for e in errors)
     assert any(e.startswith("line 3:") and "title is empty" in e for e in errors)
-    del study_create
 
 
 def test_worker_is_served_only_their_group_and_never_a_description_twice(researcher):
@@ -117,8 +117,6 @@ def test_worker_is_served_only_their_group_and_never_a_description_twice(researc
 
 
 def test_undeclared_participant_gets_nothing(researcher):
-    from tests.factories.core import crowd_participant
-
     study = context_study(researcher, images=1)
     assert assignment_next(participant=crowd_participant(study, "nobody")) is None
 
@@ -455,10 +453,6 @@ def test_dashboard_panel_counts_items_by_domain_and_group(client, researcher):
 
 
 def test_the_demo_shows_every_photograph_in_two_contexts():
-    import io
-
-    from django.core.management import call_command
-
     call_command("load_demo", no_finished=True, no_published=True, stdout=io.StringIO())
     study = Study.objects.get(name=MODE.demo.live)
     contexts = study.captions.filter(purpose="context")
