@@ -73,6 +73,11 @@ def main() -> int:
     parser.add_argument("--merge", nargs="*", type=Path, default=None)
     args = parser.parse_args()
     if args.merge:
+        # The summary reads the mode's constants: Django set up, no database touched.
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "capeval.settings")
+        import django
+
+        django.setup()
         from bench.adaptive_humanr import humanr_summary
 
         # One run per seed (a seed run by two processes counts once: the first file's).
