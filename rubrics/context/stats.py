@@ -31,7 +31,6 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import stats
 
 from rubrics.agreement import krippendorff_alpha
 
@@ -87,6 +86,10 @@ def _interval(
     """``mean`` +- t_df * se, or no interval (``note``) when ``se`` is 0."""
     if se <= 0.0:
         return Estimate(n, n_raters, mean, se, df, None, None, note)
+    # scipy (about 60 MB) is imported here, as in rubrics/agreement/tau.py: the mode's
+    # protocol imports this package and the export path must not load it.
+    from scipy import stats
+
     half = float(stats.t.ppf(0.5 + confidence / 2.0, df)) * se
     return Estimate(n, n_raters, mean, se, df, mean - half, mean + half)
 

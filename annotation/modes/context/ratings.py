@@ -15,6 +15,7 @@ from typing import Any
 
 from annotation.models import Caption, Judgment, Study, Vision
 from rubrics.context.questions import BEFORE
+from rubrics.context.report import ContextRating
 
 #: The group names the pages and the alignment show (never a participant's own answer).
 GROUP_LABELS = {"blv": "BLV", "sighted": "sighted"}
@@ -26,7 +27,7 @@ class Rated:
     """One kept rating with the context it was given in (``ContextRating`` has no room
     for it: the report groups by domain, the judge alignment by (caption, context))."""
 
-    rating: Any  # rubrics.context.report.ContextRating (scipy: imported when read)
+    rating: ContextRating
     context: int
 
 
@@ -49,8 +50,6 @@ def kept_ratings(study: Study) -> list[Rated]:
         spec["caption"] for by_part in parts.values() for (_, _, _, _, _, spec) in by_part.values()
     }
     systems = dict(Caption.objects.filter(pk__in=captions).values_list("pk", "system"))
-    from rubrics.context.report import ContextRating
-
     out: list[Rated] = []
     for by_part in parts.values():
         if 0 not in by_part:

@@ -20,9 +20,10 @@ from annotation.modes.base import Progress, Report
 from annotation.modes.context.protocol import GROUPS
 from annotation.modes.context.ratings import GROUP_LABELS, kept_ratings, score_rows
 from rubrics.context.questions import AFTER, BEFORE
+from rubrics.context.report import context_report
 
-# The statistics (scipy) and matplotlib are imported where they are used: the export path
-# imports every mode's package and must stay within its memory (tests/annotation/test_exports.py).
+# matplotlib is imported where a figure is drawn: the export path imports every mode's
+# package and must stay within its memory (tests/annotation/test_exports.py).
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
@@ -49,9 +50,6 @@ class ContextReport(Report):
         progress(10, "Reading the ratings")
         rated = kept_ratings(study)
         progress(40, "Means, differences and agreement by group")
-        # Imported here: scipy stays out of the export path, which imports every mode.
-        from rubrics.context.report import context_report
-
         confidence = self.mode.settings(study).confidence
         result = context_report([row.rating for row in rated], confidence=confidence)
         progress(95, "Done")
