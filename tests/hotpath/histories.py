@@ -134,6 +134,7 @@ class _Run:
         self.served: list[int] = []  # assignment ids, in the order calls returned them
         self.answered: dict[int, int] = {}  # assignment id: parts stored by this history
         self.last_served = 0  # who was served last: an answer's "who" when it names none
+        self.last_sent: dict[str, Any] | None = None  # the last submission, to send again
         self.waits = _waits(world)
 
     def participant(self, who: int | None) -> Participant:
@@ -152,6 +153,8 @@ class _Run:
             return self.call_submit(*step[1:])
         if kind == "finish":
             return self.finish(step[1])
+        if kind == "resend":
+            return self.resend()
         if kind == "release_expired":
             return _outcome(lambda: self.path.release_expired(now=self.now))
         if kind == "release":
@@ -189,6 +192,10 @@ class _Run:
         done = self.answered.get(lease.pk, 0) if lease is not None else 0
         number = {"next": done, "again": done - 1, "skip": done + 1, "beyond": 99}[part]
         data = self.world.answers[answer]
+        self.last_sent = {"who": who, "token": token, "data": data, "part": number}
+        return self.send(participant, lease, token, data, number)
+
+    def send(self, participant, lease, token, data, number) -> Any:
         outcome = _outcome(
             lambda: self.path.submit(
                 participant=participant, token=token, data=data, part=number, now=self.now
@@ -196,9 +203,18 @@ class _Run:
         )
         if not isinstance(outcome, tuple):
             if outcome.created:
-                self.answered[lease.pk] = done + 1
+                self.answered[lease.pk] = self.answered.get(lease.pk, 0) + 1
             outcome = _submitted_seen(outcome)
         return outcome, _participant_seen(participant)
+
+    def resend(self) -> Any:
+        """The last submission sent again, as is (a double click, a retried request)."""
+        if self.last_sent is None:
+            return None
+        sent = self.last_sent
+        participant = self.participant(sent["who"])
+        lease = Assignment.objects.filter(token=sent["token"]).first()
+        return self.send(participant, lease, sent["token"], sent["data"], sent["part"])
 
     def finish(self, who: int | None) -> list[Any]:
         """Answer the rest of the participant's latest lease, part after part (a HUMANr group
@@ -207,7 +223,7 @@ class _Run:
         for _ in range(20):
             outcome = self.call_submit(who, None, "next", "valid", "long")
             seen.append(outcome)
-            if isinstance(outcome[0], tuple):
+            if not (isinstance(outcome[0], tuple) and outcome[0][0] == "stored"):
                 break
         return seen
 

@@ -28,6 +28,7 @@ import annotation.services.judgments as new_judgments
 from annotation.models import Assignment, Item, Participant
 from tests.factories.core import crowd_participant, vehicle_study
 from tests.factories.humanr import humanr_study
+from tests.factories.spans import spans_study
 from tests.hotpath import orm_reference, orm_reference_judgments
 from tests.hotpath.histories import Path, Trace, World, run
 
@@ -48,7 +49,7 @@ DIFFERENTIAL = settings(
     print_blob=False,
 )
 #: The planted tests stop at the first difference found (no shrinking: it is not read).
-PLANTED = settings(DIFFERENTIAL, max_examples=150, phases=[Phase.generate])
+PLANTED = settings(DIFFERENTIAL, max_examples=300, phases=[Phase.generate])
 
 START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
@@ -115,16 +116,33 @@ def worlds(researcher):
     )
     groups = humanr_study(researcher, images=12, min_seconds_per_trial=1, crowd_lease_seconds=120)
     sliders = {"valid": {"raw": 2}, "other": {"raw": 8}, "invalid": {"raw": 12}}
+    # Spans serves in an order drawn per worker, and pays a worker the study has nothing
+    # more for (completion_exhausted): the two parts of the claim the others do not reach.
+    marks = spans_study(
+        researcher,
+        images=1,
+        target=1,
+        min_seconds=1,
+        completion_captions=5,
+        crowd_lease_seconds=60,
+        crowd_open_leases_per_address=1,
+    )
+    scores = {
+        "valid": {"spans": "[]", "score": 90},
+        "other": {"spans": "[]", "score": 40},
+        "invalid": {"spans": "[]", "score": 500},
+    }
     return {
         "vehicle, one part": _world(one_part, account, ratings, 60),
         "vehicle, two parts": _world(two_parts, account, ratings, 60),
         "HUMANr": _world(groups, account, sliders, 120),
+        "spans": _world(marks, account, scores, 60),
     }
 
 
 # -- Histories ---------------------------------------------------------------------------------
 
-WHO = st.integers(0, 5)
+WHO = st.sampled_from(range(6))
 #: Who answers: mostly whoever was served last (None), else anyone (often a NotFound).
 ANSWERER = st.one_of(st.none(), st.none(), st.none(), WHO)
 LEASE = st.one_of(st.none(), st.none(), st.integers(0, 30))
@@ -143,24 +161,27 @@ WAIT = st.tuples(
     ),
 )
 NEXT = st.tuples(st.just("next"), WHO)
-STEP = st.one_of(
-    NEXT,
-    NEXT,
-    ANSWER,
-    ANSWER,
-    st.tuples(st.just("finish"), ANSWERER),
-    WAIT,
-    WAIT,
-    st.tuples(st.just("release_expired")),
-    st.tuples(st.just("release"), st.integers(0, 30)),
-)
+STEPS = {
+    "next": NEXT,
+    "answer": ANSWER,
+    "finish": st.tuples(st.just("finish"), ANSWERER),
+    "resend": st.tuples(st.just("resend")),
+    "wait": WAIT,
+    "release_expired": st.tuples(st.just("release_expired")),
+    "release": st.tuples(st.just("release"), st.integers(0, 30)),
+}
+#: Kinds of step, weighted by repetition (``sampled_from`` draws an index uniformly; a
+#: strategy repeated in ``one_of`` is not drawn more often).
+KINDS = ["next"] * 4 + ["answer"] * 4 + ["finish"] * 2 + ["wait"] * 3
+KINDS += ["resend", "release_expired", "release"]
+STEP = st.sampled_from(KINDS).flatmap(STEPS.__getitem__)
 
 
 @st.composite
 def histories(draw, names):
-    """(world, steps): 4 to 30 steps; about one history in eight closes the study on the way."""
+    """(world, steps): 6 to 30 steps; about one history in eight closes the study on the way."""
     name = draw(st.sampled_from(names))
-    steps = draw(st.lists(STEP, min_size=4, max_size=30))
+    steps = draw(st.lists(STEP, min_size=6, max_size=30))
     if draw(st.sampled_from([False] * 7 + [True])):
         steps.insert(draw(st.integers(0, len(steps))), ("close",))
     return name, steps
@@ -231,11 +252,15 @@ def _assert_histories_reach_what_matters(seen) -> None:
             marks.add("released")
         if any(row[2] + row[3] == row[4] for row in trace.rows["items"]):
             marks.add("full item")
-    wanted = {"lease", "stored", "repeat", "released", "full item"}
-    wanted |= {"refused not_found", "refused too_fast", "refused conflict", "refused invalid"}
+        if any((row[1] or {}).get("exhausted") for row in trace.rows["participants"]):
+            marks.add("settled when nothing was left")
+    everywhere = {"lease", "stored", "released", "full item"}
     for name in reached:
-        assert wanted <= reached[name], (name, wanted - reached[name])
-    assert "refused lease_expired" in set().union(*reached.values())
+        assert everywhere <= reached[name], (name, everywhere - reached[name])
+    somewhere = {"repeat", "refused not_found", "refused too_fast", "refused conflict"}
+    somewhere |= {"refused invalid", "refused lease_expired", "refused gone"}
+    assert somewhere <= set().union(*reached.values()), reached
+    assert "settled when nothing was left" in reached["spans"]
 
 
 def _flat(entries):
