@@ -464,3 +464,29 @@ def test_the_demo_shows_every_photograph_in_two_contexts():
     # Each description in both contexts of its photograph, for each of the two groups.
     assert Item.objects.filter(study=study).count() == descriptions * 2 * 2
     assert study.status == Study.Status.LIVE
+
+
+def test_the_code_is_capped_by_the_descriptions_one_worker_can_rate(researcher):
+    study = context_study(researcher, images=1, completion_after=6, **OPEN)
+    # One image: 2 descriptions, each in 2 contexts; a worker rates each description once.
+    reach = MODE.completion_reach(study)
+    assert "asks for 6 descriptions" in reach and "at most 2" in reach
+    participant = rater(study, "blind")
+    rate(participant)
+    participant.refresh_from_db()
+    assert not MODE.completion_earned(participant)
+    progress = MODE.completion_progress(participant)
+    assert (progress.done, progress.needed, progress.unit) == (1, 2, "descriptions")
+    rate(participant)
+    participant.refresh_from_db()
+    assert MODE.completion_earned(participant) and participant.completed_at is not None
+    assert rate(participant) is None
+
+
+def test_the_researchers_preview_shows_the_first_part(client, researcher):
+    study = context_study(researcher, images=1, **OPEN)
+    client.force_login(researcher)
+    response = client.get(reverse("study_preview", args=[study.pk]))
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "Where the image appears" in page and "<img" not in page
