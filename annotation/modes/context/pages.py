@@ -33,9 +33,10 @@ from annotation.modes.context.protocol import (
 from rubrics.context.questions import MISSING_QUESTION, QUESTIONS
 
 
-def question_groups(part: int, answers: dict[str, Any], errors: dict[str, str]):
+def question_groups(part: int, answers: dict[str, Any]):
     """Each rating of ``part`` as the page lists it: the question, its radios (number and
-    scale word), the answer kept from a refused submission and the field's error."""
+    scale word) and the answer kept from a refused submission (the template puts each
+    field's error, from the view's ``field_errors``, in its legend)."""
     groups = []
     for name, question in QUESTIONS[part].items():
         chosen = str(answers.get(name) or "")
@@ -43,7 +44,6 @@ def question_groups(part: int, answers: dict[str, Any], errors: dict[str, str]):
             {
                 "name": name,
                 "question": question.text,
-                "error": errors.get(name, ""),
                 "levels": [
                     {"value": str(number), "word": word, "checked": chosen == str(number)}
                     for number, word in enumerate(question.scale, start=1)
@@ -93,7 +93,7 @@ class ContextPages(Pages):
             + words(context.raw_text)
             + words(description.text),
             "reading_rate": config.reading_rate,
-            "questions": question_groups(part, answers or {}, {}),
+            "questions": question_groups(part, answers or {}),
             "after_image": part == 1,
             "parts": self.mode.parts(item),
         }
