@@ -249,6 +249,7 @@ def humanr_same_run(args) -> dict:
             "answer_post_ms",
             "trial_page_get_ms",
             "error_count",
+            "errors",
             "load_average_at_start",
             "load_average_at_end",
             "cpu_ms_per_request",
