@@ -271,7 +271,10 @@ def standings(study: Study, size: int, *, now: float | None = None) -> dict[str,
     ``LEADERBOARD_SECONDS``. The age is checked against ``now`` (seconds since the epoch;
     the clock by default) as well as by the cache's timeout, so no backend can serve it
     older. One row beyond ``size`` is kept because the viewer's own row is replaced by
-    their live score, and the top ``size`` of the others is then still known.
+    their live score, and the top ``size`` of the others is then still known. No write
+    needs to bump it sooner: pseudonyms never change, no service deletes a player, and a
+    player who leaves the game leaves the others' boards within the period (their own at
+    once, since their own status is read live).
     """
     now = time.time() if now is None else now
     key = f"vicr-leaderboard:{study.public_id}:{size}"
