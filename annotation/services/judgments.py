@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -27,6 +27,7 @@ from annotation.modes.base import (
     hold_state,
     screen_out_reason,
 )
+from annotation.services import judgment_sql
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ def judgment_submit(
     part: int = 0,
     now: datetime | None = None,
     mode: Mode | None = None,
+    study: Study | None = None,
 ) -> Submitted:
     """Validate and store one judgment for a lease the participant holds.
 
@@ -71,15 +73,17 @@ def judgment_submit(
     item still has room; otherwise ``LeaseExpired``. Raises ServiceError for anything the
     protocol refuses; then nothing is written. On success ``participant`` carries the state
     ``after_submit`` left (the caller need not reload it) and is the returned judgment's
-    ``participant``. ``mode`` is the study's mode when the caller (the view) has it.
+    ``participant``. ``mode`` and ``study`` are the study's mode and row when the caller
+    (the view) has them (the study as read this request); otherwise they are looked up.
     """
     now = now or timezone.now()
     try:
         with transaction.atomic():
-            study = _lock_participant(participant)
+            if study is None:
+                study = Study.objects.get(pk=participant.study_id)
+            assignment = _lock(participant, token, study)
             if mode is None:
                 mode = get_mode(study.mode)
-            assignment = _lock_lease(participant, token)
             parts = mode.parts(assignment.item)
             answered = _answered_parts(assignment, parts)
             if part in answered:
@@ -96,14 +100,17 @@ def judgment_submit(
             _check_part(part, parts, done_parts=len(answered))
             dwell = _check_dwell(assignment, part, mode, now)
             payload = mode.validate(assignment, part, data)
-            item = Item.objects.select_for_update().get(pk=assignment.item_id)
+            item = assignment.item  # locked with the lease
             if retake and item.judgment_count + item.open_lease_count >= item.target:
                 raise LeaseExpired(GONE_TO_SOMEONE_ELSE)
-            assignment.item = item
             judgment = _new_judgment(assignment, part, payload, mode, dwell=dwell, now=now)
             outcome = mode.after_submit(participant, judgment)
-            _store(judgment, outcome, last_part=part == parts - 1, now=now, retake=retake)
-            _update_participant(participant, outcome, mode, now=now)
+            last_part = part == parts - 1
+            if connection.vendor == "postgresql" and _plain(outcome):
+                _store_at_once(judgment, outcome, mode, last_part=last_part, now=now, retake=retake)
+            else:
+                _store(judgment, outcome, last_part=last_part, now=now, retake=retake)
+                _update_participant(participant, outcome, mode, now=now)
             return Submitted(judgment, created=True, late=assignment.expires_at <= now)
     except IntegrityError:
         # A concurrent identical submission won the unique constraint: return its row.
@@ -118,42 +125,27 @@ def judgment_submit(
         return Submitted(stored, created=False)
 
 
-def _lock_participant(participant: Participant) -> Study:
-    """Lock the participant's row and copy its state onto ``participant``; return the study.
+def _lock(participant: Participant, token: str, study: Study) -> Assignment:
+    """Lock the participant, their lease named by ``token`` and its item (``LOCK_SUBMISSION``),
+    copy the participant's locked state onto ``participant``; the lease, with its item and
+    ``participant``. ``NotFound`` if the token names no lease of theirs.
 
-    Its own step: the first lock of the order shared with ``assignment_next``, and the
-    state every later step reads is the one locked here.
+    Its own step: the locks of the order shared with ``assignment_next`` (participant,
+    assignment, item), and the state every later step reads is the one locked here; a token
+    that is not theirs is refused before anything else is read.
     """
-    # Lock order as in assignments.py: participant, assignment, item. Locking the
-    # participant also keeps two concurrent submissions of theirs from losing one
-    # another's update of the protocol state.
-    fresh = (
-        Participant.objects.select_for_update(of=("self",))
-        .select_related("study")
-        .get(pk=participant.pk)
-    )
-    participant.state, participant.status = fresh.state, fresh.status
-    participant.completed_at = fresh.completed_at
-    # As locked: a screen-out (a flag) must be seen by this submission.
-    participant.flags = fresh.flags
-    participant.study = fresh.study
-    return fresh.study
-
-
-def _lock_lease(participant: Participant, token: str) -> Assignment:
-    """Lock the participant's lease named by ``token``, with its item; ``NotFound`` if none.
-
-    Its own step: the second lock of the order, and a token that is not theirs is refused
-    before anything else is read.
-    """
-    assignment = (
-        Assignment.objects.select_for_update(of=("self",))
-        .select_related("item")
-        .filter(token=token, participant_id=participant.pk)
-        .first()
-    )
-    if assignment is None:
+    # Locking the participant also keeps two concurrent submissions of theirs from losing
+    # one another's update of the protocol state.
+    found = judgment_sql.lock_submission(participant.pk, token)
+    if found is None:
+        if not Participant.objects.filter(pk=participant.pk).exists():
+            raise Participant.DoesNotExist("Participant matching query does not exist.")
         raise NotFound("This item was not served to you; nothing was saved.")
+    locked, assignment = found
+    # As locked: a screen-out (a flag) must be seen by this submission.
+    for name in ("state", "status", "completed_at", "flags"):
+        setattr(participant, name, locked[name])
+    participant.study = study
     # The mode reads the participant (state, study settings) through the lease.
     assignment.participant = participant
     return assignment
@@ -274,10 +266,58 @@ def _store(
         Item.objects.filter(pk=judgment.item_id).update(target=outcome.item_target)
 
 
+def _plain(outcome: Outcome) -> bool:
+    """Whether the outcome writes only what ``STORE_POSTGRESQL`` writes (the common case):
+    no exclusion, new items, new target or flags of its own."""
+    return not (
+        outcome.exclusion
+        or outcome.exclude_participant
+        or outcome.new_items
+        or outcome.item_target is not None
+        or outcome.flags
+    )
+
+
+def _store_at_once(
+    judgment: Judgment,
+    outcome: Outcome,
+    mode: Mode,
+    *,
+    last_part: bool,
+    now: datetime,
+    retake: bool,
+) -> None:
+    """``_store`` and ``_update_participant`` of a plain outcome in one statement."""
+    judgment.result = {**judgment.result, **outcome.result}
+    participant = judgment.participant
+    changes = _participant_changes(participant, outcome, mode, now=now)
+    judgment_sql.store(
+        judgment,
+        last_part=last_part,
+        retake=retake,
+        now=now,
+        participant=participant,
+        changed=bool(changes),
+    )
+    if last_part:
+        judgment.assignment.status = Assignment.Status.SUBMITTED
+        judgment.assignment.submitted_at = now
+
+
 def _update_participant(
     participant: Participant, outcome: Outcome, mode: Mode, *, now: datetime
 ) -> None:
     """One UPDATE of the participant: the outcome's state and status, and completion."""
+    changes = _participant_changes(participant, outcome, mode, now=now)
+    if changes:
+        Participant.objects.filter(pk=participant.pk).update(**changes)
+
+
+def _participant_changes(
+    participant: Participant, outcome: Outcome, mode: Mode, *, now: datetime
+) -> dict[str, Any]:
+    """The participant's columns the outcome changes, set on ``participant`` too: its state
+    and status, flags (a screen-out, a hold), and completion."""
     changes: dict[str, Any] = {}
     if outcome.state is not None:
         participant.state = changes["state"] = outcome.state
@@ -322,8 +362,7 @@ def _update_participant(
         and mode.completion_earned(participant)
     ):
         participant.completed_at = changes["completed_at"] = now
-    if changes:
-        Participant.objects.filter(pk=participant.pk).update(**changes)
+    return changes
 
 
 def participant_settle_exhausted(

@@ -1,0 +1,139 @@
+"""The statements of ``judgments.judgment_submit``'s common path, written by hand (issue 48).
+
+Storing an answer took three locking reads (participant, lease, item) and four writes, each
+an ORM query whose building cost the web worker more than the database its work. Here the
+locks and reads are one statement (``LOCK_SUBMISSION``), and on PostgreSQL the writes are
+another (``STORE_POSTGRESQL``: the judgment's INSERT and the lease, item and participant
+UPDATEs as one statement of data-modifying CTEs). SQLite has no writes in a CTE: there the
+writes stay the ORM's, one statement each, as do the rare writes on either vendor (an
+exclusion, new items, a new target, flags the outcome adds).
+
+Lock order, as everywhere: participant, assignment, item (PostgreSQL locks the rows of
+``FOR UPDATE OF p, a, i`` in that order, the order of the FROM list). On SQLite the write
+transaction (``BEGIN IMMEDIATE``, settings) excludes every other writer instead.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.db import connection
+from django.db.models.sql import InsertQuery
+
+from annotation.models import Assignment, Item, Judgment, Participant
+from annotation.services.assignment_sql import ITEM_FIELDS, _columns, _db, _instance
+
+P = Participant._meta.db_table
+A = Assignment._meta.db_table
+I = Item._meta.db_table  # noqa: E741 (the item table, as P and A name theirs)
+
+#: The participant columns a submission reads as locked (the view's read holds the rest).
+LOCKED_FIELDS = ("id", "state", "status", "flags", "completed_at")
+#: Every concrete column of a lease, in model order.
+LEASE_FIELDS = tuple(f.attname for f in Assignment._meta.concrete_fields)
+
+#: Lock the participant, their lease named by the token and its item, in that order, and read
+#: all three: the participant's protocol state as the last committed submission left it, the
+#: lease's status (a repeat, a late answer), the item's counters (a late answer's room) and
+#: spec (the mode scores from it). One row, or none when the token is not a lease of theirs
+#: (then nothing is locked and the caller refuses it). On PostgreSQL a row changed by a
+#: transaction this one waited for is read as that transaction committed it (every row read
+#: here is locked). ``{lock}``: ``FOR UPDATE OF p, a, i`` on PostgreSQL, empty on SQLite.
+#: Params: participant id, token.
+LOCK_SUBMISSION = f"""
+SELECT {_columns("p", Participant, LOCKED_FIELDS)},
+       {_columns("a", Assignment, LEASE_FIELDS)},
+       {_columns("i", Item, ITEM_FIELDS)}
+FROM "{P}" p
+JOIN "{A}" a ON a."participant_id" = p."id"
+JOIN "{I}" i ON i."id" = a."item_id"
+WHERE p."id" = %s AND a."token" = %s
+{{lock}}
+"""
+LOCKS = {"postgresql": "FOR UPDATE OF p, a, i", "sqlite": ""}
+
+#: PostgreSQL: the submission's writes in one statement. ``judged`` inserts the judgment
+#: (the ORM's own INSERT, compiled, so every column is adapted as ``save`` would) and returns
+#: its id; on the lease's last part ``closed`` marks the lease submitted and ``counted``
+#: moves the item's slot from open lease to judgment (a retaken lease, given back when it
+#: lapsed, held no open slot: ``%s`` is 0 then); ``moved`` writes the participant's protocol
+#: state, status, flags and completion when the outcome changed any (all four, as locked or
+#: as changed: the row is locked, so nothing else changed them). A CTE that is not read
+#: still runs; the ``AND %s`` flags skip a write that does not apply. Params: the INSERT's,
+#: then submitted_at, lease id, last part; open slots to return, item id, last part; state,
+#: status, flags, completed_at, participant id, changed.
+STORE_POSTGRESQL = f"""
+WITH judged AS ({{insert}}),
+closed AS (
+  UPDATE "{A}" SET "status" = 'submitted', "submitted_at" = %s WHERE "id" = %s AND %s
+),
+counted AS (
+  UPDATE "{I}" SET "judgment_count" = "judgment_count" + 1,
+                   "open_lease_count" = "open_lease_count" - %s
+  WHERE "id" = %s AND %s
+),
+moved AS (
+  UPDATE "{P}" SET "state" = %s, "status" = %s, "flags" = %s, "completed_at" = %s
+  WHERE "id" = %s AND %s
+)
+SELECT "id" FROM judged
+"""
+
+
+def lock_submission(participant_id: int, token: str) -> tuple[dict[str, Any], Assignment] | None:
+    """Run ``LOCK_SUBMISSION``: the participant's locked columns and the lease with its item,
+    or None when the token names no lease of theirs."""
+    sql = LOCK_SUBMISSION.format(lock=LOCKS[connection.vendor])
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [participant_id, token])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    n_p, n_a = len(LOCKED_FIELDS), len(LEASE_FIELDS)
+    locked = _instance(Participant, LOCKED_FIELDS, row[:n_p])
+    lease = _instance(Assignment, LEASE_FIELDS, row[n_p : n_p + n_a])
+    lease.item = _instance(Item, ITEM_FIELDS, row[n_p + n_a :])
+    return {name: getattr(locked, name) for name in LOCKED_FIELDS}, lease
+
+
+def _json(model, name: str, value):
+    # As ``save`` sends it (None is SQL NULL).
+    return model._meta.get_field(name).get_db_prep_save(value, connection)
+
+
+def store(
+    judgment: Judgment,
+    *,
+    last_part: bool,
+    retake: bool,
+    now: datetime,
+    participant: Participant,
+    changed: bool,
+) -> None:
+    """Run ``STORE_POSTGRESQL`` for ``judgment`` (unsaved; saved after, with its id)."""
+    query = InsertQuery(Judgment)
+    fields = [f for f in Judgment._meta.local_concrete_fields if f is not Judgment._meta.auto_field]
+    query.insert_values(fields, [judgment])
+    compiler = query.get_compiler(connection=connection)
+    compiler.returning_fields = [Judgment._meta.pk]
+    ((insert, insert_params),) = compiler.as_sql()
+    params = [
+        *insert_params,
+        _db(now),
+        judgment.assignment_id,
+        last_part,
+        0 if retake else 1,
+        judgment.item_id,
+        last_part,
+        _json(Participant, "state", participant.state),
+        participant.status,
+        _json(Participant, "flags", participant.flags),
+        _db(participant.completed_at),
+        participant.pk,
+        changed,
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(STORE_POSTGRESQL.format(insert=insert), params)
+        (judgment.pk,) = cursor.fetchone()
+    judgment._state.adding, judgment._state.db = False, connection.alias
