@@ -228,6 +228,10 @@ def test_the_page_the_api_and_the_datasheet_show_each_system_and_group_counts_on
     for system in SYSTEMS:
         assert f"{system} · All domains" in page and f"{system} · news" in page
     assert "4 blind or low-vision (BLV) raters and 4 sighted raters" in page
+    # Every rater in the reliability section, by pseudonym only: no group beside it.
+    assert "Annotator reliability" in page
+    workers = result["reliability"]["workers"]
+    assert len(workers) == 8 and not any("group" in w or "vision" in w for w in workers)
     # Figures draw from the stored report.
     for name in ("group-means", "before-after"):
         figure = client.get(reverse("report_figure", args=[study.pk, name, "svg"]))

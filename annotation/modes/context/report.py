@@ -15,10 +15,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from annotation.models import Study
+from annotation.models import Participant, Study
 from annotation.modes.base import Progress, Report
 from annotation.modes.context.protocol import GROUPS
 from annotation.modes.context.ratings import GROUP_LABELS, kept_ratings, score_rows
+from annotation.modes.reliability import reliability_section
 from rubrics.context.questions import AFTER, BEFORE
 from rubrics.context.report import context_report
 
@@ -52,9 +53,11 @@ class ContextReport(Report):
         progress(40, "Means, differences and agreement by group")
         confidence = self.mode.settings(study).confidence
         result = context_report([row.rating for row in rated], confidence=confidence)
-        progress(95, "Done")
+        progress(90, "Annotator reliability (Dawid-Skene)")
         out = result.as_dict()
         out["domains"] = sorted({row.rating.domain for row in rated})
+        out["reliability"] = _reliability(study, rated)
+        progress(95, "Done")
         return out
 
     def summary(self, result: dict[str, Any]) -> dict[str, Any]:
@@ -98,6 +101,22 @@ class ContextReport(Report):
         if name == "before-after":
             return _change_figure(result)
         raise KeyError(name)
+
+
+def _reliability(study: Study, rated: list[Any]) -> dict[str, Any]:
+    """Dawid-Skene over the kept before-image overall ratings, both groups in one model:
+    their items differ (an item is for one group), so a rater is compared only with the
+    others of their group, and the section names no group."""
+    pseudonyms = dict(Participant.objects.filter(study=study).values_list("pk", "pseudonym"))
+    return reliability_section(
+        ((r.rating.participant, r.rating.item, r.rating.before["overall"]) for r in rated),
+        pseudonyms=pseudonyms,
+        note=(
+            "Each rater's competence (the chance their 1-5 overall rating before the image "
+            "equals an item's true level) and confusion matrix, from the kept ratings of "
+            "items that two or more raters rated"
+        ),
+    )
 
 
 def _cell_rows(system: str, domain: str, cell: dict[str, Any]) -> dict[str, Any]:
