@@ -452,7 +452,9 @@ def participate_next(request: HttpRequest, public_id) -> HttpResponse:
         # Asked once, before the first item: the answer decides which items are served.
         return redirect("participate_vision", public_id=study.public_id)
     try:
-        assignment = assignment_next(participant=participant, mode=mode)
+        # The study as read above: the service locks the participant and reads nothing else
+        # it was handed (issue 48).
+        assignment = assignment_next(participant=participant, mode=mode, study=study)
     except ServiceError as exc:
         return _allow_mturk_frame(error_page(request, exc, "Please wait"), participant)
     if assignment is None:
@@ -498,7 +500,7 @@ def participate_submit(request: HttpRequest, public_id, token: str) -> HttpRespo
         clean_answer(request.POST.lists())
         data = mode.pages.parse_form(request.POST, part)
         outcome = judgment_submit(
-            participant=participant, token=token, data=data, part=part, mode=mode
+            participant=participant, token=token, data=data, part=part, mode=mode, study=study
         )
     except ServiceError as exc:
         if as_json:

@@ -24,12 +24,12 @@ from tests.factories.arena import answer, arena_study, worker
 
 pytestmark = pytest.mark.django_db
 
-#: Session, the participant with its study, the study again (the view does not hand it over
-#: yet); the lease: the participant lock (with the lapse rule's and the network's counts),
-#: a reserved gold battle, the worker's history, whether the drawn pair has room, then the
-#: claim (issue 48: choose, claim and insert in one statement on PostgreSQL; the claim, then
-#: the insert, on SQLite); the page: both captions with the image.
-GET_NEXT_QUERIES = {"postgresql": 9, "sqlite": 10}
+#: Session, the participant with its study (handed to the service); the lease: the participant lock
+#: (with the lapse rule's and the network's counts), a reserved gold battle, the worker's history,
+#: whether the drawn pair has room, then the claim (issue 48: choose, claim and insert in one
+#: statement on PostgreSQL; the claim, then the insert, on SQLite); the page: both captions with the
+#: image.
+GET_NEXT_QUERIES = {"postgresql": 8, "sqlite": 9}
 
 #: The page's answer form (the only POST form a battle page has).
 FORM_ACTION = re.compile(r'<form method="post" action="([^"]+/submit/[^"]*)"')
