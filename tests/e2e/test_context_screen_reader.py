@@ -44,9 +44,9 @@ from tests.factories.machine import load_factor
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
-#: Words a minute the study counts: its items' 22 to 40 words take three or four seconds,
-#: long enough to hear the wait announced, short enough to wait for.
-READING_RATE = 600
+#: Words a minute the study counts: its items' 22 to 40 words take four to six seconds,
+#: long enough to hear the wait announced on a slow server, short enough to wait for.
+READING_RATE = 400
 #: Chromium's console lines for answers the server refuses on purpose: a rating missing
 #: (400) and an answer sent before the minimum time (429, sent again by the page).
 REFUSED = re.compile(r"the server responded with a status of (400|429)\b")
