@@ -17,9 +17,9 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from annotation.models import Assignment, Item, Participant
+from annotation.models import Assignment, Caption, Item, Participant
 from annotation.modes.base import Pages
-from annotation.modes.spans.protocol import MAX_SPANS_JSON, caption_of, shown_suggestions
+from annotation.modes.spans.protocol import MAX_SPANS_JSON, shown_suggestions
 from rubrics.spans import SEVERITIES
 
 _NUMBER = re.compile(r"^[0-9]{1,7}(?:\.[0-9]{1,6})?$")
@@ -113,8 +113,11 @@ class SpansPages(Pages):
     ) -> dict[str, Any]:
         participant = assignment.participant
         config = self.mode.settings(participant.study)
-        caption = caption_of(assignment.item)
-        image = assignment.item.image
+        item = assignment.item
+        # The caption and its image in one read; the item's image is the caption's (the
+        # importer makes one item per caption), read apart only if it ever is not.
+        caption = Caption.objects.select_related("image").get(pk=item.spec["caption"])
+        image = caption.image if item.image_id == caption.image_id else item.image
         waited = (timezone.now() - assignment.served_at).total_seconds()
         remaining = max(0.0, float(config.min_seconds) - waited)
         answers = answers or {}

@@ -60,7 +60,8 @@ class ThumbPages(Pages):
         item = assignment.item
         # A catch trial is a stage-1 caption set to the annotator (annotation/modes/catch.py).
         kind = STAGE1 if item.kind == CATCH else item.kind
-        study = Study.objects.only("seed", "settings").get(pk=item.study_id)
+        # The services and views hand the lease over with its participant and study loaded.
+        study = assignment.participant.study
         image = Image.objects.only("display", "alt_text", "width", "height").get(pk=item.image_id)
         prefill = (reviewed_payload(item) or {}).get("captions", {})
         groups = {group["key"]: group for group in item.spec["groups"]}
