@@ -114,7 +114,26 @@ def study_systems(study: Study) -> list[str]:
     )
 
 
-def _judgment_row(judgment: Judgment, kinds: dict[str, str]) -> dict[str, Any]:
+#: What the browser says instead of a pseudonym in a study whose mode asks raters' vision.
+UNNAMED_RATER = "a rater"
+#: Why, as the page and the refused filter say it.
+UNNAMED_WHY = (
+    "This study asks raters whether they can see (their vision), and an item's kind says "
+    "which group it was served to, so judgments here name no rater: a pseudonym beside a "
+    "kind would tell that rater's vision to everyone who reads the study."
+)
+
+
+def names_raters(study: Study) -> bool:
+    """Whether judgment rows may carry the participant's pseudonym: not when the study's
+    mode asks raters' vision (``Mode.asks_vision``). Its items are served by group (a kind
+    per group) and some parts only to one group, so a row's kind or part tells the rater's
+    vision, and the dashboard, the crowd review and the exports tie a pseudonym to a crowd
+    worker id: a named row would put a health attribute beside a worker id."""
+    return not get_mode(study.mode).asks_vision
+
+
+def _judgment_row(judgment: Judgment, kinds: dict[str, str], named: bool) -> dict[str, Any]:
     participant = judgment.participant
     return {
         "id": judgment.pk,
@@ -122,7 +141,7 @@ def _judgment_row(judgment: Judgment, kinds: dict[str, str]) -> dict[str, Any]:
         "kind": judgment.item.kind,
         "kind_label": kinds.get(judgment.item.kind, judgment.item.kind),
         "part": judgment.part,
-        "participant": participant.pseudonym,
+        "participant": participant.pseudonym if named else None,
         "source": participant.get_source_display(),
         "created_at": judgment.created_at,
         "dwell_ms": judgment.dwell_ms,
@@ -212,11 +231,12 @@ def browse_rows(study: Study, filters: BrowseFilters, images: list[Image]) -> li
         published[caption_id].append({"name": name, "value": value})
     judgments, capped = _judgments_of_images(study, image_ids)
     kinds = mode.kind_labels
+    named = not mode.asks_vision  # see names_raters
     by_caption: dict[int, list] = defaultdict(list)
     by_image: dict[int, list] = defaultdict(list)
     notes = mode.browse.notes(study, judgments)
     for judgment in judgments:
-        row = _judgment_row(judgment, kinds)
+        row = _judgment_row(judgment, kinds, named)
         for note in notes.get(judgment.pk, []):
             if note.caption_id is None:
                 by_image[judgment.item.image_id].append(({**row, "what": note.what}, note))
@@ -288,6 +308,12 @@ def judgments_list(study: Study, filters: dict[str, Any]) -> QuerySet[Judgment]:
     if "item" in filters:
         judgments = judgments.filter(item_id=filters["item"])
     if "participant" in filters:
+        if not names_raters(study):
+            # The rows name no rater; a pseudonym's own rows would tell its kinds again.
+            raise ServiceError(
+                f"Judgments cannot be listed by participant in this study. {UNNAMED_WHY}",
+                field="participant",
+            )
         judgments = judgments.filter(
             participant__in=Participant.objects.filter(
                 study=study, pseudonym=filters["participant"]
@@ -317,6 +343,7 @@ def judgment_rows(
     judgments with a note about it, and only those notes)."""
     mode = get_mode(study.mode)
     kinds = mode.kind_labels
+    named = not mode.asks_vision  # see names_raters
     notes = mode.browse.notes(study, judgments)
     rows = []
     for judgment in judgments:
@@ -329,7 +356,7 @@ def judgment_rows(
             continue
         rows.append(
             {
-                **_judgment_row(judgment, kinds),
+                **_judgment_row(judgment, kinds, named),
                 "payload": judgment.payload,
                 "result": judgment.result,
                 "notes": kept,

@@ -55,6 +55,8 @@ def study_items(request: HttpRequest, study_id: int) -> HttpResponse:
         "page": None,
         "error": "",
         "per_item": selectors_items.JUDGMENTS_PER_ITEM,
+        # Why the rows name no rater, in a study whose mode asks raters' vision.
+        "unnamed_why": "" if selectors_items.names_raters(study) else selectors_items.UNNAMED_WHY,
     }
     try:
         filters = selectors_items.browse_filters(request.GET)
@@ -80,7 +82,11 @@ class JudgmentOutput(serializers.Serializer):
     item = serializers.IntegerField(help_text="Id of the item judged.")
     kind = serializers.CharField(help_text="The item's kind (the phase: stage1, game, ...).")
     part = serializers.IntegerField(help_text="Part of the lease (HUMANr: the trial, from 0).")
-    participant = serializers.CharField(help_text="The participant's pseudonym.")
+    participant = serializers.CharField(
+        allow_null=True,
+        help_text="The participant's pseudonym; null in a study whose mode asks raters' "
+        "vision (the kind would tell the rater's group).",
+    )
     source = serializers.CharField(help_text="Registered account, Prolific or MTurk.")
     created_at = serializers.DateTimeField()
     dwell_ms = serializers.IntegerField(help_text="Server-measured time since serving.")

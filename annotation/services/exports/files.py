@@ -12,7 +12,7 @@ import os
 import time
 import zipfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -327,9 +327,46 @@ def table_columns(
     if mode is None:
         mode = get_mode(study.mode)
     extra = _extra_table(mode, table)
-    if extra:
-        return list(extra.columns())
-    return list(mode.export.study_columns(study, raw_ids=raw_ids))
+    columns = (
+        list(extra.columns()) if extra else list(mode.export.study_columns(study, raw_ids=raw_ids))
+    )
+    if _unlinks_raters(mode, raw_ids=raw_ids):
+        columns = [
+            replace(column, description=UNLINKED_PARTICIPANT)
+            if column.name == "participant"
+            else column
+            for column in columns
+        ]
+    return columns
+
+
+#: The participant column's description in a raw-id export of a study asking raters' vision.
+UNLINKED_PARTICIPANT = (
+    "Empty in this export: it holds raw Prolific/MTurk ids, and the study asks raters' "
+    "vision, which a rater's rows tell (some parts are answered by one group only), so no "
+    "row says who made it. Every judgment is here; an export without raw ids names each "
+    "row's participant by pseudonym."
+)
+
+
+def _unlinks_raters(mode: Mode, *, raw_ids: bool) -> bool:
+    """Whether the mode's tables leave the participant out: an export with raw crowd ids
+    of a study whose mode asks raters' vision (``Mode.asks_vision``). Its items are served
+    by group and some parts answered only by sighted raters, so a rater's rows tell their
+    vision, and the participants table beside them maps each pseudonym to a worker id."""
+    return raw_ids and mode.asks_vision
+
+
+def _without_participant(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The batches with their ``participant`` column emptied (nulls), every row kept."""
+    for batch in batches:
+        at = batch.schema.get_field_index("participant")
+        if at < 0:
+            yield batch
+            continue
+        columns = list(batch.columns)
+        columns[at] = pa.nulls(batch.num_rows, batch.schema.field(at).type)
+        yield pa.RecordBatch.from_arrays(columns, schema=batch.schema)
 
 
 def _write_table(
@@ -361,6 +398,8 @@ def _write_table(
         sql, params = mode.export.study_query(study, vendor, raw_ids=raw_ids)
     shown = 0
     with _sql_batches(sql, params, schema) as batches:
+        if _unlinks_raters(mode, raw_ids=raw_ids):
+            batches = _without_participant(batches)
         for batch in _slowed_for_tests(batches):
             tally.observe(batch)
             sink.write(batch)
