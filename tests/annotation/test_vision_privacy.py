@@ -153,6 +153,10 @@ def test_the_raw_id_export_keeps_every_judgment_but_not_who_made_it(rated, tmp_p
             export_file(study=study, path=path, export_format="csv", table=table, raw_ids=raw_ids)
             out[table, raw_ids] = _rows(path)
 
+    sheet = json.loads((tmp_path / "judgments-True.datasheet.json").read_text())
+    assert "name no participant" in sheet["privacy"]
+    described = {c["name"]: c["description"] for c in sheet["tables"]["judgments"]["columns"]}
+    assert described["participant"].startswith("Empty in this export")
     raw = out["judgments", True]
     assert len(raw) == total and len({row["judgment_id"] for row in raw}) == total
     assert {row["participant"] for row in raw} == {""}

@@ -204,6 +204,12 @@ def _datasheet(
             + (
                 "The participants table holds raw Prolific/MTurk ids (the owner asked for "
                 "them): remove them before publishing."
+                + (
+                    # Rows tell a rater's vision in such a study (files._unlinks_raters).
+                    " The study asks raters' vision, so the judgment rows name no participant."
+                    if mode.asks_vision
+                    else ""
+                )
                 if raw_ids
                 else "No crowd worker ids."
             )
