@@ -14,6 +14,16 @@
     dialog.scrollTop = 0;
   }
 
+  // A page that lets no single key act outside its own control (WCAG 2.1.4: a screen
+  // reader in focus mode hands letters to the page) says so on <body>: the button stays,
+  // the g key does nothing and is neither shown nor announced.
+  var pageKeys = document.body.getAttribute("data-page-keys") !== "off";
+  if (!pageKeys) {
+    opener.removeAttribute("aria-keyshortcuts");
+    var hint = opener.querySelector("kbd");
+    if (hint) hint.remove();
+  }
+
   opener.addEventListener("click", open);
   dialog.addEventListener("close", function () { opener.focus(); });
   // A click on the backdrop (the dialog element itself, outside its content) closes it.
@@ -25,7 +35,7 @@
   });
 
   document.addEventListener("keydown", function (event) {
-    if (event.ctrlKey || event.metaKey || event.altKey || dialog.open) return;
+    if (!pageKeys || event.ctrlKey || event.metaKey || event.altKey || dialog.open) return;
     if (event.key !== "g" && event.key !== "G") return;
     var target = event.target;
     // Typing a note or a number is not a shortcut (radio buttons and buttons are).

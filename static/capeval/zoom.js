@@ -17,6 +17,14 @@
   var width = parseInt(dialog.getAttribute("data-width"), 10) || 0;
   var height = parseInt(dialog.getAttribute("data-height"), 10) || 0;
   var MAX = 2, STEP = 1.5;
+  // As guidelines.js: a page that keeps single keys inside their own control (WCAG 2.1.4)
+  // opens the zoom by its button and the image only, never by the z key.
+  var pageKeys = document.body.getAttribute("data-page-keys") !== "off";
+  if (!pageKeys && opener) {
+    opener.removeAttribute("aria-keyshortcuts");
+    var hint = opener.querySelector("kbd");
+    if (hint) hint.remove();
+  }
   // Out of the page's <figure>: the mode's rules for its image (a 16vh band, max-width) must
   // not reach the full-size one, nor a sticky figure's stacking hold the dialog.
   document.body.appendChild(dialog);
@@ -116,7 +124,7 @@
     event.preventDefault();
   });
   document.addEventListener("keydown", function (event) {
-    if (event.ctrlKey || event.metaKey || event.altKey || dialog.open) return;
+    if (!pageKeys || event.ctrlKey || event.metaKey || event.altKey || dialog.open) return;
     if (event.key !== "z" && event.key !== "Z") return;
     var target = event.target;
     // Typing a note or a number is not a shortcut (radio buttons and buttons are).
