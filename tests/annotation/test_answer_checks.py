@@ -21,9 +21,11 @@ from django.test import Client
 from django.urls import reverse
 
 from annotation.models import Assignment, Caption, Judgment
-from annotation.registry import MODES, mode_names
+from annotation.registry import MODES, get_mode, mode_names
+from annotation.services.participants import participant_declare_vision
 from annotation.services.studies import study_create
 from tests.factories.arena import arena_study
+from tests.factories.context import context_study
 from tests.factories.humanr import humanr_study
 from tests.factories.spans import spans_study
 from tests.factories.thumb import member, thumb_study
@@ -46,6 +48,7 @@ BUILDERS = {
     "humanr": humanr_study,
     "arena": arena_study,
     "spans": spans_study,
+    "context": context_study,
 }
 
 DEEP = "[" * 10_000 + "]" * 10_000
@@ -85,7 +88,9 @@ def form_fields(html: str) -> list[str]:
 
 def leased(study, user):
     """A client of ``user`` (an annotator of ``study``) shown its first item."""
-    member(study, user)
+    participant = member(study, user)
+    if get_mode(study.mode).asks_vision:  # the vision question comes before any item
+        participant_declare_vision(participant, vision="sighted", screen_reader=False, consent=True)
     client = Client()
     client.force_login(user)
     page = client.get(reverse("participate_next", args=[study.public_id]))

@@ -2,8 +2,8 @@
 through the real views; the crowd link's group; the simulated crowd's declarations; and
 the protection of the answer (no researcher's page, no generic export shows it).
 
-No test names a mode that asks: the vehicle and the test-rating mode are made to ask by
-setting ``asks_vision`` on their class for one test (monkeypatch puts it back)."""
+No test names a mode that asks: the vehicle is made to ask by
+setting ``asks_vision`` on its class for one test (monkeypatch puts it back)."""
 
 import csv
 import io
@@ -19,7 +19,6 @@ from annotation.services.participants import crowd_link_token
 from annotation.services.simulation import crowd_simulate
 from tests.factories.core import caption_study, vehicle_study
 from tests.factories.vehicle import NAME as VEHICLE
-from tests.ratingmode import NAME as RATING
 
 pytestmark = pytest.mark.django_db
 
@@ -260,7 +259,7 @@ def test_researchers_pages_and_exports_never_show_a_participants_vision(
 
 
 def test_the_simulated_crowd_declares_through_the_service(researcher, monkeypatch):
-    mode_class = type(get_mode(RATING))
+    mode_class = type(get_mode(VEHICLE))
     monkeypatch.setattr(mode_class, "asks_vision", True)
     # Half the crowd blind (the seeded bias's sign), so both groups are present.
     monkeypatch.setattr(
@@ -268,7 +267,7 @@ def test_the_simulated_crowd_declares_through_the_service(researcher, monkeypatc
         "simulated_vision",
         lambda self, worker: "blind" if worker.bias < 0 else "sighted",
     )
-    study = caption_study(researcher, RATING, captions=4, target=2)
+    study = caption_study(researcher, VEHICLE, captions=4, target=2)
 
     summary = crowd_simulate(study=study, workers=6, seed=7)
 
@@ -279,7 +278,7 @@ def test_the_simulated_crowd_declares_through_the_service(researcher, monkeypatc
 
 
 def test_the_simulated_crowd_of_a_mode_that_does_not_ask_declares_nothing(researcher):
-    study = caption_study(researcher, RATING, captions=2, target=1)
+    study = caption_study(researcher, VEHICLE, captions=2, target=1)
 
     crowd_simulate(study=study, workers=2, seed=3)
 

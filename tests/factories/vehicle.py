@@ -22,8 +22,18 @@ from matplotlib.figure import Figure
 
 from annotation.errors import ServiceError
 from annotation.models import Assignment, Caption, Item, Judgment, Participant, Study
-from annotation.modes.base import Export, Mode, Outcome, Pages, Report, WorkerChecks, register
+from annotation.modes.base import (
+    Export,
+    Mode,
+    Outcome,
+    Pages,
+    Report,
+    SimulatedAnswer,
+    WorkerChecks,
+    register,
+)
 from annotation.modes.settings import CHECKS, CROWD, CrowdSettings, whole
+from annotation.modes.simulated import system_quality
 
 #: The mode's name (``Study.mode``).
 NAME = "test-vehicle"
@@ -147,3 +157,12 @@ class VehicleMode(Mode):
     def completion_earned(self, participant: Participant) -> bool:
         needed = self.settings(participant.study).completion_after
         return participant.state.get("answered", 0) >= needed
+
+    def simulate(self, lease: Assignment, worker: Any, context: dict[str, Any]):
+        """One rating per part near the caption's system's hidden quality: so the
+        platform's simulated crowd (services/simulation.py) can be tested on the vehicle."""
+        system = context["systems"].get(lease.item.spec["caption"], "")
+        rating = worker.level(system_quality(system), 1, 5)
+        return [
+            SimulatedAnswer(part, {"rating": rating}, 1.0) for part in range(self.parts(lease.item))
+        ]
