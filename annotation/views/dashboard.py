@@ -19,10 +19,10 @@ from django.views.decorators.http import require_GET
 
 from annotation import dashboard as dashboard_reads
 from annotation import selectors
-from annotation.models import Study
+from annotation.models import LinkGroup, Study
 from annotation.modes import get_mode
 from annotation.modes.base import Mode
-from annotation.services.participants import crowd_link_expires_at, crowd_link_token
+from annotation.services.participants import GROUP_WORDS, crowd_link_expires_at, crowd_link_token
 from annotation.views.access import researcher_required
 
 #: How often an open dashboard asks for fresh numbers while the study is live. Every poll
@@ -147,4 +147,12 @@ def crowd_panel_context(request: HttpRequest, study: Study, mode: Mode) -> dict:
         # Escaped for XML: a link is ASCII, but "&" in a query would break the document.
         mturk_question=MTURK_EXTERNAL_QUESTION.format(url=escape(link)),
     )
+    if mode.asks_vision:
+        # A study whose raters' vision decides what they are served can give each group
+        # its own Prolific study: a screener sends blind and low-vision workers to theirs,
+        # and the link refuses the other group (participant_declare_vision).
+        context["group_study_urls"] = [
+            (GROUP_WORDS[group], f"{link}{PROLIFIC_PLACEHOLDERS}&group={group}")
+            for group in (LinkGroup.BLV, LinkGroup.SIGHTED)
+        ]
     return context

@@ -490,3 +490,28 @@ def test_the_researchers_preview_shows_the_first_part(client, researcher):
     assert response.status_code == 200
     page = response.content.decode()
     assert "Where the image appears" in page and "<img" not in page
+
+
+def test_the_study_page_gives_each_group_its_own_prolific_url(client, researcher):
+    study = context_study(researcher, images=1, **OPEN)
+    client.force_login(researcher)
+    page = html.unescape(client.get(reverse("study_detail", args=[study.pk])).content.decode())
+    urls = dict(
+        re.findall(r"Study URL for ([\w -]+?) raters only</dt><dd><code>(\S+?)</code>", page)
+    )
+    assert set(urls) == {"blind and low-vision", "sighted"}
+    blv_url = urls["blind and low-vision"]
+    assert blv_url.endswith("&group=blv") and urls["sighted"].endswith("&group=sighted")
+
+    # What Prolific does with the URL: its placeholders filled, the path kept.
+    filled = blv_url.replace("{{%PROLIFIC_PID%}}", "pid-1").replace("{{%STUDY_ID%}}", "st")
+    filled = filled.replace("{{%SESSION_ID%}}", "se-1").split("://", 1)[1].split("/", 1)[1]
+    worker = Client(REMOTE_ADDR="198.51.100.9")
+    assert worker.get("/" + filled).status_code == 302
+    vision = reverse("participate_vision", args=[study.public_id])
+    sighted = worker.post(vision, {"vision": "sighted", "screen_reader": "no", "consent": "yes"})
+    blind = worker.post(vision, {"vision": "blind", "screen_reader": "yes", "consent": "yes"})
+
+    assert sighted.status_code == 403
+    assert blind.status_code == 302
+    assert Participant.objects.get(study=study).vision == "blind"
