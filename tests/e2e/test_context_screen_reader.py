@@ -564,6 +564,24 @@ def test_the_researchers_report_of_a_context_study_has_no_wcag_22_aa_violation(t
     check(page, "the context report", 1280)
 
 
+def test_the_context_studys_page_and_dashboard_have_no_wcag_22_aa_violation(tab, researcher):
+    """The researcher's other page of the mode: the study page, with its crowd panel (a
+    Prolific URL per rater group) and its live dashboard (the mode's panel)."""
+    study = context_study(researcher, images=1, blv_ratings=1, sighted_ratings=1)
+    rate(rater(study, "blind"))
+    page = tab.page
+    page.set_viewport_size({"width": 1280, "height": HEIGHT})
+    page.goto(f"/accounts/login/?next=/studies/{study.pk}/")
+    page.keyboard.type(researcher.username)
+    page.keyboard.press("Tab")
+    page.keyboard.type(f"pw-{researcher.username}")
+    press_and_wait(page)
+    expect(page.get_by_text("Study URL for blind and low-vision raters only")).to_be_visible()
+    # The live dashboard is a part of the study page, the mode's panel in it.
+    expect(page.get_by_text("Progress by kind of site and rater group")).to_be_visible()
+    check(page, "the context study's page", 1280)
+
+
 # ------------------------------------------------------------------- single keys
 
 
