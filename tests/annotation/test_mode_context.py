@@ -515,3 +515,54 @@ def test_the_study_page_gives_each_group_its_own_prolific_url(client, researcher
     assert sighted.status_code == 403
     assert blind.status_code == 302
     assert Participant.objects.get(study=study).vision == "blind"
+
+
+def answer_until_done(client, study, ratings) -> str:
+    """Rate item after item through the pages with ``ratings(n)`` (a dict of the four
+    before-image answers of the n-th description) until no item is left; the last page."""
+    for n in range(50):
+        page = client.get(reverse("participate_next", args=[study.public_id]))
+        assignment = page.context.get("assignment") if page.context else None
+        if assignment is None or "part" not in page.context:
+            return page.content.decode()
+        shown_ago(assignment, 600)
+        sent = client.post(submit_url(study, page), {"part": "0", **ratings(n)})
+        assert sent.status_code == 302, sent.content.decode()[:500]
+    raise AssertionError("the study never ran out of items")
+
+
+def test_a_constant_rater_never_sees_the_code_and_an_honest_one_does(researcher):
+    # Three images x two descriptions: six descriptions, the code after four.
+    study = context_study(researcher, images=3, completion_after=4, **OPEN)
+    code = study.completion_code
+
+    bot, bot_participant = arrive(study, "blind", "bot")
+    finished = answer_until_done(
+        bot,
+        study,
+        lambda n: dict.fromkeys(("overall", "imaginability", "relevance", "irrelevance"), "3"),
+    )
+    honest, _ = arrive(study, "blind", "honest")
+    varied = answer_until_done(
+        honest,
+        study,
+        lambda n: {
+            "overall": str(1 + n % 5),
+            "imaginability": "4",
+            "relevance": str(5 - n % 3),
+            "irrelevance": "2",
+        },
+    )
+
+    bot_participant.refresh_from_db()
+    assert code not in finished
+    assert "did not pass this study" in finished and "the rating 3 on 100%" in finished
+    assert [flag["kind"] for flag in bot_participant.flags] == ["rating_pattern"]
+    assert bot_participant.completed_at is None
+    # The bot's judgments stay, excluded with the reason, and it is served nothing more.
+    kept = Judgment.objects.filter(participant=bot_participant)
+    assert kept.count() == 4
+    assert {j.exclusion_reason for j in kept} == {
+        "rating pattern: the rating 3 on 100% of 16 ratings (every question of every description)"
+    }
+    assert code in varied

@@ -29,6 +29,7 @@ from django.db.models import Q, QuerySet
 from annotation.errors import Forbidden, InvalidInput, ServiceError
 from annotation.models import Assignment, Caption, Item, Judgment, Participant, Study
 from annotation.modes.base import CompletionProgress, Mode, Outcome, parse_choice
+from annotation.modes.context import integrity
 from annotation.modes.context.captions import CONTEXT, DOMAIN, TITLE
 from annotation.modes.context.settings import ContextSettings
 from annotation.text import text_problem
@@ -135,6 +136,9 @@ class ContextProtocol(Mode):
     def eligible_items(self, participant: Participant) -> QuerySet[Item]:
         """Items of the participant's declared group, minus every description they already
         met in another context (none before they declare)."""
+        if integrity.is_flagged(participant):
+            # Flagged by the constant-rating rule: no more slots for work that is excluded.
+            return Item.objects.none()
         # Undeclared ("") is no item's kind: such a participant is served nothing.
         items = Item.objects.filter(study_id=participant.study_id, kind=participant.vision_group)
         # Any lease, whatever its status: an unanswered one showed its description. A
@@ -212,7 +216,16 @@ class ContextProtocol(Mode):
         state = dict(participant.state or {})
         if judgment.part == self.parts(judgment.item) - 1:
             state["rated"] = state.get("rated", 0) + 1
-        return Outcome(state=state)
+        fields: dict[str, Any] = {}
+        if integrity.is_flagged(participant):
+            # A part of a lease answered after the flag: excluded like the rest.
+            fields = {"exclusion": "rating pattern: flagged earlier"}
+        elif state.get("rated", 0) >= self._needed(participant.study):
+            # At the code's count: the constant-rating rule over every rating given.
+            latest = judgment.payload if judgment.part == 0 else {}
+            config = self.settings(participant.study)
+            fields = integrity.pattern_fields(participant, config, state, latest)
+        return Outcome(state=state, **fields)
 
     def simulated_vision(self, worker: Any) -> str:
         """Half the simulated crowd blind or low vision, half sighted, from the worker's
@@ -236,9 +249,14 @@ class ContextProtocol(Mode):
 
     def completion_earned(self, participant: Participant) -> bool:
         state = participant.state or {}
+        if integrity.is_flagged(participant):
+            return False
         return bool(state.get("exhausted")) or state.get("rated", 0) >= self._needed(
             participant.study
         )
+
+    def completion_withheld(self, participant: Participant) -> str:
+        return integrity.withheld(participant)
 
     def completion_progress(self, participant: Participant) -> CompletionProgress:
         done = (participant.state or {}).get("rated", 0)
@@ -259,9 +277,11 @@ class ContextProtocol(Mode):
 
     def completion_exhausted(self, participant: Participant) -> Outcome | None:
         state = dict(participant.state or {})
-        if not state.get("rated") or state.get("exhausted"):
-            return None  # nothing rated (an id arriving after the work is gone), or paid
-        return Outcome(state={**state, "exhausted": True})
+        if not state.get("rated") or state.get("exhausted") or integrity.is_flagged(participant):
+            return None  # nothing rated (an id arriving after the work is gone), paid, flagged
+        state["exhausted"] = True
+        fields = integrity.pattern_fields(participant, self.settings(participant.study), state, {})
+        return Outcome(state=state, **fields)
 
 
 def _refusal(problems: list[ServiceError]) -> ServiceError:

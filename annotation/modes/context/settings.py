@@ -79,6 +79,18 @@ class ContextSettings(CrowdSettings):
         group=CROWD,
         doc="Descriptions (each in its context) a crowd worker rates to earn the completion code.",
     )
+    # The constant-rating rule (rubrics/context/checks.py): a worker giving one rating to
+    # more than this share of every question is not paid. 1 turns it off; below a half
+    # an honest rater of similar descriptions could be caught.
+    answer_max_share: float = number(
+        0.9,
+        low=0.5,
+        high=1.0,
+        label="Largest share of one rating a crowd worker may give",
+        group=CHECKS,
+        doc="A crowd worker who gives one rating to more than this share of the questions "
+        "(once they reach the code's count) is excluded and not given the code; 1: never.",
+    )
     # Vision is a health-related attribute: it goes into an export only when the study
     # says so, and never into a raw-id export (docs/participation.md).
     export_vision: bool = flag(
