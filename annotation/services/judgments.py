@@ -290,7 +290,7 @@ def _store_at_once(
     """``_store`` and ``_update_participant`` of a plain outcome in one statement."""
     judgment.result = {**judgment.result, **outcome.result}
     participant = judgment.participant
-    changes = _participant_changes(participant, outcome, mode, now=now)
+    changes = _participant_changes(participant, outcome, mode, now=now, completion=False)
     judgment_sql.store(
         judgment,
         last_part=last_part,
@@ -302,6 +302,12 @@ def _store_at_once(
     if last_part:
         judgment.assignment.status = Assignment.Status.SUBMITTED
         judgment.assignment.submitted_at = now
+    # ``completion_earned`` is called after the judgment is stored (its contract: THumB
+    # counts the stored judgments), so not before the statement: an UPDATE of its own,
+    # once per worker, when the code is earned.
+    completed = _completion_change(participant, mode, now=now)
+    if completed:
+        Participant.objects.filter(pk=participant.pk).update(**completed)
 
 
 def _update_participant(
@@ -314,7 +320,12 @@ def _update_participant(
 
 
 def _participant_changes(
-    participant: Participant, outcome: Outcome, mode: Mode, *, now: datetime
+    participant: Participant,
+    outcome: Outcome,
+    mode: Mode,
+    *,
+    now: datetime,
+    completion: bool = True,
 ) -> dict[str, Any]:
     """The participant's columns the outcome changes, set on ``participant`` too: its state
     and status, flags (a screen-out, a hold), and completion."""
@@ -354,15 +365,24 @@ def _participant_changes(
             *(participant.flags or []),
             {**flag, "at": now.isoformat()},
         ]
+    if completion:
+        changes.update(_completion_change(participant, mode, now=now))
+    return changes
+
+
+def _completion_change(participant: Participant, mode: Mode, *, now: datetime) -> dict:
+    """``{"completed_at": now}`` (set on ``participant`` too) when a crowd worker earns the
+    code with the judgment just stored, else ``{}``."""
     if (
         participant.completed_at is None
-        and crowd
+        and participant.source != Participant.Source.ACCOUNT
         and not screen_out_reason(participant.flags)
         and hold_state(participant.flags)[0] not in (HELD, RETURNED)
         and mode.completion_earned(participant)
     ):
-        participant.completed_at = changes["completed_at"] = now
-    return changes
+        participant.completed_at = now
+        return {"completed_at": now}
+    return {}
 
 
 def participant_settle_exhausted(
