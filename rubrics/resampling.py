@@ -169,6 +169,15 @@ def half_splits(units: int | ArrayLike, n_splits: int, seed: Seed = 0) -> NDArra
 # ---------------------------------------------------------------------------
 
 
+def z_value(alpha: float) -> float:
+    """The standard normal quantile ``1 - alpha / 2``: the half-width of a two-sided CLT
+    interval in standard errors (``alpha`` 0.05: 1.96), beside the bootstrap's
+    percentiles."""
+    from scipy.special import ndtri  # scipy loaded only when an interval is made
+
+    return float(ndtri(1.0 - checks.confidence(alpha, "alpha") / 2.0))
+
+
 def percentile_levels(confidence: float) -> list[float]:
     """The two percentiles (in percent) of a ``confidence`` interval: 100 (1 -+ confidence) / 2.
 
