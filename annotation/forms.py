@@ -1,6 +1,5 @@
 """Forms of the researcher pages."""
 
-import dataclasses
 import json
 from typing import Any
 
@@ -11,7 +10,7 @@ from annotation.errors import ServiceError
 from annotation.models import Caption, Study
 from annotation.modes import get_mode
 from annotation.modes import guidelines as task_guidelines
-from annotation.modes.settings import JUDGED, CrowdSettings, live_settings, ordered_fields
+from annotation.modes.settings import JUDGED, live_settings, ordered_fields, owner_setting_names
 from annotation.registry import caption_purpose_choices, mode_choices
 from annotation.services.imports import COCO_FORMAT, CSV_FORMAT
 from annotation.services.planning import study_plan
@@ -92,7 +91,7 @@ def setting_specs(mode: str) -> list[dict[str, Any]]:
     (``settings.ordered_fields``): by group, the mode's own settings before the shared ones.
     """
     settings_class = get_mode(mode).settings_class
-    crowd = {spec.name for spec in dataclasses.fields(CrowdSettings)}
+    crowd = owner_setting_names()
     live = live_settings(settings_class)
     specs = []
     for spec in ordered_fields(settings_class):

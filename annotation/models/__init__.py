@@ -160,6 +160,12 @@ class Item(models.Model):
     target = models.PositiveIntegerField(default=1)
     judgment_count = models.PositiveIntegerField(default=0)
     open_lease_count = models.PositiveIntegerField(default=0)
+    # The study's sampling design (issue 40, ``services/people_design.py``): the chance this
+    # item was drawn for people, fixed before the first judgment so that the estimate can
+    # weight its answers by the inverse (null: no design, every item goes to people), and
+    # which design drew it ("uniform", "uncertainty": by the judge's uncertainty).
+    sampling_probability = models.FloatField(null=True, blank=True)
+    sampling_design = models.CharField(max_length=16, blank=True, default="")
 
     class Meta:
         ordering = ["position", "id"]

@@ -61,8 +61,12 @@ def unit_shortfall(
     has room left. At most five queries."""
     wanted = F("target") if wanted is None else wanted
     count = players.count()
-    items = Item.objects.filter(study_id=study.pk, kind__in=kinds).annotate(
-        room=wanted - F("judgment_count") - F("open_lease_count")
+    # An item of target 0 is never served (a people design left it out, issue 40): it
+    # needs nobody, whatever ``wanted`` (VICR's floor of ratings) asks of the others.
+    items = (
+        Item.objects.filter(study_id=study.pk, kind__in=kinds)
+        .exclude(target=0)
+        .annotate(room=wanted - F("judgment_count") - F("open_lease_count"))
     )
     # A cheap upper bound first: the participants who judged a unit are at most its
     # finished leases, so when no unit's room plus finished leases exceeds the participants,

@@ -55,15 +55,26 @@ JUDGED = "What is judged"
 CHECKS = "Who judges and checks"
 REPORT = "The report"
 CROWD = "Crowd workers (Prolific, MTurk)"
-GROUPS = (JUDGED, CHECKS, REPORT, CROWD)
+#: Issue 40: the settings of people and a judge together, shared by every mode (declared
+#: on ``CrowdSettings`` beside the crowd's, and like them after the mode's own).
+PEOPLE_JUDGE = "People and a judge together"
+GROUPS = (JUDGED, CHECKS, REPORT, CROWD, PEOPLE_JUDGE)
 
 
-def _meta(kind: str, *, label: str, group: str, doc: str, report: bool = False, **rest):
+def _meta(kind: str, *, label: str, group: str, doc: str, report: bool | None = None, **rest):
     """The metadata every helper records. ``label`` is what the form shows (plain words, not
     the code name); ``group`` one of ``GROUPS`` (default: ``REPORT`` for a report setting,
-    else ``JUDGED``)."""
+    else ``JUDGED``). ``report`` (None: whether ``group`` is ``REPORT``): only the report
+    reads it, so it may change at any time, on a live or closed study too
+    (``live_settings``); a setting shown with the report's that must not says ``False``.
+
+    Derived from the group so that a setting cannot sit under "The report" in the form and
+    still be frozen once the study opens: an imported (closed) arena log's anchor and a
+    spans campaign's error weights were, and could only be changed in the shell."""
     if group and group not in GROUPS:
         raise TypeError(f"setting group {group!r} is not one of {GROUPS}")
+    if report is None:
+        report = group == REPORT
     group = group or (REPORT if report else JUDGED)
     return {"kind": kind, "label": label, "group": group, "doc": doc, "report": report, **rest}
 
@@ -111,14 +122,27 @@ def number(
     return field(default=default, metadata={**metadata, "open": open_ends})
 
 
-def flag(default: bool, *, label="", group="", doc=""):
-    """true or false."""
-    return field(default=default, metadata=_meta("flag", label=label, group=group, doc=doc))
+def flag(default: bool, *, label="", group="", doc="", report=None):
+    """true or false. ``report`` as for ``whole``."""
+    metadata = _meta("flag", label=label, group=group, doc=doc, report=report)
+    return field(default=default, metadata=metadata)
 
 
-def text(default: str = "", *, max_length: int = 64, label="", group="", doc=""):
-    """One line of text of at most ``max_length`` characters (see ``annotation.text``)."""
-    metadata = _meta("text", label=label, group=group, doc=doc, max=max_length)
+def text(
+    default: str = "",
+    *,
+    max_length: int = 64,
+    choices: tuple[str, ...] = (),
+    label="",
+    group="",
+    doc="",
+    report=None,
+):
+    """One line of text of at most ``max_length`` characters (see ``annotation.text``);
+    ``choices``, when given, the only values taken. ``report`` as for ``whole``."""
+    metadata = _meta(
+        "text", label=label, group=group, doc=doc, report=report, max=max_length, choices=choices
+    )
     return field(default=default, metadata=metadata)
 
 
@@ -222,6 +246,10 @@ def _check(name: str, spec: dict[str, Any], value: Any) -> None:
             raise ServiceError(f"{name} must be true or false", field=name)
     elif kind == "text":
         clean_text(value, field=name, max_length=spec["max"])
+        choices = spec.get("choices") or ()
+        if choices and value not in choices:
+            listed = ", ".join(repr(choice) for choice in choices)
+            raise ServiceError(f"{name} must be one of {listed}", field=name)
     elif kind == "url":
         clean_text(value, field=name, max_length=spec["max"])
         try:
@@ -372,6 +400,72 @@ class CrowdSettings:
         doc="Items held at once by the crowd behind one address.",
     )
 
+    # -- people and a judge together (issue 40; services/people_judges.py, people_design.py)
+    # Which judge's answers the report's "people + judge" estimate combines with people's,
+    # and which human score it predicts: read by the report only, so changeable any time.
+    # A judge id, not a name: 0 takes the study's first judge (Judge's ordering). Judges
+    # are a few rows per study: a million ids is decades of any deployment.
+    people_judge: int = whole(
+        0,
+        low=0,
+        high=999_999,
+        label="Judge combined with people in the report",
+        group=PEOPLE_JUDGE,
+        doc="The judge (its id) whose answers the people + judge estimate uses; 0: the "
+        "study's first judge.",
+        report=True,
+    )
+    people_judge_score: str = text(
+        "",
+        max_length=100,
+        label="Human score the judge predicts",
+        group=PEOPLE_JUDGE,
+        doc="The human score the people + judge estimate is of; empty: the mode's first.",
+        report=True,
+    )
+    # The design that decides which units people answer (people_design_apply draws it
+    # before the first judgment): every unit, a uniform share, or a share weighted to where
+    # the judge is unsure. Not a report setting: it describes how items were drawn.
+    people_design: str = text(
+        "",
+        max_length=16,
+        choices=("", "uniform", "uncertainty"),
+        label="Which units people answer",
+        group=PEOPLE_JUDGE,
+        doc="Empty: every unit; uniform: a random share; uncertainty: a share drawn with "
+        "probabilities that grow with the judge's uncertainty (active inference).",
+    )
+    # A share of the units: below 5% a study's people-only estimate rests on too few units
+    # to check the judge against.
+    people_share: float = number(
+        0.5,
+        low=0.05,
+        high=1.0,
+        label="Share of units people answer",
+        group=PEOPLE_JUDGE,
+        doc="Under a design, the expected share of the judged units sent to people.",
+    )
+    # The least probability of any unit: inverse-probability weights are at most 1/floor,
+    # and a floor near 0 gives a few units huge weights and a wide interval.
+    people_floor: float = number(
+        0.1,
+        low=0.01,
+        high=1.0,
+        label="Least chance a unit goes to people",
+        group=PEOPLE_JUDGE,
+        doc="Under the uncertainty design, every unit's least probability of going to "
+        "people (weights are at most its inverse).",
+    )
+    people_judge_second: int = whole(
+        0,
+        low=0,
+        high=999_999,
+        label="Second judge for the uncertainty",
+        group=PEOPLE_JUDGE,
+        doc="A second judge (its id) whose disagreement with the first is the uncertainty; "
+        "0: none (the judge's own spread over runs or swapped orders).",
+    )
+
     def completion_code_for(self, study) -> str:
         """The code a crowd worker reports: the setting, else Prolific's cc=, else the secret.
 
@@ -401,5 +495,39 @@ def live_settings(cls: type) -> set[str]:
     (Prolific gives its completion URL after the study exists) and those only the report
     reads (``report=True``: resamples, confidence level, weights of a total). The mode's
     other settings were built into the items and describe the judgments, so they stay."""
-    crowd = {spec.name for spec in dataclasses.fields(CrowdSettings)}
+    crowd = crowd_setting_names()
     return crowd | {spec.name for spec in dataclasses.fields(cls) if spec.metadata.get("report")}
+
+
+def crowd_setting_names() -> set[str]:
+    """The crowd's own settings (group ``CROWD``): where workers are sent, what code they
+    report, leases and arrival limits. ``CrowdSettings`` also declares the people + judge
+    settings every mode shares (issue 40), which are not the crowd's."""
+    return {
+        spec.name
+        for spec in dataclasses.fields(CrowdSettings)
+        if spec.metadata.get("group") == CROWD
+    }
+
+
+def owner_setting_names() -> set[str]:
+    """The shared settings only the study's owner (or staff) changes: the crowd's (they
+    decide where workers are sent and what they are paid against) and the people + judge
+    design's (which items people answer; ``services/people_design.py`` is owner-only too).
+    The report's choices (``report=True``: which judge the report combines with people)
+    are any researcher's of the study, as the mode's own report settings are."""
+    return {
+        spec.name for spec in dataclasses.fields(CrowdSettings) if not spec.metadata.get("report")
+    }
+
+
+def design_setting_names() -> set[str]:
+    """The people + judge design's settings (which items people answer): they change on an
+    open study until its first judgment, because a judge can only be run once the study's
+    items exist; after it the stored sampling probabilities would no longer be the ones
+    people were drawn with (``services/people_design.py``)."""
+    return {
+        spec.name
+        for spec in dataclasses.fields(CrowdSettings)
+        if spec.metadata.get("group") == PEOPLE_JUDGE and not spec.metadata.get("report")
+    }

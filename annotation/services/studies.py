@@ -7,12 +7,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotation.errors import Conflict, Forbidden, ServiceError
-from annotation.models import Item, Study, User
+from annotation.models import Item, Judgment, Study, User
 from annotation.modes import get_mode
 from annotation.modes import guidelines as task_guidelines
 from annotation.modes import settings as study_settings
 from annotation.modes.base import Mode
-from annotation.modes.settings import CrowdSettings
 from annotation.text import DESCRIPTION_MAX_CHARS, clean_text
 
 # Seeds are stored in a signed 64-bit column (SQLite INTEGER, PostgreSQL bigint).
@@ -181,7 +180,9 @@ def study_update_settings(
 
     Only the study's owner (or staff) changes the crowd settings: they decide where every
     worker is sent and what code they report, so a researcher the study is shared with
-    must not redirect the owner's crowd. ``changed_by`` None is a command or a loader.
+    must not redirect the owner's crowd; nor the people + judge design, which decides
+    what people answer (``settings.owner_setting_names``). ``changed_by`` None is a
+    command or a loader.
     """
     if settings_depth(settings) > MAX_SETTINGS_DEPTH:
         raise ServiceError(f"Settings are {SETTINGS_TOO_DEEP}", field="settings")
@@ -195,17 +196,19 @@ def study_update_settings(
         locked = Study.objects.select_for_update().get(pk=study.pk)
         before = study_settings.load(mode.settings_class, locked.settings)
         after = study_settings.load(mode.settings_class, clean)
-        crowd = {f.name for f in dataclasses.fields(CrowdSettings)}
+        owner_only = study_settings.owner_setting_names()
         if changed_by is not None and not (changed_by.is_staff or changed_by.pk == locked.owner_id):
-            touched = sorted(n for n in crowd if getattr(before, n) != getattr(after, n))
+            touched = sorted(n for n in owner_only if getattr(before, n) != getattr(after, n))
             if touched:
                 raise Forbidden(
-                    f"Only the study's owner changes the crowd settings ({', '.join(touched)}).",
+                    f"Only the study's owner changes these settings ({', '.join(touched)}).",
                     field="settings",
                     details={"setting": touched[0]},
                 )
         if locked.status != Study.Status.DRAFT:
             live = study_settings.live_settings(mode.settings_class)
+            if not Judgment.objects.filter(study=locked).exists():
+                live |= study_settings.design_setting_names()
             frozen = [
                 f.name
                 for f in dataclasses.fields(mode.settings_class)
@@ -215,7 +218,8 @@ def study_update_settings(
                 raise Conflict(
                     f"{', '.join(frozen)} change only while the study is a draft: its items "
                     "were built with them. The crowd settings and the report's settings "
-                    "can change at any time.",
+                    "can change at any time, the people + judge design until the first "
+                    "judgment.",
                     field="settings",
                     details={"setting": frozen[0]},
                 )

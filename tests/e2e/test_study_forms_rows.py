@@ -68,6 +68,7 @@ def test_row14_the_new_study_form_speaks_plainly_in_groups_two_columns_wide(
         "Who judges and checks",
         "The report",
         "Crowd workers (Prolific, MTurk)",
+        "People and a judge together",
     ]
     first = settings.locator("[data-setting]").first.get_attribute("data-setting")
     assert first == "n_images"

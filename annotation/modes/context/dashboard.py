@@ -27,8 +27,10 @@ class ContextDashboard(Dashboard):
             .order_by()
             .values("spec__domain", "kind")
             .annotate(
-                items=Count("id"),
-                finished=Count("id", filter=Q(judgment_count__gte=F("target"))),
+                # Items a people design left out (target 0, issue 40) are not asked: they
+                # are neither counted nor finished.
+                items=Count("id", filter=Q(target__gt=0)),
+                finished=Count("id", filter=Q(judgment_count__gte=F("target"), target__gt=0)),
                 ratings=Sum("judgment_count"),
                 wanted=Sum("target"),
             )

@@ -243,7 +243,11 @@ class ContextProtocol(Mode):
     def _needed(self, study: Study) -> int:
         wanted = self.settings(study).completion_after
         descriptions = (
-            Item.objects.filter(study_id=study.pk).order_by().values("spec__caption").distinct()
+            # Items a people + judge design left out (target 0) are never served.
+            Item.objects.filter(study_id=study.pk, target__gt=0)
+            .order_by()
+            .values("spec__caption")
+            .distinct()
         ).count()
         return min(wanted, descriptions) if descriptions else wanted
 

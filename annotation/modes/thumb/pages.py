@@ -241,7 +241,8 @@ class ThumbPages(Pages):
         ).count()
         remaining = Cast("target", IntegerField()) - Cast("judgment_count", IntegerField())
         totals = Item.objects.filter(study_id=study.pk).aggregate(
-            images=Count("id", filter=Q(kind=STAGE1)),
+            # The images people are asked about: not those a people design left out.
+            images=Count("id", filter=Q(kind=STAGE1, target__gt=0)),
             **{f"left_{kind}": Sum(remaining, filter=Q(kind=kind), default=0) for kind in KINDS},
         )
         return {
