@@ -443,10 +443,25 @@ def _leased(
 def _claim_first(candidates: QuerySet[Item], new: dict) -> tuple[Item, int | None] | None:
     """Claim a slot of the first candidate nobody else holds; if every candidate is held by
     a concurrent claim (PostgreSQL), wait for one rather than tell the participant that
-    nothing is left while capacity may remain after the others commit."""
+    nothing is left while capacity may remain after the others commit.
+
+    PostgreSQL keeps the lock on a row that a locking read took and then dropped because,
+    re-checked after a concurrent commit, it no longer qualified (an item that filled up, or
+    that a design left out), until the transaction ends. A claim that went on waiting with
+    such locks could wait on another that waits on it (two claims walking the items in
+    their own serving orders did, under a design). So a try that claims nothing gives its
+    locks back (the savepoint), and the waiting try walks the items in one order for every
+    claim, by id: claims that wait never wait on each other in a circle.
+    """
+    if connection.vendor != "postgresql":
+        return assignment_sql.claim(candidates, wait=False, lease=new)
+    savepoint = transaction.savepoint()
     claimed = assignment_sql.claim(candidates, wait=False, lease=new)
-    if claimed is None and connection.vendor == "postgresql":
-        claimed = assignment_sql.claim(candidates, wait=True, lease=new)
+    if claimed is None:
+        transaction.savepoint_rollback(savepoint)
+        claimed = assignment_sql.claim(candidates.order_by("pk"), wait=True, lease=new)
+        if claimed is None:
+            transaction.savepoint_rollback(savepoint)
     return claimed
 
 
