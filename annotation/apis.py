@@ -205,7 +205,8 @@ class ReportOutput(serializers.Serializer):
         help_text="The report as the page shows it. An arena study's holds `leaderboard` "
         "([{system, score, ci_low, ci_high, rank_low, rank_high, battles}], bootstrap 95% "
         "intervals on LMArena's scale), `length_leaderboard` (same fields but battles, "
-        "sandwich intervals) and `length_coefficient` ({value, ci_low, ci_high, unit})."
+        "sandwich intervals) and `length_coefficient` ({value, ci_low, ci_high, unit}). "
+        "Every mode's has `people_judge`: per system people-only, judge-only, combined intervals."
     )
 
 

@@ -13,6 +13,7 @@ from annotation.views import (
     metrics,
     participate,
     people,
+    people_judges,
     plan,
     preview,
     reports,
@@ -79,6 +80,11 @@ urlpatterns = [
     ),
     path("studies/<int:study_id>/plan/", plan.study_plan, name="study_plan"),
     path("studies/<int:study_id>/judges/", judges.study_judges, name="study_judges"),
+    path(
+        "studies/<int:study_id>/people-judge/",
+        people_judges.study_people_judge,
+        name="study_people_judge",
+    ),
     path(
         "studies/<int:study_id>/judges/settings/",
         judges.study_judge_settings,

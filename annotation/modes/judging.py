@@ -11,7 +11,7 @@ import re
 from typing import Any, ClassVar
 
 from annotation.errors import ServiceError
-from annotation.models import Item, Study
+from annotation.models import Caption, Item, Study
 from annotation.modes.components import ModeOf
 from annotation.text import json_problem, nesting_problem, text_problem
 
@@ -43,6 +43,12 @@ class Judging:
     #: pair's unique constraint, so no other table is needed), never swapped, and the
     #: alignment report keys them ``(caption, context)``, as ``human_scores`` must.
     context_units: ClassVar[bool] = False
+    #: The per-system estimate of the "people + judge" report (issue 40;
+    #: ``services/people_judges.py``): ``"mean"`` of a per-unit score (caption units),
+    #: ``"share"`` (per system, the mean of each pair's outcome oriented to the system:
+    #: ``people_values`` and ``judge_values`` say how) or ``"bradley_terry"`` (pair
+    #: units: each human vote a battle, ``human_battles``, against the judge's choice).
+    estimate: ClassVar[str] = "mean"
 
     def __init__(self, mode: ModeOf):
         self.mode = mode
@@ -82,6 +88,56 @@ class Judging:
         """Human pairwise choices ``(caption a, caption b, 0 | 1)`` over every group.
         Default: the report's ``human_pairs``."""
         return [row for rows in self.mode.report.human_pairs(study).values() for row in rows]
+
+    # -- people and a judge together (services/people_judges.py, issue 40)
+
+    def people_values(self, study: Study) -> dict[str, dict[Any, list[float]]]:
+        """``{score: {unit: [human values]}}`` a ``"mean"`` or ``"share"`` estimate reads,
+        every kept rating of the unit (the estimate takes their mean: one observation per
+        unit). Units keyed as the judge's answers are (``judge_values``). Default: the
+        caption units of ``human_scores``."""
+        out: dict[str, dict[Any, list[float]]] = {}
+        for score, rows in self.human_scores(study).items():
+            per_unit: dict[Any, list[float]] = {}
+            for unit, value in rows:
+                per_unit.setdefault(unit, []).append(float(value))
+            out[score] = per_unit
+        return out
+
+    def judge_values(
+        self, study: Study, answers: list[tuple[int, int | None, dict[str, Any], dict[str, float]]]
+    ) -> dict[str, dict[Any, float]]:
+        """``{score: {unit: value}}`` of one judge's ``answers`` (rows ``(caption, second
+        caption or None, answer, scores)``, every run): a unit answered in several runs
+        takes the mean of its runs (a better prediction, and PPI is valid for any fixed
+        one). Default: caption units keyed as ``human_scores`` keys them."""
+        sums: dict[str, dict[Any, list[float]]] = {}
+        for first, second, _answer, scores in answers:
+            unit = (first, second) if self.context_units else first
+            for score, value in scores.items():
+                sums.setdefault(score, {}).setdefault(unit, []).append(float(value))
+        return {
+            score: {unit: sum(v) / len(v) for unit, v in per_unit.items()}
+            for score, per_unit in sums.items()
+        }
+
+    def unit_systems(self, study: Study, units: set[Any]) -> dict[Any, str]:
+        """The system each unit scores (a unit of no system is left out). Default: the
+        system of the unit's caption (the first id of a tuple unit)."""
+        # The study's captions in one query (no IN list of 100k ids).
+        systems = dict(Caption.objects.filter(study=study).values_list("pk", "system"))
+        out = {}
+        for unit in units:
+            system = systems.get(unit[0] if isinstance(unit, tuple) else unit)
+            if system is not None:
+                out[unit] = system
+        return out
+
+    def human_battles(self, study: Study) -> list[tuple[int, int, float]]:
+        """People's battles for a ``"bradley_terry"`` estimate: ``(caption a, caption b,
+        y)``, y in [0, 1] the share of the battle b won, one row per vote. Default:
+        ``human_pairs`` (decisive votes)."""
+        return [(a, b, float(choice)) for a, b, choice in self.human_pairs(study)]
 
     # -- running a judge through the platform (services/judge_runs.py)
 

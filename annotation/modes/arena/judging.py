@@ -17,6 +17,8 @@ _LABELS = {0.0: "first", 1.0: "second", 0.5: "tie"}
 
 class ArenaJudging(Judging):
     unit = "pair"
+    # The arena's headline is its Bradley-Terry leaderboard (ties half a win to each side).
+    estimate = "bradley_terry"
     answer_help = '{"outcome": "a" | "b" | "tie" | "bothbad"} (a: the caption shown first)'
 
     def clean_answer(self, study: Study, captions: list[Any], data: Any) -> dict[str, Any]:
@@ -44,6 +46,16 @@ class ArenaJudging(Judging):
             choice = _CHOICE[winner] if a < b else 1.0 - _CHOICE[winner]
             out.append((participant, (min(a, b), max(a, b)), _LABELS[choice]))
         return out
+
+    def human_battles(self, study: Study) -> list[tuple[int, int, float]]:
+        """Every kept battle with an overall verdict, ties as half a win to each side (as
+        the leaderboard counts them), as shown: ``(caption a, caption b, share b won)``."""
+        rows = Judgment.objects.filter(study=study, item__kind=BATTLE, excluded=False)
+        return [
+            (spec["caption_a"], spec["caption_b"], _CHOICE[winner])
+            for spec, winner in rows.values_list("item__spec", "result__winner")
+            if winner in _CHOICE
+        ]
 
     def item_unit(self, item: Item) -> tuple[int, int | None] | None:
         """A battle: its caption a shown first (a gold battle is no question for a judge)."""
