@@ -4,6 +4,8 @@ from annotation import apis
 from annotation.views import crowd_api, guidelines, items, study_data_api
 from annotation.views.api_root import ApiRootApi
 from annotation.views.judges import StudyJudgeRunsApi, StudyJudgeRunStopApi, StudyJudgesApi
+from annotation.views.people_design_api import StudyPeopleDesignApi
+from annotation.views.plan_judge_api import StudyPlanJudgeApi
 
 urlpatterns = [
     path("", ApiRootApi.as_view(), name="api_root"),
@@ -27,7 +29,17 @@ urlpatterns = [
     ),
     path("studies/<int:study_id>/report/", apis.StudyReportApi.as_view(), name="api_study_report"),
     path("studies/<int:study_id>/plan/", apis.StudyPlanApi.as_view(), name="api_study_plan"),
+    path(
+        "studies/<int:study_id>/plan/judge/",
+        StudyPlanJudgeApi.as_view(),
+        name="api_study_plan_judge",
+    ),
     path("studies/<int:study_id>/judges/", StudyJudgesApi.as_view(), name="api_study_judges"),
+    path(
+        "studies/<int:study_id>/people-design/",
+        StudyPeopleDesignApi.as_view(),
+        name="api_study_people_design",
+    ),
     path("studies/<int:study_id>/items/", items.StudyItemsApi.as_view(), name="api_study_items"),
     path(
         "studies/<int:study_id>/judgments/",

@@ -38,6 +38,7 @@ from annotation.services.metrics import (
     metrics_unavailable,
 )
 from annotation.services.metrics_ensemble import metrics_ensemble
+from annotation.services.planning import JUDGE_PLAN_HELP
 from annotation.services.reports import report_request
 from annotation.services.studies import (
     MAX_SEED,
@@ -554,6 +555,7 @@ class PlanOutput(serializers.Serializer):
     )
     seconds_per_judgment = serializers.FloatField(allow_null=True)
     price_per_judgment = serializers.FloatField(allow_null=True)
+    judge = serializers.JSONField(help_text=JUDGE_PLAN_HELP)
 
 
 def plan_parameter(name: str, field: forms.Field) -> OpenApiParameter:
@@ -579,11 +581,9 @@ def plan_parameter(name: str, field: forms.Field) -> OpenApiParameter:
 
 
 class StudyPlanApi(APIView):
-    """The planner (issue 15): predicted interval widths, power and cost per study size.
-
-    The query takes the planner page's fields (``annotation.forms.PlanForm``); a bad
-    value answers 400 naming the field.
-    """
+    """The planner (issues 15, 40): predicted interval widths, power and cost per study size,
+    and the human judgments a target half-width needs with and without the study's judge.
+    The query takes the page's fields (``forms.PlanForm``); a bad value answers 400."""
 
     @extend_schema(
         parameters=[plan_parameter(name, field) for name, field in PlanForm.base_fields.items()],

@@ -26,6 +26,7 @@ from annotation import selectors
 from annotation.forms import PlanForm
 from annotation.models import Study
 from annotation.modes import get_mode
+from annotation.services import planning
 from annotation.views.access import researcher_required
 
 
@@ -59,9 +60,15 @@ def study_plan(request: HttpRequest, study_id: int) -> HttpResponse:
             result = form.plan(study)
         except ValueError as exc:
             context["refused"] = str(exc)
+            # The curve refused (a mode with no planner model, the arena's, spans'): the
+            # plan with the judge needs none, and is shown alone (issue 40).
+            target = form.cleaned_data["target_half_width"]
+            context["judge_plan"] = planning.study_judge_plan(study, target_half_width=target)
         else:
             names = sorted({name for p in result["points"] for name in p["half_width"]})
             context["plan"] = result
+            # With the study's judge (issue 40): its own section, after the curve.
+            context["judge_plan"] = result.get("judge")
             context["names"] = names
             # One width per column, in the header's order (None: undefined at that size).
             context["rows"] = [
@@ -127,8 +134,8 @@ def study_plan_figure(request: HttpRequest, study_id: int) -> HttpResponse:
     form = PlanForm(request.GET, mode=study.mode)
     if not form.is_valid():
         return HttpResponse("Bad planner parameters.", status=400, content_type="text/plain")
-    try:
-        result = form.plan(study)
+    try:  # the curve only: the judge plan's numbers are not drawn
+        result = planning.study_plan(study, **form.cleaned_data, judge=False)
     except ValueError as exc:
         return HttpResponse(str(exc), status=400, content_type="text/plain")
     # Labels are fixed here, but "$" must never be parsed as maths (as for report figures).
