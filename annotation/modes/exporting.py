@@ -102,14 +102,35 @@ def judgment_trailing_columns() -> list[ExportColumn]:
         ExportColumn("dwell_ms", "int", "Server-measured time from showing to answer, in ms."),
         ExportColumn("excluded", "bool", "Excluded from the scores (kept here, flagged)."),
         ExportColumn("exclusion_reason", "str", "Why it is excluded; empty if not."),
+        # Issue 40: the estimate weights a judgment by the inverse of its item's chance of
+        # going to people, so a reader of the export can too.
+        ExportColumn(
+            "sampling_probability",
+            "float",
+            "The chance the judged item was drawn for people by the study's sampling design "
+            "(its inverse is the judgment's weight); empty: no design, every item to people.",
+        ),
+        ExportColumn(
+            "sampling_design",
+            "str",
+            "The design that drew the item: uniform (a random share), uncertainty (chosen by "
+            "the judge's uncertainty); empty: none.",
+        ),
     ]
 
 
 #: Select-list SQL of ``judgment_export_columns`` and ``judgment_trailing_columns`` over
-#: ``annotation_judgment j`` joined with ``annotation_participant p``.
+#: ``annotation_judgment j`` joined with ``annotation_participant p`` and the judged item
+#: (``ji``: its own alias, so that a mode's own join of the item keeps its name).
 JUDGMENT_SELECT = "j.id, p.pseudonym"
-JUDGMENT_TRAILING = "j.created_at, j.dwell_ms, j.excluded, j.exclusion_reason"
-JUDGMENT_FROM = "annotation_judgment j JOIN annotation_participant p ON p.id = j.participant_id"
+JUDGMENT_TRAILING = (
+    "j.created_at, j.dwell_ms, j.excluded, j.exclusion_reason, "
+    "ji.sampling_probability, ji.sampling_design"
+)
+JUDGMENT_FROM = (
+    "annotation_judgment j JOIN annotation_participant p ON p.id = j.participant_id "
+    "JOIN annotation_item ji ON ji.id = j.item_id"
+)
 
 
 @dataclass(frozen=True)
