@@ -219,6 +219,38 @@ def login():
     return log_in
 
 
+#: Held by every live-server request on SQLite (``_one_request_at_a_time``), and by a test's
+#: writes beside an open page (``live_server_lock``).
+_REQUESTS = threading.Lock()
+
+
+@pytest.fixture(autouse=True)
+def _one_request_at_a_time(request, monkeypatch):
+    """On SQLite, the live server's requests are handled one at a time.
+
+    The live server's threads and the test share one in-memory SQLite connection. Two
+    requests at once on it can deadlock the process: one inside ``sqlite3_step`` running a
+    Python SQL function (Django's, or the dashboard's median) waits for the GIL while
+    holding the connection's mutex, and the other, holding the GIL, fetches a row and waits
+    for that mutex. A CI run hung so, the dashboard polling while a worker's answer was
+    stored. PostgreSQL gives each thread its own connection and is left alone.
+    """
+    if "live_server" not in request.fixturenames:
+        return
+    from django.core.handlers.wsgi import WSGIHandler
+    from django.db import connection
+
+    if connection.vendor != "sqlite":
+        return
+    handle = WSGIHandler.__call__
+
+    def one_at_a_time(self, environ, start_response):
+        with _REQUESTS:
+            return handle(self, environ, start_response)
+
+    monkeypatch.setattr(WSGIHandler, "__call__", one_at_a_time)
+
+
 @pytest.fixture
 def live_server_lock(monkeypatch) -> threading.Lock:
     """A lock that every request to the live server takes while it is handled.
@@ -228,16 +260,17 @@ def live_server_lock(monkeypatch) -> threading.Lock:
     polls (the dashboard, a job's progress) during the test's own writes would answer 500,
     or the write would fail. A test that writes beside an open page holds this lock while it
     writes (never while it drives the browser); a request meanwhile waits, then shows what
-    was written.
+    was written. On SQLite every request already takes it (``_one_request_at_a_time``).
     """
     from django.core.handlers.wsgi import WSGIHandler
+    from django.db import connection
 
-    lock = threading.Lock()
-    handle = WSGIHandler.__call__
+    if connection.vendor != "sqlite":
+        handle = WSGIHandler.__call__
 
-    def one_at_a_time(self, environ, start_response):
-        with lock:
-            return handle(self, environ, start_response)
+        def one_at_a_time(self, environ, start_response):
+            with _REQUESTS:
+                return handle(self, environ, start_response)
 
-    monkeypatch.setattr(WSGIHandler, "__call__", one_at_a_time)
-    return lock
+        monkeypatch.setattr(WSGIHandler, "__call__", one_at_a_time)
+    return _REQUESTS
