@@ -122,6 +122,13 @@ def test_the_researcher_stops_a_run_by_keyboard_and_it_asks_nothing(
         fits(page, "judges page, run queued")
 
         stop.focus()
+        # The fragment is polled every second and swapped whole: the button keeps the
+        # focus across a swap only because it has an id (htmx restores it), so a keyboard
+        # user's Enter still lands on it. Without the id the focus fell to the page.
+        job_url = f"/studies/{study.pk}/judges/runs/{job.pk}/"
+        with page.expect_response(lambda r: r.url.endswith(job_url)):
+            pass
+        expect(stop).to_be_focused()
         page.keyboard.press("Enter")
         expect(page.get_by_text("Stopping: no new question is sent")).to_be_visible()
         expect(stop).to_have_count(0)
