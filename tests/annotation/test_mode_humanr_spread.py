@@ -40,10 +40,14 @@ def test_spreading_is_on_by_default(researcher):
 
 
 def test_a_worker_past_the_code_gets_one_group_per_system(researcher):
-    # 135 images, so the exposure rule (no image met twice) leaves a worker many groups:
-    # what ends their run is the spreading rule, after one group of each of the 3 systems.
+    # What ends the run must be the spreading rule, after one group of each of the 3
+    # systems, not the exposure rule (no image met twice). Groups are drawn per system, so
+    # after two groups and their checks (22 images met) a group of 9 avoids them all with
+    # probability (1 - 22/n)^9: with n = 135 and 15 Human groups, none did for about one
+    # in ten of the check draws (which are keyed by ids, so the failure moved with the
+    # database). With 270 images and 30 groups per system, that is under 1e-8.
     study = humanr_study(
-        researcher, images=135, systems=("GIT", "GPT"), adaptive_target_half_width=0.1
+        researcher, images=270, systems=("GIT", "GPT"), adaptive_target_half_width=0.1
     )
     systems = groups_until_none(crowd(study, "PID-1"))
     assert sorted(systems) == ["GIT", "GPT", "Human"]
@@ -52,9 +56,10 @@ def test_a_worker_past_the_code_gets_one_group_per_system(researcher):
 
 
 def test_without_spreading_a_worker_gets_a_second_group_of_a_system(researcher):
+    # 270 images, as above: five groups must not run out of images never met.
     study = humanr_study(
         researcher,
-        images=135,
+        images=270,
         systems=("GIT", "GPT"),
         adaptive_target_half_width=0.1,
         adaptive_spread_workers=False,
