@@ -381,8 +381,9 @@ class SpansProtocol(Mode):
 
     def _needed(self, study: Study) -> int:
         wanted = self.settings(study).completion_captions
-        # No caption item yet (a draft): nothing to cap by.
-        captions = Item.objects.filter(study_id=study.pk, kind=CAPTION).count()
+        # No caption item yet (a draft): nothing to cap by. Items a people + judge design
+        # left out (target 0) are never served, so they do not count.
+        captions = Item.objects.filter(study_id=study.pk, kind=CAPTION, target__gt=0).count()
         return min(wanted, captions) if captions else wanted
 
     def completion_earned(self, participant: Participant) -> bool:
@@ -397,7 +398,8 @@ class SpansProtocol(Mode):
 
     def completion_reach(self, study: Study) -> str:
         wanted = self.settings(study).completion_captions
-        captions = Item.objects.filter(study_id=study.pk, kind=CAPTION).count()
+        # Items a people + judge design left out (target 0) are never served.
+        captions = Item.objects.filter(study_id=study.pk, kind=CAPTION, target__gt=0).count()
         if not captions or captions >= wanted:
             return ""
         return (
