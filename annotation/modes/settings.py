@@ -88,13 +88,12 @@ def whole(
     label="",
     group="",
     doc="",
-    report=False,
+    report=None,
 ):
     """A whole number from ``low`` to ``high`` (``optional``: also ``None``).
 
     ``high`` is required: say why a larger value is never needed next to the field.
-    ``report``: only the report reads it, so it may change while the study is live
-    (``live_settings``). ``label`` and ``group``: see ``_meta``.
+    ``report``, ``label`` and ``group``: see ``_meta``.
     """
     metadata = _meta("whole", label=label, group=group, doc=doc, report=report, low=low, high=high)
     return field(default=default, metadata={**metadata, "optional": optional})
@@ -109,7 +108,7 @@ def number(
     label="",
     group="",
     doc="",
-    report=False,
+    report=None,
 ):
     """Any real number from ``low`` to ``high`` (``open_ends``: strictly between them).
 

@@ -19,6 +19,7 @@ from annotation.models import Caption, Judge, JudgeAnswer, Judgment, Study
 from annotation.modes import get_mode
 from annotation.services.judges import judge_import
 from tests.factories.core import require_postgres, run_together
+from tests.factories.vicr import vicr_release
 
 pytestmark = pytest.mark.django_db
 
@@ -30,15 +31,7 @@ SYSTEMS = ["A", "B", "C", "D", "C", "A", "D", "B"]
 
 @pytest.fixture
 def vicr_study(researcher, tmp_path) -> Study:
-    path = tmp_path / "vicr.csv"
-    lines = ["image,caption,ratings,rating_2,rating_3"]
-    lines += [f"img{i}.jpg,caption number {i},{a},{b},{c}" for i, (a, b, c) in enumerate(RATINGS)]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    call_command(
-        "import_ratings", str(path), "--format", "vicr-csv", "--owner", researcher.username,
-        stdout=io.StringIO(),
-    )  # fmt: skip
-    study = Study.objects.get(owner=researcher)
+    study = vicr_release(researcher, tmp_path, RATINGS)
     # The release names no systems: give the captions four, for the system-level figures.
     for caption, system in zip(_captions(study), SYSTEMS, strict=True):
         Caption.objects.filter(pk=caption.pk).update(system=system)

@@ -8,9 +8,11 @@ choose a rating from an item's expert truth.
 
 from __future__ import annotations
 
+import io
 from datetime import timedelta
 from itertools import count
 
+from django.core.management import call_command
 from django.utils import timezone
 
 from annotation.models import Caption, Image, Item, Judgment, Participant, Study
@@ -144,3 +146,18 @@ def far(item):
     """Two or more levels away: at most 0 points a pair."""
     truth = truth_of(item)
     return 5 if truth <= 2 else 1
+
+
+def vicr_release(owner, tmp_path, ratings) -> Study:
+    """A closed VICR study imported through ``import_ratings`` from a release CSV whose
+    caption ``i`` is "caption number i" with ``ratings[i]`` (three ratings each) on image
+    ``img{i}.jpg``; the release names no systems."""
+    path = tmp_path / "vicr.csv"
+    lines = ["image,caption,ratings,rating_2,rating_3"]
+    lines += [f"img{i}.jpg,caption number {i},{a},{b},{c}" for i, (a, b, c) in enumerate(ratings)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    call_command(
+        "import_ratings", str(path), "--format", "vicr-csv", "--owner", owner.username,
+        stdout=io.StringIO(),
+    )  # fmt: skip
+    return Study.objects.get(owner=owner)

@@ -6,6 +6,8 @@
     manage.py import_ratings --format nebula nebula_test.json
 
     manage.py import_ratings --format battles arena_battles.jsonl
+    manage.py import_ratings --format battles arena_battles.jsonl \
+        --setting anchor_system=gpt-4-0613 --setting anchor_score=1200
     manage.py import_ratings --format iiw-sxs ../shared/datasets/imageinwords/DCI_Test.jsonl
     manage.py import_ratings --format mqm-tsv ../shared/datasets/wmt-mqm-ted/mqm_ted_ende.tsv
     manage.py import_ratings --format esa-csv 240315rc5ESA.scores.csv --batches batches.json
@@ -17,7 +19,9 @@ studies, battle logs (LMArena's JSON Lines) and ImageInWords' side-by-side files
 arena studies (the command says what the file lacks: images, texts, an overall verdict),
 MQM TSV files and ESA campaign CSVs closed spans studies (no images: each item shows its
 source text), Pascal-50S (pairwise judgments with their references) and Nebula (captions,
-references, released human scores) closed studies for the metric lab.
+references, released human scores) closed studies for the metric lab. ``--setting`` sets a
+report setting of the study's mode (the arena's anchor, a campaign's error weights); every
+report setting can be changed later on the study's settings page too.
 """
 
 from __future__ import annotations
@@ -28,7 +32,11 @@ from django.core.management.base import BaseCommand, CommandError
 
 from annotation.errors import ServiceError
 from annotation.models import User
-from annotation.services.imports.releases import release_formats, release_import
+from annotation.services.imports.releases import (
+    release_formats,
+    release_import,
+    settings_from_pairs,
+)
 
 
 class Command(BaseCommand):
@@ -51,6 +59,14 @@ class Command(BaseCommand):
             "--owner", help="Researcher who owns the study (default: the first superuser)."
         )
         parser.add_argument("--name", default="", help="Study name (default: the file name).")
+        parser.add_argument(
+            "--setting",
+            action="append",
+            default=[],
+            metavar="NAME=VALUE",
+            help="A report setting of the study (repeatable), e.g. anchor_system=gpt-4; the "
+            "value is read as JSON, else as text.",
+        )
 
     def handle(
         self,
@@ -60,6 +76,7 @@ class Command(BaseCommand):
         owner: str | None,
         name: str,
         batches: Path | None = None,
+        setting: list[str] | None = None,
         **options,
     ):
         if owner:
@@ -71,7 +88,14 @@ class Command(BaseCommand):
             if user is None:
                 raise CommandError("no superuser exists; name the owner with --owner")
         try:
-            done = release_import(owner=user, path=file, fmt=format, name=name, batches=batches)
+            done = release_import(
+                owner=user,
+                path=file,
+                fmt=format,
+                name=name,
+                settings=settings_from_pairs(setting or []),
+                batches=batches,
+            )
         except ServiceError as exc:
             raise CommandError(exc.report()) from exc
         first, *rest = done.summary

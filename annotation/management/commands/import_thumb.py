@@ -6,7 +6,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.errors import ServiceError
-from annotation.services.imports.releases import release_import
+from annotation.services.imports.releases import release_import, settings_from_pairs
 
 #: The format the THumB mode's importer reads the release as.
 THUMB_RELEASE = "thumb-1.0"
@@ -26,8 +26,16 @@ class Command(BaseCommand):
             "--owner", help="Username of the owning researcher (default: the first superuser)."
         )
         parser.add_argument("--name", default="", help="Study name.")
+        parser.add_argument(
+            "--setting",
+            action="append",
+            default=[],
+            metavar="NAME=VALUE",
+            help="A report setting of the study (repeatable), e.g. bootstrap_resamples=2000; "
+            "the value is read as JSON, else as text.",
+        )
 
-    def handle(self, *args, jsonl: Path, owner: str | None, name: str, **options):
+    def handle(self, *args, jsonl: Path, owner: str | None, name: str, setting=None, **options):
         if not jsonl.is_file():
             raise CommandError(f"No such file: {jsonl}")
         users = get_user_model().objects
@@ -39,7 +47,13 @@ class Command(BaseCommand):
         if user is None:
             raise CommandError(f"No user {owner!r}." if owner else "No superuser; pass --owner.")
         try:
-            study = release_import(owner=user, path=jsonl, fmt=THUMB_RELEASE, name=name).study
+            study = release_import(
+                owner=user,
+                path=jsonl,
+                fmt=THUMB_RELEASE,
+                name=name,
+                settings=settings_from_pairs(setting or []),
+            ).study
         except ServiceError as exc:
             raise CommandError(exc.report()) from exc
         images = study.images.count()

@@ -99,6 +99,9 @@ class ContextSettings(CrowdSettings):
         group=REPORT,
         doc="Exports (never the raw-id ones) carry each rater's group: blind or low vision, "
         "or sighted. Off: the group is left out.",
+        # Not a report setting though it sits with them: raters answered the vision question
+        # under the study's terms as opened, so whether exports carry it is fixed then.
+        report=False,
     )
     # Of the report's intervals: a half to 99.9% (a wider one needs more resamples than
     # a report draws).

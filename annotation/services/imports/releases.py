@@ -11,6 +11,8 @@ owner who is not a researcher.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,12 +55,21 @@ def release_formats() -> list[str]:
 
 
 def release_import(
-    *, owner: User, path: Path | str, fmt: str, name: str = "", **options: Any
+    *,
+    owner: User,
+    path: Path | str,
+    fmt: str,
+    name: str = "",
+    settings: dict[str, Any] | None = None,
+    **options: Any,
 ) -> ReleaseImport:
     """Read ``path`` in the format ``fmt`` with its mode's importer and store it as a new
-    CLOSED study named ``name`` (default: the importer's). ``options`` go to the importer
-    (``batches`` for ``esa-csv``). Forbidden for an owner who is not a researcher;
-    ServiceError (nothing written) for an unknown format or a bad file."""
+    CLOSED study named ``name`` (default: the importer's). ``settings``: report settings
+    of the mode to store over the importer's (an arena log's anchor system, a spans
+    campaign's error weights); any other setting describes how judgments were collected,
+    which the file decides. ``options`` go to the importer (``batches`` for ``esa-csv``).
+    Forbidden for an owner who is not a researcher; ServiceError (nothing written) for an
+    unknown format, a setting that is not the report's or a bad value, or a bad file."""
     path = Path(path)
     if not (owner.is_researcher or owner.is_staff):
         raise Forbidden(f"{owner.username} is not a researcher")
@@ -68,18 +79,61 @@ def release_import(
             f"unknown format {fmt!r}; choose one of {', '.join(release_formats())}",
             field="format",
         )
+    settings = settings or {}
+    _refuse_unless_report(importer, settings)  # before the file is read: a typo fails fast
     rows = importer.read(path, fmt, **options)
     with transaction.atomic():
-        study = _write(owner=owner, mode=importer.mode.name, name=name, rows=rows)
+        study = _write(
+            owner=owner, mode=importer.mode.name, name=name, rows=rows, settings=settings
+        )
     return ReleaseImport(study, rows.summary, rows.details)
 
 
-def _write(*, owner: User, mode: str, name: str, rows: ImportRows) -> Study:
+def settings_from_pairs(pairs: list[str]) -> dict[str, Any]:
+    """``NAME=VALUE`` pairs (a command's ``--setting``) as settings: the value read as JSON
+    (``1200``, ``true``), else as text (``gpt-4``). InvalidInput for a pair with no name."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        name, equals, text = pair.partition("=")
+        if not equals or not name.strip():
+            raise InvalidInput(
+                f"--setting {pair!r}: give NAME=VALUE, e.g. anchor_score=1200.", field="settings"
+            )
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = text
+        out[name.strip()] = value
+    return out
+
+
+def _refuse_unless_report(importer: Importer, settings: dict[str, Any]) -> None:
+    """Only the report's settings of the importer's mode may be given (``report=True``)."""
+    declared = {spec.name: spec for spec in dataclasses.fields(importer.mode.settings_class)}
+    report = sorted(name for name, spec in declared.items() if spec.metadata.get("report"))
+    for given in sorted(settings):
+        if given not in declared:
+            raise InvalidInput(
+                f"{given!r} is not a setting of the {importer.mode.label} mode; an import "
+                f"takes its report's settings: {', '.join(report)}.",
+                field=given,
+            )
+        if given not in report:
+            raise InvalidInput(
+                f"{given} describes how the judgments were collected, which the file decides; "
+                f"an import takes only the report's settings: {', '.join(report)}.",
+                field=given,
+            )
+
+
+def _write(
+    *, owner: User, mode: str, name: str, rows: ImportRows, settings: dict[str, Any]
+) -> Study:
     study = study_create(
         owner=owner,
         name=name or rows.study.name,
         mode=mode,
-        settings=rows.study.settings,
+        settings={**rows.study.settings, **settings},
         description=rows.study.description,
     )
     for step in rows.steps:
