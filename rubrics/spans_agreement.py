@@ -2,7 +2,8 @@
 
 - :func:`span_agreement` -- character-level F1 and the share of spans matched, with and
   without severity, pooled over every pair of annotators of every shared text
-  (:class:`SpanAgreement` states the rules);
+  (:class:`SpanAgreement` states the rules); :func:`span_agreement_between` the same over
+  pairs of one annotator from each of two groups (two campaigns of the same texts);
 - :func:`score_alpha` -- Krippendorff's alpha (interval level) of the 0-100 scores, through
   :func:`rubrics.agreement.krippendorff_alpha` (checked against the ``krippendorff`` package).
 
@@ -21,7 +22,7 @@ import numpy as np
 from rubrics import agreement
 from rubrics.spans import SEVERITIES, score_value
 
-__all__ = ["Marks", "SpanAgreement", "span_agreement", "score_alpha"]
+__all__ = ["Marks", "SpanAgreement", "span_agreement", "span_agreement_between", "score_alpha"]
 
 # An annotator's marks on one text: (start, end, severity) half-open code-point spans.
 Marks = Sequence[tuple[int, int, str]]
@@ -78,32 +79,61 @@ def span_agreement(texts: Iterable[tuple[int, Sequence[Marks]]]) -> SpanAgreemen
     three annotators weighs three pairs. Omissions have no characters and are left out.
     Raises ValueError when no pair marked anything (F1 is 0/0).
     """
+    return _pooled(
+        (t, length, [(a, b) for a in range(len(marks)) for b in range(a + 1, len(marks))], marks)
+        for t, (length, marks) in enumerate(texts)
+    )
+
+
+def span_agreement_between(
+    texts: Iterable[tuple[int, Sequence[Marks], Sequence[Marks]]],
+) -> SpanAgreement:
+    """Span agreement between two groups of annotators of the same texts (two campaigns of
+    the same items, or people and a judge): only pairs of one annotator of each group
+    count, pooled as :func:`span_agreement` pools them.
+
+    ``texts``: one ``(length, [marks of each first-group annotator], [marks of each
+    second-group annotator])`` per text; a text missing either group is skipped. With one
+    annotator on each side of every text this is :func:`span_agreement` of the pairs.
+    """
+
+    def pairs():
+        for t, (length, first, second) in enumerate(texts):
+            marks = [*first, *second]
+            n = len(first)
+            yield t, length, [(a, n + b) for a in range(n) for b in range(len(second))], marks
+
+    return _pooled(pairs())
+
+
+def _pooled(texts: Iterable[tuple[int, int, list[tuple[int, int]], Sequence[Marks]]]):
+    """The pooled counts over each text's annotator pairs ``(a, b)`` (indices into its
+    marks); the statistics of :class:`SpanAgreement`."""
     inter = inter_sev = marked = 0
     hits = hits_sev = n_spans = 0
     n_texts = n_pairs = 0
-    for t, (length, annotators) in enumerate(texts):
-        if len(annotators) < 2:
+    for t, length, pairs, annotators in texts:
+        if not pairs:
             continue
         n_texts += 1
         codes = [
             _severity_codes(length, m, f"text {t} annotator {a}") for a, m in enumerate(annotators)
         ]
-        for a in range(len(annotators)):
-            for b in range(a + 1, len(annotators)):
-                n_pairs += 1
-                ca, cb = codes[a], codes[b]
-                both = (ca > 0) & (cb > 0)
-                inter += int(both.sum())
-                inter_sev += int((both & (ca == cb)).sum())
-                marked += int((ca > 0).sum() + (cb > 0).sum())
-                for mine, other_codes, theirs in (
-                    (annotators[a], cb, annotators[b]),
-                    (annotators[b], ca, annotators[a]),
-                ):
-                    h, hs = _matched(mine, other_codes, theirs)
-                    hits += h
-                    hits_sev += hs
-                    n_spans += len(mine)
+        for a, b in pairs:
+            n_pairs += 1
+            ca, cb = codes[a], codes[b]
+            both = (ca > 0) & (cb > 0)
+            inter += int(both.sum())
+            inter_sev += int((both & (ca == cb)).sum())
+            marked += int((ca > 0).sum() + (cb > 0).sum())
+            for mine, other_codes, theirs in (
+                (annotators[a], cb, annotators[b]),
+                (annotators[b], ca, annotators[a]),
+            ):
+                h, hs = _matched(mine, other_codes, theirs)
+                hits += h
+                hits_sev += hs
+                n_spans += len(mine)
     if not n_pairs:
         raise ValueError("span agreement is undefined: no text has two annotators")
     if not marked:

@@ -16,7 +16,7 @@ from rubrics.spans import (
     mqm_system_scores,
     validate_judgment,
 )
-from rubrics.spans_agreement import score_alpha, span_agreement
+from rubrics.spans_agreement import score_alpha, span_agreement, span_agreement_between
 
 TEXT = "A brown dog 🐶 sits on two red chairs."
 
@@ -276,6 +276,22 @@ def test_span_agreement_pools_pairs_of_three_annotators():
     assert result.matched == pytest.approx(4 / 7)
     assert result.matched_severity == pytest.approx(2 / 7)
     assert (result.n_texts, result.n_pairs) == (2, 4)
+
+
+def test_agreement_between_two_groups_counts_only_pairs_across_them():
+    """Two groups of the same texts: a pair within a group never counts."""
+    same = [(0, 5, "major")]
+    result = span_agreement_between([(5, [same, same], [[]]), (7, [[(0, 7, "minor")]], [])])
+    # Text 1: pairs (1st, other) and (2nd, other): shared 0, marked 5 + 5; the two first-group
+    # annotators agree perfectly, which must not count. Text 2 has no second group: skipped.
+    assert result.char_f1 == 0 and result.matched == 0
+    assert (result.n_texts, result.n_pairs) == (1, 2)
+    # One annotator on each side: exactly the pair's ``span_agreement``.
+    a = [(0, 4, "minor")]
+    b = [(2, 6, "major"), (8, 10, "minor")]
+    assert span_agreement_between([(10, [a], [b])]) == span_agreement([(10, [a, b])])
+    with pytest.raises(ValueError, match="no text has two annotators"):
+        span_agreement_between([(5, [a], [])])
 
 
 def test_span_agreement_undefined_cases():

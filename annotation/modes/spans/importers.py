@@ -289,6 +289,10 @@ class SpanImporter(Importer):
             settings["categories"] = ", ".join(categories) or "other"
         else:
             settings = {**MQM_SETTINGS, "weight_overrides": "", "categories": "other"}
+            # The campaign repository's MQM run is in the same CSV with every score 0: it
+            # asked for none, so its table is ordered by the errors, not by a constant.
+            if all(not unit.score for unit in judged):
+                settings["ranking"] = "mqm"
         built = _SpanRows(self.mode, judged)
         marks = sum(len(unit.marks) for unit in judged)
         return ImportRows(

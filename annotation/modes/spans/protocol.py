@@ -43,6 +43,8 @@ CAPTION = "caption"
 MAX_SPANS_JSON = 64_000
 #: Most categories a study may list (a page of radio buttons stays usable).
 MAX_CATEGORIES = 30
+#: The report's choices of the system table's order (``SpansSettings.ranking``).
+RANKINGS = ("auto", "esa", "mqm")
 # The category may itself hold a slash (MQM's "Fluency/Punctuation"): the severity is
 # whatever follows the last one.
 _OVERRIDE = re.compile(r"^\s*(.+?)\s*/\s*(minor|major|\*)\s*=\s*([0-9]+(?:\.[0-9]+)?)\s*$")
@@ -172,6 +174,28 @@ class SpansSettings(CrowdSettings):
         high=MAX_RESAMPLES,
         doc="Resamples of the report's bootstrap intervals of the ESA scores.",
         report=True,
+    )
+    # Two campaigns of the same items (issue 47): their agreement (modes/spans/compare.py).
+    compare_study: int = whole(
+        None,
+        optional=True,
+        label="Compare spans with study (its number)",
+        group=REPORT,
+        low=1,
+        high=2**31 - 1,
+        doc="Another error-span study of the same captions: the report gives the span "
+        "agreement between this study's annotators and that one's. Empty: none.",
+    )
+    # The system table's order (issue 47): ESA's headline is its mean score, MQM's the
+    # weighted errors; ordering an ESA campaign by errors put GPT4-5shot above refA.
+    ranking: str = text(
+        "auto",
+        label="Systems ordered by",
+        group=REPORT,
+        choices=RANKINGS,
+        doc="The score the system table is ordered by: esa (the mean score, highest first), "
+        "mqm (weighted errors per caption, fewest first), auto (esa when the judgments carry "
+        "scores, else mqm).",
     )
 
     def check(self) -> None:

@@ -20,6 +20,7 @@ import numpy as np
 # (issue 27; tests/annotation/test_exports.py checks it).
 from annotation.models import Caption, Judgment, Participant, Study
 from annotation.modes.base import Report
+from annotation.modes.spans.compare import comparison, suggestion_agreement
 from annotation.modes.spans.protocol import CAPTION, weighted_errors
 from rubrics import spans as rules
 from rubrics import spans_agreement
@@ -30,6 +31,11 @@ if TYPE_CHECKING:
 #: Captions the adjudication view shows (those with the most annotators first): the view
 #: is for reading, and a stored report must stay small.
 ADJUDICATION_CAPTIONS = 30
+#: How the page names each order of the system table (``SpansSettings.ranking``).
+RANKING_WORDS = {
+    "esa": "the ESA score, highest first",
+    "mqm": "MQM per caption, fewest weighted errors first",
+}
 
 
 def judgment_rows(study: Study) -> list[dict[str, Any]]:
@@ -96,7 +102,7 @@ def suggestion_rates(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 class SpansReport(Report):
     template = "modes/spans/report.html"
     figure_names = ("errors",)
-    summary_keys = ("span_agreement", "score_alpha")
+    summary_keys = ("span_agreement", "score_alpha", "compare")
 
     def run(self, study: Study, progress) -> dict[str, Any]:
         config = self.mode.settings(study)
@@ -147,12 +153,21 @@ class SpansReport(Report):
                     else None,
                 }
             )
-        systems.sort(key=lambda row: (row["mqm_per_caption"], row["system"]))
+        ranking = config.ranking if config.ranking != "auto" else ("esa" if esa else "mqm")
+        if ranking == "esa":
+            # Unscored systems (none in an ESA study) last.
+            systems.sort(key=lambda row: (row["esa"] is None, -(row["esa"] or 0), row["system"]))
+        else:
+            systems.sort(key=lambda row: (row["mqm_per_caption"], row["system"]))
         result["systems"] = systems
+        result["ranking"] = {"by": ranking, "words": RANKING_WORDS[ranking]}
         result["counts"] = self._counts(rows)
         result["suggestions"] = suggestion_rates(rows)
+        result["suggestion_agreement"] = suggestion_agreement(study, config.suggestions)
         progress(60, "errors counted")
         result.update(self._agreement(rows))
+        if config.compare_study:
+            result["compare"] = comparison(study, config.compare_study)
         result["adjudication"] = self._adjudication(rows, pseudonyms)
         progress(90, "agreement")
         return result
