@@ -78,7 +78,7 @@ class ContextReport(Report):
         if "systems" not in result:
             return {}
         cells = []
-        for system, entry in result["systems"].items():
+        for system, entry in sorted(result["systems"].items(), key=headline_order):
             cells.append(_cell_rows(system, "All domains", entry["all"]))
             for domain, cell in entry["domains"].items():
                 cells.append(_cell_rows(system, domain, cell))
@@ -117,6 +117,15 @@ def _reliability(study: Study, rated: list[Any]) -> dict[str, Any]:
             "items that two or more raters rated"
         ),
     )
+
+
+def headline_order(named: tuple[str, dict[str, Any]]) -> tuple:
+    """The systems' order on the page (issue 47): by the mode's headline, the BLV raters'
+    overall rating before the image over every domain, highest first; a system no BLV rater
+    rated last, by name."""
+    system, entry = named
+    mean = entry["all"]["groups"]["blv"]["before"]["overall"]["mean"]
+    return (mean is None, -(mean or 0.0), system)
 
 
 def _cell_rows(system: str, domain: str, cell: dict[str, Any]) -> dict[str, Any]:

@@ -268,6 +268,10 @@ def _for_page(result: rules.ReportResult) -> dict[str, Any]:
     humanr["rows"] = [
         {"system": name, "baseline": False, **entry} for name, entry in humanr["systems"].items()
     ]
+    # The headline order (issue 47): highest HUMANr first, a system with none last.
+    humanr["rows"].sort(
+        key=lambda row: (row.get("humanr") is None, -(row.get("humanr") or 0.0), row["system"])
+    )
     if humanr["baseline"] is not None:
         humanr["rows"].insert(0, {"system": HUMAN, "baseline": True, **humanr["baseline"]})
     humanr["std_table"] = [
