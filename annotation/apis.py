@@ -18,7 +18,7 @@ from annotation.forms import MAX_SIZES, MAX_STUDY_SIZE, PlanForm, setting_specs
 from annotation.models import Job, Study
 from annotation.modes import get_mode
 from annotation.registry import mode_choices
-from annotation.serializers import GuidelinesInput, GuidelinesOutput, JobOutput
+from annotation.serializers import GuidelinesInput, GuidelinesOutput, JobOutput, PairLabelsInput
 from annotation.services.exports import EXPORT_FORMATS, EXPORT_TABLES, export_request
 from annotation.services.exports.captions import (
     caption_metric_json,
@@ -401,6 +401,7 @@ class StudyMetricsApi(APIView):
             default=RESAMPLES,
             help_text="Bootstrap resamples of each correlation interval.",
         )
+        labels = PairLabelsInput()
 
         class Meta:
             ref_name = "Metrics"  # the schema's MetricsRequest
@@ -472,15 +473,9 @@ class StudyMetricsApi(APIView):
         study = selectors.study_for_researcher(request.user, study_id)
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        job = enqueue(
-            metrics_request(
-                study=study,
-                user=request.user,
-                names=data.validated_data.get("metrics"),
-                resamples=data.validated_data["resamples"],
-                cider_documents=data.validated_data["cider_documents"],
-            )
-        )
+        asked = dict(data.validated_data)  # the other fields are metrics_request's keywords
+        names = asked.pop("metrics", None)
+        job = enqueue(metrics_request(study=study, user=request.user, names=names, **asked))
         job.refresh_from_db()
         return Response(
             JobOutput(job, context={"request": request}).data, status=status.HTTP_202_ACCEPTED

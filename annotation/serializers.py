@@ -1,4 +1,5 @@
-"""API output shapes shared by the API views in ``apis.py`` and ``views/*_api.py``.
+"""API output shapes shared by the API views in ``apis.py`` and ``views/*_api.py``, and the
+input fields they take alike (guidelines, the metric lab's pair labels).
 
 A layer below both (pyproject's import contract), so the study data API in ``views`` and
 the studies API in ``apis`` answer with one job shape without importing each other.
@@ -13,6 +14,8 @@ from annotation import selectors
 from annotation.models import Job, Study
 from annotation.modes import get_mode
 from annotation.modes.guidelines import MAX_CHARS as GUIDELINES_MAX_CHARS
+from annotation.services.imports.captions import METRIC_NAME_MAX
+from annotation.services.metrics_labels import DATASET
 from annotation.text import TextValidator
 
 
@@ -65,6 +68,22 @@ class GuidelinesInput(serializers.CharField):
             "Markdown participants read and the judge's prompt holds; empty: the mode's.",
         )
         super().__init__(validators=[TextValidator("guidelines", multiline=True)], **kwargs)
+
+
+class PairLabelsInput(serializers.CharField):
+    """Which human labels of a study's imported pairs the metric lab scores against (issue
+    47): ``dataset`` or an imported column's name, checked as every text is (the schema
+    says so). A name the study's pairs lack is the study's refusal (409), not the input's."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("default", DATASET)
+        kwargs.setdefault("max_length", METRIC_NAME_MAX)
+        kwargs.setdefault(
+            "help_text",
+            f"The imported pairs' human labels: {DATASET} (those imported with the pairs) or "
+            "an imported column whose pair files carried labels (FLEUR).",
+        )
+        super().__init__(validators=[TextValidator("labels")], **kwargs)
 
 
 @extend_schema_field(serializers.CharField())

@@ -527,6 +527,15 @@ class PairJudgment(models.Model):
     )
     source = models.CharField(max_length=200, blank=True, help_text="File it was imported from.")
     line = models.PositiveIntegerField(default=0, help_text="Position in the import file.")
+    # Another release's labels of the same pair (FLEUR's files differ from pascal_50s.json
+    # in 35 of 4,000 pairs): kept beside ``choice`` rather than over it, so that the metric
+    # lab can score against either (issue 47, services/metrics_labels.py).
+    labels = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Other releases' labels of this pair (0 caption_a, 1 caption_b), by the "
+        "name of the imported metric column whose pair files carried them (FLEUR).",
+    )
 
     class Meta:
         ordering = ["id"]

@@ -8,7 +8,8 @@
   columns such as CLIP-S), measures each metric's robustness (Cui et al.) and stores the
   meta-evaluation report on the job.
 - ``metaeval_report`` is that report: the system-level table, caption-level correlations
-  with every human score of the study, pairwise accuracy, robustness.
+  with every human score of the study, pairwise accuracy (against the imported pairs'
+  labels the job chose: ``services/metrics_labels.py``), robustness.
   ``services/metrics_ensemble.py`` fits an ENSEMBEVAL-style linear ensemble on one study
   and evaluates it on another.
 
@@ -41,6 +42,7 @@ from annotation.modes import get_mode
 from annotation.modes.base import Mode
 from annotation.services.jobs import job_create
 from annotation.services.metrics_clip import CLIP_NAMES, clip_folder, clip_refusal, clip_scores
+from annotation.services.metrics_labels import DATASET, labelled_pairs, labels_check, labels_used
 from annotation.services.metrics_robustness import metrics_robustness
 from rubrics import alignment, metaeval
 from rubrics import metrics as metric_rules
@@ -162,13 +164,15 @@ def metrics_request(
     names: Sequence[str] | None = None,
     resamples: int = RESAMPLES,
     cider_documents: str = CIDER_DEFAULT,
+    labels: str = DATASET,
 ) -> Job:
     """Queue a metrics job for the study; refuse at once what could not run.
 
     ``names``: metric names of ``rubrics.metrics.METRICS`` (None: all this machine can
     compute; empty: compute none and report the imported columns only, e.g. FLEUR's
-    released scores). ``cider_documents``: one of ``CIDER_CONVENTIONS``. Refused: an
-    unknown name or convention, a Java metric without Java (the message says how to
+    released scores). ``cider_documents``: one of ``CIDER_CONVENTIONS``. ``labels``: the
+    imported pairs' human labels (``services/metrics_labels.py``). Refused: an unknown
+    name, convention or labels, a Java metric without Java (the message says how to
     install Java), a study none of whose captions has references (or, with no name, no
     imported column).
     """
@@ -193,7 +197,13 @@ def metrics_request(
         )
     if not 0 <= int(resamples) <= RESAMPLES:
         raise ServiceError(f"resamples must be 0 to {RESAMPLES}.", field="resamples")
-    params = {"metrics": names, "resamples": int(resamples), "cider_documents": cider_documents}
+    labels_check(study, labels)
+    params = {
+        "metrics": names,
+        "resamples": int(resamples),
+        "cider_documents": cider_documents,
+        "labels": labels,
+    }
     if not names:
         if not imported_columns(study):  # the study's state refuses it: 409
             raise Conflict(
@@ -250,8 +260,9 @@ def metrics_compute(*, job: Job, progress: Progress) -> dict[str, Any]:
     names = list(job.params.get("metrics", metric_names_available()))
     resamples = int(job.params.get("resamples", RESAMPLES))
     cider_documents = job.params.get("cider_documents", CIDER_DEFAULT)
+    labels = job.params.get("labels", DATASET)  # jobs from before issue 47 chose none
     if not names:  # the imported columns only: nothing to score
-        return _report_imported_columns(study, resamples, progress)
+        return _report_imported_columns(study, resamples, labels, progress)
     progress(2, "Reading captions and references")
     captions, refs, source = caption_references(study)
     if not captions:
@@ -273,7 +284,7 @@ def metrics_compute(*, job: Job, progress: Progress) -> dict[str, Any]:
         else None  # CLIP-S alone: the transformations are of text metrics' references
     )
     progress(80, "Meta-evaluation")
-    report = metaeval_report(study, computed=names, resamples=resamples)
+    report = metaeval_report(study, computed=names, resamples=resamples, labels=labels)
     report.update(
         {
             "computed": names,
@@ -295,11 +306,13 @@ def metrics_compute(*, job: Job, progress: Progress) -> dict[str, Any]:
     return {"result": report, "message": f"Scored {len(captions)} captions"}
 
 
-def _report_imported_columns(study: Study, resamples: int, progress: Progress) -> dict[str, Any]:
+def _report_imported_columns(
+    study: Study, resamples: int, labels: str, progress: Progress
+) -> dict[str, Any]:
     """The job's result when no metric is asked for. Its own step: it scores nothing and
     reads no references, so it shares none of the scoring run's steps."""
     progress(80, "Meta-evaluation of the imported columns")
-    report = metaeval_report(study, resamples=resamples)
+    report = metaeval_report(study, resamples=resamples, labels=labels)
     report.update({"computed": [], "references": None, "captions_scored": 0, "robustness": None})
     report.update(
         captions_without_references=0, metric_info={}, cider_documents=None, tie_rules=TIE_RULES
@@ -400,17 +413,13 @@ def human_scores(
     return scores, coefficient
 
 
-def _pairs(study: Study, mode: Mode) -> dict[str, list[tuple[int, int, int]]]:
+def _pairs(study: Study, mode: Mode, labels: str) -> dict[str, list[tuple[int, int, int]]]:
     """Pairwise human judgments by group: ``[(caption a, caption b, choice 0|1)]``.
 
-    Imported pairs (Pascal-50S) by their category, then the mode's own
-    (``Report.human_pairs``).
+    Imported pairs (Pascal-50S) by their category, with the chosen ``labels``, then the
+    mode's own (``Report.human_pairs``).
     """
-    groups: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
-    for category, a, b, choice in PairJudgment.objects.filter(study=study).values_list(
-        "category", "caption_a_id", "caption_b_id", "choice"
-    ):
-        groups[category or "pairs"].append((a, b, choice))
+    groups = defaultdict(list, labelled_pairs(study, labels))
     for group, pairs in mode.report.human_pairs(study).items():
         groups[group].extend(pairs)
     return dict(groups)
@@ -441,6 +450,7 @@ def metaeval_report(
     computed: Sequence[str] = (),
     resamples: int = RESAMPLES,
     mode: Mode | None = None,
+    labels: str = DATASET,
 ) -> dict[str, Any]:
     """The meta-evaluation of every metric the study's captions carry against its humans.
 
@@ -449,7 +459,8 @@ def metaeval_report(
       ``{value, low, high, n}`` (bootstrap percentile interval, ``resamples`` resamples,
       the study's seed) with the coefficient ``coefficient``;
     - ``pairwise``: per group of pairwise judgments, per metric, accuracy mean and standard
-      deviation over ``TIE_REPEATS`` random tie-breakings.
+      deviation over ``TIE_REPEATS`` random tie-breakings, against the imported pairs'
+      ``labels`` (``labels``: which, None without imported pairs).
     """
     scores, systems = caption_metrics(study)
     names = sorted({name for values in scores.values() for name in values})
@@ -496,7 +507,7 @@ def metaeval_report(
                 )
             correlations[score][name] = cells
     pairwise: dict[str, dict[str, Any]] = {}
-    for group, pairs in _pairs(study, mode).items():
+    for group, pairs in _pairs(study, mode, labels).items():
         pairwise[group] = {"pairs": len(pairs), "metrics": {}}
         for name in ordered:
             usable = [
@@ -516,6 +527,7 @@ def metaeval_report(
         "coefficient": coefficient,
         "correlations": correlations,
         "pairwise": pairwise,
+        "labels": labels_used(study, labels),
     }
 
 

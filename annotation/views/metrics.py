@@ -22,6 +22,7 @@ from annotation.services.imports.references import references_request
 from annotation.services.jobs import job_sweep_stale
 from annotation.services.metrics_clip import CLIP_NAMES, clip_folder
 from annotation.services.metrics_ensemble import metrics_ensemble
+from annotation.services.metrics_labels import DATASET, label_sources
 from annotation.tasks import enqueue
 from annotation.views.access import researcher_required
 from annotation.views.errors import job_not_started
@@ -40,6 +41,7 @@ def study_metrics(request: HttpRequest, study_id: int) -> HttpResponse:
                     user=request.user,
                     names=request.POST.getlist("metrics"),
                     cider_documents=request.POST.get("cider_documents", lab.CIDER_DEFAULT),
+                    labels=request.POST.get("labels", DATASET),
                 )
             )
         except ServiceError as exc:
@@ -103,6 +105,7 @@ def study_metrics(request: HttpRequest, study_id: int) -> HttpResponse:
             for key, label in lab.CIDER_CONVENTIONS.items()
         ],
         "cider_default": lab.CIDER_DEFAULT,
+        "label_sources": _label_choices(study),
         "others": others,
         **(report_tables(latest.result) if latest else {}),
     }
@@ -121,6 +124,17 @@ def study_metrics(request: HttpRequest, study_id: int) -> HttpResponse:
                 except ServiceError as exc:
                     context["ensemble_error"] = exc.message
     return render(request, "metrics/study.html", context)
+
+
+def _label_choices(study) -> list[dict[str, Any]]:
+    """The imported pairs' label sources as the form's choice, offered only when the pairs
+    have labels of more than one release (issue 47)."""
+    sources = label_sources(study)
+    if len(sources) < 2:
+        return []
+    return [
+        {"value": key, "label": words, "default": key == DATASET} for key, words in sources.items()
+    ]
 
 
 def _refused(request: HttpRequest, study, exc: ServiceError) -> HttpResponse:

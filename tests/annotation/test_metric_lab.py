@@ -544,36 +544,5 @@ def test_humanr_comparisons_give_pairwise_accuracy(researcher, compute):
     assert report["references"] == lab.OTHER_HUMANS
 
 
-PASCAL = SHARED.parent / "pascal-50s" / "pascal_50s.json"
-TABLE_5 = {  # survey Table 5, Pascal-50S accuracy x100: HC, HI, HM, MM
-    "BLEU-4 (pycocoevalcap)": (59.8, 92.3, 85.6, 57.3),
-    "ROUGE-L (pycocoevalcap)": (63.1, 95.2, 91.9, 60.3),
-    "METEOR 1.5 (pycocoevalcap)": (64.4, 97.6, 94.1, 65.3),
-    "CIDEr (pycocoevalcap)": (65.6, 98.0, 90.9, 64.9),
-}
-
-
-def test_survey_table_5_pascal50s_through_the_platform(make_user, compute):
-    """Pascal-50S through ``import_ratings --format pascal-50s`` and ``compute_metrics``:
-    pairwise accuracy (mean of 5 random tie-breaks) within 3 of the survey's Table 5."""
-    if not PASCAL.is_file():
-        pytest.skip("../shared/datasets/pascal-50s is absent (a fresh clone has no ../shared)")
-    if not metric_rules.java_available():
-        skip_or_fail("pycocoevalcap's tokenizer and METEOR need Java: default-jre-headless")
-    owner = make_user("pascal-owner", researcher=True)
-    call_command("import_ratings", "--format", "pascal-50s", str(PASCAL), "--owner", owner.username)
-    study = Study.objects.get(owner=owner)
-    pairwise = compute(study, *TABLE_5, resamples=0).result["pairwise"]
-    assert {group: data["pairs"] for group, data in pairwise.items()} == {
-        "HC": 1000,
-        "HI": 1000,
-        "HM": 1000,
-        "MM": 1000,
-    }
-    off = []
-    for name, published in TABLE_5.items():
-        for group, paper in zip(("HC", "HI", "HM", "MM"), published, strict=True):
-            found = pairwise[group]["metrics"][name]["mean"] * 100
-            if abs(found - paper) > 3:
-                off.append(f"Table 5 {group} {name}: found {found:.1f}, paper {paper}")
-    assert not off, "Pascal-50S numbers not reproduced:\n" + "\n".join(off)
+# Survey Table 5 (Pascal-50S) through the platform, with the pairs' own labels, is checked
+# beside FLEUR's row with its files' labels: tests/annotation/test_fleur_platform.py.

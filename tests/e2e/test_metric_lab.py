@@ -1,5 +1,6 @@
 """The Metrics page in Chromium: start computing, see the tables replace the form's answer;
-axe on each state, and no horizontal scroll at 390 and 1280 px."""
+choose whose labels Pascal-50S pairs are scored against; axe on each state, and no
+horizontal scroll at 390 and 1280 px."""
 
 import re
 
@@ -7,10 +8,11 @@ import pytest
 from django.core.management import call_command
 from playwright.sync_api import expect
 
+from annotation.services.imports.metric_scores import metric_scores_import
 from annotation.services.imports.releases import release_import
 from tests.e2e.axe import assert_no_serious_a11y_violations
 from tests.e2e.layout import assert_fits_every_width
-from tests.factories.metrics import write_references_csv, write_release
+from tests.factories.metrics import write_pascal_with_fleur, write_references_csv, write_release
 
 pytestmark = pytest.mark.e2e
 
@@ -69,3 +71,32 @@ def test_researcher_computes_metrics_and_reads_the_tables(page, login, researche
     expect(page.get_by_role("heading", name="Robustness (Cui et al.)")).to_be_visible()
     assert_no_serious_a11y_violations(page, context="metrics page with tables")
     assert_fits_every_width(page, "metrics page with tables", shot="issue46-16-metrics-done")
+
+
+def test_researcher_chooses_whose_labels_the_pairs_are_scored_against(
+    page, login, researcher, tmp_path
+):
+    """Pascal-50S pairs with FLEUR's file beside them (issue 47): the form offers the two
+    label sources, pascal_50s.json's checked; with FLEUR's files chosen, the pairwise
+    tables say whose labels they used."""
+    pascal, fleur = write_pascal_with_fleur(tmp_path)
+    study = release_import(fmt="pascal-50s", owner=researcher, path=pascal, name="Pairs").study
+    metric_scores_import(study=study, paths=[fleur], name="FLEUR", fmt="fleur")
+    login(page, researcher)
+    page.goto(f"/studies/{study.pk}/metrics/")
+    labels = page.get_by_role("group", name="Human labels of the pairs")
+    expect(labels.get_by_role("radio")).to_have_count(2)
+    own = labels.get_by_role("radio", name="pascal_50s.json (Vedantam et al.) (default)")
+    expect(own).to_be_checked()
+    assert_no_serious_a11y_violations(page, context="metrics page, a choice of labels")
+    fits(page, "metrics page, a choice of labels")
+
+    for box in page.get_by_role("checkbox").all():  # report the imported column only
+        if box.is_checked():
+            box.click()
+    labels.get_by_role("radio", name="FLEUR's files").check()
+    page.get_by_role("button", name="Compute the metrics").click()
+    expect(page.get_by_role("heading", name="Pairwise accuracy")).to_be_visible(timeout=60_000)
+    expect(page.get_by_text("Imported pairs' human labels: FLEUR's files.")).to_be_visible()
+    assert_no_serious_a11y_violations(page, context="metrics page, pairs scored")
+    fits(page, "metrics page, pairs scored")

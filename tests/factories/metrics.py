@@ -1,4 +1,5 @@
-"""Builders of the metric lab's tests: a small THumB-like release and its references."""
+"""Builders of the metric lab's tests: a small THumB-like release and its references, two
+Pascal-50S pairs with a FLEUR file of them."""
 
 import json
 from pathlib import Path
@@ -70,6 +71,39 @@ def write_references_csv(path: Path, images=IMAGES) -> Path:
     ]
     path.write_text("\n".join(rows) + "\n", encoding="utf-8")
     return path
+
+
+def write_pascal_with_fleur(folder: Path) -> tuple[Path, Path]:
+    """Two hand-made Pascal-50S pairs (``pascal_50s.json``) and a FLEUR pair file of them
+    (``fleur_pascal.txt``) whose labels differ in one. HC: people (both files) prefer the
+    dog, FLEUR scores it higher. MM: pascal_50s.json says people preferred the dog (label
+    1), FLEUR's file, listing the pair the other way round, says "two cars" (its label 1
+    is its second caption); FLEUR scores the dog higher. FLEUR's accuracy: with
+    pascal_50s.json's labels HC 1, MM 1; with the file's HC 1, MM 0 (issue 47)."""
+    refs = ["a dog runs on the grass", "the dog runs"]
+    pairs = {
+        "HC": [{"image": "VOC/a.jpg", "captions": ["a dog", "a plate"], "label": 0}],
+        "MM": [{"image": "VOC/b.jpg", "captions": ["two cars", "a dog running"], "label": 1}],
+    }
+    for category in pairs.values():
+        category[0]["references"] = refs
+    pascal = folder / "pascal_50s.json"
+    pascal.write_text(json.dumps(pairs), encoding="utf-8")
+    fleur = folder / "fleur_pascal.txt"
+    fleur.write_text(
+        "".join(
+            f"image file : VOC/{image}.jpg\nlabel : {label}\n\n"
+            f"caption : {one}\nmodel score : 0.5\nour score : {first}\n\n"
+            f"caption : {two}\nmodel score : 0.5\nour score : {second}\n\n"
+            for image, label, one, first, two, second in (
+                ("a", 0, "a dog", 0.9, "a plate", 0.1),
+                ("b", 1, "a dog running", 0.8, "two cars", 0.2),
+            )
+        )
+        + "true count : 1\ntie count : 0\n",
+        encoding="utf-8",
+    )
+    return pascal, fleur
 
 
 # A finished metrics job written as the metrics task stores it, with a dozen metrics and

@@ -4,6 +4,7 @@
     manage.py compute_metrics 12 --metrics "CIDEr (pycocoevalcap)" "BLEU-4 (sacrebleu)"
     manage.py compute_metrics 12 --metrics "CIDEr (pycocoevalcap)" --cider-documents candidates
     manage.py compute_metrics 12 --report-only     # the imported columns (FLEUR ...) only
+    manage.py compute_metrics 13 --report-only --labels FLEUR   # Pascal-50S: FLEUR's labels
 
 The work is a metrics job like the one the Metrics page starts: it runs here when Celery is
 eager (no REDIS_URL), on a worker otherwise; the command follows its progress until it ends.
@@ -22,6 +23,7 @@ from annotation.services.metrics import (
     metrics_request,
 )
 from annotation.services.metrics_clip import CLIP_NAMES
+from annotation.services.metrics_labels import DATASET
 from annotation.tasks import enqueue
 from rubrics.metrics import METRICS
 
@@ -54,6 +56,13 @@ class Command(BaseCommand):
             + f" (default {CIDER_DEFAULT}).",
         )
         parser.add_argument(
+            "--labels",
+            default=DATASET,
+            help="The imported pairs' human labels pairwise accuracy scores against: "
+            f"{DATASET} (those imported with the pairs, the default) or the name of an "
+            "imported column whose pair files carried labels (FLEUR).",
+        )
+        parser.add_argument(
             "--report-only",
             action="store_true",
             help="Compute no metric: report the imported columns (import_metric_scores).",
@@ -71,6 +80,7 @@ class Command(BaseCommand):
         no_wait: bool,
         cider_documents: str = CIDER_DEFAULT,
         report_only: bool = False,
+        labels: str = DATASET,
         **options,
     ):
         study = Study.objects.filter(pk=study_id).first()
@@ -86,6 +96,7 @@ class Command(BaseCommand):
                     names=[] if report_only else metrics,
                     resamples=resamples,
                     cider_documents=cider_documents,
+                    labels=labels,
                 )
             )
         except ServiceError as exc:

@@ -9,6 +9,7 @@ The column sits beside the metrics the lab computes; ``compute_metrics 12 --repo
 ``annotation.services.imports.metric_scores``.
 """
 
+import shlex
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
@@ -42,6 +43,7 @@ class Command(BaseCommand):
         if done.pairs:
             line += (
                 f" {done.pairs} pairs; the file's label differs from the study's in "
-                f"{done.label_differs} (the study's labels are kept)."
+                f"{done.label_differs}. Both are kept: reports score against the study's "
+                f"unless asked for the file's (compute_metrics --labels {shlex.quote(done.name)})."
             )
         self.stdout.write(line)

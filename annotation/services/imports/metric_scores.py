@@ -30,9 +30,13 @@ study's import order.
 
 Nothing is written unless every entry of the file matches a caption: a file with any
 unmatched or malformed entry is refused with every problem listed. Study captions the file
-does not score are counted, not refused (a metric may score a subset). Human labels in a
-pair file are not imported; the study's own are the humans' (the summary counts the pairs
-whose label in the file differs from the study's).
+does not score are counted, not refused (a metric may score a subset).
+
+Human labels in a pair file are kept beside the study's own, never over them: each matched
+pair's ``PairJudgment.labels[name]`` (turned to the study's caption order), which the
+metric lab scores against when asked (``labels``: FLEUR's published Pascal-50S accuracy is
+against its files' labels, which differ from pascal_50s.json's in 35 pairs; issue 47). The
+summary counts the pairs whose label in the file differs from the study's.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from django.db import transaction
 from annotation.errors import ServiceError
 from annotation.models import Caption, PairJudgment, Study
 from annotation.services.imports.captions import METRIC_NAME_MAX
+from annotation.services.metrics_labels import DATASET
 from annotation.text import shown, text_problem
 from rubrics.metrics import METRICS
 
@@ -189,12 +194,14 @@ READERS = {"fleur": read_fleur, "csv": read_csv}
 def metric_scores_import(
     *, study: Study, paths: list[Path | str], name: str, fmt: str
 ) -> MetricScoresSummary:
-    """Store the scores of ``paths`` (one format) as the column ``name`` of the study's captions.
+    """Store the scores of ``paths`` (one format) as the column ``name`` of the study's captions,
+    and a pair file's labels as the pairs' labels ``name``.
 
     All or nothing, in one transaction. ServiceError for an unknown format, a bad metric
-    name, a name the metric lab computes itself, an unreadable file, a malformed entry or
-    one that matches no caption of the study (every problem listed in
-    ``details["errors"]``, at most ``CAPEVAL_MAX_IMPORT_ROWS`` entries in all).
+    name, a name the metric lab computes itself or gives the pairs' own labels
+    (``dataset``), an unreadable file, a malformed entry or one that matches no caption of
+    the study (every problem listed in ``details["errors"]``, at most
+    ``CAPEVAL_MAX_IMPORT_ROWS`` entries in all).
     """
     if fmt not in READERS:
         raise ServiceError(
@@ -208,6 +215,12 @@ def metric_scores_import(
         raise ServiceError(
             f"{name} is a metric the lab computes; name the imported column otherwise "
             "(for example after the paper and the file).",
+            field="name",
+        )
+    if name == DATASET:  # a pair file's labels go by the column's name
+        raise ServiceError(
+            f"{DATASET!r} is the metric lab's name for the pairs' own labels; name the "
+            "imported column otherwise (for example after the paper).",
             field="name",
         )
     errors: list[str] = []
@@ -225,7 +238,7 @@ def metric_scores_import(
         )
     if not entries and not errors:
         errors.append("no score in the file(s)")
-    values, label_differs, pairs = _match(study, entries, errors)
+    values, labels, label_differs = _match(study, entries, errors)
     if errors:
         raise ServiceError(
             f"Nothing was imported: {len(errors)} problem(s).", details={"errors": errors[:200]}
@@ -240,11 +253,16 @@ def metric_scores_import(
             if row.pk in values:
                 row.metrics = {**(row.metrics or {}), name: values[row.pk]}
         Caption.objects.bulk_update([r for r in rows if r.pk in values], ["metrics"], 1000)
+        judged = list(PairJudgment.objects.filter(pk__in=labels).only("id", "labels"))
+        for pair in judged:
+            if labels[pair.pk] is not None:
+                pair.labels = {**pair.labels, name: labels[pair.pk]}
+        PairJudgment.objects.bulk_update(judged, ["labels"], 1000)
     return MetricScoresSummary(
         name=name,
         scored=len(values),
         unscored=len(rows) - len(values),
-        pairs=pairs,
+        pairs=len(labels),
         label_differs=label_differs,
         files=[Path(p).name for p in paths],
     )
@@ -252,9 +270,10 @@ def metric_scores_import(
 
 def _match(
     study: Study, entries: list[ScoreEntry], errors: list[str]
-) -> tuple[dict[int, float], int, int]:
-    """Caption id -> score for every entry (problems to ``errors``), the number of pairs
-    whose file label differs from the study's, and the number of pairs matched."""
+) -> tuple[dict[int, float], dict[int, int | None], int]:
+    """Caption id -> score for every entry (problems to ``errors``), matched pair id -> the
+    file's label in the study's caption order (None: the file gives none), and the number
+    of pairs whose file label differs from the study's."""
     images: dict[int, set[str]] = {}
     for caption_image, name, source in study.images.values_list("id", "name", "source"):
         images[caption_image] = {_image_key(name), _image_key(source)} - {""}
@@ -268,17 +287,19 @@ def _match(
         text_of[pk] = text.strip()
         for key in images.get(image_id, ()):
             captions[(key, text.strip())].append(pk)
-    pairs: dict[tuple[str, frozenset[str]], list[tuple[int, int, int]]] = defaultdict(list)
-    for a, b, choice, image_id in (
+    pairs: dict[tuple[str, frozenset[str]], list[tuple[int, int, int, int]]] = defaultdict(list)
+    for pk, a, b, choice, image_id in (
         PairJudgment.objects.filter(study=study)
         .order_by("category", "line", "id")
-        .values_list("caption_a_id", "caption_b_id", "choice", "image_id")
+        .values_list("id", "caption_a_id", "caption_b_id", "choice", "image_id")
     ):
         for key in images.get(image_id, ()):
-            pairs[(key, frozenset((text_of.get(a, ""), text_of.get(b, ""))))].append((a, b, choice))
+            texts = frozenset((text_of.get(a, ""), text_of.get(b, "")))
+            pairs[(key, texts)].append((pk, a, b, choice))
     used: dict[tuple, int] = defaultdict(int)
     values: dict[int, float] = {}
-    label_differs = matched_pairs = 0
+    labels: dict[int, int | None] = {}
+    label_differs = 0
     for entry in entries:
         image = _image_key(entry.image)
         if len(entry.captions) == 1:
@@ -302,9 +323,8 @@ def _match(
                 f"two captions in {study.name}"
             )
             continue
-        a, b, choice = found_pairs[used[key]]
+        pk, a, b, choice = found_pairs[used[key]]
         used[key] += 1
-        matched_pairs += 1
         if entry.captions[0] == entry.captions[1]:
             values[a], values[b] = entry.scores  # same text twice: the file's order
             file_label = entry.label
@@ -314,5 +334,6 @@ def _match(
         else:  # the file lists the pair the other way round
             values[b], values[a] = entry.scores
             file_label = None if entry.label is None else 1 - entry.label
+        labels[pk] = file_label
         label_differs += int(file_label is not None and file_label != choice)
-    return values, label_differs, matched_pairs
+    return values, labels, label_differs
