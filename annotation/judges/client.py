@@ -7,9 +7,13 @@ item, in input order, inside a :class:`RunResult` with the run's token counts an
 
 Behaviour, and why:
 
-- **Concurrency.** ``concurrency`` workers share one ``httpx.AsyncClient`` (one connection
-  pool) and pull items from a queue, so at most that many requests are in flight: a local
-  vLLM server is saturated without a hosted API's rate limit being hammered.
+- **Concurrency.** ``concurrency`` workers pull items from a queue, each with its own
+  ``httpx.AsyncClient`` holding one keep-alive connection, so at most that many requests
+  are in flight: a local vLLM server is saturated without a hosted API's rate limit being
+  hammered. Not one client shared: httpx's pool (httpcore 1.0) scans all its connections
+  for every request and hands one idle connection to several waiting requests, all but
+  one of which retry; at 64 connections that tripled the CPU per request (4.4 ms against
+  1.4) and left some requests waiting seconds for a connection (bench/results-judges.md).
 - **Timeout and size.** ``timeout`` seconds per attempt in all, from connecting to the
   reply's last byte (a deadline, not a bound on each read: a server sending one byte a
   second would otherwise hold a worker for as long as it liked). A timed-out or dropped
@@ -445,7 +449,15 @@ async def arun_batch(
     if progress and done:
         progress(done, total)
 
-    async def worker(client: httpx.AsyncClient) -> None:
+    async def worker() -> None:
+        async with httpx.AsyncClient(
+            headers=endpoint.headers(),
+            timeout=httpx.Timeout(timeout),
+            transport=GuardedTransport(policy, one, ssl_context),
+        ) as client:
+            await work(client)
+
+    async def work(client: httpx.AsyncClient) -> None:
         nonlocal done
         while True:
             if stop is not None and stop():
@@ -468,14 +480,10 @@ async def arun_batch(
             if progress:
                 progress(done, total)
 
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(
-        headers=endpoint.headers(),
-        timeout=httpx.Timeout(timeout),
-        limits=limits,
-        transport=GuardedTransport(allowed or AddressPolicy(), limits),
-    ) as client:
-        await asyncio.gather(*(worker(client) for _ in range(min(concurrency, todo.qsize()))))
+    # One TLS context for every worker's connection (each takes ~16 ms to build).
+    policy, ssl_context = allowed or AddressPolicy(), httpx.create_ssl_context(trust_env=False)
+    one = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+    await asyncio.gather(*(worker() for _ in range(min(concurrency, todo.qsize()))))
     if run.fatal:
         logger.error("judge run on %s stopped: %s", endpoint.base_url, run.fatal)
     out = _totals(results, run, price_prompt_per_1k, price_completion_per_1k)

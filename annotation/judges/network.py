@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import ssl
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -228,12 +229,17 @@ class GuardedTransport(httpx.AsyncHTTPTransport):
 
     httpx takes no network backend of its own, so the connection pool it builds is
     replaced by one with the same limits over :class:`_GuardedBackend`. No proxy is used:
-    a proxy from the environment would make the connection the check sees the proxy's."""
+    a proxy from the environment would make the connection the check sees the proxy's.
+    ``ssl_context``: one several transports share (building one reads the CA bundle, about
+    16 ms); by default a new one, verifying as httpx does."""
 
-    def __init__(self, policy: AddressPolicy, limits: httpx.Limits):
-        super().__init__(limits=limits, trust_env=False)
+    def __init__(
+        self, policy: AddressPolicy, limits: httpx.Limits, ssl_context: ssl.SSLContext | None = None
+    ):
+        ssl_context = ssl_context or httpx.create_ssl_context(trust_env=False)
+        super().__init__(verify=ssl_context, limits=limits, trust_env=False)
         self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=httpx.create_ssl_context(trust_env=False),
+            ssl_context=ssl_context,
             max_connections=limits.max_connections,
             max_keepalive_connections=limits.max_keepalive_connections,
             keepalive_expiry=limits.keepalive_expiry,

@@ -53,6 +53,7 @@ class FakeOpenAI(BaseHTTPRequestHandler):
         with state["lock"]:
             state["in_flight"] += 1
             state["most_in_flight"] = max(state["most_in_flight"], state["in_flight"])
+            state["connections"][self.client_address] += 1
         try:
             return self._answer()
         finally:
@@ -122,6 +123,7 @@ def server():
         "times": {},
         "in_flight": 0,
         "most_in_flight": 0,
+        "connections": Counter(),
     }
     httpd.state["times"] = _DefaultList()
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
@@ -315,6 +317,16 @@ def test_concurrency_limit_is_respected(server):
     assert out.failed == 0
     assert server.state["most_in_flight"] == 4
     assert sum(server.state["requests"].values()) == 8
+
+
+def test_the_workers_keep_their_connections_open(server):
+    # Twenty questions at concurrency 4: at most four connections (one per worker), each
+    # kept open for the next question rather than one per question.
+    out = run(server, [item("ok:3", key=f"k{n}") for n in range(20)], concurrency=4)
+    assert out.failed == 0
+    connections = server.state["connections"]
+    assert sum(connections.values()) == 20
+    assert 1 <= len(connections) <= 4
 
 
 def test_duplicate_keys_and_bad_settings_refused(server):
