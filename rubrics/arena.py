@@ -29,8 +29,8 @@ Public functions:
 - :func:`win_rate_matrix`, :func:`battle_count_matrix`, :func:`position_bias`.
 - ``rubrics.arena_style.style_control`` -- the same logistic fit with the normalised
   length difference as a covariate (LMArena's style control), in its own module.
-- :func:`ipw_weights`, :func:`adaptive_pair_probabilities` -- weighting for, and the
-  sampling rule of, adaptive pairing.
+- :func:`ipw_weights`, :func:`pair_balanced_weights` -- weighting for adaptive pairing,
+  whose sampling rule is ``rubrics.arena_design``.
 
 Every function raises ``ValueError`` with a message on bad input (unknown outcome, a system
 against itself, a non-connected comparison graph where the ML estimate does not exist...);
@@ -507,79 +507,3 @@ def pair_balanced_weights(systems_a: Sequence[str], systems_b: Sequence[str]) ->
         counts[key] = counts.get(key, 0) + 1
     w = 1.0 / np.array([counts[key] for key in keys], dtype=float)
     return w / w.mean()
-
-
-def adaptive_pair_probabilities(
-    scores: Sequence[float] | np.ndarray,
-    cov: np.ndarray,
-    explore: float = 0.2,
-    pairs: Sequence[tuple[int, int]] | None = None,
-) -> tuple[list[tuple[int, int]], np.ndarray]:
-    """Sampling probabilities over pairs: battles go where they settle an unsettled order.
-
-    ``scores`` and ``cov`` are the current fit on LMArena's scale (:func:`fit`,
-    :func:`sandwich`). The rule, in three steps:
-
-    1. The contrasts that decide the ranking are the adjacent ones in the current order,
-       ``c = e_i - e_j`` for neighbours i above j. Each is weighted by its flip probability
-       ``f_c = Phi(-|s_i - s_j| / sd(s_i - s_j))`` (``sd`` from ``cov``): a settled order
-       (f near 0) asks for nothing, a coin flip (f = 1/2) for the most.
-    2. Under inverse-probability weighting the leaderboard's sandwich variance of a
-       contrast is ``sum_p (c' H^-1 x_p)^2 I_p / p_p`` (``x_p = e_a - e_b``, ``I_p =
-       pi_p (1 - pi_p)`` the information of one battle of pair p, ``H = sum_p I_p x_p
-       x_p'`` the uniform design's information, which the IPW fit targets whatever the
-       design). Minimising ``sum_c f_c Var_c`` over the simplex gives, by Cauchy-Schwarz,
-       Neyman's allocation ``p_p ~ sqrt(I_p sum_c f_c (c' H^-1 x_p)^2)``: the pair of an
-       unsettled contrast most, the pairs sharing one of its systems some, far-apart pairs
-       almost nothing.
-    3. A share ``explore`` is spread uniformly, so every pair keeps probability at least
-       ``explore / len(pairs)`` and no IPW weight exceeds ``len(pairs) / explore`` times
-       the smallest (a pair never served could not be re-weighted). When every order is
-       settled (all f = 0) the draw is uniform.
-
-    Returns the pairs (i < j, or as given) and their probabilities, summing to 1.
-    """
-    s = np.asarray(scores, dtype=float)
-    c = np.asarray(cov, dtype=float)
-    if c.ndim != 2 or c.shape[0] != c.shape[1] or c.shape[0] < 2:
-        raise ValueError("cov must be a square matrix over at least two systems")
-    k = c.shape[0]
-    if s.shape != (k,):
-        raise ValueError(f"{s.size} scores for a {k} x {k} covariance")
-    if not (np.all(np.isfinite(c)) and np.all(np.isfinite(s))):
-        raise ValueError("scores or cov have a non-finite entry")
-    if not 0.0 < explore <= 1.0:
-        raise ValueError("explore must be in (0, 1]")
-    if pairs is None:
-        pairs = [(i, j) for i in range(k) for j in range(i + 1, k)]
-    else:
-        pairs = list(pairs)
-        for i, j in pairs:
-            if not (0 <= i < k and 0 <= j < k) or i == j:
-                raise ValueError(f"pair {(i, j)} is not two distinct systems")
-    if not pairs:
-        raise ValueError("no pairs to choose from")
-    ii = np.array([p[0] for p in pairs])
-    jj = np.array([p[1] for p in pairs])
-    x = np.zeros((len(pairs), k))
-    x[np.arange(len(pairs)), ii] = 1.0
-    x[np.arange(len(pairs)), jj] = -1.0
-    # Information of one battle of each pair at the current scores (natural log-odds).
-    win = logistic((s[ii] - s[jj]) / ELO_PER_NATURAL)
-    info = win * (1.0 - win)
-    # H^-1 on the contrasts (scores sum-free): the pseudo-inverse of the weighted Laplacian.
-    h_inv = np.linalg.pinv(x.T @ (info[:, None] * x))
-    order = np.argsort(-s, kind="stable")
-    contrasts = np.zeros((k - 1, k))
-    contrasts[np.arange(k - 1), order[:-1]] = 1.0
-    contrasts[np.arange(k - 1), order[1:]] = -1.0
-    gap = contrasts @ s
-    sd = np.sqrt(np.clip(np.einsum("ci,ij,cj->c", contrasts, c, contrasts), 0.0, None))
-    from scipy import stats  # lazily, as every scipy use here (the export path's budget)
-
-    flip = np.where(sd > 0, stats.norm.cdf(-np.abs(gap) / np.where(sd > 0, sd, 1.0)), 0.0)
-    lever = contrasts @ h_inv @ x.T  # (contrasts, pairs): c' H^-1 x_p
-    need = np.sqrt(info * (flip[:, None] * lever**2).sum(axis=0))
-    uniform = np.full(len(pairs), 1.0 / len(pairs))
-    greedy = need / need.sum() if need.sum() > 1e-12 else uniform
-    return pairs, (1.0 - explore) * greedy + explore * uniform

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.stats import kendalltau
 
-from rubrics import arena, arena_style
+from rubrics import arena, arena_design, arena_style
 
 ELO = 400 / math.log(10)
 NAMES = [f"sys{i:02d}" for i in range(12)]
@@ -188,7 +188,7 @@ def test_adaptive_probabilities_by_hand_neyman_for_the_one_unsettled_contrast():
     gap = 400 * np.log10(3)
     scores = np.array([1000 + gap, 1000.0, 1000.0])
     cov = np.eye(3)
-    pairs, p = arena.adaptive_pair_probabilities(scores, cov, explore=0.2)
+    pairs, p = arena_design.adaptive_pair_probabilities(scores, cov, explore=0.2)
     assert pairs == [(0, 1), (0, 2), (1, 2)]
     greedy = np.array([np.sqrt(3) - 1.5, np.sqrt(3) - 1.5, 4 - 2 * np.sqrt(3)])
     assert np.allclose(p, 0.8 * greedy + 0.2 / 3, atol=1e-12)
@@ -197,10 +197,10 @@ def test_adaptive_probabilities_by_hand_neyman_for_the_one_unsettled_contrast():
 
 def test_adaptive_probabilities_by_hand_two_systems_and_settled_orders():
     # One pair: it is the whole design, settled or not.
-    _, p = arena.adaptive_pair_probabilities([1100.0, 1000.0], np.eye(2) * 400.0)
+    _, p = arena_design.adaptive_pair_probabilities([1100.0, 1000.0], np.eye(2) * 400.0)
     assert np.allclose(p, [1.0])
     # Every adjacent order settled (gaps of 1000 points, sd about 1.4): uniform.
-    pairs, p = arena.adaptive_pair_probabilities([3000.0, 2000.0, 1000.0], np.eye(3))
+    pairs, p = arena_design.adaptive_pair_probabilities([3000.0, 2000.0, 1000.0], np.eye(3))
     assert np.allclose(p, np.full(3, 1 / 3))
 
 
@@ -215,7 +215,7 @@ def test_adaptive_probabilities_minimise_the_flip_weighted_ipw_variance():
     scores = np.sort(rng.normal(1000, 60, k))[::-1]
     root = rng.normal(size=(k, k)) * 15
     cov = root @ root.T
-    pairs, p = arena.adaptive_pair_probabilities(scores, cov, explore=0.2)
+    pairs, p = arena_design.adaptive_pair_probabilities(scores, cov, explore=0.2)
     x = np.zeros((len(pairs), k))
     for r, (i, j) in enumerate(pairs):
         x[r, i], x[r, j] = 1.0, -1.0

@@ -14,7 +14,7 @@ pulled towards the BT fit of the adaptive pair mix).
 
 import numpy as np
 
-from rubrics import arena
+from rubrics import arena, arena_design
 
 K = 6
 NAMES = [f"s{i}" for i in range(K)]
@@ -59,7 +59,7 @@ def adaptive_run(seed, rounds=10, per_round=1000):
         table = arena.count_table(sa, sb, out, arena.ipw_weights(served), systems=NAMES)
         _, cov = arena.sandwich(table, anchor=("s0", 1000.0))
         scores = arena.fit(table, anchor=("s0", 1000.0)).scores
-        pairs, probs = arena.adaptive_pair_probabilities(scores, cov, explore=0.1)
+        pairs, probs = arena_design.adaptive_pair_probabilities(scores, cov, explore=0.1)
     weighted = arena.count_table(sa, sb, out, arena.ipw_weights(served), systems=NAMES)
     plain = arena.count_table(sa, sb, out, systems=NAMES)
     balanced = arena.count_table(sa, sb, out, arena.pair_balanced_weights(sa, sb), systems=NAMES)
@@ -125,7 +125,7 @@ def test_adaptive_probabilities_keep_the_exploration_floor_and_sum_to_one():
         explore = float(rng.choice([0.01, 0.1, 0.2, 0.5, 1.0]))
         scores = 1000 + rng.normal(0, 80, k)
         root = rng.normal(size=(k, k)) * float(rng.choice([0.1, 10.0, 100.0]))
-        pairs, p = arena.adaptive_pair_probabilities(scores, root @ root.T, explore=explore)
+        pairs, p = arena_design.adaptive_pair_probabilities(scores, root @ root.T, explore=explore)
         assert len(pairs) == k * (k - 1) // 2
         assert np.all(p >= explore / len(pairs) - 1e-15), trial
         assert abs(p.sum() - 1.0) < 1e-12
