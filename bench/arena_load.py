@@ -167,7 +167,7 @@ def gold_side(token: str) -> str | None:
     lease = Assignment.objects.select_related("item", "participant__study").get(token=token)
     if lease.item.kind != CATCH:
         return None
-    return "a" if left_is_a(lease.participant.study, lease.pk) else "b"
+    return "a" if left_is_a(lease.participant.study, lease) else "b"
 
 
 def integrity_check(study, sent: list[tuple[str, str]]) -> dict:

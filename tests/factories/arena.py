@@ -122,7 +122,7 @@ def worker(study: Study, name: str | None = None) -> Participant:
 
 def shown_left(lease: Assignment) -> str:
     """``a`` or ``b``: which canonical caption the page shows on the left for ``lease``."""
-    return "a" if left_is_a(lease.participant.study, lease.pk) else "b"
+    return "a" if left_is_a(lease.participant.study, lease) else "b"
 
 
 def judge(participant: Participant, outcome="a", *, seconds=30, **extra):

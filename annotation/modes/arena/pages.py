@@ -57,7 +57,7 @@ class ArenaPages(Pages):
         text_a, text_b = shown[first].text, shown[second].text
         if item.kind == CATCH:
             text_b = item.spec["catch"]["text"]
-        left, right = (text_a, text_b) if left_is_a(study, assignment.pk) else (text_b, text_a)
+        left, right = (text_a, text_b) if left_is_a(study, assignment) else (text_b, text_a)
         image = shown[first].image
         waited = (timezone.now() - assignment.served_at).total_seconds()
         remaining = max(0.0, float(config.min_seconds) - waited)

@@ -11,39 +11,31 @@ A gold battle is an ``Item`` of kind ``catch`` reserved for one worker
 alteration of it (``rubrics/transformations.py``); the real caption must win.
 
 The server decides everything a worker could game: which pair they get (drawn here, never
-chosen by them), which side each caption is shown on (drawn per lease from the study's seed
-and the lease id, stored in the payload as ``left``), and how long they looked (the
-service measures ``min_seconds`` from ``served_at``). The payload is in the terms of the
-page (``a``: the left caption is better); the result restates it in the canonical order
-(``winner`` in LMArena's names) so the report never has to know which side was shown.
+chosen by them), which side each caption is shown on (drawn per presentation from the
+study's seed, the worker and the battle, stored in the payload as ``left``), and how long
+they looked (the service measures ``min_seconds`` from ``served_at``). The payload is in
+the terms of the page (``a``: the left caption is better); the result restates it in the
+canonical order (``winner`` in LMArena's names) so the report never has to know which side
+was shown.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from django.db.models import F, QuerySet
 
-from annotation.errors import InvalidInput, ServiceError
+from annotation.errors import InvalidInput
 from annotation.models import Assignment, Caption, Item, Job, Judgment, Participant, Study
 from annotation.modes import catch
 from annotation.modes.arena import integrity
 from annotation.modes.arena.gold import new_gold_item, worker_seed
+from annotation.modes.arena.settings import ArenaSettings
 from annotation.modes.base import CompletionProgress, Mode, Outcome
-from annotation.modes.settings import (
-    CHECKS,
-    CROWD,
-    MAX_RESAMPLES,
-    REPORT,
-    flag,
-    number,
-    text,
-    whole,
-)
-from rubrics import arena as rules
+from rubrics import arena_design
 from rubrics import catch as catch_rules
 from rubrics.battles import CRITERIA as IIW_CRITERIA
 
@@ -84,169 +76,27 @@ IIW_NAMES: dict[str, str] = dict(zip(CRITERION_NAMES, IIW_CRITERIA, strict=True)
 _SWAP = {"model_a": "model_b", "model_b": "model_a"}
 #: ``study_pairs``' per-process memo: public id -> the system pairs of its battles.
 _STUDY_PAIRS: dict[str, list[tuple[str, str]]] = {}
+#: The adaptive design of each (study, report job) this process served from.
+_DESIGNS: dict[tuple[str, int], dict[tuple[str, str], float]] = {}
+MAX_DESIGNS = 256
 
 
-@dataclass(frozen=True)
-class ArenaSettings(catch.CatchSettings):
-    # Battles per pair of captions; 2 or more lets the report measure agreement between
-    # workers on shared battles. 100 is far past any use and bounds the work.
-    battle_target: int = whole(
-        1,
-        label="Workers who judge each battle",
-        group=CHECKS,
-        low=1,
-        high=100,
-        doc="Workers who judge each battle (2 or more: agreement).",
-    )
-    # Server-measured; 10 minutes covers the longest detailed caption pair.
-    min_seconds: int = whole(
-        5,
-        label="Least seconds before an answer counts",
-        group=CHECKS,
-        low=0,
-        high=600,
-        doc="Seconds a battle must be shown before an answer counts.",
-    )
-    criteria: bool = flag(
-        False,
-        label="Also ask five per-criterion questions",
-        doc="Also ask ImageInWords' five per-criterion side-by-side labels.",
-    )
-    adaptive: bool = flag(
-        False,
-        label="Serve the least settled system pairs first",
-        doc="Serve the system pairs whose order is least settled (from the latest report), "
-        "weighting the leaderboard by inverse sampling probability.",
-    )
-    # The share spread uniformly so every pair keeps a positive probability (IPW needs it).
-    adaptive_explore: float = number(
-        0.2,
-        label="Share of battles drawn evenly when adaptive",
-        low=0.01,
-        high=1,
-        doc="Share of adaptive draws spread uniformly over pairs.",
-    )
-    # Battles one worker may judge of one system pair; 100,000 is "no cap".
-    cap_per_pair: int = whole(
-        20,
-        label="Battles of one system pair per worker",
-        group=CHECKS,
-        low=1,
-        high=100_000,
-        doc="Battles of one system pair a worker may judge.",
-    )
-    anchor_system: str = text(
-        "",
-        label="System whose score is fixed",
-        group=REPORT,
-        max_length=100,
-        doc="System whose score is fixed at the anchor score (empty: mean).",
-    )
-    anchor_score: float = number(
-        1000,
-        label="Score of that system",
-        low=-100_000,
-        high=100_000,
-        doc="The anchor's score.",
-        report=True,
-    )
-    bootstrap_rounds: int = whole(
-        1000,
-        label="Resamples for the confidence intervals",
-        low=20,
-        high=MAX_RESAMPLES,
-        doc="Bootstrap resamples of the leaderboard's intervals.",
-        report=True,
-    )
-    # Gold battles are the arena's check of the worker: on by default, unlike the
-    # published rating protocols. An always-"A" worker misses half of them (sides are
-    # random), so the rule flags a missed share above a quarter.
-    catch_rate: float = number(
-        0.1,
-        label="Share of gold battles",
-        group=CHECKS,
-        low=0,
-        high=0.5,
-        doc="Share of served battles that are gold battles (a caption against an "
-        "alteration of it; 0: none).",
-    )
-    # The arena's own word for its catch trials (issue 46, row 6): the form said "catch
-    # trial" here and "gold battle" everywhere else.
-    catch_gammas: str = text(
-        "0.5,1",
-        label="How much a gold battle alters its caption",
-        group=CHECKS,
-        doc="Shares of words permuted or replaced in a gold battle's altered caption, e.g. 0.5,1.",
-    )
-    # Four, not the rating protocols' three: under the quarter rule one miss in the first
-    # three flags a worker (1/3 > 1/4), and the code now waits for the rule (issue 45), so
-    # an attentive worker who slips once (a simulated one misses about 3% of gold battles
-    # on a human caption) would lose it; one in four is forgiven, two are not.
-    catch_min_seen: int = whole(
-        4,
-        low=1,
-        high=1000,
-        label="Gold battles answered before the rule applies",
-        group=CHECKS,
-        doc="Gold battles a worker answers before the exclusion rule applies; the crowd "
-        "completion code waits for them (they are placed before its count).",
-    )
-    catch_max_missed_share: float = number(
-        0.25,
-        label="Largest share of gold battles a worker may miss",
-        group=CHECKS,
-        low=0,
-        high=1,
-        doc="Missing more than this share of gold battles flags the worker and excludes "
-        "their judgments.",
-    )
-
-    # Battles a crowd worker judges to earn the completion code, gold battles included
-    # (the worker cannot tell them apart); the code also needs the checks below passed.
-    completion_battles: int = whole(
-        20,
-        label="Battles a crowd worker judges to earn the code",
-        group=CROWD,
-        low=1,
-        high=10_000,
-        doc="Battles (gold ones included) a crowd worker judges to earn the completion "
-        "code; the first gold battles are placed within them, and the checks are applied "
-        "before the code is shown (at least 10 battles).",
-    )
-    # Issue 45, row 4: "tie" on every battle passed position bias and earned the code.
-    # An honest worker's sides are a fair coin, so one outcome on 19 of 20 battles is
-    # a bot (or a worker who does not read); 1 turns this rule off.
-    answer_max_share: float = number(
-        0.9,
-        label="Largest share of battles one answer may take",
-        group=CHECKS,
-        low=0.5,
-        high=1,
-        doc="A crowd worker who gives one answer (ties included) on more than this share "
-        "of their battles, or picks the left caption too often (position bias), earns no "
-        "code and is excluded (1: no limit on one answer).",
-    )
-
-    def check(self) -> None:
-        """The gold battles the rule needs must fit before the code's count."""
-        super().check()
-        if self.catch_rate and self.completion_battles < 2 * self.catch_min_seen:
-            raise ServiceError(
-                f"The completion code comes after {self.completion_battles} battles, but "
-                f"the gold rule needs {self.catch_min_seen} gold battles before it: ask for "
-                f"at least {2 * self.catch_min_seen} battles (twice the gold battles) or "
-                "fewer gold battles before the rule applies.",
-                field="completion_battles",
-            )
-
-
-def left_is_a(study: Study, assignment_id: int) -> bool:
+def left_is_a(study: Study, assignment: Assignment) -> bool:
     """Whether the lease shows the canonical ``a`` caption on the left.
 
-    Drawn from the study's seed and the lease id: per presentation, reproducible, and the
-    same on the page and in ``validate`` (so the stored side is the side shown).
+    Drawn per presentation from the study's seed, the worker (``worker_seed``: their crowd
+    id), the battle (its position; a gold battle, made for one worker, by its altered text)
+    and the round: reproducible, the same on the page and in ``validate`` (so the stored
+    side is the side shown), and never from a primary key, so one seed and one crowd give
+    the same sides on SQLite and PostgreSQL, alone or beside other studies (issue 47: the
+    lease id had made the bench's results depend on the database). ``assignment`` carries
+    its participant and item.
     """
-    rng = np.random.default_rng([study.seed, assignment_id, 0xA7E4A])
+    item = assignment.item
+    where = f"gold:{item.spec['catch']['text']}" if item.kind == CATCH else f"{item.position}"
+    battle = int.from_bytes(hashlib.sha256(where.encode()).digest()[:8], "big")
+    worker = worker_seed(assignment.participant)
+    rng = np.random.default_rng([study.seed, worker, battle, assignment.round, 0xA7E4A])
     return bool(rng.integers(2) == 0)
 
 
@@ -330,6 +180,18 @@ class ArenaProtocol(Mode):
                 f"The anchor system {config.anchor_system!r} has no battle in this study.",
                 field="anchor_system",
             )
+        if config.adaptive_goal == "system" and config.adaptive_system not in systems:
+            raise InvalidInput(
+                f"The adaptive goal's system {config.adaptive_system!r} has no battle in "
+                "this study.",
+                field="adaptive_system",
+            )
+        if config.adaptive_goal == "top" and not config.adaptive_top < len(systems):
+            raise InvalidInput(
+                f"The adaptive goal asks for the {config.adaptive_top} best of "
+                f"{len(systems)} systems: ask for fewer than there are.",
+                field="adaptive_top",
+            )
         return items
 
     # ------------------------------------------------------------------ serving
@@ -394,18 +256,31 @@ class ArenaProtocol(Mode):
             # No fit over these systems yet (or a report from before the scores were
             # stored): the uniform design until a report has one.
             return uniform
-        names = fitted["systems"]
-        index = {name: i for i, name in enumerate(names)}
-        chosen, probs = rules.adaptive_pair_probabilities(
-            np.array(fitted["scores"]),
-            np.array(fitted["covariance"]),
-            explore=config.adaptive_explore,
-            pairs=[(index[a], index[b]) for a, b in pairs],
-        )
-        return {
-            tuple(sorted((names[i], names[j]))): float(p)
-            for (i, j), p in zip(chosen, probs, strict=True)
-        }
+        # One design per report (its fit decides it): the plain fit's design takes a few
+        # hundred small solves, which must not run on every serve.
+        key = (str(study.public_id), latest.pk)
+        design = _DESIGNS.get(key)
+        if design is None:
+            names = fitted["systems"]
+            index = {name: i for i, name in enumerate(names)}
+            chosen, probs = arena_design.adaptive_pair_probabilities(
+                np.array(fitted["scores"]),
+                np.array(fitted["covariance"]),
+                explore=config.adaptive_explore,
+                pairs=[(index[a], index[b]) for a, b in pairs],
+                goal=config.adaptive_goal,
+                top=min(config.adaptive_top, len(names) - 1),
+                system=index.get(config.adaptive_system),
+                fit="plain",
+            )
+            design = {
+                tuple(sorted((names[i], names[j]))): float(p)
+                for (i, j), p in zip(chosen, probs, strict=True)
+            }
+            if len(_DESIGNS) >= MAX_DESIGNS:
+                _DESIGNS.clear()  # a bound, not a policy: rebuilt from the report when asked
+            _DESIGNS[key] = design
+        return design
 
     def eligible_items(self, participant: Participant) -> QuerySet[Item]:
         """A reserved gold battle first; else the battles of one system pair drawn by the
@@ -470,7 +345,7 @@ class ArenaProtocol(Mode):
         study = assignment.participant.study
         payload: dict[str, Any] = {
             "outcome": outcome,
-            "left": "a" if left_is_a(study, assignment.pk) else "b",
+            "left": "a" if left_is_a(study, assignment) else "b",
         }
         if self.settings(study).criteria:
             labels = {}

@@ -44,7 +44,7 @@ def simulated_answers(
         quality_a = system_quality(context["systems"].get(spec["caption_a"], ""))
         quality_b = system_quality(context["systems"].get(spec["caption_b"], ""))
         canonical = _verdict(worker, quality_a, quality_b)
-    left_a = left_is_a(lease.participant.study, lease.pk)
+    left_a = left_is_a(lease.participant.study, lease)
     outcome = canonical
     if canonical in ("a", "b") and not left_a:
         outcome = "b" if canonical == "a" else "a"
