@@ -27,7 +27,7 @@ from annotation.services.participants import crowd_link_token
 from annotation.services.reports import report_request
 from annotation.services.runner import job_run
 from annotation.services.simulation import crowd_simulate
-from rubrics import arena as arena_rules
+from rubrics import arena_design
 from tests.factories.arena import MODE, arena_study, judge, shown_left, worker
 
 pytestmark = pytest.mark.django_db
@@ -434,8 +434,9 @@ def test_adaptive_pairing_stores_its_probabilities_and_the_report_balances_the_p
 
     # The stored fit fed to the pure rule (tested by hand in tests/rubrics/test_arena.py).
     names = fitted["systems"]
-    pairs, probs = arena_rules.adaptive_pair_probabilities(
-        np.array(fitted["scores"]), np.array(fitted["covariance"]), explore=0.2
+    # The study's default goal (the whole order) for the plain fit, its leaderboard.
+    pairs, probs = arena_design.adaptive_pair_probabilities(
+        np.array(fitted["scores"]), np.array(fitted["covariance"]), explore=0.2, fit="plain"
     )
     design = {(names[i], names[j]): p for (i, j), p in zip(pairs, probs, strict=True)}
     later = Judgment.objects.filter(study=study).exclude(pk__in=[j.pk for j in first])
@@ -456,9 +457,14 @@ def test_adaptive_pairing_stores_its_probabilities_and_the_report_balances_the_p
     weights = [1 / per_pair[(a, b)] for a, b, _ in pairs]
     expected = mm_bradley_terry(pairs, sorted(systems), weights)
     assert report["weighted"] is True
-    assert report["interval_method"] == "union of bootstrap percentile and sandwich"
-    for row in report["leaderboard"]:
+    assert report["weighted_interval_method"] == "union of bootstrap percentile and sandwich"
+    for row in report["weighted_leaderboard"]:
         assert row["score"] == pytest.approx(expected[row["system"]], abs=1e-6)
+    # The leaderboard itself is the plain fit (issue 47): no weights.
+    plain = mm_bradley_terry(pairs, sorted(systems))
+    for row in report["leaderboard"]:
+        assert row["score"] == pytest.approx(plain[row["system"]], abs=1e-6)
+    assert report["fits_disagree"] == []  # Bradley-Terry holds in this crowd
 
 
 def test_length_control_undoes_a_planted_preference_for_longer_captions(researcher):

@@ -88,11 +88,16 @@ def design_weights(rows: list[dict[str, Any]]) -> np.ndarray | None:
 
 
 def leaderboard(
-    rows: list[dict[str, Any]], *, anchor: tuple[str, float] | None, rounds: int, seed: int
+    rows: list[dict[str, Any]],
+    *,
+    anchor: tuple[str, float] | None,
+    rounds: int,
+    seed: int,
+    weights: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """The leaderboard (bootstrap intervals, rank intervals), its sandwich covariance (what
-    adaptive pairing reads) and the count table's matrices."""
-    weights = design_weights(rows)
+    adaptive pairing reads) and the count table's matrices: the plain Bradley-Terry fit, or
+    with ``weights`` (``design_weights``) the inverse-probability-weighted one."""
     weighted = weights is not None
     table = rules.count_table(
         [r["system_a"] for r in rows],
@@ -147,6 +152,29 @@ def leaderboard(
             "battles": [[int(round(v)) for v in row] for row in counts],
         },
     }
+
+
+def fits_disagree(plain: list[dict[str, Any]], weighted: list[dict[str, Any]]) -> list[dict]:
+    """Pairs of systems the two fits order oppositely where one of them separates the pair
+    beyond its intervals (one system's interval wholly above the other's): the plain fit's
+    ranking then rests on the Bradley-Terry model holding, which the weighted fit does not
+    assume (issue 47's warning)."""
+    boards = {
+        "plain": {r["system"]: r for r in plain},
+        "weighted": {r["system"]: r for r in weighted},
+    }
+    out = []
+    for fit, theirs in (("plain", boards["weighted"]), ("weighted", boards["plain"])):
+        for above in boards[fit].values():
+            for below in boards[fit].values():
+                both = above["system"] in theirs and below["system"] in theirs
+                if (
+                    both
+                    and above["ci_low"] > below["ci_high"]
+                    and theirs[below["system"]]["score"] > theirs[above["system"]]["score"]
+                ):
+                    out.append({"above": above["system"], "below": below["system"], "by": fit})
+    return out
 
 
 def length_controlled(
@@ -370,11 +398,28 @@ class ArenaReport(Report):
             result["leaderboard_error"] = result["length_error"] = "no battle is kept yet"
         else:
             try:
+                # The plain fit is the leaderboard, an adaptive design's too (valid when
+                # Bradley-Terry holds); the weighted fit beside it is the robustness check.
                 result.update(
                     leaderboard(
                         rows, anchor=anchor, rounds=config.bootstrap_rounds, seed=study.seed
                     )
                 )
+                weights = design_weights(rows)
+                result["weighted"] = weights is not None
+                if weights is not None:
+                    check = leaderboard(
+                        rows,
+                        anchor=anchor,
+                        rounds=config.bootstrap_rounds,
+                        seed=study.seed,
+                        weights=weights,
+                    )
+                    result["weighted_leaderboard"] = check["leaderboard"]
+                    result["weighted_interval_method"] = check["interval_method"]
+                    result["fits_disagree"] = fits_disagree(
+                        result["leaderboard"], check["leaderboard"]
+                    )
             except ValueError as exc:
                 result["leaderboard_error"] = str(exc)
             progress(60, "leaderboard fitted")
