@@ -4,6 +4,7 @@ the leaderboard fit at 1,000,000 battles.
     .venv/bin/python bench/arena.py [--part all|design|fit] [--seeds 20] [--first-seed 1]
         [--systems 6] [--images 200] [--budget 480] [--step 30] [--workers 40] [--clickers 3]
         [--designs uniform,adaptive|uniform|adaptive] [--tag=-x]
+        [--crowd even|uneven14] [--goal order|top] [--top 4]
 
 The defaults fit this 2-core machine: 6 systems, 200 images (200 battles per pair, so a
 concentrated design never runs out of its favoured pair), 480 battles per study, a report
@@ -33,6 +34,12 @@ Assumptions of the simulated crowd (stated, not measured):
   outcomes at random on every battle, gold battles included;
 - every worker takes 6 to 20 s per battle (the server's clock, so ``min_seconds`` = 5 holds);
   workers arrive round by round, one battle each, as in ``crowd_simulate``.
+
+``--crowd uneven14`` replaces the even strengths by issue 47's uneven 14-system crowd (the
+audit's Elo 1127 ... 955, 720); ``--goal`` is the adaptive study's goal (the whole order,
+or the ``--top`` best systems), and each checkpoint also records whether the top set is
+right, for the plain leaderboard and for the weighted fit beside it; the summary gives the
+budget from which 90% of the seeds have it right.
 
 Scored at every checkpoint, per design: Kendall tau of the leaderboard's order with the
 true order, and coverage: the share of systems whose 95% interval holds its true score.
@@ -89,8 +96,20 @@ def setup_django() -> Path:
     return scratch
 
 
-def strengths(k: int) -> np.ndarray:
+#: Issue 47's uneven crowd (the audit's Elo): some neighbours 6-7 apart, one gap of 235.
+UNEVEN_ELO = (1127, 1108, 1096, 1090, 1075, 1068, 1050, 1043, 1030, 1005, 998, 975, 955, 720)
+
+
+def strengths(k: int, crowd: str = "even") -> np.ndarray:
+    """True strengths in natural log-odds, in the systems' order (names system-00, ...)."""
+    if crowd == "uneven14":
+        return (np.array(UNEVEN_ELO, dtype=float) - 1000) * np.log(10) / 400
     return np.linspace(-SPREAD, SPREAD, k)
+
+
+def top_set(scores: dict[str, float], k: int) -> set[str]:
+    """The names of the ``k`` highest scores."""
+    return set(sorted(scores, key=lambda name: -scores[name])[:k])
 
 
 def estimand(names: list[str], s: np.ndarray) -> dict[str, float]:
@@ -110,11 +129,13 @@ def estimand(names: list[str], s: np.ndarray) -> dict[str, float]:
     return dict(zip(fitted.systems, map(float, fitted.scores), strict=True))
 
 
-def build_study(owner, *, seed: int, names: list[str], images: int, adaptive: bool):
+def build_study(
+    owner, *, seed: int, names: list[str], images: int, adaptive: bool, goal: dict | None = None
+):
     from annotation.models import Caption, Image
     from annotation.services.studies import study_create, study_open
 
-    settings = {"adaptive": True} if adaptive else {}
+    settings = {"adaptive": True, **(goal or {})} if adaptive else {}
     study = study_create(
         owner=owner,
         name=f"bench arena {seed} {'adaptive' if adaptive else 'uniform'}",
@@ -162,7 +183,7 @@ def answer(lease, strength: dict[str, float], clicker: bool, rng: random.Random)
 
     if clicker:
         return rng.choice(["a", "b", "tie", "bothbad"])
-    left_a = left_is_a(lease.participant.study, lease.pk)
+    left_a = left_is_a(lease.participant.study, lease)
     if rng.random() < POSITION_BIAS:
         return "a"
     spec = lease.item.spec
@@ -185,7 +206,11 @@ def run_design(owner, *, seed, names, s, truth, args, adaptive: bool) -> dict:
     from annotation.services.reports import report_request
     from annotation.services.runner import job_run
 
-    study = build_study(owner, seed=seed, names=names, images=args.images, adaptive=adaptive)
+    goal = {"adaptive_goal": args.goal, "adaptive_top": args.top}
+    study = build_study(
+        owner, seed=seed, names=names, images=args.images, adaptive=adaptive, goal=goal
+    )
+    true_top = top_set(dict(zip(names, s, strict=True)), args.top)
     strength = dict(zip(names, s, strict=True))
     raw_truth = {
         n: float(v) for n, v in zip(names, 1000 + 400 / np.log(10) * (s - s.mean()), strict=True)
@@ -274,6 +299,9 @@ def run_design(owner, *, seed, names, s, truth, args, adaptive: bool) -> dict:
                     "raw_coverage": float(raw_coverage),
                     "mean_ci_width": float(np.mean([r["ci_high"] - r["ci_low"] for r in board])),
                     "weighted": job.result.get("weighted"),
+                    "top_right": top_set(fitted, args.top) == true_top,
+                    # The weighted fit beside the plain one (adaptive designs, issue 47).
+                    **_weighted_scores(job.result.get("weighted_leaderboard"), names, s, args),
                 }
             )
             next_check += args.step
@@ -290,6 +318,36 @@ def run_design(owner, *, seed, names, s, truth, args, adaptive: bool) -> dict:
         "report_seconds_mean": round(statistics.mean(report_seconds), 3),
         "seconds": round(time.perf_counter() - started, 1),
     }
+
+
+def _weighted_scores(board, names, s, args) -> dict:
+    """The weighted fit's tau and top-set at a checkpoint, when the report has one."""
+    from scipy.stats import kendalltau
+
+    fitted = {row["system"]: row["score"] for row in board or []}
+    if set(fitted) != set(names):
+        return {}
+    true_top = top_set(dict(zip(names, s, strict=True)), args.top)
+    tau = float(kendalltau([fitted[n] for n in names], list(s)).statistic)
+    return {
+        "weighted_tau": round(tau, 4),
+        "weighted_top_right": top_set(fitted, args.top) == true_top,
+    }
+
+
+def battles_to_share(runs: list[dict], key: str, share: float = 0.9) -> int | None:
+    """The first checkpoint from which at least ``share`` of the seeds have ``key`` true at
+    every later checkpoint (None: never). A checkpoint a seed lacks counts as false."""
+    by_battles: dict[int, list[bool]] = {}
+    for run in runs:
+        for point in run["checkpoints"]:
+            by_battles.setdefault(point["battles"], []).append(bool(point.get(key)))
+    reached = None
+    for battles in sorted(by_battles, reverse=True):
+        if sum(by_battles[battles]) / len(runs) < share:
+            break
+        reached = battles
+    return reached
 
 
 def design_matrices(s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -382,10 +440,14 @@ def summarise(runs: list[dict], budget: int, step: int) -> dict:
             "coverage_all_checkpoints": round(
                 statistics.mean(p["coverage"] for r in mine for p in r["checkpoints"]), 4
             ),
+            # Issue 47's goals: the budget from which 90% of the seeds have the top set
+            # right (plain fit, and the weighted fit where the report has one).
+            "battles_to_top_right_p90": battles_to_share(mine, "top_right"),
+            "battles_to_top_right_p90_weighted": battles_to_share(mine, "weighted_top_right"),
         }
     if len(summary) == 2:
-        # Paired by seed: the same study data and the same seeded workers. The pair drawn
-        # and the side shown also depend on database ids, so the draws are not identical.
+        # Paired by seed: the same study data and the same seeded workers; the pair drawn
+        # and the side shown come from the seed and the worker, never a database id.
         u_runs = {r["seed"]: r for r in runs if r["design"] == "uniform"}
         a_runs = {r["seed"]: r for r in runs if r["design"] == "adaptive"}
         seeds = sorted(set(u_runs) & set(a_runs))
@@ -416,7 +478,7 @@ def design_part(args) -> dict:
 
     owner = User.objects.create_user("bench", is_researcher=True)
     names = [f"system-{i:02d}" for i in range(args.systems)]
-    s = strengths(args.systems)
+    s = strengths(args.systems, args.crowd)
     truth = estimand(names, s)
     runs = []
     designs = [d == "adaptive" for d in args.designs.split(",")]
@@ -443,6 +505,9 @@ def design_part(args) -> dict:
         "design_bound_battle_share": design_bound(s),
         "assumptions": {
             "systems": args.systems,
+            "crowd": args.crowd,
+            "goal": args.goal,
+            "top": args.top,
             "strengths_natural": [round(float(v), 4) for v in s],
             "estimand_scores": truth,
             "position_bias": POSITION_BIAS,
@@ -492,7 +557,13 @@ def main() -> int:
         "--designs", choices=["uniform,adaptive", "uniform", "adaptive"], default="uniform,adaptive"
     )
     parser.add_argument("--tag", default="", help="suffix of the result files")
+    # Issue 47: the audit's uneven 14-system crowd, and the adaptive study's goal.
+    parser.add_argument("--crowd", choices=["even", "uneven14"], default="even")
+    parser.add_argument("--goal", choices=["order", "top"], default="order")
+    parser.add_argument("--top", type=int, default=4, help="the top set's size (goal top)")
     args = parser.parse_args()
+    if args.crowd == "uneven14":
+        args.systems = len(UNEVEN_ELO)
     if not (
         1 <= args.seeds <= 200
         and 3 <= args.systems <= 20
@@ -500,6 +571,7 @@ def main() -> int:
         and 50 <= args.budget <= 10_000
         and 10 <= args.step <= args.budget
         and 0 <= args.clickers < args.workers <= 500
+        and 1 <= args.top < args.systems
     ):
         parser.error("sizes out of bounds (see --help)")
     results_dir = ROOT / "bench" / "results"
@@ -517,7 +589,7 @@ def main() -> int:
                     seen.add((run["seed"], run["design"]))
                     runs.append(run)
         result["design"] = {
-            "design_bound_battle_share": design_bound(strengths(args.systems)),
+            "design_bound_battle_share": design_bound(strengths(args.systems, args.crowd)),
             "inputs": args.inputs.split(","),
             "summary": summarise(runs, args.budget, args.step),
             "runs": runs,
