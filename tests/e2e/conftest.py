@@ -251,6 +251,28 @@ def _one_request_at_a_time(request, monkeypatch):
     monkeypatch.setattr(WSGIHandler, "__call__", one_at_a_time)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _flush_between_requests():
+    """The database is emptied after each live-server test (pytest-django's flush) while the
+    browser may still have a request in flight: a CI run's flush failed on "database table
+    is locked" and the next test found the last one's users. The flush waits for that
+    request and holds the lock, so no request starts while the tables are emptied.
+
+    For the whole session: pytest-django's own fixtures flush after a function-scoped
+    fixture of ours has been torn down."""
+    from django.test import TransactionTestCase
+
+    flush = TransactionTestCase._fixture_teardown
+
+    def flush_alone(self):
+        with _REQUESTS:
+            return flush(self)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(TransactionTestCase, "_fixture_teardown", flush_alone)
+        yield
+
+
 @pytest.fixture
 def live_server_lock(monkeypatch) -> threading.Lock:
     """A lock that every request to the live server takes while it is handled.
