@@ -12,6 +12,14 @@ Environment variables:
 - ``DEBUG``: ``1``/``true``/``yes`` or ``0``/``false``/``no``; anything else is an error.
 - ``ALLOWED_HOSTS``: comma-separated host names.
 - ``CAPEVAL_MEDIA_ROOT``, ``CAPEVAL_VAR_DIR``: where uploads, exports and the SQLite file live.
+- ``CAPEVAL_S3_BUCKET``: files (originals, renditions, uploads; exports under
+  ``exports/``) in this bucket of an S3-compatible object store instead of ``MEDIA_ROOT``
+  and ``CAPEVAL_EXPORT_DIR`` (``annotation/storage.py``), so that several web and worker
+  nodes share them; with ``CAPEVAL_S3_ENDPOINT_URL`` (MinIO, Ceph RGW, R2; empty:
+  AWS), ``CAPEVAL_S3_REGION`` and boto3's own credentials (``AWS_ACCESS_KEY_ID``,
+  ``AWS_SECRET_ACCESS_KEY``, or an instance role).
+- ``CAPEVAL_DOWNLOAD_SECONDS``: how long a presigned download link of the object store is
+  valid (default 300).
 - ``CAPEVAL_MAX_UPLOAD_MB``: largest request body accepted (default 100).
 - ``CAPEVAL_MAX_IMAGE_PIXELS``: largest image accepted, in pixels (default 40 million).
 - ``CAPEVAL_MAX_IMPORT_PIXELS``: pixels one import may decode in all (default 2 billion).
@@ -222,8 +230,35 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
 MEDIA_URL = "media/"
 MEDIA_ROOT = Path(os.environ.get("CAPEVAL_MEDIA_ROOT") or VAR_DIR / "media")
+CAPEVAL_S3_BUCKET = os.environ.get("CAPEVAL_S3_BUCKET", "")
+CAPEVAL_DOWNLOAD_SECONDS = env_int("CAPEVAL_DOWNLOAD_SECONDS", 300)
+# The media storage (annotation/storage.py): MEDIA_ROOT on this node, or an object store
+# shared by every node. Private objects, handed out as presigned links that expire.
+_S3 = {
+    "BACKEND": "storages.backends.s3.S3Storage",
+    "OPTIONS": {
+        "bucket_name": CAPEVAL_S3_BUCKET,
+        "endpoint_url": os.environ.get("CAPEVAL_S3_ENDPOINT_URL") or None,
+        "region_name": os.environ.get("CAPEVAL_S3_REGION") or None,
+        "default_acl": "private",
+        "querystring_auth": True,
+        "querystring_expire": CAPEVAL_DOWNLOAD_SECONDS,
+        "file_overwrite": True,
+        # Path-style addressing: a loopback or in-cluster endpoint has no bucket DNS.
+        "addressing_style": "path",
+        "signature_version": "s3v4",
+    },
+}
+MEDIA_STORAGE = _S3 if CAPEVAL_S3_BUCKET else {"BACKEND": "annotation.storage.LocalMediaStorage"}
+# Export files: CAPEVAL_EXPORT_DIR, or the same bucket under exports/.
+EXPORT_STORAGE = (
+    {**_S3, "OPTIONS": {**_S3["OPTIONS"], "location": "exports"}}
+    if CAPEVAL_S3_BUCKET
+    else {"BACKEND": "annotation.storage.LocalExportStorage"}
+)
 STORAGES = {
-    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "default": MEDIA_STORAGE,
+    "exports": EXPORT_STORAGE,
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
 

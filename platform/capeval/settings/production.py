@@ -41,7 +41,8 @@ if CELERY_TASK_ALWAYS_EAGER:
 # Static files are served by WhiteNoise right after the security middleware.
 MIDDLEWARE = [MIDDLEWARE[0], "whitenoise.middleware.WhiteNoiseMiddleware", *MIDDLEWARE[1:]]  # noqa: F405
 STORAGES = {
-    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "default": MEDIA_STORAGE,  # noqa: F405
+    "exports": EXPORT_STORAGE,  # noqa: F405
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
 }
 if CAPEVAL_TRUSTED_PROXIES > 0:
