@@ -10,21 +10,20 @@ only: no EXIF, XMP or ICC profile) and stored beside it as
 
 It is made on first request, not at import: the zoom is opened for some images only, and
 studies imported before it existed get it too. Two requests at once may both make it;
-each writes a private temporary file and renames it into place, so a reader never sees half
-a file and the last rename leaves the same bytes.
+both write the same bytes under the same name through the media storage
+(``annotation/storage.py``), whose writes are whole (a local rename, an object store's
+PUT), so a reader never sees half a file.
 """
 
 from __future__ import annotations
 
 import io
-import os
-import tempfile
-from pathlib import Path
 
 from django.conf import settings
 from PIL import Image as PILImage
 from PIL import ImageOps
 
+from annotation import storage
 from annotation.models import Image
 
 #: WebP's largest side; an original beyond it (up to ``CAPEVAL_MAX_IMAGE_PIXELS``, e.g.
@@ -33,29 +32,26 @@ WEBP_MAX_SIDE = 16383
 
 
 def full_rendition_path(image: Image) -> str:
-    """Where the image's full-resolution rendition is (or will be), under MEDIA_ROOT."""
+    """The storage name of the image's full-resolution rendition (made or to be made)."""
     return f"display/{image.sha256[:2]}/{image.sha256}-full.webp"
 
 
 def image_full_rendition(*, image: Image) -> str:
-    """The path under MEDIA_ROOT of ``image`` at its original resolution, without metadata.
+    """The storage name of ``image`` at its original resolution, without metadata.
 
     The display rendition when it already is that size (a small original) or when the
     original file is not there (an image row made without one); otherwise the full
     rendition, made now if it does not exist yet.
     """
-    media = Path(settings.MEDIA_ROOT)
     side = settings.CAPEVAL_DISPLAY_MAX_SIDE
     if max(image.width, image.height) <= side or not image.file:
         return image.display
-    original = media / image.file
-    if not original.is_file():
+    if not storage.exists(image.file):
         return image.display
     relative = full_rendition_path(image)
-    target = media / relative
-    if target.is_file():
+    if storage.exists(relative):
         return relative
-    with PILImage.open(original) as opened:
+    with PILImage.open(io.BytesIO(storage.read_bytes(image.file))) as opened:
         picture = ImageOps.exif_transpose(opened)
         if picture.mode not in ("RGB", "RGBA", "L", "LA"):
             has_alpha = "transparency" in picture.info or "A" in picture.mode
@@ -66,15 +62,4 @@ def image_full_rendition(*, image: Image) -> str:
         # Pixels only, as for the display rendition (services/imports/images.py): say "none"
         # outright so nothing of the original's metadata is carried over.
         picture.save(buffer, "WEBP", quality=90, method=4, exif=b"", xmp=b"", icc_profile=None)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=".full-", suffix=".webp")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(buffer.getvalue())
-        # mkstemp's 0600 would hide it from a web server serving display/ as another user.
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    return relative
+    return storage.write_bytes(relative, buffer.getvalue())

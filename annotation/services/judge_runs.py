@@ -32,7 +32,6 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import wait as wait_for
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
@@ -40,7 +39,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from annotation import secrets
+from annotation import secrets, storage
 from annotation.errors import Conflict, Forbidden, InvalidInput, NotFound, ServiceError
 from annotation.judges.client import NOT_ASKED, Endpoint, JudgeItem, RunResult, run_batch
 from annotation.models import (
@@ -246,7 +245,7 @@ def _images(study: Study, caption_ids: set[int]) -> dict[int, tuple[bytes, str] 
         if image not in files:
             path = images.get(image) or ""
             try:
-                data = (Path(settings.MEDIA_ROOT) / path).read_bytes() if path else None
+                data = storage.read_bytes(path) if path else None
             except OSError:
                 data = None
             media = mimetypes.guess_type(path)[0] or "image/jpeg"

@@ -18,6 +18,7 @@ import numpy as np
 from django.conf import settings
 from onnxruntime.capi import onnxruntime_pybind11_state as ort_errors
 
+from annotation import storage
 from annotation.errors import ServiceError
 from annotation.judges import clip
 from annotation.models import Image
@@ -88,7 +89,7 @@ def clip_scores(
     if not keep:
         raise ServiceError("CLIP-S needs the study's images; none of its captions has one.")
     progress(0.1, f"CLIP on {len(keep)} captions")
-    images = [Path(settings.MEDIA_ROOT) / files[captions[i]["image_id"]] for i in keep]
+    images = StoredImages([files[captions[i]["image_id"]] for i in keep])
     texts = [captions[i]["text"] for i in keep]
     try:
         plain, with_refs = scorer.refclip_s(images, texts, [refs[i] for i in keep])
@@ -99,3 +100,20 @@ def clip_scores(
             out[name][keep] = values
     progress(1.0, "CLIP done")
     return out
+
+
+class StoredImages(Sequence[bytes]):
+    """The originals' bytes, read from the media storage (``annotation/storage.py``) when
+    the encoder asks for them, a batch at a time: a study's thousands of originals are never
+    all in memory, and an object store serves them as well as the local folder."""
+
+    def __init__(self, names: list[str]):
+        self.names = names
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if isinstance(index, slice):
+            return [storage.read_bytes(name) for name in self.names[index]]
+        return storage.read_bytes(self.names[index])

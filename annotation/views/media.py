@@ -1,10 +1,14 @@
-"""Files under MEDIA_ROOT: display renditions for everyone, originals for the study's researchers;
-and the full-resolution rendition an item page's zoom asks for (``participant_image``).
+"""Media files: display renditions for everyone, originals for the study's researchers; and
+the full-resolution rendition an item page's zoom asks for (``participant_image``).
 
 ``selectors.media_file_kind`` decides who may read what (anything else is a 404, the same
-whether or not the file exists); Django's ``static.serve`` then sends the file with its
-content type, ``Last-Modified`` and ``If-Modified-Since`` answers. A deployment that puts the
-files behind its web server must keep these rules: only ``display/`` may be served directly.
+whether or not the file exists). Then, on the local storage (``annotation/storage.py``),
+Django's ``static.serve`` sends the file with its content type, ``Last-Modified`` and
+``If-Modified-Since`` answers; on an object store the answer is a redirect to a presigned
+link that expires after ``CAPEVAL_DOWNLOAD_SECONDS`` (an original's says "attachment"),
+so no web node holds the file and a link copied elsewhere stops working. A deployment
+that puts the files behind its web server must keep these rules: only ``display/`` may be
+served directly.
 """
 
 from pathlib import PurePosixPath
@@ -15,7 +19,7 @@ from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_safe
 from django.views.static import serve
 
-from annotation import selectors
+from annotation import selectors, storage
 from annotation.models import Image, Participant, Study
 from annotation.modes import get_mode
 from annotation.services.images import image_full_rendition
@@ -31,8 +35,16 @@ ORIGINAL_CACHE = "private, no-store"
 @require_safe
 def media_file(request: HttpRequest, path: str) -> HttpResponse:
     kind = selectors.media_file_kind(request.user, path)
-    # MEDIA_ROOT is read per request (tests point it elsewhere).
-    response = serve(request, path, document_root=settings.MEDIA_ROOT)
+    folder = storage.local_path("")
+    if folder is None:
+        if not storage.exists(path):
+            raise Http404("No such file.")
+        link = storage.download_url(path, attachment=kind == "original")
+        response = HttpResponseRedirect(link)
+        # The link is this request's, after its access check: never shared or kept.
+        response["Cache-Control"] = ORIGINAL_CACHE
+        return response
+    response = serve(request, path, document_root=folder)
     if kind == "original":
         response["Cache-Control"] = ORIGINAL_CACHE
         # A download, never rendered inline under the site's origin.

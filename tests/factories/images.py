@@ -4,16 +4,17 @@ The mode factories make image rows with made-up paths; ``real_files`` writes, fo
 image of a study, an original JPEG larger than the display side with camera EXIF (a
 make and a GPS position) and a display rendition like the importer's (longest side
 ``CAPEVAL_DISPLAY_MAX_SIDE``), at the paths the importer would use, and sets the row's size
-to the original's.
+to the original's. The files go through the media storage (``annotation/storage.py``).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+import io
 
 from django.conf import settings
 from PIL import Image as PILImage
 
+from annotation import storage
 from annotation.models import Image, Study
 
 #: The camera's make written into every original's EXIF: it must never reach a participant.
@@ -29,7 +30,6 @@ def original_exif() -> PILImage.Exif:
 
 
 def real_files(study: Study, *, width: int = 1600, height: int = 1200) -> list[Image]:
-    media = Path(settings.MEDIA_ROOT)
     side = settings.CAPEVAL_DISPLAY_MAX_SIDE
     images = list(Image.objects.filter(study=study))
     for n, image in enumerate(images):
@@ -41,11 +41,14 @@ def real_files(study: Study, *, width: int = 1600, height: int = 1200) -> list[I
         picture = PILImage.linear_gradient("L").resize((width, height)).convert("RGB")
         for x in range(0, width, 100):
             picture.paste((200, 40 + 10 * n % 200, 40), (x, 0, x + 2, height))
-        (media / image.file).parent.mkdir(parents=True, exist_ok=True)
-        picture.save(media / image.file, "JPEG", quality=85, exif=original_exif())
+        # Through the media storage, as an import writes them (a folder or an object store).
+        original = io.BytesIO()
+        picture.save(original, "JPEG", quality=85, exif=original_exif())
+        storage.write_bytes(image.file, original.getvalue())
         shown = picture.copy()
         shown.thumbnail((side, side))
-        (media / image.display).parent.mkdir(parents=True, exist_ok=True)
-        shown.save(media / image.display, "WEBP", quality=80)
+        display = io.BytesIO()
+        shown.save(display, "WEBP", quality=80)
+        storage.write_bytes(image.display, display.getvalue())
         image.save(update_fields=["file", "display", "width", "height"])
     return images

@@ -17,10 +17,11 @@ An image's name (its file name without folders) is checked like every text field
 
 Storage
 -------
-Originals are stored once per content hash as ``images/ab/<sha256>.<ext>`` under MEDIA_ROOT
-and renditions for display as ``display/ab/<sha256>-<side>.webp`` (longest side at most
-``CAPEVAL_DISPLAY_MAX_SIDE``, EXIF orientation applied); a file already present is reused.
-New files are written to the import's staging folder here; the store moves them into place.
+Originals are stored once per content hash as ``images/ab/<sha256>.<ext>`` in the media
+storage (``annotation/storage.py``) and renditions for display as
+``display/ab/<sha256>-<side>.webp`` (longest side at most ``CAPEVAL_DISPLAY_MAX_SIDE``, EXIF
+orientation applied); a file already present is reused. New files are written to the
+import's staging folder (on this node) here; the store writes them to the storage.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from django.conf import settings
 from PIL import Image as PILImage
 from PIL import ImageOps, UnidentifiedImageError
 
+from annotation import storage
 from annotation.models import Image
 from annotation.services.imports.sources import BadImage, ImportTooLarge, members
 from annotation.text import text_problem
@@ -63,8 +65,8 @@ def megapixels(pixels: int) -> str:
 class StagedImage:
     """A checked image: the fields of its ``Image`` row that come from the file itself.
 
-    ``file`` and ``display`` are paths relative to MEDIA_ROOT (and to the staging folder
-    while new files wait there).
+    ``file`` and ``display`` are names in the media storage (and paths relative to the
+    staging folder while new files wait there).
     """
 
     name: str
@@ -222,8 +224,7 @@ def _already_stored(sha: str) -> StagedImage | None:
     """An image with these exact bytes was verified and stored before: reuse its files."""
     side = settings.CAPEVAL_DISPLAY_MAX_SIDE
     known = Image.objects.filter(sha256=sha, display__endswith=f"-{side}.webp").first()
-    media = Path(settings.MEDIA_ROOT)
-    if known is None or not (media / known.file).is_file() or not (media / known.display).is_file():
+    if known is None or not storage.exists(known.file) or not storage.exists(known.display):
         return None
     return StagedImage.of(known)
 

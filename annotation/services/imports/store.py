@@ -3,15 +3,15 @@
 All or nothing
 --------------
 Every image and row is checked and every problem collected before anything is written;
-processed files wait in a staging folder inside MEDIA_ROOT (so that moving them is a
-rename). Only when there are no errors are the files moved into place and the rows created
-in one transaction; if the transaction fails the files this import placed are removed.
+processed files wait in a staging folder of this node. Only when there are no errors are
+the files written to the media storage (``annotation/storage.py``: MEDIA_ROOT or an object
+store) and the rows created in one transaction; if the transaction fails the files this
+import wrote are removed.
 Progress is reported before that transaction, so other connections see it.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from collections import defaultdict
 from collections.abc import Sequence
@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 
+from annotation import storage
 from annotation.errors import ServiceError
 from annotation.models import Caption, Image, Study
 from annotation.services.imports.captions import CaptionRow
@@ -105,17 +105,15 @@ def store(
     ``resolved`` is the image name of each row (parallel to ``rows``); ``existing`` are the
     study's images by name, which are not created again.
     """
-    media = Path(settings.MEDIA_ROOT)
-    placed: list[Path] = []
+    placed: list[str] = []
     summary = ImportSummary(purpose=purpose)
     try:
-        for relative in sorted({p for s in staged.values() for p in (s.file, s.display)}):
-            target = media / relative
-            if target.exists():
+        for name in sorted({p for s in staged.values() for p in (s.file, s.display)}):
+            # Content-hashed names: a file already stored holds these bytes.
+            if storage.exists(name):
                 continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(staging / relative, target)
-            placed.append(target)
+            storage.write_file(name, staging / name)
+            placed.append(name)
         summary.files_written = len(placed)
         metadata = _image_metadata(rows, resolved)
         new_images = [
@@ -153,8 +151,8 @@ def store(
             ]
             Caption.objects.bulk_create(captions, batch_size=1000)
     except BaseException:
-        for path in placed:
-            path.unlink(missing_ok=True)
+        for name in placed:
+            storage.delete(name)
         raise
     summary.captions = len(captions)
     summary.systems = sorted({row.system for row in rows})
