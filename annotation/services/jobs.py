@@ -29,7 +29,6 @@ direction).
 """
 
 import logging
-import shutil
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -40,6 +39,7 @@ from django.db.models import DateTimeField
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from annotation import storage
 from annotation.models import Job, Study, User
 
 logger = logging.getLogger(__name__)
@@ -68,7 +68,7 @@ def job_not_enqueued(*, job: Job) -> None:
     job_fail(job=job, error=QUEUE_UNAVAILABLE)
     staging = (job.params or {}).get("staging")
     if staging:
-        shutil.rmtree(staging, ignore_errors=True)
+        storage.remove_upload_folder(staging)
 
 
 def job_time_limits(kind: str) -> tuple[int, int]:

@@ -22,14 +22,14 @@ The page queues a job (``import_request``) that the job runner runs (``import_ru
 from __future__ import annotations
 
 import shutil
-import uuid
+import tempfile
 from collections.abc import Callable, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
-from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 
+from annotation import storage
 from annotation.models import Caption, Image, Job, Study, User
 from annotation.modes import get_mode
 from annotation.modes.caption_columns import caption_columns, caption_purposes
@@ -40,7 +40,6 @@ from annotation.services.imports.images import check_against_study, stage_images
 from annotation.services.imports.references import references_run
 from annotation.services.imports.sources import (
     ImportTooLarge,
-    remove_upload_staging,
     save_upload,
 )
 from annotation.services.imports.store import ImportSummary, import_refused, store
@@ -77,23 +76,35 @@ class _Reporter:
 
 
 def import_run(*, job: Job, progress: Progress) -> dict[str, Any]:
-    """Run an import job from its params; its staging upload folder is removed either way."""
+    """Run an import job from its params; its staged uploads are removed either way.
+
+    The uploads are in the media storage (``params["staging"]``, ``uploads/<random>``; the
+    other params name files or folders under it): they are copied to this worker's scratch
+    folder first, since the web node that took them may be another machine."""
     params = job.params
+    staging = params.get("staging", "")
     try:
-        if params.get("references"):  # a references file (metrics page, API)
-            return references_run(study=job.study, params=params)
-        summary = study_import(
-            study=job.study,
-            image_sources=[Path(p) for p in params.get("images", [])],
-            captions=Path(params["captions"]) if params.get("captions") else None,
-            caption_format=params.get("format", CSV_FORMAT),
-            system=params.get("system", ""),
-            purpose=params.get("purpose", Caption.Purpose.STUDY),
-            coco_images=Path(params["coco_images"]) if params.get("coco_images") else None,
-            progress=progress,
-        )
+        with tempfile.TemporaryDirectory(prefix="capeval-upload-") as scratch:
+            storage.fetch_under(staging, Path(scratch))
+
+            def here(name: str) -> Path:
+                return Path(scratch) / PurePosixPath(name).relative_to(staging)
+
+            if params.get("references"):  # a references file (metrics page, API)
+                local = {**params, "references": str(here(params["references"]))}
+                return references_run(study=job.study, params=local)
+            summary = study_import(
+                study=job.study,
+                image_sources=[here(p) for p in params.get("images", [])],
+                captions=here(params["captions"]) if params.get("captions") else None,
+                caption_format=params.get("format", CSV_FORMAT),
+                system=params.get("system", ""),
+                purpose=params.get("purpose", Caption.Purpose.STUDY),
+                coco_images=here(params["coco_images"]) if params.get("coco_images") else None,
+                progress=progress,
+            )
     finally:
-        remove_upload_staging(params.get("staging", ""))
+        storage.remove_upload_folder(staging)
     return {"result": summary.as_dict(), "message": summary.as_text()}
 
 
@@ -136,8 +147,9 @@ def study_import(
             f"system {system_problem} (the system name given, or for COCO the captions "
             "file's name without extension)"
         )
-    staging = Path(settings.MEDIA_ROOT) / ".staging" / uuid.uuid4().hex
-    staging.mkdir(parents=True)
+    # This node's scratch folder: the checked files wait here, and only the store writes
+    # them to the media storage (which may be another machine's object store).
+    staging = Path(tempfile.mkdtemp(prefix="capeval-import-"))
     try:
         report(0, "Checking images")
         rows: list[CaptionRow] = []
@@ -176,34 +188,35 @@ def import_request(
     system: str = "",
     purpose: str = Caption.Purpose.STUDY,
 ) -> Job:
-    """Save the uploads to a staging folder and queue an import job reading them.
+    """Store the uploads in a staging folder of the media storage and queue an import job
+    reading them.
 
     ``caption_format`` "" means: by the captions file's extension (``.json`` is COCO). For
     COCO results the system defaults to the file's name without extension.
     """
-    staging = Path(settings.VAR_DIR) / "uploads" / uuid.uuid4().hex
-    params: dict[str, Any] = {"staging": str(staging), "images": [], "purpose": purpose}
+    staging = storage.new_upload_folder()
+    params: dict[str, Any] = {"staging": staging, "images": [], "purpose": purpose}
     try:
         if images_zip is not None:
-            params["images"].append(str(save_upload(images_zip, staging / "archives")))
+            params["images"].append(save_upload(images_zip, f"{staging}/archives"))
         if image_files:
             for upload in image_files:
-                save_upload(upload, staging / "images")
-            params["images"].append(str(staging / "images"))
+                save_upload(upload, f"{staging}/images")
+            params["images"].append(f"{staging}/images")
         if captions is not None:
-            params["captions"] = str(save_upload(captions, staging / "captions"))
+            params["captions"] = save_upload(captions, f"{staging}/captions")
             if not caption_format:
                 is_json = Path(captions.name or "").suffix.lower() == ".json"
                 caption_format = COCO_FORMAT if is_json else CSV_FORMAT
             if caption_format == COCO_FORMAT and not system.strip():
                 system = Path(captions.name or "").stem
         if coco_images is not None:
-            params["coco_images"] = str(save_upload(coco_images, staging / "coco"))
+            params["coco_images"] = save_upload(coco_images, f"{staging}/coco")
         params["format"] = caption_format or CSV_FORMAT
         params["system"] = system.strip()
         return job_create(kind=Job.Kind.IMPORT, study=study, created_by=user, params=params)
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        storage.remove_upload_folder(staging)
         raise
 
 

@@ -18,8 +18,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import shutil
-import uuid
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -27,11 +25,15 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
+from annotation import storage
 from annotation.errors import ServiceError
 from annotation.filelimits import REFERENCE_MAX, csv_problem, json_depth_problem, loads
 from annotation.models import Image, Job, Reference, Study
 from annotation.services.imports.coco_captions import _UNREADABLE, _coco_id_map, _read_json
-from annotation.services.imports.sources import ImportTooLarge, save_upload
+from annotation.services.imports.sources import (
+    ImportTooLarge,
+    save_upload,
+)
 from annotation.services.jobs import job_create
 from annotation.text import text_problem
 
@@ -245,13 +247,13 @@ def references_request(*, study: Study, user, upload, fmt: str = "") -> Job:
     """
     if fmt and fmt not in FORMATS:
         raise ServiceError(f"Format must be one of {', '.join(FORMATS)}.", field="format")
-    staging = Path(settings.VAR_DIR) / "uploads" / uuid.uuid4().hex
+    staging = storage.new_upload_folder()
     try:
-        path = save_upload(upload, staging / "references")
-        params = {"staging": str(staging), "references": str(path), "reference_format": fmt}
+        name = save_upload(upload, f"{staging}/references")
+        params = {"staging": staging, "references": name, "reference_format": fmt}
         return job_create(kind=Job.Kind.IMPORT, study=study, created_by=user, params=params)
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        storage.remove_upload_folder(staging)
         raise
 
 

@@ -1,8 +1,10 @@
 """Where an import's files come from: uploads, folders, zip archives and single files.
 
-The page saves its uploads under ``VAR_DIR/uploads/<random>/`` (``save_upload``), each
-under its own base name, never a path the client chose; the job removes that folder when it
-ends (``remove_upload_staging``).
+The page saves its uploads in the media storage under ``uploads/<random>/``
+(``save_upload``; ``annotation/storage.py``: the local folder or an object store, so the
+worker that runs the job need not be the web node that took the upload), each under its
+own base name, never a path the client chose; the job copies them to its own scratch
+folder to read them and removes them when it ends (``storage.remove_upload_folder``).
 
 An image source is a folder (read recursively), a zip archive or a single file
 (``members``). Each yields one ``Member`` per candidate image, named by its file name
@@ -22,7 +24,6 @@ with a NUL or a right-to-left override must not make the error list unstorable o
 
 from __future__ import annotations
 
-import shutil
 import stat
 import zipfile
 from collections.abc import Callable, Iterator, Sequence
@@ -32,6 +33,7 @@ from pathlib import Path, PurePosixPath
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 
+from annotation import storage
 from annotation.errors import ServiceError
 from annotation.text import shown
 
@@ -61,29 +63,16 @@ class Member:
 # --------------------------------------------------------------------------------------
 
 
-def save_upload(upload: UploadedFile, folder: Path) -> Path:
-    """Write an upload under its own base name (never a path the client chose)."""
-    name = PurePosixPath((upload.name or "").replace("\\", "/")).name
-    if name in ("", ".", ".."):
-        name = "upload"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / name
-    if path.exists():
-        raise ServiceError(f"two uploaded files are named {name!r}", field="image_files")
-    with path.open("wb") as out:
-        for chunk in upload.chunks():
-            out.write(chunk)
-    return path
-
-
-def remove_upload_staging(folder: str) -> None:
-    """Delete a job's upload folder, but only one inside VAR_DIR/uploads."""
-    if not folder:
-        return
-    root = (Path(settings.VAR_DIR) / "uploads").resolve()
-    path = Path(folder).resolve()
-    if root in path.parents:
-        shutil.rmtree(path, ignore_errors=True)
+def save_upload(upload: UploadedFile, folder: str) -> str:
+    """Store an upload in the storage folder ``folder`` under its own base name (never a
+    path the client chose); return its storage name."""
+    base = PurePosixPath((upload.name or "").replace("\\", "/")).name
+    if base in ("", ".", ".."):
+        base = "upload"
+    name = f"{folder}/{base}"
+    if storage.exists(name):
+        raise ServiceError(f"two uploaded files are named {base!r}", field="image_files")
+    return storage.save_stream(name, upload)
 
 
 # --------------------------------------------------------------------------------------
