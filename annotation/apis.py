@@ -2,7 +2,7 @@
 services. A study or job the user may not manage answers 404, like a missing one."""
 
 from django import forms
-from django.http import FileResponse, Http404
+from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
@@ -11,7 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from annotation import selectors
+from annotation import selectors, storage
 from annotation.api_schema import CONFLICT
 from annotation.errors import Conflict, ServiceError
 from annotation.forms import MAX_SIZES, MAX_STUDY_SIZE, PlanForm, setting_specs
@@ -505,13 +505,9 @@ class JobFileApi(APIView):
         job = selectors.job_for_user(request.user, job_id)
         if job.status != Job.Status.DONE or not job.result_file:
             raise Http404("This job has no file.")
-        path = selectors.job_file_path(job)
-        return FileResponse(
-            path.open("rb"),
-            as_attachment=True,
-            filename=path.name,
-            content_type="application/octet-stream",  # what the schema says, any format
-        )
+        # What the schema says, any format: application/octet-stream.
+        name = selectors.job_file_name(job.result_file)
+        return storage.download(name, content_type="application/octet-stream")
 
 
 def exception_handler(exc, context):

@@ -2,10 +2,8 @@
 another researcher's study ids reveal nothing. The dashboard's reads are in
 ``annotation/dashboard.py``."""
 
-from pathlib import Path
 from urllib.parse import urlencode
 
-from django.conf import settings
 from django.db.models import (
     Count,
     OuterRef,
@@ -17,6 +15,7 @@ from django.db.models.functions import Coalesce
 from django.http import Http404
 from django.utils import timezone
 
+from annotation import storage
 from annotation.models import (
     Assignment,
     Caption,
@@ -248,13 +247,14 @@ def report_pending(study: Study) -> Job | None:
     ).first()
 
 
-def job_file_path(job: Job) -> Path:
-    """The job's result file, which must lie inside the export folder."""
-    root = Path(settings.CAPEVAL_EXPORT_DIR).resolve()
-    path = (root / job.result_file).resolve()
-    if root not in path.parents or not path.is_file():
+def job_file_name(name: str) -> str:
+    """``name`` (a job's result file or datasheet) if it is a file of the export storage
+    (``annotation/storage.py``): a plain name, nothing relative or hidden, that exists;
+    Http404 otherwise."""
+    plain = bool(name) and "/" not in name and "\\" not in name and not name.startswith(".")
+    if not plain or not storage.exists(name, alias=storage.EXPORTS):
         raise Http404("The file is gone; run the export again.")
-    return path
+    return name
 
 
 #: The folder of display renditions under MEDIA_ROOT (``services/imports/images.py``).

@@ -47,7 +47,7 @@ class JobOutput(serializers.ModelSerializer):
         if job.status != Job.Status.DONE or not job.result_file:
             return None
         try:
-            selectors.job_file_path(job)
+            selectors.job_file_name(job.result_file)
         except Http404:  # deleted since (old-export cleanup, an operator): nothing to offer
             return None
         url = reverse("api_job_file", args=[job.pk])  # Basic auth works there, not on pages

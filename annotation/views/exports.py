@@ -5,11 +5,11 @@ written beside it (both confined to the export folder).
 """
 
 from django.contrib.auth.decorators import login_required
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from annotation import selectors
+from annotation import selectors, storage
 from annotation.errors import ServiceError
 from annotation.models import Job
 from annotation.services.exports import export_request
@@ -42,14 +42,11 @@ def study_export(request: HttpRequest, study_id: int) -> HttpResponse:
 
 @require_GET
 @login_required
-def job_datasheet(request: HttpRequest, job_id: int) -> FileResponse:
+def job_datasheet(request: HttpRequest, job_id: int) -> HttpResponse:
     """The datasheet of a finished export job (``job.result["datasheet"]``)."""
     job = selectors.job_for_user(request.user, job_id)
     name = job.result.get("datasheet") if isinstance(job.result, dict) else None
     if job.kind != Job.Kind.EXPORT or job.status != Job.Status.DONE or not name:
         raise Http404("This job has no datasheet.")
-    # The same confinement as the data file: resolve the name inside the export folder.
-    path = selectors.job_file_path(Job(result_file=name))
-    return FileResponse(
-        path.open("rb"), as_attachment=True, filename=path.name, content_type="application/json"
-    )
+    # The same confinement as the data file: a plain name of the export storage.
+    return storage.download(selectors.job_file_name(name), content_type="application/json")

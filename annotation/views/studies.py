@@ -2,13 +2,13 @@
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRefresh
 
-from annotation import selectors
+from annotation import selectors, storage
 from annotation.dashboard import study_completion_reach
 from annotation.errors import ServiceError
 from annotation.forms import SettingsForm, StudyForm
@@ -228,9 +228,8 @@ def _report_done_on_its_page(request: HttpRequest, job: Job) -> bool:
 
 @require_GET
 @login_required
-def job_download(request: HttpRequest, job_id: int) -> FileResponse:
+def job_download(request: HttpRequest, job_id: int) -> HttpResponse:
     job = selectors.job_for_user(request.user, job_id)
     if job.status != Job.Status.DONE or not job.result_file:
         raise Http404("This job has no file.")
-    path = selectors.job_file_path(job)
-    return FileResponse(path.open("rb"), as_attachment=True, filename=path.name)
+    return storage.download(selectors.job_file_name(job.result_file))

@@ -9,6 +9,7 @@ import errno
 import json
 import logging
 import os
+import tempfile
 import time
 import zipfile
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from annotation import storage
 from annotation.errors import DiskFull, Forbidden, NotFound, ServiceError
 from annotation.models import Image, Job, Judgment, Study, User
 from annotation.modes import get_mode
@@ -134,7 +136,6 @@ def export_delete_old(*, days: int = DEFAULT_KEEP_DAYS, now: datetime | None = N
     """
     now = now or timezone.now()
     cutoff = now - timedelta(days=days)
-    root = _export_dir()
     deleted = 0
     old_jobs = Job.objects.filter(kind=Job.Kind.EXPORT, finished_at__lt=cutoff).exclude(
         result_file=""
@@ -144,14 +145,15 @@ def export_delete_old(*, days: int = DEFAULT_KEEP_DAYS, now: datetime | None = N
         if isinstance(job.result, dict) and job.result.get("datasheet"):
             names.append(job.result["datasheet"])
         for name in names:
-            path = _inside(root, name)
-            if path is not None and path.is_file():
-                path.unlink()
+            if _plain_name(name) and storage.exists(name, alias=storage.EXPORTS):
+                storage.delete(name, alias=storage.EXPORTS)
                 deleted += 1
         Job.objects.filter(pk=job.pk).update(
             result_file="", message=f"File deleted after {days} days; export again."
         )
-    if root.is_dir():
+    # Parts are written only into a local export folder (an object store gets whole files).
+    root = storage.local_path("", alias=storage.EXPORTS)
+    if root is not None and root.is_dir():
         for part in root.glob(".*.part"):
             if datetime.fromtimestamp(part.stat().st_mtime, tz=UTC) < cutoff:
                 part.unlink(missing_ok=True)
@@ -159,13 +161,10 @@ def export_delete_old(*, days: int = DEFAULT_KEEP_DAYS, now: datetime | None = N
     return deleted
 
 
-def _export_dir() -> Path:
-    return Path(settings.CAPEVAL_EXPORT_DIR)
-
-
-def _inside(root: Path, name: str) -> Path | None:
-    path = (root / name).resolve()
-    return path if root.resolve() in path.parents else None
+def _plain_name(name: str) -> bool:
+    """A file name of the export folder itself: no folder, nothing relative or hidden (a
+    job row's names are ours, but a changed row must not delete anything else)."""
+    return bool(name) and "/" not in name and "\\" not in name and not name.startswith(".")
 
 
 # ---------------------------------------------------------------------------------------
@@ -184,21 +183,31 @@ def export_run(*, job: Job, progress: Progress) -> dict[str, Any]:
         _check_options(export_format, table, study, mode)
     except ValueError as exc:
         raise ServiceError(str(exc)) from exc
-    root = _export_dir()
-    root.mkdir(parents=True, exist_ok=True)
     name = f"study-{study.pk}-export-{job.pk}"
     if export_format != "dataset" and table != "judgments":
         name += f"-{table}"
-    summary = export_file(
-        study=study,
-        path=root / f"{name}.{FILE_SUFFIX[export_format]}",
-        export_format=export_format,
-        table=table,
-        raw_ids=bool(params.get("raw_ids")),
-        images=bool(params.get("images")),
-        progress=progress,
-        mode=mode,
-    )
+    filename = f"{name}.{FILE_SUFFIX[export_format]}"
+    options = {
+        "study": study,
+        "export_format": export_format,
+        "table": table,
+        "raw_ids": bool(params.get("raw_ids")),
+        "images": bool(params.get("images")),
+        "progress": progress,
+        "mode": mode,
+    }
+    root = storage.local_path("", alias=storage.EXPORTS)
+    if root is not None:  # the export folder of this node: written in place, renamed whole
+        root.mkdir(parents=True, exist_ok=True)
+        summary = export_file(path=root / filename, **options)
+    else:
+        # An object store: written on this worker's scratch disk, then stored whole, the
+        # datasheet first, so the data file's name appears only when both are there.
+        with tempfile.TemporaryDirectory(prefix="capeval-export-") as scratch:
+            summary = export_file(path=Path(scratch) / filename, **options)
+            if summary.datasheet:
+                storage.write_file(summary.datasheet.name, summary.datasheet, alias=storage.EXPORTS)
+            storage.write_file(filename, summary.path, alias=storage.EXPORTS)
     result = {
         "format": export_format,
         "table": "+".join(study_tables(study, mode)) if export_format == "dataset" else table,
@@ -499,11 +508,10 @@ def _add_images(study: Study, archive: zipfile.ZipFile) -> tuple[list[str], dict
     the original's name and extension with other bytes. Only a study's researchers export,
     and they may download the originals anyway (``selectors.media_file_kind``).
     """
-    root = Path(settings.MEDIA_ROOT)
     rows = [
-        (name, root / original)
+        (name, original)
         for name, original in Image.objects.filter(study_id=study.pk).values_list("name", "file")
-        if original and (root / original).is_file()
+        if original and storage.exists(original)
     ]
     # The member names (not what "/" becomes) are what must unpack on Windows: reserved
     # device names, forbidden characters, trailing dots and names equal but for case.
@@ -511,7 +519,9 @@ def _add_images(study: Study, archive: zipfile.ZipFile) -> tuple[list[str], dict
     written, renamed = [], {}
     for name, source in rows:
         member = members[name.replace("/", "_").replace("\\", "_")]
-        archive.write(source, "images/" + member)
+        # Streamed from the media storage (a local folder or an object store) into the zip.
+        with archive.open("images/" + member, "w", force_zip64=True) as out:
+            storage.copy_to(source, out)
         written.append("images/" + member)
         if member != name:
             renamed[name] = member
