@@ -1,0 +1,132 @@
+"""An S3-compatible object store on the loopback for the storage tests (issue 41).
+
+``s3rver`` (npm, pinned in package.json, installed by ``make test``) is a small S3 server
+that keeps its objects in a folder and, unlike moto, checks a presigned link's signature
+and refuses it once expired ("Request has expired"), which is what the download tests
+need. ``object_store`` starts one per test in its own folder on a free port, with one
+bucket, and stops it afterwards; ``s3_storages`` is the ``STORAGES`` setting pointing the
+media storage at it with the production backend (``platform/capeval/settings/base.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from botocore.exceptions import BotoCoreError, ClientError
+
+REPO = Path(__file__).resolve().parents[2]
+S3RVER = REPO / "node_modules" / "s3rver" / "bin" / "s3rver.js"
+BUCKET = "capeval-media"
+#: s3rver's fixed credentials.
+KEY = SECRET = "S3RVER"
+
+
+@dataclass(frozen=True)
+class ObjectStore:
+    endpoint: str
+    folder: Path
+
+    def client(self):
+        """A boto3 client of the store, to look at what the platform wrote."""
+        import boto3
+        from botocore.config import Config
+
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            aws_access_key_id=KEY,
+            aws_secret_access_key=SECRET,
+            region_name="us-east-1",
+            config=Config(signature_version="s3v4", s3={"addressing_style": "path"}),
+        )
+
+    def objects(self) -> set[str]:
+        listed = self.client().list_objects_v2(Bucket=BUCKET)
+        return {entry["Key"] for entry in listed.get("Contents", [])}
+
+
+def s3_storages(store: ObjectStore, *, expire: int = 300) -> dict:
+    """``STORAGES`` with the media and exports on ``store``, as ``CAPEVAL_S3_BUCKET``
+    configures them."""
+    options = {
+        "bucket_name": BUCKET,
+        "endpoint_url": store.endpoint,
+        "region_name": "us-east-1",
+        "access_key": KEY,
+        "secret_key": SECRET,
+        "default_acl": "private",
+        "querystring_auth": True,
+        "querystring_expire": expire,
+        "file_overwrite": True,
+        "addressing_style": "path",
+        "signature_version": "s3v4",
+    }
+    backend = "storages.backends.s3.S3Storage"
+    return {
+        "default": {"BACKEND": backend, "OPTIONS": options},
+        "exports": {"BACKEND": backend, "OPTIONS": {**options, "location": "exports"}},
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@contextmanager
+def object_store(folder: Path) -> Iterator[ObjectStore]:
+    """A running s3rver with the bucket, its objects in ``folder``; skips (fails in CI)
+    without Node.js or the package."""
+    node = shutil.which("node")
+    if node is None or not S3RVER.is_file():
+        message = "the object-store tests need Node.js and s3rver (make test installs it)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    folder.mkdir(parents=True, exist_ok=True)
+    port = _free_port()
+    process = subprocess.Popen(
+        [node, str(S3RVER), "-d", str(folder), "-a", "127.0.0.1", "-p", str(port), "--silent"]
+        + ["--configure-bucket", BUCKET],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        # Up when it accepts a connection (a hang guard, not a speed limit).
+        for _ in range(300):
+            if process.poll() is not None:
+                raise RuntimeError(f"s3rver exited: {process.stderr.read().decode()[-500:]}")
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            raise RuntimeError("s3rver did not start")
+        store = ObjectStore(endpoint=f"http://127.0.0.1:{port}", folder=folder)
+        # The bucket is configured at startup; wait until it answers.
+        for _ in range(100):
+            try:
+                store.objects()
+                break
+            except (BotoCoreError, ClientError):  # not serving the bucket yet
+                time.sleep(0.1)
+        yield store
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
