@@ -21,15 +21,15 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
 from PIL import ExifTags, ImageCms
 from PIL import Image as PILImage
 
-from annotation.models import Image, Job
+from annotation.models import Image
 from annotation.services.participants import crowd_link_token
 from annotation.services.studies import study_open
+from tests.factories.images import import_photo as import_through_page
 
 pytestmark = pytest.mark.django_db
 
@@ -94,20 +94,10 @@ def enter_as_crowd_worker(study, pid="PID-1") -> Client:
 
 
 def import_photo(client, user, study, photo: bytes, django_capture_on_commit_callbacks) -> Image:
-    """Import ``photo`` with two captions through the import page, as ``user``."""
-    client.force_login(user)
-    captions = "image,system,caption\nstreet.jpg,Human,A quiet street.\nstreet.jpg,Bot,A road.\n"
-    data = {
-        "image_files": [SimpleUploadedFile("street.jpg", photo, "image/jpeg")],
-        "captions": SimpleUploadedFile("captions.csv", captions.encode(), "text/csv"),
-        "purpose": "study",
-    }
-    with django_capture_on_commit_callbacks(execute=True):
-        client.post(reverse("study_import", args=[study.pk]), data)
-    job = Job.objects.get(study=study, kind=Job.Kind.IMPORT)
-    assert job.status == Job.Status.DONE, job.result
+    """Import ``photo`` through the import page as ``user``, who is then logged out."""
+    image = import_through_page(client, user, study, photo, django_capture_on_commit_callbacks)
     client.logout()
-    return Image.objects.get(study=study)
+    return image
 
 
 @pytest.fixture(autouse=True)

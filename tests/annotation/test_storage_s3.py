@@ -35,14 +35,14 @@ from django.test import Client
 from django.urls import reverse
 from PIL import Image as PILImage
 
-from annotation.models import Caption, Image, Job
+from annotation.models import Caption, Job
 from annotation.services.exports import export_delete_old
 from annotation.services.images import full_rendition_path
 from annotation.services.judge_runs import _images
 from annotation.services.metrics_clip import StoredImages
 from annotation.services.runner import job_run
 from annotation.services.studies import study_open
-from tests.factories.images import CAMERA, original_exif
+from tests.factories.images import CAMERA, import_photo, original_exif
 from tests.factories.object_store import object_store, s3_storages
 
 pytestmark = pytest.mark.django_db
@@ -87,20 +87,10 @@ def files_under(folder: Path) -> list[Path]:
 def imported(store, client, researcher, make_study, django_capture_on_commit_callbacks):
     """A photo and two captions imported through the import page, the study opened."""
     study = make_study("thumb")
-    client.force_login(researcher)
     original = photo()
-    captions = "image,system,caption\nstreet.jpg,Human,A quiet street.\nstreet.jpg,Bot,A road.\n"
-    data = {
-        "image_files": [SimpleUploadedFile("street.jpg", original, "image/jpeg")],
-        "captions": SimpleUploadedFile("captions.csv", captions.encode(), "text/csv"),
-        "purpose": "study",
-    }
-    with django_capture_on_commit_callbacks(execute=True):
-        client.post(reverse("study_import", args=[study.pk]), data)
-    job = Job.objects.get(study=study, kind=Job.Kind.IMPORT)
-    assert job.status == Job.Status.DONE, job.result
+    image = import_photo(client, researcher, study, original, django_capture_on_commit_callbacks)
     study_open(study=study)
-    return study, Image.objects.get(study=study), original
+    return study, image, original
 
 
 def test_an_import_writes_to_the_store_and_nothing_to_the_node(store, imported):

@@ -12,10 +12,12 @@ from __future__ import annotations
 import io
 
 from django.conf import settings
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
 from PIL import Image as PILImage
 
 from annotation import storage
-from annotation.models import Image, Study
+from annotation.models import Image, Job, Study
 
 #: The camera's make written into every original's EXIF: it must never reach a participant.
 CAMERA = "SecretCam 9000"
@@ -52,3 +54,20 @@ def real_files(study: Study, *, width: int = 1600, height: int = 1200) -> list[I
         storage.write_bytes(image.display, display.getvalue())
         image.save(update_fields=["file", "display", "width", "height"])
     return images
+
+
+def import_photo(client, user, study, photo: bytes, django_capture_on_commit_callbacks) -> Image:
+    """Import ``photo`` as ``street.jpg`` with two captions through the import page, as
+    ``user``, the job run on commit; return its image row."""
+    client.force_login(user)
+    captions = "image,system,caption\nstreet.jpg,Human,A quiet street.\nstreet.jpg,Bot,A road.\n"
+    data = {
+        "image_files": [SimpleUploadedFile("street.jpg", photo, "image/jpeg")],
+        "captions": SimpleUploadedFile("captions.csv", captions.encode(), "text/csv"),
+        "purpose": "study",
+    }
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(reverse("study_import", args=[study.pk]), data)
+    job = Job.objects.get(study=study, kind=Job.Kind.IMPORT)
+    assert job.status == Job.Status.DONE, job.result
+    return Image.objects.get(study=study)
