@@ -251,8 +251,7 @@ def job_file_name(name: str) -> str:
     """``name`` (a job's result file or datasheet) if it is a file of the export storage
     (``annotation/storage.py``): a plain name, nothing relative or hidden, that exists;
     Http404 otherwise."""
-    plain = bool(name) and "/" not in name and "\\" not in name and not name.startswith(".")
-    if not plain or not storage.exists(name, alias=storage.EXPORTS):
+    if not storage.is_plain_name(name) or not storage.exists(name, alias=storage.EXPORTS):
         raise Http404("The file is gone; run the export again.")
     return name
 

@@ -120,6 +120,13 @@ def delete(name: str, *, alias: str = "default") -> None:
         media(alias).delete(name)
 
 
+def is_plain_name(name: str) -> bool:
+    """A file name of a storage's top folder (an export and its datasheet): no folder,
+    nothing relative or hidden. Job rows hold such names; a changed row must not reach
+    anything else."""
+    return bool(name) and "/" not in name and "\\" not in name and not name.startswith(".")
+
+
 def names_under(prefix: str) -> list[str]:
     """Every name stored under the folder ``prefix`` (recursively), sorted."""
     storage = media()

@@ -145,7 +145,7 @@ def export_delete_old(*, days: int = DEFAULT_KEEP_DAYS, now: datetime | None = N
         if isinstance(job.result, dict) and job.result.get("datasheet"):
             names.append(job.result["datasheet"])
         for name in names:
-            if _plain_name(name) and storage.exists(name, alias=storage.EXPORTS):
+            if storage.is_plain_name(name) and storage.exists(name, alias=storage.EXPORTS):
                 storage.delete(name, alias=storage.EXPORTS)
                 deleted += 1
         Job.objects.filter(pk=job.pk).update(
@@ -159,12 +159,6 @@ def export_delete_old(*, days: int = DEFAULT_KEEP_DAYS, now: datetime | None = N
                 part.unlink(missing_ok=True)
                 deleted += 1
     return deleted
-
-
-def _plain_name(name: str) -> bool:
-    """A file name of the export folder itself: no folder, nothing relative or hidden (a
-    job row's names are ours, but a changed row must not delete anything else)."""
-    return bool(name) and "/" not in name and "\\" not in name and not name.startswith(".")
 
 
 # ---------------------------------------------------------------------------------------

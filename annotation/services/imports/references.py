@@ -30,10 +30,7 @@ from annotation.errors import ServiceError
 from annotation.filelimits import REFERENCE_MAX, csv_problem, json_depth_problem, loads
 from annotation.models import Image, Job, Reference, Study
 from annotation.services.imports.coco_captions import _UNREADABLE, _coco_id_map, _read_json
-from annotation.services.imports.sources import (
-    ImportTooLarge,
-    save_upload,
-)
+from annotation.services.imports.sources import ImportTooLarge, save_upload
 from annotation.services.jobs import job_create
 from annotation.text import text_problem
 
