@@ -1,11 +1,14 @@
-"""The file layer: every byte of media (originals, display renditions) goes through Django's
-storage API here, never through a path under ``MEDIA_ROOT`` (issue 41).
+"""The file layer: every byte of a study's files (originals, display renditions, uploads
+waiting for their job, exports) goes through Django's storage API here, never through a
+path under ``MEDIA_ROOT`` or the export folder (issue 41).
 
-The backend is ``STORAGES["default"]``: the local folder ``MEDIA_ROOT`` on the embedded
-default (``LocalMediaStorage``), an S3-compatible object store in a deployment of several
-nodes (django-storages' ``S3Storage``, configured by ``CAPEVAL_S3_*``; see
-``platform/capeval/settings/base.py``). A name is a storage name, ``/``-separated and
-relative (``images/ab/<sha256>.jpg``); the functions below are all the platform needs.
+The backends are ``STORAGES["default"]`` (media and uploads) and ``STORAGES["exports"]``:
+the local folders ``MEDIA_ROOT`` and ``CAPEVAL_EXPORT_DIR`` on the embedded default
+(``LocalMediaStorage``, ``LocalExportStorage``), one bucket of an S3-compatible object
+store in a deployment of several nodes (django-storages' ``S3Storage``, configured by
+``CAPEVAL_S3_*``; see ``platform/capeval/settings/base.py``). A name is a storage name,
+``/``-separated and relative (``images/ab/<sha256>.jpg``); the functions below are all the
+platform needs. ``tests/annotation/test_storage_scan.py`` keeps paths out of the rest.
 
 Names are never reused for other bytes: originals and renditions are named by their
 content hash, so writing a name that exists writes the same bytes again (both backends
