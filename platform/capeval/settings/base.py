@@ -18,6 +18,8 @@ Environment variables:
   nodes share them; with ``CAPEVAL_S3_ENDPOINT_URL`` (MinIO, Ceph RGW, R2; empty:
   AWS), ``CAPEVAL_S3_REGION`` and boto3's own credentials (``AWS_ACCESS_KEY_ID``,
   ``AWS_SECRET_ACCESS_KEY``, or an instance role).
+- ``CAPEVAL_DB_TRANSACTION_POOLING``: ``true`` when ``DATABASE_URL`` names PgBouncer in
+  transaction mode (no server-side cursors; ``tests/annotation/test_two_nodes.py``).
 - ``CAPEVAL_DOWNLOAD_SECONDS``: how long a presigned download link of the object store is
   valid (default 300).
 - ``CAPEVAL_MAX_UPLOAD_MB``: largest request body accepted (default 100).
@@ -182,6 +184,12 @@ DATABASES = {
         conn_health_checks=True,
     )
 }
+# Behind PgBouncer in transaction mode (issue 41), consecutive transactions of one
+# connection may reach different server connections, so a cursor may not outlive its
+# transaction: QuerySet.iterator() reads in chunks from the client instead.
+DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = env_bool(
+    "CAPEVAL_DB_TRANSACTION_POOLING", False
+)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets readers (progress bars) proceed while an import or export writes.
     DATABASES["default"]["OPTIONS"] = {
