@@ -8,21 +8,31 @@ worker reads the upload and writes the files) is served by node B, an export que
 B and written by the worker downloads through node A, a session made in the database is
 good on both, and no node's folders get a file. PostgreSQL only (the test database must be
 reachable from other processes); it skips without it, and fails in CI.
+
+The same again with the nodes and the worker connecting through PgBouncer in transaction
+mode (``tests/factories/pgbouncer.py``) with ``CAPEVAL_DB_TRANSACTION_POOLING``'s setting
+(no server-side cursors): pages, sessions, jobs and the exports' chunked reads
+(``QuerySet.iterator``) work through it. The setting itself is Django's advice for
+transaction pooling; this test, with few clients, passes without it too, so it shows the
+paths work through PgBouncer, not that the setting is needed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import zipfile
 from pathlib import Path
 
 import pytest
 import requests
+from django.db import connection
 from PIL import Image as PILImage
 
 from annotation.models import Image, Job
 from tests.factories.images import original_exif
 from tests.factories.object_store import object_store, s3_storages
+from tests.factories.pgbouncer import pgbouncer
 from tests.factories.web_nodes import csrf_token, logged_in, web_node
 from tests.factories.workers import (
     broker_fixture,  # noqa: F401 -- fixtures used by name
@@ -54,6 +64,19 @@ def own_folders(root: Path) -> dict:
     }
 
 
+@contextlib.contextmanager
+def database_settings(pooling: str):
+    """The nodes' extra settings for the database: none (straight to PostgreSQL), or the
+    test database through PgBouncer with what ``CAPEVAL_DB_TRANSACTION_POOLING`` sets."""
+    if pooling == "direct":
+        yield {}
+        return
+    with pgbouncer() as port:
+        database = {**connection.settings_dict, "HOST": "127.0.0.1", "PORT": port}
+        database["DISABLE_SERVER_SIDE_CURSORS"] = True
+        yield {"DATABASES": {"default": database}}
+
+
 def fetch(session: requests.Session, url: str) -> requests.Response:
     """GET a node's URL and follow its redirect to the store (with no cookie of ours)."""
     answer = session.get(url, allow_redirects=False, timeout=30)
@@ -61,21 +84,22 @@ def fetch(session: requests.Session, url: str) -> requests.Response:
     return requests.get(answer.headers["Location"], timeout=30)
 
 
+@pytest.mark.parametrize("pooling", ["direct", "pgbouncer"])
 def test_one_study_served_by_two_nodes_and_a_worker(
-    tmp_path, settings, broker, start_worker, researcher, make_study
+    tmp_path, settings, broker, start_worker, researcher, make_study, pooling
 ):
     require_postgres_url()
     url, queue = broker
-    with object_store(tmp_path / "s3") as store:
+    with object_store(tmp_path / "s3") as store, database_settings(pooling) as database:
         storages = s3_storages(store)
         settings.STORAGES = storages
-        start_worker(STORAGES=storages, **own_folders(tmp_path / "worker"))
+        start_worker(STORAGES=storages, **database, **own_folders(tmp_path / "worker"))
         study = make_study("thumb")
         original = photo()
         with (
-            web_node(tmp_path / "a", url=url, queue=queue, STORAGES=storages,
+            web_node(tmp_path / "a", url=url, queue=queue, STORAGES=storages, **database,
                      **own_folders(tmp_path / "a")) as node_a,
-            web_node(tmp_path / "b", url=url, queue=queue, STORAGES=storages,
+            web_node(tmp_path / "b", url=url, queue=queue, STORAGES=storages, **database,
                      **own_folders(tmp_path / "b")) as node_b,
         ):  # fmt: skip
             browser = logged_in(researcher)
