@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,6 +20,9 @@ from pathlib import Path
 
 import pytest
 from botocore.exceptions import BotoCoreError, ClientError
+
+from tests.factories.servers import loopback_server
+from tests.factories.workers import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 S3RVER = REPO / "node_modules" / "s3rver" / "bin" / "s3rver.js"
@@ -78,12 +79,6 @@ def s3_storages(store: ObjectStore, *, expire: int = 300) -> dict:
     }
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @contextmanager
 def object_store(folder: Path) -> Iterator[ObjectStore]:
     """A running s3rver with the bucket, its objects in ``folder``; skips (fails in CI)
@@ -95,25 +90,10 @@ def object_store(folder: Path) -> Iterator[ObjectStore]:
             pytest.fail(message)
         pytest.skip(message)
     folder.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
-    process = subprocess.Popen(
-        [node, str(S3RVER), "-d", str(folder), "-a", "127.0.0.1", "-p", str(port), "--silent"]
-        + ["--configure-bucket", BUCKET],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        # Up when it accepts a connection (a hang guard, not a speed limit).
-        for _ in range(300):
-            if process.poll() is not None:
-                raise RuntimeError(f"s3rver exited: {process.stderr.read().decode()[-500:]}")
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        else:
-            raise RuntimeError("s3rver did not start")
+    port = free_port()
+    command = [node, str(S3RVER), "-d", str(folder), "-a", "127.0.0.1", "-p", str(port)]
+    command += ["--silent", "--configure-bucket", BUCKET]
+    with loopback_server(command, port, "s3rver"):
         store = ObjectStore(endpoint=f"http://127.0.0.1:{port}", folder=folder)
         # The bucket is configured at startup; wait until it answers.
         for _ in range(100):
@@ -123,10 +103,3 @@ def object_store(folder: Path) -> Iterator[ObjectStore]:
             except (BotoCoreError, ClientError):  # not serving the bucket yet
                 time.sleep(0.1)
         yield store
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()

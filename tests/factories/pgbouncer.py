@@ -12,16 +12,14 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
-import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 
+from tests.factories.servers import loopback_server
 from tests.factories.workers import free_port
 
 BINARY = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
@@ -54,29 +52,10 @@ def pgbouncer() -> Iterator[int]:
     for file in folder.iterdir():
         file.chmod(0o644)
     as_postgres = ["-u", "postgres"] if os.geteuid() == 0 else []
-    process = subprocess.Popen(
-        [BINARY, *as_postgres, str(folder / "pgbouncer.ini")],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
     try:
-        for _ in range(300):  # a hang guard, not a speed limit
-            if process.poll() is not None:
-                raise RuntimeError(f"pgbouncer exited: {process.stderr.read().decode()[-500:]}")
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        else:
-            raise RuntimeError("pgbouncer did not start")
-        yield port
+        with loopback_server(
+            [BINARY, *as_postgres, str(folder / "pgbouncer.ini")], port, "pgbouncer"
+        ):
+            yield port
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
         shutil.rmtree(folder, ignore_errors=True)
