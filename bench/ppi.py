@@ -26,12 +26,13 @@ import json
 import multiprocessing
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "platform")]
+
+from bench.adaptive import setup_django as setup_scratch_django  # noqa: E402 (after the path)
 
 MAX_SEEDS = 2000
 OUT = ROOT / "bench" / "results"
@@ -39,19 +40,9 @@ _OWNER = None
 
 
 def setup_django() -> Path:
-    """Django on a fresh scratch SQLite file of this process (migrated)."""
-    scratch = Path(tempfile.mkdtemp(prefix="capeval-bench-ppi-"))
-    os.environ["DATABASE_URL"] = f"sqlite:///{scratch / 'bench.sqlite3'}"
-    os.environ["CAPEVAL_VAR_DIR"] = str(scratch)
-    os.environ.pop("REDIS_URL", None)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "capeval.settings")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
-    return scratch
+    """Django on a fresh scratch SQLite file of this process (migrated): the adaptive
+    bench's setup, which this bench shares."""
+    return setup_scratch_django("capeval-bench-ppi-")
 
 
 def owner():
