@@ -55,6 +55,11 @@ test: $(VENV)/.installed-test node_modules/.installed
 	$(BIN)/lint-imports
 	$(BIN)/pytest -n auto $(PYTEST_ARGS)
 
+## The benchmarks' own tools (pyproject's bench extra: Locust) on top of the test install.
+bench: $(VENV)/.installed-test
+	$(BIN)/python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['bench']))" > $(VENV)/bench-requirements.txt
+	$(BIN)/pip install --quiet -c constraints.txt -r $(VENV)/bench-requirements.txt
+
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/lint-imports
 
@@ -66,7 +71,7 @@ lock:
 	rm -rf var/lock-venv
 	$(PYTHON) -m venv var/lock-venv
 	var/lock-venv/bin/pip install --quiet --upgrade pip
-	var/lock-venv/bin/pip install --quiet -e ".[test]"
+	var/lock-venv/bin/pip install --quiet -e ".[test,bench]"
 	( echo "# Every package make demo, make test, CI and the Dockerfile install, pinned (make lock)."; \
 	  var/lock-venv/bin/pip freeze --exclude-editable ) > constraints.txt
 	rm -rf var/lock-venv
