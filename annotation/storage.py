@@ -123,6 +123,12 @@ def delete(name: str, *, alias: str = "default") -> None:
         media(alias).delete(name)
 
 
+def display_url(name: str) -> str:
+    """The URL a page names a display rendition by: ``CAPEVAL_DISPLAY_URL`` (a CDN, or the
+    store's public URL) when set, else this site's ``/media/``."""
+    return (settings.CAPEVAL_DISPLAY_URL or settings.MEDIA_URL) + name
+
+
 def is_plain_name(name: str) -> bool:
     """A file name of a storage's top folder (an export and its datasheet): no folder,
     nothing relative or hidden. Job rows hold such names; a changed row must not reach

@@ -13,7 +13,6 @@ served directly.
 
 from pathlib import PurePosixPath
 
-from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_safe
@@ -79,7 +78,7 @@ def participant_image(request: HttpRequest, public_id, image_id: int) -> HttpRes
     image = Image.objects.filter(pk=image_id, study=study).first()
     if image is None or not image.display:
         raise Http404("No such image.")
-    return HttpResponseRedirect(settings.MEDIA_URL + image_full_rendition(image=image))
+    return HttpResponseRedirect(storage.display_url(image_full_rendition(image=image)))
 
 
 def shows_images(study: Study, participant: Participant) -> bool:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from django.conf import settings
 from django.utils import timezone
 
+from annotation import storage
 from annotation.models import Assignment, Caption, Item, Participant
 from annotation.modes.arena import integrity
 from annotation.modes.arena.protocol import (
@@ -66,7 +66,7 @@ class ArenaPages(Pages):
             "left": {"text": left, "words": len(left.split())},
             "right": {"text": right, "words": len(right.split())},
             "image": image,
-            "image_url": settings.MEDIA_URL + image.display if image.display else "",
+            "image_url": storage.display_url(image.display) if image.display else "",
             "alt_text": image.alt_text or "Image the two captions describe",
             "outcomes": [
                 {

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
 from django.utils import timezone
 
+from annotation import storage
 from annotation.models import Assignment, Participant, Study
 from annotation.modes.base import Pages
 from annotation.modes.context.captions import domain as domain_of
@@ -104,7 +104,7 @@ class ContextPages(Pages):
             page.update(
                 {
                     "image": image,
-                    "image_url": (settings.MEDIA_URL + image.display) if image.display else "",
+                    "image_url": storage.display_url(image.display) if image.display else "",
                     "alt": "The photograph the description is of",
                     "missing_question": MISSING_QUESTION,
                     "missing_name": MISSING,

@@ -10,10 +10,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from django.conf import settings as django_settings
 from django.db.models import F
 from django.utils import timezone
 
+from annotation import storage
 from annotation.models import Assignment, Caption, Item, Judgment, Participant, Study
 from annotation.modes.base import Pages
 from annotation.modes.humanr.checks import shown_trial
@@ -74,7 +74,7 @@ class HumanrPages(Pages):
             "left_caption": captions[left_id],
             "right_caption": captions[right_id],
             "image": image,
-            "image_url": django_settings.MEDIA_URL + image.display if image.display else "",
+            "image_url": storage.display_url(image.display) if image.display else "",
             "alt_text": image.alt_text or "The image the two captions describe",
             "scale": [{"value": value, "text": SCALE_TEXT[value]} for value in SCALE_TEXT],
             "remaining_seconds": math.ceil(remaining * 10) / 10,

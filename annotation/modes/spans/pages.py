@@ -14,9 +14,9 @@ import math
 import re
 from typing import Any
 
-from django.conf import settings
 from django.utils import timezone
 
+from annotation import storage
 from annotation.models import Assignment, Caption, Item, Participant
 from annotation.modes.base import Pages
 from annotation.modes.spans.protocol import MAX_SPANS_JSON, shown_suggestions
@@ -133,7 +133,7 @@ class SpansPages(Pages):
             "length": len(caption.text),
             "source_text": source,
             "image": image,
-            "image_url": settings.MEDIA_URL + image.display if image and image.display else "",
+            "image_url": storage.display_url(image.display) if image and image.display else "",
             "alt_text": (image.alt_text if image else "") or "Image the caption describes",
             "categories": config.category_list(),
             "severities": SEVERITIES,

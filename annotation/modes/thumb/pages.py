@@ -9,10 +9,10 @@ import re
 from collections import defaultdict
 from typing import Any
 
-from django.conf import settings as django_settings
 from django.db.models import Count, IntegerField, Q, Sum
 from django.db.models.functions import Cast
 
+from annotation import storage
 from annotation.models import Assignment, Image, Item, Study
 from annotation.modes.base import Pages
 from annotation.modes.catch import CATCH
@@ -85,7 +85,7 @@ class ThumbPages(Pages):
             }[kind],
             "reviewed_label": _REVIEWED_LABEL[REVIEWS[kind]] if kind in REVIEWS else "",
             "image": image,  # its id and size, for the zoom (participate/_image.html)
-            "image_url": (django_settings.MEDIA_URL + image.display) if image.display else "",
+            "image_url": storage.display_url(image.display) if image.display else "",
             "image_alt": image.alt_text
             or "The photograph the captions below describe (no description was supplied).",
             "image_width": image.width,

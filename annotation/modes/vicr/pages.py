@@ -11,7 +11,6 @@ import time
 from functools import cache
 from typing import Any
 
-from django.conf import settings
 from django.core.cache import cache as django_cache
 from django.db.models import IntegerField
 from django.db.models.fields.json import KT
@@ -21,6 +20,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from annotation import storage
 from annotation.models import Assignment, Judgment, Participant, Study
 from annotation.modes.base import Pages
 from annotation.modes.vicr import captions as caption_data
@@ -148,7 +148,7 @@ class VicrPages(Pages):
             # only after it is answered (on the feedback page).
             "caption": {"text": catch["text"] if catch else caption.text},
             "image": caption.image,
-            "image_url": (settings.MEDIA_URL + caption.image.display)
+            "image_url": storage.display_url(caption.image.display)
             if caption.image.display
             else "",
             "alt_text": caption.image.alt_text or "Image to rate",
@@ -185,7 +185,7 @@ class VicrPages(Pages):
             "scale": rules.SCALE,
             "caption": {"text": shown_text},
             "image": image,
-            "image_url": (settings.MEDIA_URL + image.display) if image.display else "",
+            "image_url": storage.display_url(image.display) if image.display else "",
             "alt_text": image.alt_text or "The image you rated",
         }
         if phase == GAME:

@@ -20,6 +20,9 @@ Environment variables:
   ``AWS_SECRET_ACCESS_KEY``, or an instance role).
 - ``CAPEVAL_DB_TRANSACTION_POOLING``: ``true`` when ``DATABASE_URL`` names PgBouncer in
   transaction mode (no server-side cursors; ``tests/annotation/test_two_nodes.py``).
+- ``CAPEVAL_DISPLAY_URL``: a base URL (ending in ``/``) where display renditions are public,
+  e.g. a CDN in front of the object store; pages name their images there instead of the
+  web nodes' ``/media/`` (default: empty, through the nodes).
 - ``CAPEVAL_DOWNLOAD_SECONDS``: how long a presigned download link of the object store is
   valid (default 300).
 - ``CAPEVAL_MAX_UPLOAD_MB``: largest request body accepted (default 100).
@@ -53,6 +56,7 @@ Environment variables:
 import os
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 from csp.constants import NONE, SELF
@@ -92,6 +96,23 @@ def env_float(name: str, default: float) -> float:
         return float(raw)
     except ValueError as exc:
         raise ImproperlyConfigured(f"{name}={raw!r} is not a number") from exc
+
+
+def env_base_url(name: str) -> str:
+    """An absolute http(s) URL ending in "/" (a base other URLs are appended to), or ""."""
+    raw = os.environ.get(name, "").strip()
+    parts = urlsplit(raw)
+    if raw and (parts.scheme not in ("http", "https") or not parts.netloc or raw[-1] != "/"):
+        raise ImproperlyConfigured(
+            f"{name}={raw!r} is not an http(s) base URL ending in / "
+            "(e.g. https://cdn.example.org/capeval/)"
+        )
+    return raw
+
+
+def origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
 
 
 VAR_DIR = Path(os.environ.get("CAPEVAL_VAR_DIR") or BASE_DIR / "var")
@@ -264,6 +285,25 @@ EXPORT_STORAGE = (
     if CAPEVAL_S3_BUCKET
     else {"BACKEND": "annotation.storage.LocalExportStorage"}
 )
+
+# Display renditions from elsewhere (issue 41): "" serves them through the web nodes'
+# /media/ (whose access rule lets anyone read display/); else a base URL where the same
+# names are public, e.g. a CDN in front of the store or the bucket's own URL with public
+# read on display/ only. A rendition's name holds its original's content hash, so a CDN may
+# keep it for good; originals and exports stay behind the nodes' access checks.
+CAPEVAL_DISPLAY_URL = env_base_url("CAPEVAL_DISPLAY_URL")
+# Where a page's images come from besides this site: the object store that a /media/ answer
+# redirects to (a presigned link), and the public renditions' host. CSP checks an image's
+# URL after its redirects, so without the store's origin no image of an S3 deployment shows.
+if not CAPEVAL_S3_BUCKET:
+    _STORE_ORIGINS = []
+elif os.environ.get("CAPEVAL_S3_ENDPOINT_URL"):
+    _STORE_ORIGINS = [origin(os.environ["CAPEVAL_S3_ENDPOINT_URL"])]
+else:  # AWS itself, with path-style links (us-east-1's host has no region in it)
+    _region = os.environ.get("CAPEVAL_S3_REGION") or "us-east-1"
+    _STORE_ORIGINS = [f"https://s3.{_region}.amazonaws.com"]
+    _STORE_ORIGINS += ["https://s3.amazonaws.com"] if _region == "us-east-1" else []
+IMAGE_ORIGINS = _STORE_ORIGINS + ([origin(CAPEVAL_DISPLAY_URL)] if CAPEVAL_DISPLAY_URL else [])
 STORAGES = {
     "default": MEDIA_STORAGE,
     "exports": EXPORT_STORAGE,
@@ -476,7 +516,7 @@ CONTENT_SECURITY_POLICY = {
         "default-src": [SELF],
         "script-src": [SELF],
         "style-src": [SELF],
-        "img-src": [SELF],
+        "img-src": [SELF, *IMAGE_ORIGINS],
         "connect-src": [SELF],
         "font-src": [SELF],
         "object-src": [NONE],
