@@ -4,7 +4,7 @@ and an object store, driven by Locust (issue 41; not a test).
     make bench   # once: installs Locust (pyproject's bench extra)
     .venv/bin/python bench/crowd_load.py [--modes vicr,humanr,arena] \
         [--users 200,350,500,650] [--seconds 30] [--spawn-rate 50] [--nodes 2] \
-        [--node-workers 3] [--saturate-users 24] [--saturate-seconds 15] \
+        [--node-workers 3] [--display-url] [--saturate-users 24] [--saturate-seconds 15] \
         [--server postgres://postgres@127.0.0.1:5432] [--database capeval_bench_crowd]
 
 What runs, all on the loopback and private to the run:
@@ -28,7 +28,9 @@ item's image as a browser would (the node's ``/media/`` answer, a redirect to a 
 link, then the store), think, POST the answer, follow the redirect to a feedback or
 end-of-group page (and its image), and read the completion code when a page shows one. Every
 request goes to the next node in turn, as a round-robin proxy would send it, so one
-annotator's session is served by every node.
+annotator's session is served by every node. With ``--display-url`` the pages name the
+renditions at the store instead (``CAPEVAL_DISPLAY_URL``; s3rver serves objects unsigned, as
+a public bucket or a CDN would), so an image is one request to the store and none to a node.
 
 Think times are drawn from a log-normal with the mean the papers give (sigma 0.5): VICR 11 s
 per rating (``../shared/papers/vicr-*.txt``: "about 11 seconds on average to rate an
@@ -82,7 +84,7 @@ THINK_MEAN_S = {"vicr": 11.0, "humanr": 6.0, "arena": 6.0}
 THINK_SIGMA = 0.5
 P95_TARGET_MS = 300
 REDIS_DB = 11
-IMAGE = re.compile(r'<img src="(/media/[^"]+)"')
+IMAGE = re.compile(r'<img src="([^"]+)"')
 CSRF = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 PART = re.compile(r'name="part" value="(\d+)"')
 LEFT = re.compile(r'name="left" value="(\d+)"')
@@ -207,6 +209,9 @@ class Annotator(FastHttpUser):
         if 'id="completion-code"' in text:
             CROWD.completions.add(self.pid)
         for src in IMAGE.findall(text):
+            if not src.startswith("/media/"):  # CAPEVAL_DISPLAY_URL: straight to the store
+                self.client.get(src, name="image: store")
+                continue
             with self.client.get(
                 self.url(src), name="image: node", allow_redirects=False, catch_response=True
             ) as hop:
@@ -230,6 +235,11 @@ def main() -> None:
     parser.add_argument("--saturate-seconds", type=float, default=15)
     parser.add_argument("--server", default=harness.DEFAULT_SERVER)
     parser.add_argument("--database", default="capeval_bench_crowd")
+    parser.add_argument(
+        "--display-url",
+        action="store_true",
+        help="pages name renditions at the store (CAPEVAL_DISPLAY_URL), not the nodes' /media/",
+    )
     parser.add_argument("--output")
     args = parser.parse_args()
     modes = [m for m in args.modes.split(",") if m]
@@ -250,6 +260,9 @@ def main() -> None:
         )
         env = harness.prepare_database(args.server, args.database)
         env = {**env, **store, "REDIS_URL": redis}
+        if args.display_url:  # s3rver serves objects unsigned, as a public bucket or a CDN
+            bucket = f"{store['CAPEVAL_S3_ENDPOINT_URL']}/{store['CAPEVAL_S3_BUCKET']}/"
+            env["CAPEVAL_DISPLAY_URL"] = bucket
         photos = import_photos(root / "photos")
         stack.enter_context(celery_worker(env, root / "worker"))
         nodes = [
@@ -261,6 +274,7 @@ def main() -> None:
             "python_speed": harness.python_speed(),
             "load_average_at_start": harness.load_average(),
             "nodes": args.nodes,
+            "display_url": env.get("CAPEVAL_DISPLAY_URL", ""),
             "node_workers": args.node_workers,
             "seconds": seconds,
             "think_mean_s": THINK_MEAN_S,
