@@ -13,10 +13,6 @@ from a fresh process as a node starts.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from urllib.parse import urlsplit
 
 import pytest
@@ -28,30 +24,11 @@ except ImportError:  # the browser fixture skips, or fails on CI, and says why
 
 from annotation.services.participants import crowd_link_token
 from tests.factories.arena import arena_study
+from tests.factories.deployment import deployment_settings
 from tests.factories.images import real_files
 from tests.factories.object_store import BUCKET, object_store, s3_storages
-from tests.factories.workers import REPO
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
-
-
-def deployment_policy(environment: dict[str, str]) -> dict:
-    """``CONTENT_SECURITY_POLICY`` as the settings make it with ``environment``."""
-    code = (
-        "import json; from django.conf import settings; "
-        "print(json.dumps(settings.CONTENT_SECURITY_POLICY))"
-    )
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "capeval.settings", **environment}
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=REPO,
-        env={**env, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "platform")])},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.parametrize("public_renditions", [False, True], ids=["redirect", "display-url"])
@@ -70,7 +47,8 @@ def test_the_item_image_shows_from_the_object_store(
             # with public read on display/ would.
             settings.CAPEVAL_DISPLAY_URL = f"{store.endpoint}/{BUCKET}/"
             environment["CAPEVAL_DISPLAY_URL"] = settings.CAPEVAL_DISPLAY_URL
-        settings.CONTENT_SECURITY_POLICY = deployment_policy(environment)
+        policy = deployment_settings(environment, "CONTENT_SECURITY_POLICY")
+        settings.CONTENT_SECURITY_POLICY = policy["CONTENT_SECURITY_POLICY"]
         study = arena_study(researcher, images=2, catch_rate=0)
         real_files(study, width=640, height=480)
 
@@ -83,9 +61,11 @@ def test_the_item_image_shows_from_the_object_store(
         page.on("pageerror", lambda error: problems.append(str(error)))
         page.on(
             "request",
-            lambda r: None
-            if urlsplit(r.url).netloc in hosts or r.url.startswith("data:")
-            else problems.append(f"request outside the deployment: {r.url}"),
+            lambda r: (
+                None
+                if urlsplit(r.url).netloc in hosts or r.url.startswith("data:")
+                else problems.append(f"request outside the deployment: {r.url}")
+            ),
         )
         try:
             page.goto(f"/p/{crowd_link_token(study)}/?PROLIFIC_PID=S3-VIEWER&STUDY_ID=S")
