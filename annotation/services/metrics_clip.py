@@ -3,13 +3,22 @@
 ``CAPEVAL_CLIP_DIR`` names a folder with ``image.onnx``, ``text.onnx`` and
 ``tokenizer.json`` (``annotation/judges/clip.py`` says how to export them; docs/metrics.md
 how to drop them in); ``CAPEVAL_CLIP_IMAGE_SIZE`` the encoder's input side (224 for
-ViT-B/32). Nothing is downloaded: without the folder the two metrics are not offered.
-Captions are scored with their study image's original file; RefCLIP-S also with the
-caption's references (the metric lab's, ``services/metrics.py:caption_references``).
+ViT-B/32). Nothing is downloaded from the internet: without the files the two metrics are
+not offered. Captions are scored with their study image's original file; RefCLIP-S also
+with the caption's references (the metric lab's, ``services/metrics.py:caption_references``).
+
+Without ``CAPEVAL_CLIP_DIR``, the three files may be stored under ``clip/`` in the media
+storage (``annotation/storage.py``; in a deployment of several nodes, the bucket, where an
+operator copies them once, e.g. with ``aws s3 cp``), so that no node needs them on its disk
+(issue 41): a web node offers the metrics when the store holds them, and the job copies
+them into a scratch folder of its own (``tempfile``) for onnxruntime, as an import copies
+its uploads, and removes it once the encoders are loaded. The media view never serves
+``clip/`` (``selectors.media_file_kind``).
 """
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -40,15 +49,30 @@ CLIP_S, REFCLIP_S = "CLIP-S (ONNX)", "RefCLIP-S (ONNX)"
 CLIP_NAMES = (CLIP_S, REFCLIP_S)
 FILES = ("image.onnx", "text.onnx", "tokenizer.json")
 INFO = {"implementation": "onnxruntime (CAPEVAL_CLIP_DIR)", "tokenizer": "tokenizer.json"}
+#: The media storage's folder of the encoders when ``CAPEVAL_CLIP_DIR`` is not set.
+STORED = "clip"
 
 
-def clip_folder() -> Path | None:
-    """The configured folder when it holds the three files, else None."""
+def clip_folder() -> Path | str | None:
+    """Where the three files are: the configured folder (a ``Path``) when it holds them, else
+    the media storage's folder ``STORED`` (its name) when that holds them, else None."""
     folder = getattr(settings, "CAPEVAL_CLIP_DIR", "")
-    if not folder:
-        return None
-    path = Path(folder)
-    return path if all((path / name).is_file() for name in FILES) else None
+    if folder:
+        path = Path(folder)
+        return path if all((path / name).is_file() for name in FILES) else None
+    return STORED if all(storage.exists(f"{STORED}/{name}") for name in FILES) else None
+
+
+def _scorer(folder: Path | str) -> clip.ClipScorer:
+    """The scorer from the encoders in ``folder`` (see ``clip_folder``)."""
+    size = int(getattr(settings, "CAPEVAL_CLIP_IMAGE_SIZE", 224))
+    if isinstance(folder, Path):
+        return clip.ClipScorer.from_folder(folder, image_size=size)
+    # onnxruntime and tokenizers read files: a scratch copy of the stored ones, dropped once
+    # both sessions and the tokenizer are loaded (they keep the models in memory).
+    with tempfile.TemporaryDirectory(prefix="capeval-clip-") as scratch:
+        storage.fetch_under(folder, Path(scratch))
+        return clip.ClipScorer.from_folder(scratch, image_size=size)
 
 
 def clip_refusal(names: Sequence[str]) -> str | None:
@@ -58,7 +82,8 @@ def clip_refusal(names: Sequence[str]) -> str | None:
         return None
     return (
         f"{', '.join(wanted)} need CLIP encoders: set CAPEVAL_CLIP_DIR to a folder with "
-        f"{', '.join(FILES)} (docs/metrics.md, 'CLIP-S')."
+        f"{', '.join(FILES)}, or store the three under {STORED}/ in the media storage "
+        "(docs/metrics.md, 'CLIP-S')."
     )
 
 
@@ -73,12 +98,11 @@ def clip_scores(
     if folder is None:
         raise ServiceError(clip_refusal(names) or "CLIP is not configured.", field="metrics")
     try:
-        scorer = clip.ClipScorer.from_folder(
-            folder, image_size=int(getattr(settings, "CAPEVAL_CLIP_IMAGE_SIZE", 224))
-        )
+        scorer = _scorer(folder)
     except ONNX_ERRORS as exc:  # a bad export: the job says so instead of failing as a bug
+        where = "CAPEVAL_CLIP_DIR" if isinstance(folder, Path) else f"the storage's {STORED}/"
         raise ServiceError(
-            "The CLIP encoders in CAPEVAL_CLIP_DIR cannot be loaded: "
+            f"The CLIP encoders in {where} cannot be loaded: "
             f"{type(exc).__name__} (re-export them as docs/metrics.md says)."
         ) from None
     files = dict(
