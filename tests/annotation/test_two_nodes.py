@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import io
 import zipfile
-from pathlib import Path
 
 import pytest
 import requests
@@ -33,7 +32,14 @@ from annotation.models import Image, Job
 from tests.factories.images import original_exif
 from tests.factories.object_store import object_store, s3_storages
 from tests.factories.pgbouncer import pgbouncer
-from tests.factories.web_nodes import csrf_token, logged_in, web_node
+from tests.factories.web_nodes import (
+    csrf_token,
+    files_under,
+    logged_in,
+    own_folders,
+    via_store,
+    web_node,
+)
 from tests.factories.workers import (
     broker_fixture,  # noqa: F401 -- fixtures used by name
     require_postgres_url,
@@ -51,19 +57,6 @@ def photo() -> bytes:
     return buffer.getvalue()
 
 
-def files_under(folder: Path) -> list[Path]:
-    return [p for p in folder.rglob("*") if p.is_file()] if folder.exists() else []
-
-
-def own_folders(root: Path) -> dict:
-    """A node's own folders, as settings."""
-    return {
-        "MEDIA_ROOT": str(root / "media"),
-        "VAR_DIR": str(root / "var"),
-        "CAPEVAL_EXPORT_DIR": str(root / "exports"),
-    }
-
-
 @contextlib.contextmanager
 def database_settings(pooling: str):
     """The nodes' extra settings for the database: none (straight to PostgreSQL), or the
@@ -75,13 +68,6 @@ def database_settings(pooling: str):
         database = {**connection.settings_dict, "HOST": "127.0.0.1", "PORT": port}
         database["DISABLE_SERVER_SIDE_CURSORS"] = True
         yield {"DATABASES": {"default": database}}
-
-
-def fetch(session: requests.Session, url: str) -> requests.Response:
-    """GET a node's URL and follow its redirect to the store (with no cookie of ours)."""
-    answer = session.get(url, allow_redirects=False, timeout=30)
-    assert answer.status_code == 302, (answer.status_code, answer.text[-300:])
-    return requests.get(answer.headers["Location"], timeout=30)
 
 
 @pytest.mark.parametrize("pooling", ["direct", "pgbouncer"])
@@ -127,8 +113,8 @@ def test_one_study_served_by_two_nodes_and_a_worker(
             image = Image.objects.get(study=study)
             # Node B serves what node A took and the worker wrote: the original to the
             # study's researcher, the rendition to anyone.
-            assert fetch(browser, f"{node_b}/media/{image.file}").content == original
-            shown = fetch(requests.Session(), f"{node_b}/media/{image.display}")
+            assert via_store(browser, f"{node_b}/media/{image.file}").content == original
+            shown = via_store(requests.Session(), f"{node_b}/media/{image.display}")
             assert PILImage.open(io.BytesIO(shown.content)).format == "WEBP"
             # An export queued on node B, written by the worker, downloaded through node A.
             token = csrf_token(browser, f"{node_b}/studies/{study.pk}/import/")
@@ -144,7 +130,7 @@ def test_one_study_served_by_two_nodes_and_a_worker(
                 180,
                 lambda: f"export job: {Job.objects.get(pk=export.pk).status}",
             )
-            data = fetch(browser, f"{node_a}/jobs/{export.pk}/download/").content
+            data = via_store(browser, f"{node_a}/jobs/{export.pk}/download/").content
             with zipfile.ZipFile(io.BytesIO(data)) as archive:
                 assert archive.read("images/street.jpg") == original
         # Nothing of the study on any node's disk: the store holds it all.
