@@ -94,6 +94,14 @@ class Unavailable(ServiceError):
     code = "unavailable"
 
 
+class StorageUnavailable(Unavailable):
+    """The file store (the object store of ``STORAGES``) did not answer: refused the
+    connection, timed out or failed on its side; try again later (503). Raised by
+    ``annotation/storage.py``, the one place that talks to the backends."""
+
+    code = "storage_unavailable"
+
+
 class DiskFull(ServiceError):
     """The disk (or quota) is full (507)."""
 

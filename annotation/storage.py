@@ -19,20 +19,36 @@ Downloads (``download_url``): on an object store, a presigned URL that expires a
 ``CAPEVAL_DOWNLOAD_SECONDS``, handed out after the view's access check, so a copied link
 stops working; on the local backend, None, and the web node streams the file itself
 after the same check (``views/media.py``).
+
+The store not answering (down, unreachable, timing out, failing on its side; botocore's
+connection and HTTP-client errors, a 5xx answer) is a ``StorageUnavailable`` (503) from
+every function here that talks to the backend, with ``STORE_UNAVAILABLE`` as its message
+and ``Retry-After``: the callers handle it as a refusal (a page says so, a job fails with
+the reason and cleans up what it had stored), never as a 500. boto3's own retries absorb a
+blip first; a longer outage ends here. Any other backend error is left as it is (a wrong
+bucket or credentials are a misconfiguration, a 500 and a log entry).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import tempfile
 import uuid
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
+from botocore.exceptions import ClientError, HTTPClientError
+from botocore.exceptions import ConnectionError as BotoConnectionError
 from django.conf import settings
 from django.core.files.base import ContentFile, File
 from django.core.files.storage import FileSystemStorage, Storage, storages
 from django.http import FileResponse, Http404, HttpResponse, HttpResponseRedirect
+
+from annotation.errors import StorageUnavailable
+
+logger = logging.getLogger(__name__)
 
 
 class LocalMediaStorage(FileSystemStorage):
@@ -80,6 +96,49 @@ class LocalExportStorage(LocalMediaStorage):
 #: object store as the media under ``exports/``.
 EXPORTS = "exports"
 
+STORE_UNAVAILABLE = (
+    "The file store did not answer, so the files could not be stored or read. Try again in "
+    "a minute; if it keeps failing, ask the administrator to check the object store."
+)
+#: Seconds a client is told to wait (``Retry-After``) when the file store does not answer.
+STORE_RETRY_AFTER_S = 30
+#: A 5xx answer's codes that mean "not now" rather than a broken request.
+_BUSY_CODES = {"SlowDown", "ServiceUnavailable", "InternalError", "RequestTimeout"}
+
+
+def unavailable(message: str = STORE_UNAVAILABLE, **details) -> StorageUnavailable:
+    """The refusal of a caller that lost the store (its message, when to try again)."""
+    return StorageUnavailable(message, details={"retry_after": STORE_RETRY_AFTER_S, **details})
+
+
+def _not_answered(exc: BaseException | None) -> bool:
+    """Whether ``exc`` (or what it wraps: boto3's S3UploadFailedError wraps the
+    ClientError) says the store did not answer, as opposed to refusing the request."""
+    seen = 0
+    while exc is not None and seen < 5:
+        if isinstance(exc, BotoConnectionError | HTTPClientError):
+            return True
+        if isinstance(exc, ClientError):
+            answer = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+            return answer >= 500 or exc.response.get("Error", {}).get("Code") in _BUSY_CODES
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
+@contextlib.contextmanager
+def _answered() -> Iterator[None]:
+    """Turn the store not answering into ``StorageUnavailable`` (used as a decorator on
+    each function that talks to a backend; an inner one's refusal passes through)."""
+    try:
+        yield
+    except StorageUnavailable:
+        raise
+    except Exception as exc:
+        if not _not_answered(exc):
+            raise
+        logger.warning("the file store did not answer: %s", exc)
+        raise unavailable() from exc
+
 
 def media(alias: str = "default") -> Storage:
     """The media storage, or another alias of ``STORAGES`` (read per call: tests point
@@ -87,10 +146,12 @@ def media(alias: str = "default") -> Storage:
     return storages[alias]
 
 
+@_answered()
 def exists(name: str, *, alias: str = "default") -> bool:
     return bool(name) and media(alias).exists(name)
 
 
+@_answered()
 def read_bytes(name: str) -> bytes:
     """The bytes stored under ``name``; FileNotFoundError when there are none."""
     storage = media()
@@ -100,6 +161,7 @@ def read_bytes(name: str) -> bytes:
         return handle.read()
 
 
+@_answered()
 def write_bytes(name: str, data: bytes) -> str:
     """Store ``data`` under exactly ``name`` (overwriting); return the name."""
     saved = media().save(name, ContentFile(data))
@@ -108,6 +170,7 @@ def write_bytes(name: str, data: bytes) -> str:
     return saved
 
 
+@_answered()
 def write_file(name: str, path: Path, *, alias: str = "default") -> str:
     """Store the local file ``path`` under exactly ``name``, streamed; return the name."""
     with open(path, "rb") as handle:
@@ -117,6 +180,7 @@ def write_file(name: str, path: Path, *, alias: str = "default") -> str:
     return saved
 
 
+@_answered()
 def delete(name: str, *, alias: str = "default") -> None:
     """Remove ``name`` if it is there."""
     if name:
@@ -136,6 +200,7 @@ def is_plain_name(name: str) -> bool:
     return bool(name) and "/" not in name and "\\" not in name and not name.startswith(".")
 
 
+@_answered()
 def names_under(prefix: str) -> list[str]:
     """Every name stored under the folder ``prefix`` (recursively), sorted."""
     storage = media()
@@ -165,6 +230,7 @@ def delete_under(prefix: str) -> None:
             folder.rmdir()
 
 
+@_answered()
 def save_stream(name: str, content: File) -> str:
     """Store a file object (an upload) under exactly ``name``, streamed; return the name."""
     saved = media().save(name, content)
@@ -173,6 +239,7 @@ def save_stream(name: str, content: File) -> str:
     return saved
 
 
+@_answered()
 def fetch_under(prefix: str, folder: Path) -> None:
     """Copy everything stored under ``prefix`` into the local ``folder``, keeping the names
     below the prefix: a worker reads an upload the web node stored, on whichever node."""
@@ -186,6 +253,7 @@ def fetch_under(prefix: str, folder: Path) -> None:
                 out.write(chunk)
 
 
+@_answered()
 def copy_to(name: str, out) -> None:
     """Stream the bytes stored under ``name`` into the writable file object ``out``."""
     with media().open(name, "rb") as source:
@@ -217,6 +285,7 @@ def download_url(
     return storage.url(name, parameters=parameters, expire=settings.CAPEVAL_DOWNLOAD_SECONDS)
 
 
+@_answered()
 def download(
     name: str, *, alias: str = EXPORTS, filename: str = "", content_type: str | None = None
 ) -> HttpResponse:

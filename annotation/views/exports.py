@@ -10,12 +10,12 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation import selectors, storage
-from annotation.errors import ServiceError
+from annotation.errors import ServiceError, StorageUnavailable
 from annotation.models import Job
 from annotation.services.exports import export_request
 from annotation.tasks import enqueue
 from annotation.views.access import researcher_required
-from annotation.views.errors import job_not_started
+from annotation.views.errors import error_page, job_not_started
 
 
 @require_POST
@@ -48,5 +48,8 @@ def job_datasheet(request: HttpRequest, job_id: int) -> HttpResponse:
     name = job.result.get("datasheet") if isinstance(job.result, dict) else None
     if job.kind != Job.Kind.EXPORT or job.status != Job.Status.DONE or not name:
         raise Http404("This job has no datasheet.")
-    # The same confinement as the data file: a plain name of the export storage.
-    return storage.download(selectors.job_file_name(name), content_type="application/json")
+    try:
+        # The same confinement as the data file: a plain name of the export storage.
+        return storage.download(selectors.job_file_name(name), content_type="application/json")
+    except StorageUnavailable as exc:  # the object store is down: say so, not a 500
+        return error_page(request, exc, "Download not available")

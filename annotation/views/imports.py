@@ -7,7 +7,7 @@ from django.views.decorators.http import require_http_methods
 from django_htmx.http import reselect, reswap, retarget
 
 from annotation import selectors
-from annotation.errors import ServiceError, Unavailable
+from annotation.errors import ServiceError, StorageUnavailable, Unavailable
 from annotation.forms import ImportForm
 from annotation.models import Study
 from annotation.modes import get_mode
@@ -15,7 +15,7 @@ from annotation.modes.importing import import_notes
 from annotation.services.imports import import_request
 from annotation.tasks import enqueue
 from annotation.views.access import researcher_required
-from annotation.views.errors import job_not_started
+from annotation.views.errors import error_page, job_not_started
 
 
 @require_http_methods(["GET", "POST"])
@@ -31,6 +31,12 @@ def study_import(request: HttpRequest, study_id: int) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         try:
             job = enqueue(import_request(study=study, user=request.user, **form.cleaned_data))
+        except StorageUnavailable as exc:
+            # Nothing kept and no job made: the error page (503, Retry-After), or with htmx,
+            # which swaps only 2xx answers, the form with the reason in place.
+            if not request.htmx:
+                return error_page(request, exc, "Import not started")
+            form.add_error(None, exc.message)
         except ServiceError as exc:
             if isinstance(exc, Unavailable):  # not a problem of the form: the queue is down
                 return job_not_started(request, exc, "Import not started")

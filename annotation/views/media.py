@@ -19,9 +19,11 @@ from django.views.decorators.http import require_safe
 from django.views.static import serve
 
 from annotation import selectors, storage
+from annotation.errors import StorageUnavailable
 from annotation.models import Image, Participant, Study
 from annotation.modes import get_mode
 from annotation.services.images import image_full_rendition
+from annotation.views.errors import error_page
 from annotation.views.participate import current_participant
 
 #: Display renditions are named by the content hash of their original and the side they
@@ -36,8 +38,11 @@ def media_file(request: HttpRequest, path: str) -> HttpResponse:
     kind = selectors.media_file_kind(request.user, path)
     folder = storage.local_path("")
     if folder is None:
-        if not storage.exists(path):
-            raise Http404("No such file.")
+        try:
+            if not storage.exists(path):
+                raise Http404("No such file.")
+        except StorageUnavailable as exc:  # the object store is down: say so, not a 500
+            return error_page(request, exc, "File not available")
         link = storage.download_url(path, attachment=kind == "original")
         response = HttpResponseRedirect(link)
         # The link is this request's, after its access check: never shared or kept.

@@ -10,7 +10,7 @@ from django_htmx.http import HttpResponseClientRefresh
 
 from annotation import selectors, storage
 from annotation.dashboard import study_completion_reach
-from annotation.errors import ServiceError
+from annotation.errors import ServiceError, StorageUnavailable
 from annotation.forms import SettingsForm, StudyForm
 from annotation.models import Job, Study
 from annotation.modes import get_mode
@@ -27,6 +27,7 @@ from annotation.services.studies import (
 )
 from annotation.views.access import researcher_required
 from annotation.views.dashboard import crowd_panel_context, dashboard_context
+from annotation.views.errors import error_page
 from annotation.views.people import people_context
 
 
@@ -232,4 +233,7 @@ def job_download(request: HttpRequest, job_id: int) -> HttpResponse:
     job = selectors.job_for_user(request.user, job_id)
     if job.status != Job.Status.DONE or not job.result_file:
         raise Http404("This job has no file.")
-    return storage.download(selectors.job_file_name(job.result_file))
+    try:
+        return storage.download(selectors.job_file_name(job.result_file))
+    except StorageUnavailable as exc:  # the object store is down: say so, not a 500
+        return error_page(request, exc, "Download not available")

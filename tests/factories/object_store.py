@@ -10,6 +10,7 @@ media storage at it with the production backend (``platform/capeval/settings/bas
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import time
@@ -80,9 +81,9 @@ def s3_storages(store: ObjectStore, *, expire: int = 300) -> dict:
 
 
 @contextmanager
-def object_store(folder: Path) -> Iterator[ObjectStore]:
-    """A running s3rver with the bucket, its objects in ``folder``; skips (fails in CI)
-    without Node.js or the package."""
+def object_store(folder: Path, *, port: int | None = None) -> Iterator[ObjectStore]:
+    """A running s3rver with the bucket, its objects in ``folder`` (on ``port``, or a free
+    one); skips (fails in CI) without Node.js or the package."""
     node = shutil.which("node")
     if node is None or not S3RVER.is_file():
         message = "the object-store tests need Node.js and s3rver (make test installs it)"
@@ -90,7 +91,7 @@ def object_store(folder: Path) -> Iterator[ObjectStore]:
             pytest.fail(message)
         pytest.skip(message)
     folder.mkdir(parents=True, exist_ok=True)
-    port = free_port()
+    port = port or free_port()
     command = [node, str(S3RVER), "-d", str(folder), "-a", "127.0.0.1", "-p", str(port)]
     command += ["--silent", "--configure-bucket", BUCKET]
     with loopback_server(command, port, "s3rver"):
@@ -103,3 +104,34 @@ def object_store(folder: Path) -> Iterator[ObjectStore]:
             except (BotoCoreError, ClientError):  # not serving the bucket yet
                 time.sleep(0.1)
         yield store
+
+
+class StoppableObjectStore:
+    """An s3rver that a test can stop (an outage: the port refuses connections) and start
+    again on the same folder and port, so ``STORAGES`` pointing at it stays right and the
+    objects stored before the outage are there after it."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.port = free_port()
+        self._running: contextlib.AbstractContextManager[ObjectStore] | None = None
+
+    def start(self) -> ObjectStore:
+        self._running = object_store(self.folder, port=self.port)
+        return self._running.__enter__()
+
+    def stop(self) -> None:
+        if self._running is not None:
+            running, self._running = self._running, None
+            running.__exit__(None, None, None)
+
+
+@contextmanager
+def stoppable_object_store(folder: Path) -> Iterator[tuple[ObjectStore, StoppableObjectStore]]:
+    """A running s3rver (as ``object_store``) and the handle that stops and restarts it;
+    stopped when the block ends, whatever state the test left it in."""
+    server = StoppableObjectStore(folder)
+    try:
+        yield server.start(), server
+    finally:
+        server.stop()

@@ -55,7 +55,10 @@ Files are written as hidden ``.part`` files in the export folder itself, flushed
 (``fsync``) and renamed with ``os.replace`` when complete (datasheet first, data file last,
 then the folder is synced so the renames survive a crash); a failed run removes them, so no
 partial file ever has a name the download offers. A full disk (``ENOSPC``, or a quota's
-``EDQUOT``) is a ``ServiceError`` saying so, which fails the job with that reason.
+``EDQUOT``) is a ``ServiceError`` saying so, which fails the job with that reason. So is an
+object store that does not answer (``StorageUnavailable``, ``STORE_DOWN_MESSAGE``): what
+the run had stored is deleted, or, the store being down, left to the study's next export
+(``result["leftover"]`` of the failed job).
 
 The package by subject: ``files`` (the request, the job, ``export_file``, the dataset
 folder, cleanup), ``query`` (rows as Arrow batches on PostgreSQL and SQLite),

@@ -1,7 +1,7 @@
 """Export jobs and files: the request, the job run, ``export_file`` writing one export
-(hidden ``.part`` files renamed when complete; a full disk is a ``ServiceError``), the
-dataset folder (a zip of the tables, the card, the datasheet and the display images) and
-the cleanup of old files."""
+(hidden ``.part`` files renamed when complete; a full disk is a ``ServiceError``, and so is
+an object store that does not answer), the dataset folder (a zip of the tables, the card,
+the datasheet and the display images) and the cleanup of old files."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from django.db import connection
 from django.utils import timezone
 
 from annotation import storage
-from annotation.errors import DiskFull, Forbidden, NotFound, ServiceError
+from annotation.errors import DiskFull, Forbidden, NotFound, ServiceError, StorageUnavailable
 from annotation.models import Image, Job, Judgment, Study, User
 from annotation.modes import get_mode
 from annotation.modes.base import ExportColumn, ExportSql, ExportTable, Mode
@@ -151,6 +151,7 @@ def export_delete_old(*, days: int = DEFAULT_KEEP_DAYS, now: datetime | None = N
         Job.objects.filter(pk=job.pk).update(
             result_file="", message=f"File deleted after {days} days; export again."
         )
+    deleted += _remove_leftovers(Job.objects.filter(kind=Job.Kind.EXPORT))
     # Parts are written only into a local export folder (an object store gets whole files).
     root = storage.local_path("", alias=storage.EXPORTS)
     if root is not None and root.is_dir():
@@ -161,13 +162,44 @@ def export_delete_old(*, days: int = DEFAULT_KEEP_DAYS, now: datetime | None = N
     return deleted
 
 
+def _remove_leftovers(jobs) -> int:
+    """Delete what failed exports among ``jobs`` stored before the object store stopped
+    answering (``result["leftover"]``: the cleanup needed the store too); return files
+    deleted. StorageUnavailable while it still does not answer."""
+    deleted = 0
+    failed = jobs.filter(status=Job.Status.FAILED, result__has_key="leftover")
+    for job in failed.only("pk", "result"):
+        for name in job.result.get("leftover") or []:
+            if storage.is_plain_name(name) and storage.exists(name, alias=storage.EXPORTS):
+                storage.delete(name, alias=storage.EXPORTS)
+                deleted += 1
+        kept = {key: value for key, value in job.result.items() if key != "leftover"}
+        Job.objects.filter(pk=job.pk).update(result=kept)
+    return deleted
+
+
 # ---------------------------------------------------------------------------------------
 # Running
 
 
+STORE_DOWN_MESSAGE = (
+    "The file store did not answer while this export was being stored, so it was stopped "
+    "and nothing of it is offered for download. Export again in a minute; if it keeps "
+    "failing, ask the administrator to check the object store."
+)
+
+
 def export_run(*, job: Job, progress: Progress) -> dict[str, Any]:
-    """Run an export job into the export folder; return what ``job_finish`` stores."""
+    """Run an export job into the export folder; return what ``job_finish`` stores.
+
+    An object store that does not answer fails the job with ``STORE_DOWN_MESSAGE``; what
+    the run had stored is deleted, or, the store being down, listed in the failed job's
+    ``result["leftover"]`` for the study's next export (or the daily cleanup) to delete."""
     study = Study.objects.get(pk=job.study_id)
+    try:
+        _remove_leftovers(Job.objects.filter(kind=Job.Kind.EXPORT, study_id=study.pk))
+    except StorageUnavailable as exc:
+        raise storage.unavailable(STORE_DOWN_MESSAGE) from exc
     # The one lookup of the job: every step below is handed this mode.
     mode = get_mode(study.mode)
     params = job.params or {}
@@ -198,10 +230,11 @@ def export_run(*, job: Job, progress: Progress) -> dict[str, Any]:
         # An object store: written on this worker's scratch disk, then stored whole, the
         # datasheet first, so the data file's name appears only when both are there.
         with tempfile.TemporaryDirectory(prefix="capeval-export-") as scratch:
-            summary = export_file(path=Path(scratch) / filename, **options)
-            if summary.datasheet:
-                storage.write_file(summary.datasheet.name, summary.datasheet, alias=storage.EXPORTS)
-            storage.write_file(filename, summary.path, alias=storage.EXPORTS)
+            try:
+                summary = export_file(path=Path(scratch) / filename, **options)
+            except StorageUnavailable as exc:  # a dataset's images are read from the store
+                raise storage.unavailable(STORE_DOWN_MESSAGE) from exc
+            _store_whole(summary, filename)
     result = {
         "format": export_format,
         "table": "+".join(study_tables(study, mode)) if export_format == "dataset" else table,
@@ -215,6 +248,31 @@ def export_run(*, job: Job, progress: Progress) -> dict[str, Any]:
         "result_file": summary.path.name,
         "message": f"Exported {summary.rows:,} rows",
     }
+
+
+def _store_whole(summary: ExportSummary, filename: str) -> None:
+    """Store the written export (datasheet, then data file) in the export storage; if that
+    fails, delete what was stored, and name what could not be deleted (the store not
+    answering) in the StorageUnavailable the job fails with."""
+    names = [summary.datasheet.name] if summary.datasheet else []
+    try:
+        if summary.datasheet:
+            storage.write_file(summary.datasheet.name, summary.datasheet, alias=storage.EXPORTS)
+        storage.write_file(filename, summary.path, alias=storage.EXPORTS)
+    except BaseException as exc:
+        # The data file too: a store can keep an upload whose answer was lost on the way.
+        names.append(filename)
+        left = []
+        for name in names:
+            try:
+                storage.delete(name, alias=storage.EXPORTS)
+            except StorageUnavailable:
+                left.append(name)
+        if isinstance(exc, StorageUnavailable):
+            raise storage.unavailable(STORE_DOWN_MESSAGE, leftover=left) from exc
+        if left:
+            logger.warning("export files left in the store: %s", ", ".join(left))
+        raise
 
 
 @dataclass

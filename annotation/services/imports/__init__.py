@@ -21,6 +21,7 @@ The page queues a job (``import_request``) that the job runner runs (``import_ru
 
 from __future__ import annotations
 
+import logging
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
@@ -30,6 +31,7 @@ from typing import Any
 from django.core.files.uploadedfile import UploadedFile
 
 from annotation import storage
+from annotation.errors import StorageUnavailable
 from annotation.models import Caption, Image, Job, Study, User
 from annotation.modes import get_mode
 from annotation.modes.caption_columns import caption_columns, caption_purposes
@@ -41,10 +43,13 @@ from annotation.services.imports.references import references_run
 from annotation.services.imports.sources import (
     ImportTooLarge,
     save_upload,
+    staged_uploads,
 )
 from annotation.services.imports.store import ImportSummary, import_refused, store
 from annotation.services.jobs import job_create
 from annotation.text import text_problem
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "COCO_FORMAT",
@@ -103,9 +108,21 @@ def import_run(*, job: Job, progress: Progress) -> dict[str, Any]:
                 coco_images=here(params["coco_images"]) if params.get("coco_images") else None,
                 progress=progress,
             )
+    except StorageUnavailable as exc:
+        raise storage.unavailable(IMPORT_STORE_DOWN) from exc
     finally:
-        storage.remove_upload_folder(staging)
+        try:
+            storage.remove_upload_folder(staging)
+        except StorageUnavailable:  # raised above already, or the run's outcome stands
+            logger.warning("uploads left in %s: the file store did not answer", staging)
     return {"result": summary.as_dict(), "message": summary.as_text()}
+
+
+IMPORT_STORE_DOWN = (
+    "The file store did not answer, so this import was stopped and nothing of it was kept. "
+    "Try again in a minute: upload the files again; if it keeps failing, ask the "
+    "administrator to check the object store."
+)
 
 
 def study_import(
@@ -196,7 +213,7 @@ def import_request(
     """
     staging = storage.new_upload_folder()
     params: dict[str, Any] = {"staging": staging, "images": [], "purpose": purpose}
-    try:
+    with staged_uploads(staging):
         if images_zip is not None:
             params["images"].append(save_upload(images_zip, f"{staging}/archives"))
         if image_files:
@@ -214,10 +231,8 @@ def import_request(
             params["coco_images"] = save_upload(coco_images, f"{staging}/coco")
         params["format"] = caption_format or CSV_FORMAT
         params["system"] = system.strip()
-        return job_create(kind=Job.Kind.IMPORT, study=study, created_by=user, params=params)
-    except BaseException:
-        storage.remove_upload_folder(staging)
-        raise
+        job = job_create(kind=Job.Kind.IMPORT, study=study, created_by=user, params=params)
+    return job
 
 
 def _read_captions(

@@ -30,7 +30,7 @@ from annotation.errors import ServiceError
 from annotation.filelimits import REFERENCE_MAX, csv_problem, json_depth_problem, loads
 from annotation.models import Image, Job, Reference, Study
 from annotation.services.imports.coco_captions import _UNREADABLE, _coco_id_map, _read_json
-from annotation.services.imports.sources import ImportTooLarge, save_upload
+from annotation.services.imports.sources import ImportTooLarge, save_upload, staged_uploads
 from annotation.services.jobs import job_create
 from annotation.text import text_problem
 
@@ -245,13 +245,11 @@ def references_request(*, study: Study, user, upload, fmt: str = "") -> Job:
     if fmt and fmt not in FORMATS:
         raise ServiceError(f"Format must be one of {', '.join(FORMATS)}.", field="format")
     staging = storage.new_upload_folder()
-    try:
+    with staged_uploads(staging):
         name = save_upload(upload, f"{staging}/references")
         params = {"staging": staging, "references": name, "reference_format": fmt}
-        return job_create(kind=Job.Kind.IMPORT, study=study, created_by=user, params=params)
-    except BaseException:
-        storage.remove_upload_folder(staging)
-        raise
+        job = job_create(kind=Job.Kind.IMPORT, study=study, created_by=user, params=params)
+    return job
 
 
 def references_run(*, study: Study, params: dict[str, Any]) -> dict[str, Any]:

@@ -4,7 +4,9 @@ The page saves its uploads in the media storage under ``uploads/<random>/``
 (``save_upload``; ``annotation/storage.py``: the local folder or an object store, so the
 worker that runs the job need not be the web node that took the upload), each under its
 own base name, never a path the client chose; the job copies them to its own scratch
-folder to read them and removes them when it ends (``storage.remove_upload_folder``).
+folder to read them and removes them when it ends (``storage.remove_upload_folder``). A
+request that fails removes what it had stored (``staged_uploads``); the store not
+answering is refused with ``UPLOAD_STORE_DOWN`` and no job.
 
 An image source is a folder (read recursively), a zip archive or a single file
 (``members``). Each yields one ``Member`` per candidate image, named by its file name
@@ -24,9 +26,11 @@ with a NUL or a right-to-left override must not make the error list unstorable o
 
 from __future__ import annotations
 
+import logging
 import stat
 import zipfile
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -34,8 +38,10 @@ from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 
 from annotation import storage
-from annotation.errors import ServiceError
+from annotation.errors import ServiceError, StorageUnavailable
 from annotation.text import shown
+
+logger = logging.getLogger(__name__)
 
 IMAGE_EXTENSIONS = {".jpg", ".jpeg", ".png", ".webp"}
 
@@ -73,6 +79,33 @@ def save_upload(upload: UploadedFile, folder: str) -> str:
     if storage.exists(name):
         raise ServiceError(f"two uploaded files are named {base!r}", field="image_files")
     return storage.save_stream(name, upload)
+
+
+UPLOAD_STORE_DOWN = (
+    "The file store did not answer, so your files were not stored and no import was "
+    "started. Try again in a minute; if it keeps failing, ask the administrator to check "
+    "the object store."
+)
+
+
+@contextmanager
+def staged_uploads(staging: str) -> Iterator[None]:
+    """Store a request's uploads under ``staging`` in the block: if it fails, remove what
+    was stored, and refuse a store that did not answer with ``UPLOAD_STORE_DOWN``.
+
+    The removal needs the store too: when it does not answer either, the error that
+    stopped the request is still the one raised (the folder is logged; a request refused
+    before its first upload reached the store left nothing)."""
+    try:
+        yield
+    except BaseException as exc:
+        try:
+            storage.remove_upload_folder(staging)
+        except StorageUnavailable:
+            logger.warning("uploads left in %s: the file store did not answer", staging)
+        if isinstance(exc, StorageUnavailable):
+            raise storage.unavailable(UPLOAD_STORE_DOWN) from exc
+        raise
 
 
 # --------------------------------------------------------------------------------------
