@@ -22,8 +22,7 @@ from pathlib import Path
 import pytest
 from botocore.exceptions import BotoCoreError, ClientError
 
-from tests.factories.servers import loopback_server
-from tests.factories.workers import free_port
+from tests.factories.servers import free_port, loopback_server
 
 REPO = Path(__file__).resolve().parents[2]
 S3RVER = REPO / "node_modules" / "s3rver" / "bin" / "s3rver.js"

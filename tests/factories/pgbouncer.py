@@ -19,8 +19,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.factories.servers import loopback_server
-from tests.factories.workers import free_port
+from tests.factories.servers import free_port, loopback_server
 
 BINARY = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
 

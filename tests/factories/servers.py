@@ -1,4 +1,5 @@
-"""A helper server of a test (s3rver, PgBouncer) as a subprocess on the loopback."""
+"""A helper server of a test (s3rver, PgBouncer) as a subprocess on the loopback, and a
+free port for one. Imports nothing of Django, so the benchmarks use it before setup."""
 
 from __future__ import annotations
 
@@ -7,6 +8,13 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
+
+
+def free_port() -> int:
+    """A TCP port of the loopback that nothing listens on now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 @contextlib.contextmanager

@@ -33,7 +33,8 @@ import requests
 from django.conf import settings
 from django.test import Client
 
-from tests.factories.workers import REPO, free_port, worker_settings_module
+from tests.factories.servers import free_port
+from tests.factories.workers import REPO, worker_settings_module
 
 #: A hang guard, not a speed limit: on two busy cores (the parallel suite) a process that
 #: imports the app and runs its checks has taken well over a minute (test_deploy.py).

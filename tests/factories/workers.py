@@ -25,7 +25,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -45,6 +44,7 @@ from django.utils import timezone
 from annotation.models import Assignment, Caption, Image, Item, Job, Judgment, Participant, Study
 from capeval.celery_app import app
 from tests.factories.core import skip_or_fail
+from tests.factories.servers import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 WORKER_START_TIMEOUT_S = 30
@@ -324,12 +324,6 @@ def judged_study(owner, *, participants: int, items: int) -> Study:
         batch_size=1000,
     )
     return study
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class PrivateRedis:
