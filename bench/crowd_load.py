@@ -252,7 +252,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="capeval-crowd-") as scratch, ExitStack() as stack:
         root = Path(scratch)
-        store = stack.enter_context(_store.object_store(root / "store"))
+        store = stack.enter_context(_store.running_store(root / "store"))
         os.environ.update(store)
         redis = f"redis://127.0.0.1:6379/{REDIS_DB}"
         subprocess.run(
