@@ -1,11 +1,14 @@
 """Benchmark: what each fault costs, with the real components, and that no acknowledged
 judgment is ever lost.
 
-Not a test. Needs PostgreSQL's server binaries (initdb, pg_ctl), redis-server and, for the
-full-disk fault, root (a tmpfs is mounted). Takes about 2-3 minutes with ``--seconds 10``:
+Not a test. Needs PostgreSQL's server binaries (initdb, pg_ctl), redis-server, for the
+full-disk fault root (a tmpfs is mounted), and for the object-store fault Node.js with
+s3rver (``node_modules``, as the storage tests). Takes about 2-3 minutes with
+``--seconds 10``; ``--faults`` runs only the faults named (``--faults e``: the store alone):
 
     .venv/bin/python bench/faults.py [--seconds 20] [--players 12] [--pairs 5000] \
-        [--workers 3] [--pg-down-seconds 3] [--redis-down-seconds 4]
+        [--workers 3] [--pg-down-seconds 3] [--redis-down-seconds 4] \
+        [--store-down-seconds 3] [--faults abcde]
 
 Everything runs on loopback and is private to the run: a PostgreSQL cluster made with
 ``initdb`` in a temporary folder on a free port (as the ``postgres`` user when run as root),
@@ -38,6 +41,16 @@ d. **The export folder full** during an export (a tmpfs filled with a ballast fi
    job runs): the job must fail saying "The disk is full", leave no file, offer no
    download; once the ballast is gone the next export succeeds. Skipped when no tmpfs can
    be mounted (not root).
+e. **The object store down** (``--store-down-seconds``) during the load: a new gunicorn
+   and worker run with ``STORAGES`` on an s3rver of the run's own on a free loopback port
+   (``tests/factories/object_store.py``); an export is running when the store is stopped,
+   then the researcher uploads an import through the page and downloads an earlier export.
+   The upload and the download must be refused with 503, ``Retry-After`` and "The file
+   store did not answer"; the export must fail saying so and offer no download; no job
+   may be left queued or running, no import job made; once the store is started again (same
+   folder and port) no object of the failed upload or export may be in it, and the next
+   export must finish and download (through its presigned link) with all its rows. The
+   players' pages do not touch files: they must see no failed request.
 
 Printed for each fault: failed requests by status, seconds to recover (from the end of the
 fault to the first request answered 2xx/3xx), acknowledged judgments lost (acknowledged but
@@ -52,6 +65,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import csv
 import io
 import os
 import pwd
@@ -71,6 +85,7 @@ from pathlib import Path
 from typing import Any
 
 import _harness as harness
+import _store
 import vicr_game
 from assign import CSRF_INPUT, FORM_ACTION, VETERAN_RATINGS
 
@@ -239,6 +254,11 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {{
     "unacked_restore_interval": 1,
     "unacked_restore_throttle": 1,
 }}
+# Fault e's web node and worker: media and exports on the run's s3rver.
+if os.environ.get("FAULTS_STORAGES"):
+    import json
+
+    STORAGES = json.loads(os.environ["FAULTS_STORAGES"])
 """
 
 
@@ -271,6 +291,17 @@ class Crowd:
         self.base, self.link = base, link
         self.sessions: dict[int, Any] = {}
         self.pending: dict[int, tuple[str, str, int, str] | None] = {}
+
+    def moved(self, base: str) -> Crowd:
+        """The same players (browsers, pending answers) on another web server: arriving
+        again through the crowd link in a new browser would be refused."""
+        crowd = Crowd(base, self.link)
+        crowd.sessions = {
+            k: (session, base + next_url[len(self.base) :])
+            for k, (session, next_url) in self.sessions.items()
+        }
+        crowd.pending = dict(self.pending)
+        return crowd
 
     def arrive(self, k: int) -> Any:
         import requests
@@ -560,6 +591,43 @@ class Researcher:
             raise RuntimeError(f"the upload was refused: {answer.status_code} {answer.text[:800]}")
         return {"status": answer.status_code}
 
+    def upload_refused(self, study_id: int, images: bytes, captions: bytes) -> dict:
+        """POST the import page expecting a refusal: its status, Retry-After and message."""
+        path = f"/studies/{study_id}/import/"
+        csrf = self._csrf(path)
+        began = time.monotonic()
+        answer = self.session.post(
+            self.base + path,
+            data={"csrfmiddlewaretoken": csrf, "purpose": "study"},
+            files={
+                "images_zip": ("images.zip", images, "application/zip"),
+                "captions": ("captions.csv", captions, "text/csv"),
+            },
+            headers={"Referer": self.base + path},
+            timeout=120,
+            allow_redirects=False,
+        )
+        return {
+            "status": answer.status_code,
+            "seconds": round(time.monotonic() - began, 2),
+            "retry_after": answer.headers.get("Retry-After"),
+            "says": _page_message(answer.text) if answer.status_code >= 400 else None,
+        }
+
+    def download(self, job_id: int) -> dict:
+        """GET the job page's download (a presigned link is followed): status and bytes."""
+        answer = self.session.get(
+            f"{self.base}/jobs/{job_id}/download/", timeout=60, allow_redirects=False
+        )
+        outcome: dict[str, Any] = {"status": answer.status_code, "data": answer.content}
+        if answer.status_code >= 400:
+            outcome["says"] = _page_message(answer.text)
+            outcome["retry_after"] = answer.headers.get("Retry-After")
+        elif answer.status_code == 302:
+            fetched = self.session.get(answer.headers["Location"], timeout=60)
+            outcome.update(status_of_link=fetched.status_code, data=fetched.content)
+        return outcome
+
 
 def _page_message(text: str) -> str:
     found = re.search(r'role="alert">\s*(?:<p>)?([^<]+)', text)
@@ -613,8 +681,6 @@ def job_summary(job) -> dict:
 
 def export_rows(job, study) -> dict:
     """The export file's judgment ids against the study's judgments."""
-    import csv
-
     from django.conf import settings
 
     from annotation.models import Judgment
@@ -775,6 +841,142 @@ def fault_full_disk(researcher: Researcher, study) -> dict:
     return outcome
 
 
+STORE_SAYS = "The file store did not answer"
+
+
+def store_outage(server, researcher: Researcher, study, draft, material, hold: float):
+    """During the load: an export finished, another running when the store stops; then an
+    upload and a download of the finished one while it is down; the store started again."""
+
+    def during(started: float, seconds: float) -> dict:
+        from django.db import connection
+
+        try:
+            time.sleep(seconds * 0.2)
+            finished = wait_job(researcher.export(study.pk)["job"])
+            running = wait_running(researcher.export(study.pk)["job"], progress=5)
+            began = time.monotonic()
+            server.stop()
+            asked = {
+                "export_running_at": {"status": running.status, "progress": running.progress},
+                "upload": researcher.upload_refused(draft.pk, *material),
+                "download": researcher.download(finished.pk),
+            }
+            asked["download"].pop("data")
+            failed = wait_job(running.pk, timeout=60)
+            asked["export"] = job_summary(failed)
+            asked["failed_export_download"] = researcher.download(failed.pk)["status"]
+            time.sleep(max(0.0, hold - (time.monotonic() - began)))
+            server.start()
+            return {"start": began, "end": time.monotonic(), "failed_export": failed.pk, **asked}
+        finally:
+            connection.close()  # this thread's
+
+    return during
+
+
+def store_leftovers(store, failed_export: int | None) -> dict:
+    """Objects of the failed upload and export still in the store."""
+    names = store.objects()
+    return {
+        "uploads": sorted(n for n in names if n.startswith("uploads/")),
+        "failed_export": sorted(n for n in names if f"-export-{failed_export}." in n),
+    }
+
+
+def fault_store_down(args, seconds, env, root, folder, workers, study, crowd, loads) -> dict:
+    """Fault e: its own gunicorn and worker with the files in an s3rver the run stops."""
+    import json
+
+    from annotation.models import Job, Judgment, User
+    from annotation.services.studies import study_create
+    from tests.factories.object_store import StoppableObjectStore, s3_storages
+
+    for worker in workers:  # one that writes to the local folders must not take these jobs
+        worker.kill()
+    server = StoppableObjectStore(root / "s3")
+    store = server.start()
+    # Sized for the judgments the load may have added by then (a player stores a few a
+    # second), so an export takes at most about EXPORT_SECONDS.
+    judgments = Judgment.objects.filter(study=study).count() + 5 * args.players * seconds
+    s3env = {
+        **env,
+        "LOG_LEVEL": "CRITICAL",
+        "FAULTS_STORAGES": json.dumps(s3_storages(store)),
+        # An export slow enough for the store to be stopped midway.
+        "FAULTS_EXPORT_SLICE_ROWS": str(
+            max(1, round(judgments * EXPORT_SLICE_SLEEP / EXPORT_SECONDS))
+        ),
+    }
+    try:
+        workers.append(Worker(s3env, folder))
+        draft = study_create(
+            owner=User.objects.get(username=RESEARCHER[0]),
+            name="Faults store import",
+            mode="vicr",
+            settings={},
+        )
+        material = import_material(5)
+        with harness.gunicorn(s3env, workers=args.workers) as web:
+            researcher = Researcher(web.base)
+            during = store_outage(
+                server, researcher, study, draft, material, args.store_down_seconds
+            )
+            played, fault = run_load(crowd.moved(web.base), args.players, seconds, during)
+            loads += played
+            entry: dict[str, Any] = {"store_down_seconds": None}
+            if "end" not in fault:  # the fault did not run to its end: say why
+                entry["fault_error"] = fault.get("error") or fault.get("crowd_errors")
+                entry["ok"] = False
+                return entry
+            entry["store_down_seconds"] = round(fault["end"] - fault["start"], 2)
+            entry.update(request_costs(played, fault["start"], fault["end"]))
+            entry.update({k: fault[k] for k in ("export_running_at", "upload", "download")})
+            entry["export"] = fault["export"]
+            entry["failed_export_download"] = fault["failed_export_download"]
+            entry["left_after_the_restart"] = store_leftovers(store, fault["failed_export"])
+            began = time.monotonic()
+            again = wait_job(researcher.export(study.pk)["job"])
+            fetched = researcher.download(again.pk) if again.status == Job.Status.DONE else {}
+            text = fetched.get("data", b"").decode("utf-8", "replace")
+            rows = len(list(csv.reader(io.StringIO(text)))) - 1
+            entry["next_export"] = {
+                **job_summary(again),
+                "seconds": round(time.monotonic() - began, 2),
+                "download": fetched.get("status_of_link", fetched.get("status")),
+                "rows_downloaded": rows,
+                "rows_exported": (again.result or {}).get("rows"),
+            }
+            entry["left_after_the_next_export"] = store_leftovers(store, fault["failed_export"])
+        unfinished = Job.objects.filter(status__in=[Job.Status.QUEUED, Job.Status.RUNNING])
+        entry["jobs_unfinished"] = unfinished.count()
+        entry["import_jobs_made"] = Job.objects.filter(study=draft).count()
+        entry["integrity"] = integrity(study, loads)
+    finally:
+        server.stop()
+    upload, download, export = entry["upload"], entry["download"], entry["export"]
+    entry["ok"] = (
+        upload["status"] == 503
+        and bool(upload["retry_after"])
+        and (upload["says"] or "").startswith(STORE_SAYS)
+        and download["status"] == 503
+        and (download.get("says") or "").startswith(STORE_SAYS)
+        and export["status"] == Job.Status.FAILED
+        and (export["error"] or "").startswith(STORE_SAYS)
+        and entry["failed_export_download"] == 404
+        and entry["jobs_unfinished"] == 0
+        and entry["import_jobs_made"] == 0
+        and not any(entry["left_after_the_restart"].values())
+        and not any(entry["left_after_the_next_export"].values())
+        and entry["next_export"]["status"] == Job.Status.DONE
+        and entry["next_export"]["download"] == 200
+        and entry["next_export"]["rows_downloaded"] == entry["next_export"]["rows_exported"]
+        and not entry["failed_requests_by_status"]
+        and entry["integrity"]["ok"]
+    )
+    return entry
+
+
 # ---------------------------------------------------------------------------------------
 
 
@@ -787,7 +989,14 @@ def main() -> None:
     parser.add_argument("--pg-down-seconds", type=float, default=3)
     parser.add_argument("--redis-down-seconds", type=float, default=4)
     parser.add_argument("--images", type=int, default=150, help="images of the import")
+    parser.add_argument("--store-down-seconds", type=float, default=3)
+    parser.add_argument(
+        "--faults", default="abcde", help="the faults to run, by letter (e.g. e, or ae)"
+    )
     args = parser.parse_args()
+    args.faults = set(args.faults.lower())
+    if not args.faults <= set("abcde"):
+        parser.error("--faults takes letters among a, b, c, d and e")
     seconds = harness.bounded_seconds(args.seconds)
     root = Path(tempfile.mkdtemp(prefix="capeval-faults-"))
     os.chmod(root, 0o755)
@@ -795,7 +1004,7 @@ def main() -> None:
     redis = PrivateRedis(root)
     exports = root / "exports"
     exports.mkdir()
-    tmpfs = mount_tmpfs(exports)
+    tmpfs = "d" in args.faults and mount_tmpfs(exports)
     workers: list[Worker] = []
     try:
         postgres.start()
@@ -885,109 +1094,127 @@ def run(args, seconds, env, postgres, redis, root, tmpfs, workers) -> dict:
         print(f"gunicorn on {server.base}; {args.players} players; {seconds:.0f} s per load")
         loads: list[Played] = []
 
-        # a. Redis down during the load and while jobs are asked for
-        print("a. Redis stopped during the load ...", flush=True)
-        played, fault = run_load(
-            crowd,
-            args.players,
-            seconds,
-            fault_redis(redis, researcher, study, args.redis_down_seconds),
-        )
-        loads += played
-        entry = {"redis_down_seconds": round(fault["end"] - fault["start"], 2)}
-        entry.update(request_costs(played, fault["start"], fault["end"]))
-        entry["asked_while_down"] = fault.get("asked_while_down")
-        entry.update(after_redis(fault, researcher, study))
-        entry["worker_survived"] = workers[-1].process.poll() is None
-        entry["integrity"] = integrity(study, loads)
-        ok = ok and entry["integrity"]["ok"]
-        result["faults"]["redis_down"] = entry
-        show("redis_down", entry)
+        if "a" in args.faults:
+            # a. Redis down during the load and while jobs are asked for
+            print("a. Redis stopped during the load ...", flush=True)
+            played, fault = run_load(
+                crowd,
+                args.players,
+                seconds,
+                fault_redis(redis, researcher, study, args.redis_down_seconds),
+            )
+            loads += played
+            entry = {"redis_down_seconds": round(fault["end"] - fault["start"], 2)}
+            entry.update(request_costs(played, fault["start"], fault["end"]))
+            entry["asked_while_down"] = fault.get("asked_while_down")
+            entry.update(after_redis(fault, researcher, study))
+            entry["worker_survived"] = workers[-1].process.poll() is None
+            entry["integrity"] = integrity(study, loads)
+            ok = ok and entry["integrity"]["ok"]
+            result["faults"]["redis_down"] = entry
+            show("redis_down", entry)
 
-        # c. PostgreSQL restarted during the load
-        print("c. PostgreSQL restarted during the load ...", flush=True)
-        played, fault = run_load(
-            crowd, args.players, seconds, fault_postgres(postgres, args.pg_down_seconds)
-        )
-        loads += played
-        entry = {"postgres_down_seconds": round(fault["end"] - fault["start"], 2)}
-        entry.update(request_costs(played, fault["start"], fault["end"]))
-        if "error" in fault:
-            entry["fault_error"] = fault["error"]
-        entry["integrity"] = integrity(study, loads)
-        ok = ok and entry["integrity"]["ok"]
-        result["faults"]["postgres_restart"] = entry
-        show("postgres_restart", entry)
+        if "c" in args.faults:
+            # c. PostgreSQL restarted during the load
+            print("c. PostgreSQL restarted during the load ...", flush=True)
+            played, fault = run_load(
+                crowd, args.players, seconds, fault_postgres(postgres, args.pg_down_seconds)
+            )
+            loads += played
+            entry = {"postgres_down_seconds": round(fault["end"] - fault["start"], 2)}
+            entry.update(request_costs(played, fault["start"], fault["end"]))
+            if "error" in fault:
+                entry["fault_error"] = fault["error"]
+            entry["integrity"] = integrity(study, loads)
+            ok = ok and entry["integrity"]["ok"]
+            result["faults"]["postgres_restart"] = entry
+            show("postgres_restart", entry)
 
-        # b. The worker SIGKILLed during an import, an export and a report
-        print("b. The Celery worker killed during an import, an export, a report ...", flush=True)
-        killed: dict[str, Any] = {}
-        judgments = Judgment.objects.filter(study=study).count()
-        slice_rows = max(1, round(judgments * EXPORT_SLICE_SLEEP / EXPORT_SECONDS))
-        env["FAULTS_EXPORT_SLICE_ROWS"] = str(slice_rows)
-        result["export_slice_rows_from_the_worker_kill_on"] = slice_rows
-        draft = study_create(
-            owner=User.objects.get(username=RESEARCHER[0]),
-            name="Faults import",
-            mode="vicr",
-            settings={},
-        )
-        images, captions = import_material(args.images)
+        if "b" in args.faults:
+            # b. The worker SIGKILLed during an import, an export and a report
+            print(
+                "b. The Celery worker killed during an import, an export, a report ...", flush=True
+            )
+            killed: dict[str, Any] = {}
+            judgments = Judgment.objects.filter(study=study).count()
+            slice_rows = max(1, round(judgments * EXPORT_SLICE_SLEEP / EXPORT_SECONDS))
+            env["FAULTS_EXPORT_SLICE_ROWS"] = str(slice_rows)
+            result["export_slice_rows_from_the_worker_kill_on"] = slice_rows
+            draft = study_create(
+                owner=User.objects.get(username=RESEARCHER[0]),
+                name="Faults import",
+                mode="vicr",
+                settings={},
+            )
+            images, captions = import_material(args.images)
 
-        def start_import() -> int:
-            researcher.upload(draft.pk, images, captions)
-            return latest_job(draft.pk, Job.Kind.IMPORT).pk
+            def start_import() -> int:
+                researcher.upload(draft.pk, images, captions)
+                return latest_job(draft.pk, Job.Kind.IMPORT).pk
 
-        def check_import(job) -> dict:
-            stored_images = Image.objects.filter(study=draft).count()
-            stored_captions = Caption.objects.filter(study=draft).count()
-            return {
-                "images": stored_images,
-                "captions": stored_captions,
-                "duplicated_rows": max(0, stored_images - args.images)
-                + max(0, stored_captions - args.images),
-                "complete": stored_images == stored_captions == args.images,
-            }
+            def check_import(job) -> dict:
+                stored_images = Image.objects.filter(study=draft).count()
+                stored_captions = Caption.objects.filter(study=draft).count()
+                return {
+                    "images": stored_images,
+                    "captions": stored_captions,
+                    "duplicated_rows": max(0, stored_images - args.images)
+                    + max(0, stored_captions - args.images),
+                    "complete": stored_images == stored_captions == args.images,
+                }
 
-        def start_export() -> int:
-            return researcher.export(study.pk)["job"]
+            def start_export() -> int:
+                return researcher.export(study.pk)["job"]
 
-        def check_export(job) -> dict:
-            if job.status != Job.Status.DONE:
-                return {"duplicated_rows": 0}
-            return export_rows(job, study)
+            def check_export(job) -> dict:
+                if job.status != Job.Status.DONE:
+                    return {"duplicated_rows": 0}
+                return export_rows(job, study)
 
-        def start_report() -> int:
-            researcher.report(study.pk)
-            return latest_job(study.pk, Job.Kind.REPORT).pk
+            def start_report() -> int:
+                researcher.report(study.pk)
+                return latest_job(study.pk, Job.Kind.REPORT).pk
 
-        def check_report(job) -> dict:
-            # The result lives on the one job row; a second row would be a duplicate.
-            later = Job.objects.filter(study=study, kind=Job.Kind.REPORT, pk__gt=job.pk)
-            return {"duplicated_rows": later.count(), "has_result": bool(job.result)}
+            def check_report(job) -> dict:
+                # The result lives on the one job row; a second row would be a duplicate.
+                later = Job.objects.filter(study=study, kind=Job.Kind.REPORT, pk__gt=job.pk)
+                return {"duplicated_rows": later.count(), "has_result": bool(job.result)}
 
-        for kind, start, check in (
-            ("import", start_import, check_import),
-            ("export", start_export, check_export),
-            ("report", start_report, check_report),
-        ):
-            outcome, replacement = kill_during(kind, start, env, folder, workers[-1], check)
-            workers.append(replacement)
-            killed[kind] = outcome
-            finished_once = outcome["final"]["status"] in (Job.Status.DONE, Job.Status.FAILED)
-            ok = ok and finished_once and not outcome.get("duplicated_rows")
-        result["faults"]["worker_killed"] = killed
-        show("worker_killed", killed)
+            for kind, start, check in (
+                ("import", start_import, check_import),
+                ("export", start_export, check_export),
+                ("report", start_report, check_report),
+            ):
+                outcome, replacement = kill_during(kind, start, env, folder, workers[-1], check)
+                workers.append(replacement)
+                killed[kind] = outcome
+                finished_once = outcome["final"]["status"] in (Job.Status.DONE, Job.Status.FAILED)
+                ok = ok and finished_once and not outcome.get("duplicated_rows")
+            result["faults"]["worker_killed"] = killed
+            show("worker_killed", killed)
 
-        # d. The export folder fills up during an export
-        if tmpfs:
-            print("d. The export folder fills up during an export ...", flush=True)
-            entry = fault_full_disk(researcher, study)
-            ok = ok and entry["ok"]
+        if "d" in args.faults:
+            # d. The export folder fills up during an export
+            if tmpfs:
+                print("d. The export folder fills up during an export ...", flush=True)
+                entry = fault_full_disk(researcher, study)
+                ok = ok and entry["ok"]
+            else:
+                entry = {"skipped": "no tmpfs could be mounted (run as root to include this fault)"}
+            result["faults"]["export_disk_full"] = entry
+            show("export_disk_full", entry)
+
+    if "e" in args.faults:
+        # e. The object store down during an export, an upload and a download
+        missing = _store.missing()
+        if missing:
+            entry = {"skipped": missing}
         else:
-            entry = {"skipped": "no tmpfs could be mounted (run as root to include this fault)"}
-        result["faults"]["export_disk_full"] = entry
-        show("export_disk_full", entry)
+            print("e. The object store stopped during the load and an export ...", flush=True)
+            entry = fault_store_down(args, seconds, env, root, folder, workers, study, crowd, loads)
+            ok = ok and entry["ok"]
+        result["faults"]["object_store_down"] = entry
+        show("object_store_down", {k: v for k, v in entry.items() if k != "integrity"})
 
     result["integrity_at_the_end"] = integrity(study, loads)
     result["ok"] = ok and result["integrity_at_the_end"]["ok"]
@@ -1000,7 +1227,9 @@ def headline(result: dict) -> None:
     faults = result["faults"]
     print("\n=== what each fault cost", flush=True)
     for name in ("redis_down", "postgres_restart"):
-        entry = faults[name]
+        entry = faults.get(name)
+        if entry is None:
+            continue
         check = entry["integrity"]
         print(
             f"{name:18} failed requests {entry['failed_requests_by_status'] or 0}, "
@@ -1008,22 +1237,26 @@ def headline(result: dict) -> None:
             f"duplicates {check['duplicates']}, counters exact "
             f"{check['items_with_wrong_counters'] == 0}"
         )
-    redis = faults["redis_down"]
-    asked = redis.get("asked_while_down") or {}
-    print(
-        f"{'':18} jobs asked while Redis was down: export {asked.get('export', {}).get('status')},"
-        f" report {asked.get('report', {}).get('status')}; a new export finished "
-        f"{redis.get('seconds_to_a_finished_export')} s after Redis came back"
-    )
-    for kind, entry in faults["worker_killed"].items():
+    if "redis_down" in faults:
+        redis = faults["redis_down"]
+        asked = redis.get("asked_while_down") or {}
+        print(
+            f"{'':18} jobs asked while Redis was down: export "
+            f"{asked.get('export', {}).get('status')}, report "
+            f"{asked.get('report', {}).get('status')}; a new export finished "
+            f"{redis.get('seconds_to_a_finished_export')} s after Redis came back"
+        )
+    for kind, entry in faults.get("worker_killed", {}).items():
         print(
             f"worker killed: {kind:6} killed mid-task {entry['killed_mid_task']} at "
             f"{entry['at_the_kill']['progress']}%, ended {entry['final']['status']} "
             f"{entry['seconds_from_kill_to_end']} s after the kill, duplicated rows "
             f"{entry.get('duplicated_rows')}"
         )
-    disk = faults["export_disk_full"]
-    if "skipped" in disk:
+    disk = faults.get("export_disk_full")
+    if disk is None:
+        pass
+    elif "skipped" in disk:
         print(f"export disk full:  skipped ({disk['skipped']})")
     else:
         print(
@@ -1031,11 +1264,41 @@ def headline(result: dict) -> None:
             f"...), files left {disk['files_left']}, download {disk['download_status']}, next "
             f"export {disk['export_after_freeing_space']['status']}"
         )
+    store_line(faults.get("object_store_down"))
     end = result["integrity_at_the_end"]
     print(
         f"at the end: {end['acknowledged']} acknowledged, {end['stored']} stored, lost "
         f"{end['lost']}, duplicates {end['duplicates']}, ok {result['ok']}\n",
         flush=True,
+    )
+
+
+def store_line(store: dict | None) -> None:
+    """Fault e's outcome in two lines."""
+    if store is None:
+        return
+    if "skipped" in store or "fault_error" in store:
+        print(f"object store down: {store.get('skipped') or store.get('fault_error')}")
+        return
+    upload, export, again = store["upload"], store["export"], store["next_export"]
+    left = {k: len(v) for k, v in store["left_after_the_next_export"].items()}
+    check = store["integrity"]
+    print(
+        f"{'object store down':18} for {store['store_down_seconds']} s: failed requests "
+        f"{store['failed_requests_by_status'] or 0}, lost {check['lost']}, duplicates "
+        f"{check['duplicates']}, counters exact {check['items_with_wrong_counters'] == 0}"
+    )
+    print(
+        f"{'':18} upload {upload['status']} (Retry-After {upload['retry_after']}, "
+        f"{upload['seconds']} s), download {store['download']['status']}, export stopped at "
+        f"{store['export_running_at']['progress']}% ended {export['status']} "
+        f"({(export['error'] or '')[:40]}...), its download {store['failed_export_download']}"
+    )
+    print(
+        f"{'':18} objects left {left}, jobs unfinished {store['jobs_unfinished']}, import "
+        f"jobs made {store['import_jobs_made']}; next export {again['status']} in "
+        f"{again['seconds']} s, downloaded {again['download']} with {again['rows_downloaded']}"
+        f" of {again['rows_exported']} rows; ok {store['ok']}"
     )
 
 
