@@ -23,6 +23,8 @@ Environment variables:
 - ``CAPEVAL_DISPLAY_URL``: a base URL (ending in ``/``) where display renditions are public,
   e.g. a CDN in front of the object store; pages name their images there instead of the
   web nodes' ``/media/`` (default: empty, through the nodes).
+- ``CAPEVAL_S3_TIMEOUT_SECONDS``: the longest wait to connect to the object store, and per
+  read, before a request is tried once more and then refused (default 10).
 - ``CAPEVAL_DOWNLOAD_SECONDS``: how long a presigned download link of the object store is
   valid (default 300).
 - ``CAPEVAL_MAX_UPLOAD_MB``: largest request body accepted (default 100).
@@ -59,6 +61,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import dj_database_url
+from botocore.config import Config as BotoConfig
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
@@ -261,6 +264,20 @@ MEDIA_URL = "media/"
 MEDIA_ROOT = Path(os.environ.get("CAPEVAL_MEDIA_ROOT") or VAR_DIR / "media")
 CAPEVAL_S3_BUCKET = os.environ.get("CAPEVAL_S3_BUCKET", "")
 CAPEVAL_DOWNLOAD_SECONDS = env_int("CAPEVAL_DOWNLOAD_SECONDS", 300)
+# How the nodes talk to the object store: a store that does not answer ends as a 503
+# (annotation/storage.py) after 2 attempts of at most CAPEVAL_S3_TIMEOUT_SECONDS to connect
+# and as long per read, 40 s at worst by default, inside gunicorn's 60 s; botocore's own
+# defaults (60 s, 5 attempts) would hold a web worker until gunicorn killed it. A plain
+# dict, so that tests can read it from a node's settings (tests/factories/deployment.py).
+CAPEVAL_S3_TIMEOUT_SECONDS = env_float("CAPEVAL_S3_TIMEOUT_SECONDS", 10)
+S3_CLIENT = {
+    "connect_timeout": CAPEVAL_S3_TIMEOUT_SECONDS,
+    "read_timeout": CAPEVAL_S3_TIMEOUT_SECONDS,
+    "retries": {"mode": "standard", "max_attempts": 2},
+    # Path-style addressing: a loopback or in-cluster endpoint has no bucket DNS.
+    "s3": {"addressing_style": "path"},
+    "signature_version": "s3v4",
+}
 # The media storage (annotation/storage.py): MEDIA_ROOT on this node, or an object store
 # shared by every node. Private objects, handed out as presigned links that expire.
 _S3 = {
@@ -273,9 +290,8 @@ _S3 = {
         "querystring_auth": True,
         "querystring_expire": CAPEVAL_DOWNLOAD_SECONDS,
         "file_overwrite": True,
-        # Path-style addressing: a loopback or in-cluster endpoint has no bucket DNS.
-        "addressing_style": "path",
-        "signature_version": "s3v4",
+        # django-storages takes the addressing style and signature from here when given.
+        "client_config": BotoConfig(**S3_CLIENT),
     },
 }
 MEDIA_STORAGE = _S3 if CAPEVAL_S3_BUCKET else {"BACKEND": "annotation.storage.LocalMediaStorage"}
