@@ -171,10 +171,15 @@ def vocabulary(captions: Sequence[str]) -> tuple[str, ...]:
     Words are whitespace tokens with surrounding punctuation stripped, so "dog."
     and "dog" are one word; tokens with no letter or digit are dropped.
     """
-    found: set[str] = set()
+    # Each distinct token is cleaned once: a study's detailed captions repeat their words
+    # (3.6 million tokens, a few thousand distinct, in bench/crowd_load.py's arena study),
+    # and splitting into a set runs in C while the cleaning below is Python per token.
+    tokens: set[str] = set()
     for text in captions:
-        for token in text.split():
-            word = token.strip(".,;:!?\"'()[]{}").lower()
-            if any(ch.isalnum() for ch in word):
-                found.add(word)
+        tokens.update(text.split())
+    found: set[str] = set()
+    for token in tokens:
+        word = token.strip(".,;:!?\"'()[]{}").lower()
+        if any(ch.isalnum() for ch in word):
+            found.add(word)
     return tuple(sorted(found))

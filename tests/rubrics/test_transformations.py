@@ -8,6 +8,8 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rubrics.transformations import (
     TRANSFORMATIONS,
@@ -168,3 +170,12 @@ def test_vocabulary_strips_punctuation_and_lowercases():
         "runs",
         "the",
     )
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(alphabet=" .,!?'\"()-aAbBéÉ1\u00a0\t\n", max_size=40), max_size=12))
+def test_vocabulary_is_every_cleaned_word_of_every_token(captions):
+    # The definition, token by token, against the function that cleans each distinct
+    # token once.
+    words = {token.strip(".,;:!?\"'()[]{}").lower() for text in captions for token in text.split()}
+    assert vocabulary(captions) == tuple(sorted(w for w in words if any(c.isalnum() for c in w)))
