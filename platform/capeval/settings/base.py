@@ -18,6 +18,8 @@ Environment variables:
   nodes share them; with ``CAPEVAL_S3_ENDPOINT_URL`` (MinIO, Ceph RGW, R2; empty:
   AWS), ``CAPEVAL_S3_REGION`` and boto3's own credentials (``AWS_ACCESS_KEY_ID``,
   ``AWS_SECRET_ACCESS_KEY``, or an instance role).
+- ``CAPEVAL_DB_CONN_MAX_AGE``: seconds a process keeps its database connection (default 0:
+  one per request; the compose file sets 60).
 - ``CAPEVAL_DB_TRANSACTION_POOLING``: ``true`` when ``DATABASE_URL`` names PgBouncer in
   transaction mode (no server-side cursors; ``tests/annotation/test_two_nodes.py``).
 - ``CAPEVAL_DISPLAY_URL``: a base URL (ending in ``/``) where display renditions are public,
