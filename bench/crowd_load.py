@@ -28,9 +28,11 @@ item's image as a browser would (the node's ``/media/`` answer, a redirect to a 
 link, then the store), think, POST the answer, follow the redirect to a feedback or
 end-of-group page (and its image), and read the completion code when a page shows one. Every
 request goes to the next node in turn, as a round-robin proxy would send it, so one
-annotator's session is served by every node. With ``--display-url`` the pages name the
-renditions at the store instead (``CAPEVAL_DISPLAY_URL``; s3rver serves objects unsigned, as
-a public bucket or a CDN would), so an image is one request to the store and none to a node.
+annotator's session is served by every node, and carries the annotator's own address in
+``X-Forwarded-For`` (the nodes believe one proxy, as behind the compose file's nginx).
+With ``--display-url`` the pages name the renditions at the store instead
+(``CAPEVAL_DISPLAY_URL``; s3rver serves objects unsigned, as a public bucket or a CDN
+would), so an image is one request to the store and none to a node.
 
 Think times are drawn from a log-normal with the mean the papers give (sigma 0.5): VICR 11 s
 per rating (``../shared/papers/vicr-*.txt``: "about 11 seconds on average to rate an
@@ -38,18 +40,19 @@ image-caption pair"); HUMANr 6 s per comparison ($0.25 per 10 comparisons at ove
 hour: at most 60 s for 10); the arena, whose detailed captions take longer to read, the same
 6 s, so its load is an upper bound of the real one.
 
-For each crowd size of ``--users``: the users arrive (``--spawn-rate`` a second), the clock
-starts once all are in and one mean think time has passed, and ``--seconds`` (at most 60)
-are measured: the 95th percentile of GET next, judgments acknowledged per second, CPU
-seconds per request of the web nodes and of PostgreSQL's backends of the database (from
-/proc), and the machine's busy cores. Then the users stop at their next step (an annotator
-thinking abandons the item: its lease lapses) and the next size starts with new ones. A size
-passes when its p95 of GET next is under 300 ms with no failed request; the largest that
-passes is reported. Then the throughput: ``--saturate-users`` annotators with no think time
-for ``--saturate-seconds`` on one node, then on all nodes, in the same run; the ratio of their
-judgments/s. At the end every answer acknowledged is checked against the stored judgments
-(the modes' own checks from the load benches: nothing lost, nothing duplicated, counters equal
-to rows).
+For each crowd size of ``--users``: PostgreSQL's statistics are refreshed (``ANALYZE``, as
+autovacuum would; this machine's server runs without it), the users arrive (``--spawn-rate``
+a second), the clock starts once all are in and one mean think time has passed, and
+``--seconds`` (at most 60) are measured: the 95th percentile of GET next, judgments
+acknowledged per second, CPU seconds per request of the web nodes and of PostgreSQL's
+backends of the database (from /proc), and the machine's busy cores. Then the users stop at
+their next step (an annotator thinking abandons the item: its lease lapses) and the next
+size starts with new ones. A size passes when its p95 of GET next is under 300 ms with no
+failed request; the largest that passes is reported. Then the throughput: ``--saturate-
+users`` annotators with no think time for ``--saturate-seconds`` on one node, then on all
+nodes, in the same run; the ratio of their judgments/s. At the end every answer acknowledged
+is checked against the stored judgments (the modes' own checks from the load benches:
+nothing lost, nothing duplicated, counters equal to rows).
 
 Writes ``bench/results/crowd_load-<time>.json``; exits 1 if an answer was lost or duplicated.
 """
@@ -105,7 +108,8 @@ class Crowd:
         self.stop = Event()
         self.think = True
         self.busy = 0
-        self.sent: list[tuple] = []
+        self.sent: list[tuple] = []  # acknowledged answers, as the mode's check counts them
+        self.unanswered: list[tuple] = []  # answers sent without an acknowledgment
         self.acknowledged_at: list[float] = []
         self.completions: set[str] = set()
         self.told_nothing_left = 0
@@ -129,8 +133,12 @@ class Annotator(FastHttpUser):
         self.pid, self.rng, self.turn = f"bench-{k}", random.Random(k), k
         self.answered = 0
         self.done = False
+        # Each annotator's own address, as the compose file's proxy appends it (the nodes
+        # believe one proxy): on 127.0.0.1 alone every annotator would be one network, whose
+        # identities the lapse rule and the network limit link (a campus NAT at worst).
+        self.headers = {"X-Forwarded-For": f"10.{k >> 16 & 255}.{k >> 8 & 255}.{k & 255}"}
         query = f"?PROLIFIC_PID={self.pid}&STUDY_ID=bench&SESSION_ID=s{k}"
-        self.client.get(self.url(CROWD.link + query), name="arrive")
+        self.client.get(self.url(CROWD.link + query), name="arrive", headers=self.headers)
 
     def url(self, path: str) -> str:
         self.turn += 1
@@ -148,7 +156,9 @@ class Annotator(FastHttpUser):
             CROWD.busy -= 1
 
     def _one_item(self) -> None:
-        with self.client.get(self.url(CROWD.next_path), name="next", catch_response=True) as page:
+        with self.client.get(
+            self.url(CROWD.next_path), name="next", headers=self.headers, catch_response=True
+        ) as page:
             if page.status_code != 200:
                 page.failure(f"GET next answered {page.status_code}")
                 return
@@ -169,17 +179,22 @@ class Annotator(FastHttpUser):
                 return  # the run ended while thinking: the item is abandoned, not answered
         with self.client.post(
             self.url(action), data=data, name="answer", allow_redirects=False,
-            headers={"Referer": CROWD.nodes[0] + CROWD.next_path}, catch_response=True,
+            headers={**self.headers, "Referer": CROWD.nodes[0] + CROWD.next_path},
+            catch_response=True,
         ) as answer:  # fmt: skip
             if answer.status_code != 302:
-                answer.failure(f"POST answered {answer.status_code}")
+                # Unacknowledged (an error, or no answer in time): it may still be stored.
+                CROWD.unanswered.append(sent)
+                answer.failure(f"POST answered {answer.status_code}: {said(answer.text)}")
                 return
             where = answer.headers.get("Location", "")
         CROWD.sent.append(sent)
         CROWD.acknowledged_at.append(time.monotonic())
         self.answered += 1
         if "/feedback/" in where:
-            with self.client.get(self.url(where), name="feedback", catch_response=True) as end:
+            with self.client.get(
+                self.url(where), name="feedback", headers=self.headers, catch_response=True
+            ) as end:
                 if end.status_code != 200:
                     end.failure(f"GET feedback answered {end.status_code}")
                     return
@@ -213,13 +228,21 @@ class Annotator(FastHttpUser):
                 self.client.get(src, name="image: store")
                 continue
             with self.client.get(
-                self.url(src), name="image: node", allow_redirects=False, catch_response=True
-            ) as hop:
+                self.url(src), name="image: node", headers=self.headers,
+                allow_redirects=False, catch_response=True,
+            ) as hop:  # fmt: skip
                 if hop.status_code != 302:
                     hop.failure(f"image answered {hop.status_code}")
                     continue
                 link = hop.headers["Location"]
             self.client.get(link, name="image: store")
+
+
+def said(html: str | None) -> str:
+    """A refusal page's message, for the failure's record: its text around "saved"."""
+    text = " ".join(re.sub(r"<[^>]+>", " ", html or "").split())
+    at = text.find("saved")
+    return text[max(0, at - 120) : at + 20] if at >= 0 else text[:140]
 
 
 def main() -> None:
@@ -259,7 +282,8 @@ def main() -> None:
             ["redis-cli", "-n", str(REDIS_DB), "flushdb"], check=True, capture_output=True
         )
         env = harness.prepare_database(args.server, args.database)
-        env = {**env, **store, "REDIS_URL": redis}
+        # As behind the compose file's proxy, which appends each client's address.
+        env = {**env, **store, "REDIS_URL": redis, "CAPEVAL_TRUSTED_PROXIES": "1"}
         if args.display_url:  # s3rver serves objects unsigned, as a public bucket or a CDN
             bucket = f"{store['CAPEVAL_S3_ENDPOINT_URL']}/{store['CAPEVAL_S3_BUCKET']}/"
             env["CAPEVAL_DISPLAY_URL"] = bucket
@@ -300,6 +324,7 @@ def run_mode(mode, sizes, seconds, saturate, args, nodes, photos) -> dict:
     CROWD = Crowd(mode, link, f"/s/{study.public_id}/next/", bases)
     measured: dict[str, Any] = {"steps": [], "saturation": {}}
     for users in sizes:
+        analyze()
         step = run_step(users, seconds, args.spawn_rate, nodes, args.database, think=True)
         step["passes"] = step["next_p95_ms"] < P95_TARGET_MS and step["failures"] == 0
         measured["steps"].append(step)
@@ -308,6 +333,7 @@ def run_mode(mode, sizes, seconds, saturate, args, nodes, photos) -> dict:
     passing = [s["users"] for s in measured["steps"] if s["passes"]]
     measured["most_annotators_under_target"] = max(passing, default=None)
     for count in (1, len(nodes)):
+        analyze()
         CROWD.nodes = bases[:count]
         run = run_step(
             args.saturate_users, saturate, args.spawn_rate, nodes[:count], args.database,
@@ -443,14 +469,45 @@ def attach_photos(study, photos: list[dict]) -> None:
 
 
 def integrity(mode: str, study) -> dict:
-    """The mode's own check from its load bench: every acknowledged answer stored once."""
+    """The mode's own check from its load bench: every acknowledged answer stored once, and
+    nothing stored that was not sent. An answer sent without an acknowledgment (an error
+    answer, or none in time) may have been stored all the same (the commit happened, the
+    answer did not arrive): those stored count as sent, the others are reported."""
+    from annotation.models import Judgment
+
     if mode == "vicr":
         from assign import integrity_check
     elif mode == "humanr":
         from humanr_load import integrity_check
     else:
         from arena_load import integrity_check
-    return integrity_check(study, CROWD.sent)
+
+    # The stored answers in the shape the mode's check compares (as ``Annotator._answer``).
+    fields = {
+        "vicr": ("payload__rating",),
+        "humanr": ("part", "payload__raw"),
+        "arena": (),
+    }[mode]
+    rows = Judgment.objects.filter(study=study).values_list(
+        "participant__external_id", "assignment__token", *fields
+    )
+    stored = {(pid, str(token), *rest) for pid, token, *rest in rows}
+    extra = [sent for sent in CROWD.unanswered if (sent[0], str(sent[1]), *sent[2:]) in stored]
+    check = integrity_check(study, CROWD.sent + extra)
+    check["stored_though_unacknowledged"] = len(extra)
+    check["unacknowledged_and_not_stored"] = len(CROWD.unanswered) - len(extra)
+    return check
+
+
+def analyze() -> None:
+    """Refresh PostgreSQL's statistics, as autovacuum does about once a minute on a
+    database that changes this fast. This machine's server runs with autovacuum off, and
+    the planner would keep the tables' sizes from before the load: nested loops over what
+    it believes are empty tables (seen: 300 ms per GET next at 200 annotators)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
 
 
 @contextmanager
