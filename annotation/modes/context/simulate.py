@@ -6,7 +6,7 @@ and Kreiss 2024 found blind and low-vision (BLV) raters' overall judgments follo
 description gives in its context, where sighted raters' follow how much of the image it
 describes). Each description has a hidden detail, its system's quality
 (``modes/simulated.py``), and each description in a context a hidden fit, drawn from
-the pair's ids, so a description suits one of its contexts better than the other:
+the pair's texts, so a description suits one of its contexts better than the other:
 
 - imaginability follows the detail; relevance the fit (and a little the detail);
   unnecessary information (5: none) falls with detail in a context it does not fit;
@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from annotation.models import Assignment
+from annotation.models import Assignment, Caption
 from annotation.modes.base import SimulatedAnswer
 from annotation.modes.context.protocol import BLV, item_texts, reading_seconds
 from annotation.modes.simulated import SimulatedWorker, system_quality
@@ -40,9 +40,12 @@ MISSING_NOTES = (
 )
 
 
-def hidden_fit(caption_id: int, context_id: int) -> float:
-    """How well a description fits a context, -1.5 to 1.5, the same in every run."""
-    digest = hashlib.sha256(f"{caption_id}:{context_id}".encode()).digest()
+def hidden_fit(description: Caption, context: Caption) -> float:
+    """How well a description fits a context, -1.5 to 1.5, the same in every run and every
+    database: drawn from the two captions' texts and import lines, never their ids (ids
+    differ between databases and runs, and a fit drawn from them moved a CI run's report)."""
+    key = f"{description.line}:{description.text}\n{context.line}:{context.raw_text}"
+    digest = hashlib.sha256(key.encode()).digest()
     return digest[0] / 255 * 3 - 1.5
 
 
@@ -64,10 +67,9 @@ def simulated_answers(
     """Part 0 for every rater, part 1 too for a sighted rater's item."""
     item = lease.item
     config = context["settings"]
-    caption_id, context_id = item.spec["caption"], item.spec["context"]
-    detail = system_quality(context["systems"].get(caption_id, ""))
-    before = truths(detail, hidden_fit(caption_id, context_id), item.kind)
+    detail = system_quality(context["systems"].get(item.spec["caption"], ""))
     description, placed = item_texts(item)
+    before = truths(detail, hidden_fit(description, placed), item.kind)
     answers = [
         SimulatedAnswer(
             0,
