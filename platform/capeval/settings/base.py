@@ -110,7 +110,7 @@ def env_base_url(name: str) -> str:
     if raw and (parts.scheme not in ("http", "https") or not parts.netloc or raw[-1] != "/"):
         raise ImproperlyConfigured(
             f"{name}={raw!r} is not an http(s) base URL ending in / "
-            "(e.g. https://cdn.example.org/capeval/)"
+            "(a CDN's or the bucket's address, with the scheme and a final slash)"
         )
     return raw
 
