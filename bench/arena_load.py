@@ -1,10 +1,11 @@
 """Benchmark: crowd workers answering arena battles through gunicorn and PostgreSQL, beside
-``bench/humanr_load.py`` in the same run (issue 23; not a test).
+the HUMANr, THumB and error-span load benches in the same run (issues 23, 48; not a test).
 
     .venv/bin/python bench/arena_load.py [--workers 20] [--images 300] [--seconds 20] \
         [--gunicorn-workers 2] [--server postgres://postgres@127.0.0.1:5432] \
-        [--database capeval_bench_arena_load] [--no-humanr] [--minimal-seconds 10] \
-        [--count-seconds 5] [--count-workers 4] [--old-tree PATH [--new-tree PATH] [--rounds 1]]
+        [--database capeval_bench_arena_load] [--no-humanr] [--no-thumb] [--no-spans] \
+        [--minimal-seconds 10] [--count-seconds 5] [--count-workers 4] \
+        [--old-tree PATH [--new-tree PATH] [--rounds 1]]
 
 Follows ``bench/humanr_load.py``: recreates the scratch database, builds a live arena study
 (``--images`` fileless images, 6 systems: 15 pairs x images battles; the mode's defaults but
@@ -15,15 +16,17 @@ through the signed Prolific link, then GET the battle page and POST one of the f
 outcomes at random until ``--seconds`` pass (at most 60). Gold battles are served like any
 battle and answered as an attentive worker would (the unaltered caption wins), which the
 bench reads from the database (``gold_side``), so the catch rule keeps the crowd. Then
-``bench/humanr_load.py`` runs as a subprocess with the same crowd size, seconds and
-gunicorn workers, so both judgments/s come from the same machine at about the same load.
+``bench/humanr_load.py``, ``bench/thumb_load.py`` and ``bench/spans_load.py`` run in turn
+as subprocesses (``same_run``; ``--no-humanr``, ``--no-thumb``, ``--no-spans`` leave one
+out) with the same crowd size, seconds and gunicorn workers, so every mode's judgments/s
+and ratio come from the same machine at about the same load.
 Checked: every POST answered 302 is one stored judgment, no worker met an image twice.
 The ratio (issue 48, ``_baseline.py``): the same number of clients GET ``/ping`` (through
 the full middleware, no work) on the same gunicorn for ``--minimal-seconds`` before and after
 the battles; the battles' gunicorn CPU per request is reported as a multiple of it; then
 ``--count-workers`` of the workers go on for ``--count-seconds`` through a counting gunicorn
 (``_count_wsgi.py``) for the queries per request, their answers checked with the run's.
-``humanr_load.py`` does the same. ``--old-tree PATH`` runs everything on that tree's code
+The other modes' scripts do the same. ``--old-tree PATH`` runs everything on that tree's code
 first (an older commit's ``git worktree``, databases ``<database>_old``), then on this
 checkout's (``<database>_new``), and prints both.
 Writes ``bench/results/arena_load-<time>.json`` (with the machine's ``python_speed``, to compare
@@ -198,8 +201,36 @@ def integrity_check(study, sent: list[tuple[str, str]]) -> dict:
     }
 
 
-def humanr_same_run(args) -> dict:
-    """``bench/humanr_load.py`` at the same size, as a subprocess (its own database)."""
+#: The other modes' load benches this one runs after the arena, in the same run: the
+#: script ``bench/<mode>_load.py`` of each, left out by ``--no-<mode>``.
+SAME_RUN = ("humanr", "thumb", "spans")
+#: What the summary keeps of a same-run result (a key the mode's script does not write is
+#: left out: HUMANr counts responses, the others judgments; each names its page's latency).
+SAME_RUN_KEYS = (
+    "judgments_per_second",
+    "judgments",
+    "judgments_by_kind",
+    "responses_per_second",
+    "responses",
+    "seconds",
+    "answer_post_ms",
+    "trial_page_get_ms",
+    "item_page_get_ms",
+    "caption_page_get_ms",
+    "error_count",
+    "errors",
+    "load_average_at_start",
+    "load_average_at_end",
+    "cpu_ms_per_request",
+    "cpu_per_request_vs_minimal",
+    "queries_per_request",
+    "minimal",
+)
+
+
+def same_run(args, mode: str) -> dict:
+    """``bench/<mode>_load.py`` with the same crowd size, seconds and gunicorn workers, as a
+    subprocess (its own database, ``<database>_<mode>``)."""
     import tempfile
 
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as handle:
@@ -207,7 +238,7 @@ def humanr_same_run(args) -> dict:
     out = subprocess.run(
         [
             sys.executable,
-            str(ROOT / "bench" / "humanr_load.py"),
+            str(ROOT / "bench" / f"{mode}_load.py"),
             "--workers",
             str(args.workers),
             "--seconds",
@@ -217,7 +248,7 @@ def humanr_same_run(args) -> dict:
             "--server",
             args.server,
             "--database",
-            f"{args.database}_humanr",
+            f"{args.database}_{mode}",
             "--minimal-seconds",
             str(args.minimal_seconds),
             "--count-seconds",
@@ -240,24 +271,7 @@ def humanr_same_run(args) -> dict:
         path.unlink(missing_ok=True)
     if out.returncode not in (0, 1):
         return {"error": out.stderr[-1500:]}
-    return {
-        key: result.get(key)
-        for key in (
-            "responses_per_second",
-            "responses",
-            "seconds",
-            "answer_post_ms",
-            "trial_page_get_ms",
-            "error_count",
-            "errors",
-            "load_average_at_start",
-            "load_average_at_end",
-            "cpu_ms_per_request",
-            "cpu_per_request_vs_minimal",
-            "queries_per_request",
-            "minimal",
-        )
-    } | {
+    return {key: result[key] for key in SAME_RUN_KEYS if key in result} | {
         "integrity_ok": result.get("integrity", {}).get("ok"),
         "sent": result.get("integrity", {}).get("sent"),
         "stored": result.get("integrity", {}).get("stored"),
@@ -272,7 +286,8 @@ def main() -> None:
     parser.add_argument("--gunicorn-workers", type=int, default=2)
     parser.add_argument("--server", default=harness.DEFAULT_SERVER)
     parser.add_argument("--database", default="capeval_bench_arena_load")
-    parser.add_argument("--no-humanr", action="store_true")
+    for mode in SAME_RUN:
+        parser.add_argument(f"--no-{mode}", action="store_true", help=f"skip {mode}_load.py")
     parser.add_argument("--minimal-seconds", type=float, default=10)
     parser.add_argument("--count-seconds", type=float, default=5)
     parser.add_argument("--count-workers", type=int, default=4)
@@ -352,9 +367,10 @@ def main() -> None:
         },
     }
     print(json.dumps(result["arena"], indent=2, default=str), flush=True)
-    if not args.no_humanr:
-        result["humanr"] = humanr_same_run(args)
-        print(json.dumps({"humanr": result["humanr"]}, indent=2, default=str), flush=True)
+    for mode in SAME_RUN:
+        if not getattr(args, f"no_{mode}"):
+            result[mode] = same_run(args, mode)
+            print(json.dumps({mode: result[mode]}, indent=2, default=str), flush=True)
     harness.write_result("arena_load", result, args.result_file)
     if not check["ok"] or errors:
         sys.exit(1)
@@ -368,7 +384,7 @@ def compare(args) -> None:
     )
     rows = []
     for label, run in runs:
-        for mode, get_kind, post_kind in (("arena", "get", "post"), ("humanr", "get", "post")):
+        for mode in ("arena", *SAME_RUN):
             measured = run.get(mode) or {}
             if not measured:
                 continue
@@ -385,8 +401,8 @@ def compare(args) -> None:
                     ratio.get("gunicorn_ms_per_request"),
                     ratio.get("ratio_to_minimal"),
                     ratio.get("postgres_ms_per_request"),
-                    (queries.get(get_kind) or {}).get("besides_session"),
-                    (queries.get(post_kind) or {}).get("besides_session"),
+                    (queries.get("get") or {}).get("besides_session"),
+                    (queries.get("post") or {}).get("besides_session"),
                     measured.get("judgments_per_second") or measured.get("responses_per_second"),
                     f"{integrity.get('sent')} / {integrity.get('stored')}",
                     integrity.get("ok", integrity.get("integrity_ok")),
