@@ -182,30 +182,82 @@ def seen_captions(participant: Participant, caption_ids_of: Any) -> set[int]:
     return seen
 
 
-def study_vocabulary(study: Study) -> tuple[str, ...]:
-    """The T_RW vocabulary (``tf.vocabulary``) of the study's own captions, built once per
-    process while those captions stay the same.
+@dataclass(frozen=True)
+class StudyCaptions:
+    """A study's own captions as this process keeps them while they stay the same.
 
-    A catch trial or gold battle is drawn inside the submission's transaction, and building
-    the vocabulary reads and splits every caption text: about 0.2 s of CPU for the 1,800
-    detailed captions of ``bench/arena_load.py``'s study, paid on each draw and growing with
-    the study. No service edits a caption's text, captions are only added, so their count
-    and largest id name one set of texts; the study's creation time is in the key because a
-    rolled-back transaction can hand its ids out again. (A text edited in Django's admin
-    is missed until a caption is added or the process restarts: it only changes which
-    words T_RW may draw.)
+    Drawing a catch trial or gold battle lists every study caption (id, image, system) and
+    may build the T_RW vocabulary of their texts, inside the submission's transaction: on
+    ``bench/arena_load.py``'s 18,000 detailed captions, a read and a list of 18,000 rows
+    per draw, and 0.2 s of CPU per vocabulary. No service edits a caption's text or image,
+    captions are only added, so their count and largest id name one set of rows; the
+    study's creation time is in the key because a rolled-back transaction can hand its ids
+    out again. (A text edited in Django's admin is missed until a caption is added or the
+    process restarts: it only changes which words T_RW may draw.)
     """
+
+    key: tuple[int, datetime, int, int | None]
+
+    @property
+    def rows(self) -> tuple[tuple[int, int, str], ...]:
+        """(id, image id, system) of every study caption, in id order."""
+        return _rows(*self.key)[0]
+
+    @property
+    def with_text(self) -> tuple[tuple[int, int, str], ...]:
+        """The same, for captions with a text (an empty one cannot be altered)."""
+        return _rows(*self.key)[1]
+
+    @property
+    def images(self) -> tuple[dict[int, int], dict[int, tuple[int, ...]]]:
+        """Each caption's image, and each image's captions (ids in id order)."""
+        return _images(*self.key)
+
+    @property
+    def vocabulary(self) -> tuple[str, ...]:
+        """The T_RW vocabulary (``tf.vocabulary``) of their texts."""
+        return _vocabulary(*self.key)
+
+
+def study_captions(study: Study) -> StudyCaptions:
+    """The study's own captions (one aggregate query; the rows are read once per process
+    while they stay the same, see ``StudyCaptions``)."""
     shape = Caption.objects.filter(study_id=study.pk, purpose=Caption.Purpose.STUDY).aggregate(
         count=Count("id"), last=Max("id")
     )
-    return _vocabulary(study.pk, study.created_at, shape["count"], shape["last"])
+    return StudyCaptions((study.pk, study.created_at, shape["count"], shape["last"]))
+
+
+def study_vocabulary(study: Study) -> tuple[str, ...]:
+    """The T_RW vocabulary of the study's own captions (``StudyCaptions.vocabulary``)."""
+    return study_captions(study).vocabulary
+
+
+# The key's created_at, count and last_id only key the caches (see StudyCaptions).
+@functools.lru_cache(maxsize=8)
+def _rows(study_id: int, created_at: datetime, count: int, last_id: int | None):
+    rows = Caption.objects.filter(study_id=study_id, purpose=Caption.Purpose.STUDY).order_by("id")
+    every = tuple(rows.values_list("id", "image_id", "system", "text"))
+    return (
+        tuple((pk, image, system) for pk, image, system, _text in every),
+        tuple((pk, image, system) for pk, image, system, text in every if text),
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def _images(study_id: int, created_at: datetime, count: int, last_id: int | None):
+    image_of: dict[int, int] = {}
+    by_image: dict[int, list[int]] = {}
+    for pk, image, _system in _rows(study_id, created_at, count, last_id)[0]:
+        image_of[pk] = image
+        by_image.setdefault(image, []).append(pk)
+    return image_of, {image: tuple(ids) for image, ids in by_image.items()}
 
 
 @functools.lru_cache(maxsize=8)
 def _vocabulary(
     study_id: int, created_at: datetime, count: int, last_id: int | None
 ) -> tuple[str, ...]:
-    # created_at, count and last_id only key the cache (see study_vocabulary).
     texts = Caption.objects.filter(study_id=study_id, purpose=Caption.Purpose.STUDY)
     return tf.vocabulary(list(texts.values_list("text", flat=True)))
 
@@ -250,11 +302,8 @@ def new_catch_item(
         return None
     if pending(participant).exists():
         return None
-    captions = list(
-        Caption.objects.filter(study_id=study.pk, purpose=Caption.Purpose.STUDY)
-        .order_by("id")
-        .values_list("id", "image_id", "system")
-    )
+    known = study_captions(study)
+    captions = known.rows
     seen = seen_captions(participant, caption_ids_of)
     unseen = [row for row in captions if row[0] not in seen]
     if not unseen:
@@ -280,7 +329,7 @@ def new_catch_item(
         made = rules.make_catch(
             source=texts[source[0]],
             others=[texts[other[0]]] if other else [],
-            vocabulary=study_vocabulary(study),
+            vocabulary=known.vocabulary,
             gammas=gammas,
             rng=rng,
         )

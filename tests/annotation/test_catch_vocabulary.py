@@ -76,3 +76,38 @@ def test_the_cached_vocabulary_is_every_study_captions_words_and_follows_new_one
     )
     assert "okapi" not in catch.study_vocabulary(study)
     assert "okapi" in catch.study_vocabulary(other)
+
+
+def test_the_kept_captions_are_the_studys_and_follow_new_ones(researcher):
+    """``study_captions`` keeps the rows a catch or gold draw lists (issue 48: an arena gold
+    draw read 18,000 rows twice per draw); kept, they must be what the tables hold now."""
+    study = arena_study(researcher, images=3, catch_rate=0.5)
+    other = arena_study(researcher, images=2, catch_rate=0.5)
+
+    def expected():
+        rows = Caption.objects.filter(study=study, purpose=Caption.Purpose.STUDY).order_by("id")
+        every = list(rows.values_list("id", "image_id", "system", "text"))
+        by_image: dict[int, tuple[int, ...]] = {}
+        for pk, image, _system, _text in every:
+            by_image[image] = (*by_image.get(image, ()), pk)
+        return (
+            tuple(row[:3] for row in every),
+            tuple(row[:3] for row in every if row[3]),
+            ({pk: image for pk, image, *_ in every}, by_image),
+        )
+
+    def kept():
+        known = catch.study_captions(study)
+        return known.rows, known.with_text, known.images
+
+    assert kept() == expected()
+    # An added caption, one with no text (it can be listed, never altered), and another
+    # study's caption: the kept rows follow the first two and never show the third.
+    image = study.images.first()
+    Caption.objects.create(study=study, image=image, system="delta", raw_text="x", text="x")
+    Caption.objects.create(study=study, image=image, system="eps", raw_text="", text="")
+    Caption.objects.create(
+        study=other, image=other.images.first(), system="delta", raw_text="y", text="y"
+    )
+    assert kept() == expected()
+    assert len(kept()[0]) == len(kept()[1]) + 1

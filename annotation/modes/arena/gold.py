@@ -46,12 +46,8 @@ def new_gold_item(
         return None
     if catch.pending(participant).exists():
         return None
-    captions = list(
-        Caption.objects.filter(study_id=study.pk, purpose=Caption.Purpose.STUDY)
-        .exclude(text="")
-        .order_by("id")
-        .values_list("id", "image_id", "system")
-    )
+    known = catch.study_captions(study)
+    captions = known.with_text
     seen = catch.seen_captions(participant, caption_ids_of)
     unseen = [row for row in captions if row[0] not in seen]
     if not unseen:
@@ -84,7 +80,7 @@ def new_gold_item(
         made = rules.make_catch(
             source=texts[source[0]],
             others=[texts[other[0]]] if other else [],
-            vocabulary=catch.study_vocabulary(study),
+            vocabulary=known.vocabulary,
             gammas=gammas,
             rng=rng,
         )

@@ -432,23 +432,20 @@ class ArenaProtocol(Mode):
         """``spec -> caption ids`` for ``catch.seen_captions``: every caption of the image
         a spec shows, so a gold battle never shows a worker an image a second time.
 
-        The study's captions are read on the first call only: most submissions draw no
-        gold battle and never call it (a read of every caption per answer was the battle
-        page's largest cost)."""
-        image_of: dict[int, int] = {}
-        by_image: dict[int, list[int]] = {}
+        The study's captions (the arena's are all of the study's own purpose) are looked up
+        on the first call only: most submissions draw no gold battle and never call it (a
+        read of every caption per answer was the battle page's largest cost), and the
+        process keeps them while they stay the same (``catch.StudyCaptions``)."""
+        known: list[catch.StudyCaptions] = []
 
-        def caption_ids_of(spec: dict[str, Any]) -> list[int]:
-            if not image_of:
-                for caption_id, image_id in Caption.objects.filter(study_id=study.pk).values_list(
-                    "id", "image_id"
-                ):
-                    image_of[caption_id] = image_id
-                    by_image.setdefault(image_id, []).append(caption_id)
+        def caption_ids_of(spec: dict[str, Any]) -> tuple[int, ...]:
+            if not known:
+                known.append(catch.study_captions(study))
+            image_of, by_image = known[0].images
             shown = spec.get("caption_a", spec.get("caption_id"))
             if shown is None:
-                return []
-            return by_image.get(image_of.get(int(shown), -1), [])
+                return ()
+            return by_image.get(image_of.get(int(shown), -1), ())
 
         return caption_ids_of
 
