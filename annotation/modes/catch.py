@@ -221,11 +221,19 @@ class StudyCaptions:
 
 def study_captions(study: Study) -> StudyCaptions:
     """The study's own captions (one aggregate query; the rows are read once per process
-    while they stay the same, see ``StudyCaptions``)."""
-    shape = Caption.objects.filter(study_id=study.pk, purpose=Caption.Purpose.STUDY).aggregate(
-        count=Count("id"), last=Max("id")
-    )
-    return StudyCaptions((study.pk, study.created_at, shape["count"], shape["last"]))
+    while they stay the same, see ``StudyCaptions``).
+
+    The study row in hand carries the answer for the rest of the request: a gold draw asks
+    twice (its sources, then the worker's seen images), and the aggregate over every caption
+    of a large study is its costliest statement after the claim."""
+    known = study.__dict__.get("_study_captions")
+    if known is None:
+        shape = Caption.objects.filter(study_id=study.pk, purpose=Caption.Purpose.STUDY).aggregate(
+            count=Count("id"), last=Max("id")
+        )
+        known = StudyCaptions((study.pk, study.created_at, shape["count"], shape["last"]))
+        study.__dict__["_study_captions"] = known
+    return known
 
 
 def study_vocabulary(study: Study) -> tuple[str, ...]:

@@ -13,7 +13,7 @@ from unittest import mock
 
 import pytest
 
-from annotation.models import Caption, Item
+from annotation.models import Caption, Item, Study
 from annotation.modes import catch
 from rubrics import transformations as tf
 from tests.annotation.test_catch_trials import Player, catch_study, is_altered
@@ -66,6 +66,9 @@ def test_the_cached_vocabulary_is_every_study_captions_words_and_follows_new_one
     Caption.objects.create(
         study=study, image=image, system="delta", raw_text="A quokka naps.", text="A quokka naps."
     )
+    # A study row answers for one request (``study_captions``); the next request reads its own.
+    assert "quokka" not in catch.study_vocabulary(study)
+    study = Study.objects.get(pk=study.pk)
     fresh = catch.study_vocabulary(study)
     assert "quokka" in fresh
     assert fresh == every_study_caption_word(study)
@@ -74,8 +77,8 @@ def test_the_cached_vocabulary_is_every_study_captions_words_and_follows_new_one
     Caption.objects.create(
         study=other, image=other.images.first(), system="delta", raw_text="okapi", text="okapi"
     )
-    assert "okapi" not in catch.study_vocabulary(study)
-    assert "okapi" in catch.study_vocabulary(other)
+    assert "okapi" not in catch.study_vocabulary(Study.objects.get(pk=study.pk))
+    assert "okapi" in catch.study_vocabulary(Study.objects.get(pk=other.pk))
 
 
 def test_the_kept_captions_are_the_studys_and_follow_new_ones(researcher):
@@ -97,7 +100,8 @@ def test_the_kept_captions_are_the_studys_and_follow_new_ones(researcher):
         )
 
     def kept():
-        known = catch.study_captions(study)
+        # A new request's study row (a row in hand keeps its answer for its request).
+        known = catch.study_captions(Study.objects.get(pk=study.pk))
         return known.rows, known.with_text, known.images
 
     assert kept() == expected()
@@ -111,3 +115,13 @@ def test_the_kept_captions_are_the_studys_and_follow_new_ones(researcher):
     )
     assert kept() == expected()
     assert len(kept()[0]) == len(kept()[1]) + 1
+
+
+def test_a_study_row_asks_the_database_once(researcher, django_assert_num_queries):
+    """A gold draw asks for the captions twice (sources, then the worker's seen images):
+    the study row in hand answers the second time without a query."""
+    study = arena_study(researcher, images=3, catch_rate=0.5)
+    with django_assert_num_queries(1):
+        first = catch.study_captions(study)
+    with django_assert_num_queries(0):
+        assert catch.study_captions(study) is first
