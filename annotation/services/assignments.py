@@ -68,11 +68,16 @@ def _drawn_position(participant: Participant) -> Expression:
     map modulo a prime is not a uniform shuffle, but its first element, which decides where
     each worker starts, is spread over the items; least taken still comes first.
     """
-    who = participant.external_id or f"account:{participant.user_id}"
-    rng = random.Random(f"{participant.study.seed}:{participant.source}:{who}")
-    a, b = rng.randrange(1, PRIME), rng.randrange(PRIME)
+    a, b = _drawn_keys(participant)
     # 64-bit arithmetic: position is a 32-bit column on PostgreSQL and a * position is not.
     return (Cast("position", BigIntegerField()) * a + b) % PRIME
+
+
+def _drawn_keys(participant: Participant) -> tuple[int, int]:
+    """The worker's ``a`` and ``b`` of ``_drawn_position`` (``assignment_sql.DRAWN`` too)."""
+    who = participant.external_id or f"account:{participant.user_id}"
+    rng = random.Random(f"{participant.study.seed}:{participant.source}:{who}")
+    return rng.randrange(1, PRIME), rng.randrange(PRIME)
 
 
 def _release(assignment_id: int, item_id: int) -> bool:
@@ -189,10 +194,20 @@ def _claim_fresh(
     or released this round): the claim's own statement checks that, after the lock, so a
     lease another tab of theirs took while this request waited is seen. None otherwise, or
     when nothing could be claimed without waiting; the caller then takes the full path."""
-    mine = Assignment.objects.filter(participant_id=locked.pk).filter(
-        Q(status=Assignment.Status.OPEN) | Q(status=Assignment.Status.RELEASED, round=round_number)
-    )
-    candidates = _candidates(locked, mode, round_number).filter(~Exists(mine))
+    items = mode.eligible_items(locked)
+    eligible = assignment_sql.eligible_where(items)
+    if eligible == assignment_sql.NOTHING:
+        return None  # the mode's filter matches nothing: the full path settles it
+    if eligible is not None:
+        # One table's filter (every mode's common case): the rest is written out.
+        drawn = (*_drawn_keys(locked), PRIME) if mode.order_per_worker else None
+        candidates = assignment_sql.fresh_candidate(eligible, locked.pk, round_number, drawn)
+    else:
+        mine = Assignment.objects.filter(participant_id=locked.pk).filter(
+            Q(status=Assignment.Status.OPEN)
+            | Q(status=Assignment.Status.RELEASED, round=round_number)
+        )
+        candidates = _candidates(locked, mode, round_number, items).filter(~Exists(mine))
     seconds = lease_seconds(participant=locked, mode=mode)
     new = _new_lease(locked, round_number, now, seconds, released={})
     claimed = assignment_sql.claim(candidates, wait=False, lease=new)
@@ -338,9 +353,12 @@ def _check_network_leases(locked: Participant, mode: Mode, network_leases: int) 
             )
 
 
-def _candidates(locked: Participant, mode: Mode, round_number: int) -> QuerySet[Item]:
+def _candidates(
+    locked: Participant, mode: Mode, round_number: int, items: QuerySet[Item] | None = None
+) -> QuerySet[Item]:
     """The items the participant may be served, in serving order (not evaluated). Its own
-    step: it builds the one query every claim attempt reads."""
+    step: it builds the one query every claim attempt reads. ``items``: the mode's eligible
+    items when the caller asked for them already (the mode is asked once per serve)."""
     # A lease that lapsed unanswered does not count as "had": the item may come back to
     # them (otherwise a lapsed tutorial pair could never be finished).
     had_this_round = Assignment.objects.filter(participant=locked, round=round_number).exclude(
@@ -349,7 +367,7 @@ def _candidates(locked: Participant, mode: Mode, round_number: int) -> QuerySet[
     # Least taken first; among equals, the mode's order (position, or drawn per worker).
     among_equals = _drawn_position(locked) if mode.order_per_worker else "position"
     return (
-        _with_capacity(mode.eligible_items(locked))
+        _with_capacity(mode.eligible_items(locked) if items is None else items)
         .exclude(pk__in=had_this_round.values("item_id"))
         .order_by("taken", among_equals, "id")
     )
