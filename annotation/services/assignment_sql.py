@@ -19,7 +19,6 @@ Table and column names come from the models' ``_meta``; the candidates come from
 
 from __future__ import annotations
 
-import functools
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -27,9 +26,11 @@ from typing import Any
 
 from django.core.exceptions import EmptyResultSet, FullResultSet
 from django.db import connection
-from django.db.models import Model, QuerySet
+from django.db.models import QuerySet
 
 from annotation.models import Assignment, Item, Participant
+from annotation.models.rows import columns as _columns
+from annotation.models.rows import instance as _instance
 
 P = Participant._meta.db_table
 A = Assignment._meta.db_table
@@ -39,10 +40,6 @@ I = Item._meta.db_table  # noqa: E741 (the item table, as P and A name theirs)
 LOCKED_FIELDS = ("id", "state", "status", "flags", "completed_at")
 #: Every concrete column of an item, in model order (a claimed row becomes an instance).
 ITEM_FIELDS = tuple(f.attname for f in Item._meta.concrete_fields)
-
-
-def _columns(alias: str, model: type[Model], names: tuple[str, ...]) -> str:
-    return ", ".join(f'{alias}."{model._meta.get_field(name).column}"' for name in names)
 
 
 #: Lock the worker's participant rows: the participant and its browser-mates, in id order
@@ -240,30 +237,6 @@ class Worker:
     lapsed_latest: datetime | None = None
     lapse_flags: list[list] = field(default_factory=list)
     network_leases: int = 0
-
-
-def _instance(model: type[Model], names: tuple[str, ...], values) -> Model:
-    """A model instance from raw column values, converted as the ORM converts them."""
-    ordered, order, converters = _conversion(model, names, connection.vendor)
-    converted = list(values)
-    for index, col, convert in converters:
-        converted[index] = convert(converted[index], col, connection)
-    return model.from_db(connection.alias, ordered, [converted[i] for i in order])
-
-
-@functools.cache
-def _conversion(model: type[Model], names: tuple[str, ...], vendor: str):
-    """What ``_instance`` does to a row of ``names``, worked out once per model, columns and
-    database vendor (it was a fifth of the hot path's instance building): the attnames in
-    model order (``from_db`` takes a subset in that order), the row index of each, and the
-    ORM's converters as (row index, column, converter)."""
-    converters = []
-    for index, name in enumerate(names):
-        col = model._meta.get_field(name).get_col(model._meta.db_table)
-        for convert in connection.ops.get_db_converters(col) + col.get_db_converters(connection):
-            converters.append((index, col, convert))
-    ordered = [f.attname for f in model._meta.concrete_fields if f.attname in names]
-    return ordered, [names.index(name) for name in ordered], converters
 
 
 def _datetime(value) -> datetime | None:

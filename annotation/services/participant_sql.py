@@ -5,7 +5,7 @@ participant their session holds, with its study, for the study in the URL
 (``views.participate._crowd_participant_of_live_study``). Through the ORM that one join cost
 the web worker a fifth of a GET next's CPU in query building and compiling, for a lookup by
 primary key. Here it is one fixed statement, its SQL built once from the models' ``_meta``,
-and its rows made into instances with the ORM's own converters (``assignment_sql._instance``),
+and its rows made into instances with the ORM's own converters (``models.rows.instance``),
 so the caller gets what ``Participant.objects.select_related("study")`` gave it.
 """
 
@@ -16,7 +16,8 @@ from uuid import UUID
 from django.db import connection
 
 from annotation.models import Participant, Study
-from annotation.services.assignment_sql import _columns, _instance
+from annotation.models.rows import columns as _columns
+from annotation.models.rows import instance as _instance
 
 P = Participant._meta.db_table
 S = Study._meta.db_table

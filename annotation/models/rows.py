@@ -1,0 +1,98 @@
+"""Model instances from the rows of hand-written statements (issue 48).
+
+The hot path's reads are written out as SQL where building and compiling them through the
+ORM cost the web worker more than the database its work (``services/assignment_sql.py``,
+``judgment_sql.py``, ``participant_sql.py``, and a mode's per-answer reads). Their rows
+must still become the instances the ORM would have given: ``instance`` converts each
+column with the ORM's own converters (JSON, timestamps, UUIDs, decimals per database) and
+builds the instance with ``from_db``, so it is saved, compared and related like any other.
+``by_pk`` is the commonest such read, ``objects.select_related(...).get(pk=...)``, as one
+statement worked out once per model and relation.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from django.db import connection
+from django.db.models import Model
+
+
+def columns(alias: str, model: type[Model], names: tuple[str, ...]) -> str:
+    """``alias."column", ...`` of ``names`` (field names or attnames) of ``model``."""
+    return ", ".join(f'{alias}."{model._meta.get_field(name).column}"' for name in names)
+
+
+def instance(model: type[Model], names: tuple[str, ...], values) -> Model:
+    """A ``model`` instance from raw column values of ``names`` (attnames), converted as the
+    ORM converts them."""
+    ordered, order, _converters = _conversion(model, names, connection.vendor)
+    values = converted(model, names, values)
+    return model.from_db(connection.alias, ordered, [values[i] for i in order])
+
+
+def converted(model: type[Model], names: tuple[str, ...], values) -> list:
+    """Raw column values of ``names`` (attnames of ``model``) as the ORM gives them."""
+    values = list(values)
+    for index, col, convert in _conversion(model, names, connection.vendor)[2]:
+        values[index] = convert(values[index], col, connection)
+    return values
+
+
+@functools.cache
+def _conversion(model: type[Model], names: tuple[str, ...], vendor: str):
+    """What ``instance`` does to a row of ``names``, worked out once per model, columns and
+    database vendor (looking the converters up was a fifth of the instance building): the
+    attnames in model order (``from_db`` takes a subset in that order), the row index of
+    each, and the ORM's converters as (row index, column, converter)."""
+    converters = []
+    for index, name in enumerate(names):
+        col = model._meta.get_field(name).get_col(model._meta.db_table)
+        for convert in connection.ops.get_db_converters(col) + col.get_db_converters(connection):
+            converters.append((index, col, convert))
+    ordered = [f.attname for f in model._meta.concrete_fields if f.attname in names]
+    return ordered, [names.index(name) for name in ordered], converters
+
+
+def by_pk(model: type[Model], pk: Any, *, related: str | None = None) -> Model:
+    """``model.objects.select_related(related).get(pk=pk)`` as one fixed statement (``related``:
+    one foreign key of ``model``, or None). Raises ``model.DoesNotExist`` as ``get`` does."""
+    sql, width, target = _by_pk_statement(model, related, connection.vendor)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [pk])
+        row = cursor.fetchone()
+    if row is None:
+        raise model.DoesNotExist(f"{model.__name__} matching query does not exist.")
+    found = instance(model, _attnames(model), row[:width])
+    if related is not None:
+        other = None
+        if row[width] is not None:  # the related row's pk: NULL when the key is NULL
+            other = instance(target, _attnames(target), row[width:])
+        setattr(found, related, other)
+    return found
+
+
+def _attnames(model: type[Model]) -> tuple[str, ...]:
+    """Every column's attname, the primary key's first."""
+    pk = model._meta.pk.attname
+    return (pk, *(f.attname for f in model._meta.concrete_fields if f.attname != pk))
+
+
+@functools.cache
+def _by_pk_statement(model: type[Model], related: str | None, vendor: str):
+    table = model._meta.db_table
+    select = columns("m", model, _attnames(model))
+    join, target = "", None
+    if related is not None:
+        field = model._meta.get_field(related)
+        target = field.related_model
+        # The related pk first among its columns, so a missing row reads as NULL there.
+        select += ", " + columns("r", target, _attnames(target))
+        join = (
+            f'LEFT JOIN "{target._meta.db_table}" r '
+            f'ON r."{target._meta.pk.column}" = m."{field.column}"'
+        )
+    pk = model._meta.pk.column
+    sql = f'SELECT {select} FROM "{table}" m {join} WHERE m."{pk}" = %s'
+    return sql, len(_attnames(model)), target
