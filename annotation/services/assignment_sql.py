@@ -184,7 +184,8 @@ def eligible_where(items: QuerySet[Item]) -> tuple[str, list | None] | None:
     query = items.query
     if (
         query.model is not Item
-        or len(query.alias_map) > 1
+        # Aliases the FROM would hold: a filter on a foreign key leaves its join unused.
+        or sum(1 for alias in query.alias_map if query.alias_refcount[alias]) > 1
         or query.is_sliced
         or query.distinct
         or query.combinator
