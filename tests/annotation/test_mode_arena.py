@@ -7,6 +7,7 @@ Studies and workers come from ``tests.factories.arena``.
 from __future__ import annotations
 
 import csv
+import itertools
 import re
 from collections import Counter
 from datetime import timedelta
@@ -537,8 +538,12 @@ def test_a_simulated_crowd_answers_through_the_services_and_ranks_by_quality(res
 
 def test_the_report_page_and_figures_render(client, researcher):
     study = arena_study(researcher, catch_rate=0, bootstrap_rounds=20, battle_target=2)
-    for person in [worker(study) for _ in range(2)]:
-        while judge(person, lambda lease: "a" if lease.pk % 3 else "b")[0] is not None:
+    # Named workers and answers by count, not by lease id: the figures exist only while every
+    # system both won and lost, and ids (and default worker names) move with whatever ran
+    # before in the database, which once left a system unbeaten.
+    answers = itertools.count()
+    for person in [worker(study, name) for name in ("w-fig-1", "w-fig-2")]:
+        while judge(person, lambda lease: "a" if next(answers) % 3 else "b")[0] is not None:
             pass
     run_report(study, researcher)
     client.force_login(researcher)
