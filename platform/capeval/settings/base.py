@@ -153,6 +153,10 @@ INSTALLED_APPS = [
     "annotation.modes.context",
 ]
 
+# Django's database sessions, read by a fixed statement instead of a queryset on every
+# request (capeval/sessions.py; issue 48).
+SESSION_ENGINE = "capeval.sessions"
+
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Security headers on every response, the answers of the middleware below included
