@@ -329,7 +329,8 @@ IMAGE_ORIGINS = _STORE_ORIGINS + ([origin(CAPEVAL_DISPLAY_URL)] if CAPEVAL_DISPL
 STORAGES = {
     "default": MEDIA_STORAGE,
     "exports": EXPORT_STORAGE,
-    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    # Django's, remembering each file's URL (capeval/staticfiles.py).
+    "staticfiles": {"BACKEND": "capeval.staticfiles.Static"},
 }
 
 # Uploads: the middleware answers 413 above this many bytes; Pillow refuses images above

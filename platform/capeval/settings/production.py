@@ -43,7 +43,7 @@ MIDDLEWARE = [MIDDLEWARE[0], "whitenoise.middleware.WhiteNoiseMiddleware", *MIDD
 STORAGES = {
     "default": MEDIA_STORAGE,  # noqa: F405
     "exports": EXPORT_STORAGE,  # noqa: F405
-    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+    "staticfiles": {"BACKEND": "capeval.staticfiles.CompressedManifestStatic"},
 }
 if CAPEVAL_TRUSTED_PROXIES > 0:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
