@@ -17,7 +17,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from annotation.addresses import client_address
 from annotation.errors import ServiceError
-from annotation.models import Assignment, Judgment, Participant, Study
+from annotation.models import Assignment, Participant, Study
 from annotation.modes import catch, get_mode
 from annotation.modes.base import Mode
 from annotation.services import participant_sql
@@ -550,12 +550,7 @@ def participate_feedback(request: HttpRequest, public_id, token: str) -> HttpRes
     no feedback (a HUMANr trial before the group's last), on to the next item.
     """
     study, participant = _study_and_participant(request, public_id)
-    judgment = (
-        Judgment.objects.select_related("item")
-        .filter(assignment__token=token, assignment__participant_id=participant.pk)
-        .order_by("-part")
-        .first()
-    )
+    judgment = participant_sql.latest_answer(token, participant.pk)
     if judgment is None:
         return _not_a_participant(request)
     judgment.participant = participant

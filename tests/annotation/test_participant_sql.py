@@ -12,8 +12,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from annotation.models import Participant
-from annotation.services.participant_sql import crowd_participant
+from annotation.models import Judgment, Participant
+from annotation.services.assignments import assignment_next
+from annotation.services.judgments import judgment_submit
+from annotation.services.participant_sql import crowd_participant, latest_answer
 from tests.factories.core import crowd_participant as new_worker
 from tests.factories.core import vehicle_study
 
@@ -86,3 +88,31 @@ def test_no_worker_for_another_study_an_account_or_no_uuid(researcher, annotator
     assert _same([account.pk], study.public_id) is None
     assert crowd_participant([worker.pk], "not-a-uuid") is None
     assert crowd_participant([], study.public_id) is None
+
+
+def _orm_latest(token, participant_id):
+    return (
+        Judgment.objects.select_related("item")
+        .filter(assignment__token=token, assignment__participant_id=participant_id)
+        .order_by("-part")
+        .first()
+    )
+
+
+def test_the_latest_answer_of_a_lease_is_the_orms(researcher):
+    """The feedback page's read: the highest part answered on the worker's own lease."""
+    study = vehicle_study(researcher, parts=2)
+    worker, other = new_worker(study, "w-parts"), new_worker(study, "w-other")
+    lease = assignment_next(participant=worker)
+    for part in (0, 1):
+        judgment_submit(
+            participant=worker, token=lease.token, part=part, data={"rating": str(part + 2)}
+        )
+    got, expected = latest_answer(lease.token, worker.pk), _orm_latest(lease.token, worker.pk)
+    assert got.part == 1 and got.payload == {"rating": 3}
+    assert _columns(got) == _columns(expected)
+    assert _columns(got.item) == _columns(expected.item)
+    # Another worker's token, or none stored: nothing, as the ORM gives.
+    assert latest_answer(lease.token, other.pk) is None is _orm_latest(lease.token, other.pk)
+    unanswered = assignment_next(participant=other)
+    assert latest_answer(unanswered.token, other.pk) is None
