@@ -36,10 +36,11 @@ MAX_QUERIES = 4
 #:   a submission's writes are four statements (judgment, lease, item, participant: POST +3).
 #: - VICR's POST: the mode's reads when it scores (the pair's caption, the pool of ratings),
 #:   and on the study's first board the leaderboard's standings (then cached).
-#: - HUMANr: its eligible groups (the worker's exposure: leases, group images, captions,
-#:   reference captions, judgments) are read on each claim and twice on each submission
-#:   (validate and after_submit); the page counts the lease's judgments and reads the shown
-#:   trial's time.
+#: - HUMANr: a claim's exposure rule reads the worker's leases (with their groups' images and
+#:   answered checks) and the study's human captions; the attention check's page and answer
+#:   draw the check from those, the captions comparisons show and the checks answered before
+#:   (the answer also reads the check image's name); the end of a group reads the lease's
+#:   earlier results. Every other trial's page reads only its captions.
 #: - THumB's GET: the crowd progress (judgments), the image, the annotator's finished sets and
 #:   the study's remaining work (the page's progress line); its POST: the mode's reads.
 #: - The arena's GET: a reserved gold battle, the worker's history, the drawn pair's room, the
@@ -49,10 +50,10 @@ OVER = {
     ("vicr", "post", "postgresql"): 6,
     ("vicr", "get", "sqlite"): 5,
     ("vicr", "post", "sqlite"): 9,
-    ("humanr", "get", "postgresql"): 14,
-    ("humanr", "post", "postgresql"): 21,
-    ("humanr", "get", "sqlite"): 14,
-    ("humanr", "post", "sqlite"): 21,
+    ("humanr", "get", "postgresql"): 9,
+    ("humanr", "post", "postgresql"): 10,
+    ("humanr", "get", "sqlite"): 9,
+    ("humanr", "post", "sqlite"): 10,
     ("thumb", "get", "postgresql"): 7,
     ("thumb", "post", "postgresql"): 6,
     ("thumb", "get", "sqlite"): 8,

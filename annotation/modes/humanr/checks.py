@@ -36,10 +36,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 import numpy as np
-from django.db.models import Q
+from django.db.models import FilteredRelation, Q
 from django.utils.crypto import salted_hmac
 
 from annotation.errors import ServiceError
@@ -49,6 +50,7 @@ from rubrics.humanr import GROUP_SIZE
 #: The two images a check needs besides its group's: the shown one and the distractor's.
 CHECK_IMAGES = 2
 _SALT = "capeval.humanr.attention-check"
+_CHECK = "attention_check"
 
 
 @dataclass(frozen=True)
@@ -59,15 +61,40 @@ class CheckDraw:
     distractor_image_id: int
 
 
-@dataclass(frozen=True)
+@dataclass
 class CheckCaptions:
     """The human captions of a study's checks: ``human`` (image -> its human captions of
     purpose ``study``, in id order), ``spare`` (those no comparison shows) and ``shown_at``
-    (caption -> when an answered check first showed it)."""
+    (caption -> when an answered check first showed it).
 
+    ``spare`` and ``shown_at`` are read on first use (a query each): only a lease whose
+    check is not answered yet is drawn, and the exposure rule of a claim usually finds
+    every earlier check of the worker answered (issue 48)."""
+
+    study_id: int
     human: dict[int, list[int]]
-    spare: dict[int, list[int]]
-    shown_at: dict[int, datetime]
+
+    @cached_property
+    def spare(self) -> dict[int, list[int]]:
+        shown = comparison_captions(self.study_id)
+        return {
+            image: kept
+            for image, ids in self.human.items()
+            if (kept := [c for c in ids if c not in shown])
+        }
+
+    @cached_property
+    def shown_at(self) -> dict[int, datetime]:
+        first: dict[int, datetime] = {}
+        for created, reference, other in (
+            Judgment.objects.filter(study_id=self.study_id, result__kind=_CHECK)
+            .order_by("created_at")
+            .values_list("created_at", "result__reference_caption_id", "result__other_caption_id")
+        ):
+            for caption in (reference, other):
+                if isinstance(caption, int):
+                    first.setdefault(caption, created)
+        return first
 
     def unseen(self, served_at: datetime | None) -> dict[int, list[int]]:
         """Per image, the spare captions no check answered before ``served_at`` showed."""
@@ -87,20 +114,19 @@ class CheckCaptions:
 
 def comparison_captions(study_id: int) -> set[int]:
     """Every caption a comparison (or a check built before issue 29) of the study shows: one
-    query reading two keys of each trial of each group."""
-    keys = [
-        f"spec__trials__{index}__{side}"
-        for index in range(GROUP_SIZE)
-        for side in ("reference_caption_id", "other_caption_id")
-    ]
+    query reading each group's trials (one JSON document per group: reading two keys of
+    each of ``GROUP_SIZE`` trials was twenty values to decode per group, twice the CPU)."""
     shown: set[int] = set()
-    for row in Item.objects.filter(study_id=study_id).values_list(*keys):
-        shown.update(int(value) for value in row if isinstance(value, int))
+    for trials in Item.objects.filter(study_id=study_id).values_list("spec__trials", flat=True):
+        for trial in (trials or [])[:GROUP_SIZE]:
+            for side in ("reference_caption_id", "other_caption_id"):
+                if isinstance(value := trial.get(side), int):
+                    shown.add(value)
     return shown
 
 
 def check_captions(study_id: int) -> CheckCaptions:
-    """The study's ``CheckCaptions``: three queries (captions, groups, answered checks)."""
+    """The study's ``CheckCaptions``: one query (its human captions), the rest on use."""
     human: dict[int, list[int]] = {}
     for caption_id, image_id in (
         Caption.objects.filter(
@@ -110,20 +136,7 @@ def check_captions(study_id: int) -> CheckCaptions:
         .values_list("id", "image_id")
     ):
         human.setdefault(image_id, []).append(caption_id)
-    shown = comparison_captions(study_id)
-    spare = {
-        image: kept for image, ids in human.items() if (kept := [c for c in ids if c not in shown])
-    }
-    shown_at: dict[int, datetime] = {}
-    for created, reference, other in (
-        Judgment.objects.filter(study_id=study_id, result__kind="attention_check")
-        .order_by("created_at")
-        .values_list("created_at", "result__reference_caption_id", "result__other_caption_id")
-    ):
-        for caption in (reference, other):
-            if isinstance(caption, int):
-                shown_at.setdefault(caption, created)
-    return CheckCaptions(human=human, spare=spare, shown_at=shown_at)
+    return CheckCaptions(study_id=study_id, human=human)
 
 
 def _generator(study_seed: int, participant_id: int, item_id: int) -> np.random.Generator:
@@ -152,15 +165,70 @@ def worker_query(participant: Participant) -> Q:
 
 
 @dataclass
+class WorkerLease:
+    """One lease of the worker as ``worker_checks`` reads it: its group's images and, once
+    its check is answered, what the check's judgment stored (``answer``, else None)."""
+
+    participant_id: int
+    item_id: int
+    served_at: datetime | None
+    images: set[int] = field(default_factory=set)
+    answer: dict[str, Any] | None = None
+
+
+#: What ``worker_leases`` reads of an answered check's ``result``.
+ANSWER_KEYS = ("image_id", "image_name", "reference_caption_id", "other_caption_id")
+
+
+def worker_leases(participant: Participant, *, upto: int | None = None) -> dict[int, WorkerLease]:
+    """The worker's leases by id, in id order (up to lease ``upto``, included), with their
+    groups' images and their answered checks: one query, a row per lease and image."""
+    leases = Assignment.objects.filter(
+        participant__in=Participant.objects.filter(worker_query(participant)).values("pk")
+    )
+    if upto is not None:
+        leases = leases.filter(pk__lte=upto)
+    # A lease has at most one check judgment (one check per group, one judgment per part),
+    # so joining it keeps a row per image.
+    answer = FilteredRelation("judgments", condition=Q(judgments__result__kind=_CHECK))
+    rows = (
+        leases.alias(answer=answer)
+        .order_by("pk")
+        .values_list(
+            "pk",
+            "participant_id",
+            "item_id",
+            "served_at",
+            "item__item_images__image_id",
+            "answer__id",
+            *(f"answer__result__{key}" for key in ANSWER_KEYS),
+        )
+    )
+    found: dict[int, WorkerLease] = {}
+    for lease_id, participant_id, item_id, served_at, image_id, answer_id, *stored in rows:
+        lease = found.get(lease_id)
+        if lease is None:
+            lease = found[lease_id] = WorkerLease(participant_id, item_id, served_at)
+            if answer_id is not None:
+                lease.answer = dict(zip(ANSWER_KEYS, stored, strict=True))
+        if image_id is not None:
+            lease.images.add(image_id)
+    return found
+
+
+@dataclass
 class WorkerChecks:
     """Every lease's check of one worker, and every image the worker met; ``choices``: per
-    lease, the captions its check may show of its image and of the distractor's."""
+    lease, the captions its check may show of its image and of the distractor's;
+    ``answers``: per lease whose check is answered, what its judgment stored
+    (``ANSWER_KEYS``)."""
 
     draws: dict[int, CheckDraw | None]
     met: set[int]
     pool: list[int]
     rngs: dict[int, np.random.Generator]
     choices: dict[int, tuple[list[int], list[int]]] = field(default_factory=dict)
+    answers: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def check_images(self) -> set[int]:
@@ -182,78 +250,65 @@ def worker_checks(
     """Draw the checks of the worker's leases in id order (up to lease ``upto``, included).
 
     Each lease's draw bars what the worker met in the leases before it, so the draws chain:
-    three queries (the leases, their groups' images, the pool), then plain Python.
+    two queries (the leases with their images and answered checks, the study's human
+    captions), two more only when a lease's check is not answered yet, then plain Python.
     """
-    leases = Assignment.objects.filter(
-        participant__in=Participant.objects.filter(worker_query(participant)).values("pk")
-    )
-    if upto is not None:
-        leases = leases.filter(pk__lte=upto)
-    rows = list(leases.order_by("pk").values_list("pk", "participant_id", "item_id", "served_at"))
-    images: dict[int, set[int]] = {}
-    for item_id, image_id in ItemImage.objects.filter(
-        item_id__in={row[2] for row in rows}
-    ).values_list("item_id", "image_id"):
-        images.setdefault(item_id, set()).add(image_id)
+    leases = worker_leases(participant, upto=upto)
     captions = check_captions(participant.study_id)
     pool = sorted(captions.human)
     image_of = {c: image for image, ids in captions.human.items() for c in ids}
-    # A check the worker answered is what its judgment says (a lease reopened later has a
-    # new ``served_at``, so drawing it again could name other images).
-    answered = {
-        lease: CheckDraw(image_of.get(reference, 0), image_of.get(other, 0))
-        for lease, reference, other in Judgment.objects.filter(
-            assignment_id__in=[row[0] for row in rows], result__kind="attention_check"
-        ).values_list("assignment_id", "result__reference_caption_id", "result__other_caption_id")
-    }
-    met: set[int] = set()
-    draws: dict[int, CheckDraw | None] = {}
-    rngs: dict[int, np.random.Generator] = {}
-    choices: dict[int, tuple[list[int], list[int]]] = {}
-    for lease_id, participant_id, item_id, served_at in rows:
-        group = images.get(item_id, set())
-        rng = _generator(study_seed, participant_id, item_id)
-        unseen = captions.unseen(served_at)
-        draw = _draw(rng, sorted(unseen), met | group)
+    checks = WorkerChecks(draws={}, met=set(), pool=pool, rngs={})
+    for lease_id, lease in leases.items():
+        if lease.answer is not None:
+            # A check the worker answered is what its judgment says (a lease reopened later
+            # has a new ``served_at``, so drawing it again could name other images).
+            reference = lease.answer["reference_caption_id"]
+            other = lease.answer["other_caption_id"]
+            draw = CheckDraw(image_of.get(reference, 0), image_of.get(other, 0))
+            checks.answers[lease_id] = lease.answer
+        else:
+            rng = _generator(study_seed, lease.participant_id, lease.item_id)
+            unseen = captions.unseen(lease.served_at)
+            draw = _draw(rng, sorted(unseen), checks.met | lease.images)
+            if draw is not None:
+                checks.choices[lease_id] = (unseen[draw.image_id], unseen[draw.distractor_image_id])
+            else:  # too few unseen captions left: any human caption (module docstring)
+                draw = _draw(rng, pool, checks.met | lease.images)
+            checks.rngs[lease_id] = rng
+        checks.draws[lease_id] = draw
+        checks.met |= lease.images
         if draw is not None:
-            choices[lease_id] = (unseen[draw.image_id], unseen[draw.distractor_image_id])
-        else:  # too few unseen captions left: any human caption (module docstring)
-            draw = _draw(rng, pool, met | group)
-        if lease_id in answered:
-            draw = answered[lease_id]
-            choices.pop(lease_id, None)
-        draws[lease_id], rngs[lease_id] = draw, rng
-        met |= group
-        if draw is not None:
-            met |= {draw.image_id, draw.distractor_image_id}
-    return WorkerChecks(draws=draws, met=met, pool=pool, rngs=rngs, choices=choices)
+            checks.met |= {draw.image_id, draw.distractor_image_id}
+    return checks
 
 
-def shown_trial(assignment: Assignment, part: int) -> dict[str, Any]:
-    """Trial ``part`` as ``assignment`` shows it: the spec's, with the check drawn for it."""
+def shown_trial(assignment: Assignment, part: int, *, named: bool = True) -> dict[str, Any]:
+    """Trial ``part`` as ``assignment`` shows it: the spec's, with the check drawn for it.
+
+    ``named=False``: a check not answered yet is left without its ``image_name`` (a query
+    of its own, which only the stored result needs; the page does not show it)."""
     trial = assignment.item.spec["trials"][part]
-    return served_check(assignment, trial) if trial["kind"] == "attention_check" else trial
+    if trial["kind"] != _CHECK:
+        return trial
+    return served_check(assignment, trial, named=named)
 
 
-def served_check(assignment: Assignment, trial: dict[str, Any]) -> dict[str, Any]:
+def served_check(
+    assignment: Assignment, trial: dict[str, Any], *, named: bool = True
+) -> dict[str, Any]:
     """The check trial ``assignment`` shows: ``trial`` (the spec's placeholder) filled in.
 
     The same keys as a comparison trial plus ``distractor_image_id``; the reference caption
     is the correct one. When the worker has met so much of the pool that two images are not
     left (the exposure rule serves no group then; only a race gets here), the draw may use
-    images they met: a check is never left out.
+    images they met: a check is never left out. ``named``: see ``shown_trial``.
     """
-    stored = (
-        Judgment.objects.filter(assignment_id=assignment.pk, result__kind="attention_check")
-        .values_list("result", flat=True)
-        .first()
-    )
-    if stored:  # answered: what it showed (a reopened lease would draw anew)
-        keys = ("image_id", "image_name", "reference_caption_id", "other_caption_id")
-        return {**trial, **{key: stored.get(key) for key in keys}, "system": ""}
     participant = assignment.participant
     seed = assignment.item.spec["seed"]
     worker = worker_checks(participant, seed, upto=assignment.pk)
+    stored = worker.answers.get(assignment.pk)
+    if stored is not None:  # answered: what it showed (a reopened lease would draw anew)
+        return {**trial, **stored, "system": ""}
     draw = worker.draws.get(assignment.pk)
     rng = worker.rngs.get(assignment.pk)
     if draw is None or rng is None:
@@ -267,7 +322,11 @@ def served_check(assignment: Assignment, trial: dict[str, Any]) -> dict[str, Any
     own, foreign = worker.choices.get(assignment.pk) or _human_captions(draw)
     correct = own[int(rng.integers(len(own)))]
     distractor = foreign[int(rng.integers(len(foreign)))]
-    name = Caption.objects.filter(pk=correct).values_list("image__name", flat=True).first() or ""
+    name = ""
+    if named:
+        name = (
+            Caption.objects.filter(pk=correct).values_list("image__name", flat=True).first() or ""
+        )
     return {
         **trial,
         "image_id": draw.image_id,

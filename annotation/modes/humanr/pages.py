@@ -10,8 +10,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from django.db.models import F
+from django.db.models import F, Subquery
 from django.utils import timezone
+from django.utils.functional import SimpleLazyObject
 
 from annotation import storage
 from annotation.models import Assignment, Caption, Item, Judgment, Participant, Study
@@ -51,21 +52,29 @@ class HumanrPages(Pages):
 
     def item_context(self, assignment: Assignment, part: int) -> dict[str, Any]:
         item = assignment.item
-        trial = shown_trial(assignment, part)
+        trial = shown_trial(assignment, part, named=False)
         left_id, right_id = sides_shown(trial, item.spec["seed"], assignment.pk, part)
-        captions = {
-            caption.pk: caption
-            for caption in Caption.objects.filter(pk__in=[left_id, right_id])
+        rows = (
+            Caption.objects.filter(pk__in=[left_id, right_id])
             .select_related("image")
             .only(
                 "id", "text", "image__display", "image__alt_text", "image__width", "image__height"
             )
-        }
+        )
+        if part:
+            # When the previous trial was answered (``Assignment.part_shown_at``), read with
+            # the captions rather than by a query of its own (issue 48).
+            previous = Judgment.objects.filter(assignment_id=assignment.pk, part=part - 1)
+            rows = rows.annotate(previous_at=Subquery(previous.values("created_at")[:1]))
+        captions = {caption.pk: caption for caption in rows}
         image = captions[trial["reference_caption_id"]].image
         # The services and views hand the lease over with its participant and study loaded.
         config = self.mode.settings(assignment.participant.study)
         minimum = float(config.min_seconds_per_trial)
-        waited = (timezone.now() - assignment.part_shown_at(part)).total_seconds()
+        previous_at = getattr(captions[left_id], "previous_at", None)
+        # As ``part_shown_at``: the lease's start, or the previous answer if later.
+        shown_at = max(previous_at, assignment.served_at) if previous_at else assignment.served_at
+        waited = (timezone.now() - shown_at).total_seconds()
         remaining = max(0.0, minimum - waited)
         return {
             "question": QUESTION,
@@ -87,7 +96,9 @@ class HumanrPages(Pages):
         participant = judgment.participant
         return {
             "group_number": (participant.state or {}).get("groups_done", 1),
-            "another_group": self._another_group(participant),
+            # Read when the page shows it: the POST that ends a group only asks whether there
+            # is a feedback page, and the exposure rule behind this costs a few queries.
+            "another_group": SimpleLazyObject(lambda: self._another_group(participant)),
         }
 
     def _another_group(self, participant: Participant) -> bool:

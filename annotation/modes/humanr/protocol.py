@@ -94,6 +94,8 @@ GROUP = "group"
 COMPARISON = "comparison"
 CHECK = "attention_check"
 HUMAN = Caption.HUMAN
+#: Where ``validate`` leaves the trial it checked for ``score`` (on the lease instance).
+_VALIDATED = "_humanr_validated_trial"
 
 
 def numpy_seed(study_seed: int) -> int:
@@ -165,7 +167,8 @@ class HumanrProtocol(Mode):
 
     def eligible_items(self, participant: Participant) -> QuerySet[Item]:
         items = Item.objects.filter(study_id=participant.study_id, kind=GROUP)
-        limit = self.settings(participant.study).max_failed_checks
+        config = self.settings(participant.study)
+        limit = config.max_failed_checks
         if limit is not None and (participant.state or {}).get("groups_failed", 0) >= limit:
             return items.none()
         # Exposure (PROTOCOLS.md section 3): a worker never meets an image twice, neither
@@ -213,7 +216,6 @@ class HumanrProtocol(Mode):
                 .values("item_id")
             )
             items = items.exclude(Q(pk__in=too_big) & ~Q(pk__in=served))
-        config = self.settings(participant.study)
         if config.adaptive_target_half_width:
             settled = adaptive_settled_groups(
                 participant.study_id, config.adaptive_target_half_width
@@ -247,14 +249,23 @@ class HumanrProtocol(Mode):
                     "the trial shown now.",
                     field="left",
                 )
+            # The submission service scores this answer next, on this lease: ``score``
+            # takes the trial back instead of drawing the check again (issue 48).
+            setattr(assignment, _VALIDATED, (part, trial))
         return {"raw": raw}
 
     def score(
         self, *, item: Item, assignment: Assignment, part: int, payload: dict[str, Any]
     ) -> dict[str, Any]:
         trial = item.spec["trials"][part]
+        validated = vars(assignment).pop(_VALIDATED, None)
         if trial["kind"] == CHECK:
-            trial = served_check(assignment, trial)
+            # Drawn by ``validate`` just before, under the same locks, when it checked the
+            # sides: the same trial, without reading the worker's leases again.
+            if validated is not None and validated[0] == part:
+                trial = validated[1]
+            else:
+                trial = served_check(assignment, trial)
         return score_trial(
             item.spec, assignment_id=assignment.pk, part=part, raw=payload["raw"], trial=trial
         )

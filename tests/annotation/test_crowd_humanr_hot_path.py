@@ -1,0 +1,130 @@
+"""Issue 48 (HUMANr): the statements of each request of a whole group, through the real views.
+
+``test_hot_path_queries.py`` pins the first two rounds of every mode; a HUMANr group has
+three kinds of request beyond them: a trial's page after the first, the attention check's
+page and answer (the only ones that draw a check), and the answer that ends the group with
+its end-of-group page. Counted as there: besides the session's queries and transaction
+statements.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+from django.utils import timezone
+
+from annotation.models import Assignment
+from annotation.modes.base import get_mode
+from annotation.modes.humanr.protocol import CHECK, reference_on_left
+from annotation.services.assignments import assignment_next
+from annotation.services.judgments import judgment_submit
+from tests.annotation.test_hot_path_queries import FORM_ACTION, _enter, counted
+from tests.factories.humanr import crowd, honest, humanr_study
+
+pytestmark = pytest.mark.django_db
+
+#: The view's participant and study, the service's lock and the lease, the lease's answers
+#: counted for the part, and the page's one read of its two captions (with the time the
+#: previous trial was answered).
+TRIAL_PAGE = 5
+#: What serving the group adds to its first page: the exposure rule's two reads (the worker's
+#: leases, the human captions) and the claim (two statements on SQLite).
+CLAIM = 3
+#: The submission service's: the view's read, the lock, the lease's answers, when the trial
+#: was shown, the store.
+ANSWER = 5
+#: The answer that ends a group: the service's, with the non-plain store of a failed check
+#: (the group's judgments flagged, the lease, the item, the participant's state), and the
+#: mode's one read of the group's earlier results.
+LAST_ANSWER = 10
+#: The draw of a check (its page and its answer, once each: ``validate`` checks the sides
+#: and ``score`` takes its trial back): the worker's leases (with their groups' images and
+#: answered checks), the study's human captions, the captions the comparisons show and the
+#: checks answered before. The answer also reads the check image's name.
+DRAW = 4
+
+
+def _group(client, study):
+    """Answer one whole group ("both equally" everywhere: the check fails); per trial, its
+    kind and the statements of its page and answer, and those of the end-of-group page."""
+    url = reverse("participate_next", args=[study.public_id])
+    trials = []
+    for _ in range(10):
+        with CaptureQueriesContext(connection) as shown:
+            page = client.get(url)
+        action = FORM_ACTION.search(page.content.decode())
+        assert page.status_code == 200 and action
+        part = page.context["part"]
+        kind = page.context["assignment"].item.spec["trials"][part]["kind"]
+        body = {"part": str(part), "raw": "5", "left": str(page.context["left_caption"].pk)}
+        with CaptureQueriesContext(connection) as answered:
+            reply = client.post(action.group(1), body)
+        assert reply.status_code == 302
+        trials.append((part, kind, counted(shown), counted(answered)))
+        if "/feedback/" in reply["Location"]:
+            with CaptureQueriesContext(connection) as end:
+                feedback = client.get(reply["Location"])
+            return trials, counted(end), feedback.content.decode()
+    raise AssertionError("the group did not end")
+
+
+@pytest.mark.parametrize("seed", [7, 3])
+def test_each_request_of_a_group_stays_within_its_statements(client, researcher, seed):
+    """Seed 7 puts the group's check last (its answer also ends the group), seed 3 fifth."""
+    study = humanr_study(researcher, images=30, seed=seed)
+    _enter(client, study, "P1")
+    trials, end_page, _html = _group(client, study)
+    assert [kind for _, kind, _, _ in trials].count(CHECK) == 1
+    for part, kind, get_sql, post_sql in trials:
+        page = TRIAL_PAGE + (CLAIM if part == 0 else 0)
+        answer = LAST_ANSWER if part == len(trials) - 1 else ANSWER
+        if kind == CHECK:
+            page, answer = page + DRAW, answer + DRAW + 1
+        assert len(get_sql) <= page, (part, kind, get_sql)
+        assert len(post_sql) <= answer, (part, kind, post_sql)
+    # Whether another group is left is the end-of-group page's question, not the answer's
+    # (LAST_ANSWER has no read of it). The page asks it: the view's two reads, the worker's
+    # leases, the human captions and one EXISTS of the eligible groups.
+    assert len(end_page) <= 5, end_page
+
+
+@pytest.mark.parametrize(("images", "left"), [(30, True), (12, False)])
+def test_the_end_of_group_page_still_says_whether_a_group_is_left(client, researcher, images, left):
+    """The question the page now asks late still gets its answer: with 12 images, the
+    first group and its check leave too few unmet images for a second group."""
+    study = humanr_study(researcher, images=images)
+    _enter(client, study, "P1")
+    _trials, _end, end_html = _group(client, study)
+    assert ('id="hr-another"' in end_html) is left
+    assert ('id="hr-no-more"' in end_html) is not left
+
+
+@pytest.mark.parametrize("reopened", [False, True])
+def test_the_trial_page_times_the_trial_as_the_lease_does(researcher, reopened):
+    """The page reads when the previous trial was answered with its captions: the minimum
+    time counts from the same moment as ``Assignment.part_shown_at`` (the later of that
+    answer and the lease's start, which a reopened lease moves)."""
+    study = humanr_study(researcher, images=30, min_seconds_per_trial=30)
+    worker = crowd(study)
+    lease = assignment_next(participant=worker)
+    first = lease.item.spec["trials"][0]
+    on_left = reference_on_left(lease.item.spec["seed"], lease.pk, 0)
+    answered = lease.served_at + timedelta(seconds=40)
+    judgment_submit(
+        participant=worker,
+        token=lease.token,
+        part=0,
+        data={"raw": honest(first, on_left)},
+        now=answered,
+    )
+    if reopened:
+        lease.served_at = answered + timedelta(seconds=60)
+        Assignment.objects.filter(pk=lease.pk).update(served_at=lease.served_at)
+    page = get_mode("humanr").pages.item_context(lease, 1)
+    waited = (timezone.now() - lease.part_shown_at(1)).total_seconds()
+    assert page["remaining_seconds"] == pytest.approx(max(0.0, 30 - waited), abs=1)
+    assert page["remaining_seconds"] > (120 if reopened else 60)
