@@ -1,10 +1,10 @@
 """Histories for the differential test of the hot path (issue 48): worlds, steps, a runner.
 
-A *world* is a live study (of the tests' vehicle mode or of HUMANr) with a fixed cast of
-participants: crowd workers, two of them on one network, two of them in one browser, and a
-registered account. A *history* is a list of steps (a participant asks for the next item,
-answers a lease, time passes, the beat releases expired leases, a researcher takes a lease
-back, the study closes), drawn by Hypothesis. ``run`` plays a history through one *path*
+A *world* is a live study (of the tests' vehicle mode, HUMANr, spans or THumB) with a fixed
+cast of participants: crowd workers, two of them on one network, two of them in one browser,
+and a registered account. A *history* is a list of steps (a participant asks for the next
+item, answers a lease, time passes, the beat releases expired leases, a researcher takes a
+lease back, the study closes), drawn by Hypothesis. ``run`` plays a history through one *path*
 (the old ORM services in ``orm_reference``, or ``annotation.services``) inside a savepoint
 that is rolled back afterwards, with the id sequences put back, so the other path replays
 it on an identical database with the same ids. HUMANr draws each trial's sides from the
@@ -19,6 +19,7 @@ leases by the order they were served in), so only behaviour is compared.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from types import ModuleType
@@ -64,7 +65,9 @@ class World:
     study: Study
     cast: list[int]
     #: Answers by kind: "valid" and "other" (both valid), "invalid" (refused by the mode).
-    answers: dict[str, dict[str, Any]]
+    #: A function of the lease's item (None: no lease) where the form is the item's own:
+    #: THumB's has fields per caption group, and the groups differ between items.
+    answers: dict[str, dict[str, Any] | Callable[[Item | None], dict[str, Any]]]
     #: The crowd lease's length, so that waits can land on either side of an expiry.
     lease_seconds: int
     start: datetime
@@ -192,6 +195,8 @@ class _Run:
         done = self.answered.get(lease.pk, 0) if lease is not None else 0
         number = {"next": done, "again": done - 1, "skip": done + 1, "beyond": 99}[part]
         data = self.world.answers[answer]
+        if callable(data):
+            data = data(lease.item if lease is not None else None)
         self.last_sent = {"who": who, "token": token, "data": data, "part": number}
         return self.send(participant, lease, token, data, number)
 
@@ -292,7 +297,9 @@ def _rows(world: World) -> dict[str, Any]:
         "items": list(
             Item.objects.filter(study_id=study_id)
             .order_by("pk")
-            .values_list("pk", "position", "judgment_count", "open_lease_count", "target", "spec")
+            .values_list(
+                "pk", "position", "judgment_count", "open_lease_count", "target", "spec", "kind"
+            )
         ),
         "leases": list(
             Assignment.objects.filter(item__study_id=study_id)
