@@ -41,8 +41,9 @@ MAX_QUERIES = 4
 #:   draw the check from those, the captions comparisons show and the checks answered before
 #:   (the answer also reads the check image's name); the end of a group reads the lease's
 #:   earlier results. Every other trial's page reads only its captions.
-#: - THumB's GET: the crowd progress (judgments), the image, the annotator's finished sets and
-#:   the study's remaining work (the page's progress line); its POST: the mode's reads.
+#: - THumB's GET: the crowd progress (judgments), the image, and the page's progress line (the
+#:   annotator's finished sets and the study's remaining work, one statement); its POST: the
+#:   linked-id flag's read and the completion code's count (a review also reads its stages).
 #: - The arena's GET: a reserved gold battle, the worker's history, the drawn pair's room, the
 #:   study's pairs (once per process), the captions.
 #: - Spans: the crowd progress (the study's captions) on GET; the mode's reads on POST.
@@ -54,10 +55,10 @@ OVER = {
     ("humanr", "post", "postgresql"): 10,
     ("humanr", "get", "sqlite"): 9,
     ("humanr", "post", "sqlite"): 10,
-    ("thumb", "get", "postgresql"): 7,
-    ("thumb", "post", "postgresql"): 6,
-    ("thumb", "get", "sqlite"): 8,
-    ("thumb", "post", "sqlite"): 8,
+    ("thumb", "get", "postgresql"): 6,
+    ("thumb", "post", "postgresql"): 5,
+    ("thumb", "get", "sqlite"): 7,
+    ("thumb", "post", "sqlite"): 7,
     ("arena", "get", "postgresql"): 10,
     ("arena", "get", "sqlite"): 11,
     ("arena", "post", "sqlite"): 6,

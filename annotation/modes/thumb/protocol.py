@@ -25,16 +25,17 @@ from annotation.modes.thumb.captions import unjudged_caption_notes
 from annotation.modes.thumb.catch import new_catch_item
 from annotation.modes.thumb.models import Rater
 from annotation.modes.thumb.settings import ThumbSettings
+from annotation.modes.thumb.stages import (
+    CHECK,
+    FLUENCY,
+    REVIEWS,
+    STAGE1,
+    STAGE2,
+    image_stages,
+    reviewed_payload,
+)
 from rubrics import catch as catch_rules
 from rubrics import thumb as rubric
-
-STAGE1 = "stage1"
-STAGE2 = "stage2"
-FLUENCY = "fluency"
-CHECK = "check"
-KINDS = (STAGE1, STAGE2, FLUENCY, CHECK)
-#: The stage each review kind starts from and may change.
-REVIEWS = {STAGE2: STAGE1, CHECK: STAGE2}
 
 SCORE_FIELDS = ("precision", "recall", "fluency", "conciseness", "inclusive")
 # A score or amount as a form writes it: ASCII digits, a decimal part (0.5, 1.5) at most.
@@ -51,28 +52,6 @@ def display_order(keys: list[str], *, seed: int, participant_id: int, item_id: i
     order = list(keys)
     random.Random(f"thumb:{seed}:{participant_id}:{item_id}").shuffle(order)
     return order
-
-
-def stage_payload(item: Item, kind: str) -> dict[str, Any] | None:
-    """The first judgment of stage ``kind`` of ``item``'s image not excluded: the one the
-    report counts and the next stage reviews (the export's ``first_stage1`` picks the same
-    stage-1 judgment)."""
-    return (
-        Judgment.objects.filter(
-            item__study_id=item.study_id,
-            item__kind=kind,
-            item__image_id=item.image_id,
-            excluded=False,
-        )
-        .order_by("id")
-        .values_list("payload", flat=True)
-        .first()
-    )
-
-
-def reviewed_payload(item: Item) -> dict[str, Any] | None:
-    """What a review item starts from: stage 1 for stage 2, stage 2 for the check."""
-    return stage_payload(item, REVIEWS[item.kind]) if item.kind in REVIEWS else None
 
 
 class ThumbProtocol(Mode):
@@ -219,12 +198,12 @@ class ThumbProtocol(Mode):
     def validate(self, assignment: Assignment, part: int, data: dict[str, Any]) -> dict[str, Any]:
         """All or nothing: every caption group of the item must be complete and valid."""
         item = assignment.item
-        if item.kind == STAGE2 and self._did(assignment.participant, item, [STAGE1]):
+        if item.kind == STAGE2 and self._did(assignment, [STAGE1]):
             raise Forbidden(
                 "You scored this image in stage 1; stage 2 must be done by another annotator. "
                 "Nothing was saved.",
             )
-        if item.kind == CHECK and self._did(assignment.participant, item, [STAGE1, STAGE2]):
+        if item.kind == CHECK and self._did(assignment, [STAGE1, STAGE2]):
             raise Forbidden(
                 "You scored this image in stage 1 or stage 2; its check must be done by a "
                 "third annotator. Nothing was saved.",
@@ -238,9 +217,12 @@ class ThumbProtocol(Mode):
             raise ServiceError(
                 f"Unknown caption field {unknown[0]}; reload the page. Nothing was saved."
             )
-        study_seed = Study.objects.filter(pk=item.study_id).values_list("seed", flat=True)[0]
+        # The services hand the lease over with its participant and study loaded.
         order = display_order(
-            list(groups), seed=study_seed, participant_id=assignment.participant_id, item_id=item.pk
+            list(groups),
+            seed=assignment.participant.study.seed,
+            participant_id=assignment.participant_id,
+            item_id=item.pk,
         )
         clean: dict[str, Any] = {}
         # Every caption is checked before refusing, so one round trip lists every problem
@@ -268,15 +250,10 @@ class ThumbProtocol(Mode):
         return {"captions": clean}
 
     @staticmethod
-    def _did(participant: Participant, item: Item, kinds: list[str]) -> bool:
+    def _did(assignment: Assignment, kinds: list[str]) -> bool:
         """Whether the participant or an id linked to them (their browser or network, as
-        in eligible_items) judged one of ``kinds`` of the item's image."""
-        return Judgment.objects.filter(
-            linked_q(participant, prefix="participant__"),
-            item__study_id=item.study_id,
-            item__kind__in=kinds,
-            item__image_id=item.image_id,
-        ).exists()
+        in eligible_items) judged one of ``kinds`` of the lease's image."""
+        return any(s.linked and s.kind in kinds for s in image_stages(assignment))
 
     @staticmethod
     def _validate_group(
@@ -337,7 +314,7 @@ class ThumbProtocol(Mode):
             return {"catch": {"kind": made["kind"], "gamma": made["gamma"], "caught": caught}}
         if item.kind not in REVIEWS:
             return {}
-        reviewed = reviewed_payload(item)
+        reviewed = reviewed_payload(assignment)
         modified = {}
         for key, scores in payload["captions"].items():
             before = (reviewed or {}).get("captions", {}).get(key)
@@ -364,17 +341,21 @@ class ThumbProtocol(Mode):
         last_stage = STAGE2 if config.stage2 else STAGE1
         if item.kind != last_stage:
             return Outcome(**fields)
-        image_items = Item.objects.filter(study_id=item.study_id, image_id=item.image_id)
-        later = set(image_items.filter(kind__in=[FLUENCY, CHECK]).values_list("kind", flat=True))
+        later: set[str] = set()
+        # The image's fluency round and check are made only here, by its one last-stage item
+        # (build_items): before that item's first judgment, the common case (its row is
+        # locked with its counters), there are none to look for.
+        if item.judgment_count:
+            later = set(
+                Item.objects.filter(
+                    study_id=item.study_id, image_id=item.image_id, kind__in=[FLUENCY, CHECK]
+                ).values_list("kind", flat=True)
+            )
         shown = {key: value for key, value in item.spec.items() if key != "check_keys"}
         new_items = []
         if config.require_native_fluency and FLUENCY not in later:
-            native_judged = (
-                _is_native(participant)
-                or Judgment.objects.filter(
-                    item__in=image_items.filter(kind__in=[STAGE1, STAGE2]),
-                    participant__user__thumb_rater__native_english=True,
-                ).exists()
+            native_judged = _is_native(participant) or any(
+                s.native for s in image_stages(judgment.assignment)
             )
             if not native_judged:
                 new_items.append(
