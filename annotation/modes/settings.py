@@ -23,6 +23,7 @@ bounds only. Text goes through ``annotation.text``, the check of every text fiel
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -268,9 +269,17 @@ def _check(name: str, spec: dict[str, Any], value: Any) -> None:
         raise TypeError(f"setting {name} has no kind; declare it with whole/number/flag/...")
 
 
+@functools.cache
+def _declared_defaults(cls: type) -> dict[str, Any]:
+    # A settings class does not change once imported, and every crowd request loads its
+    # study's settings several times (issue 48: walking the fields was about 4% of a
+    # rating page's CPU); callers get copies, so the cached dict is never changed.
+    return {f.name: f.default for f in dataclasses.fields(cls)}
+
+
 def defaults(cls: type) -> dict[str, Any]:
     """Every setting's default, as the JSON a study stores."""
-    return {f.name: f.default for f in dataclasses.fields(cls)}
+    return dict(_declared_defaults(cls))
 
 
 def clean(cls: type[S], raw: dict[str, Any]) -> dict[str, Any]:
@@ -299,8 +308,8 @@ def load(cls: type[S], stored: dict[str, Any] | None) -> S:
 
     Keys no longer declared (a setting removed since the study was made) are ignored.
     """
-    names = {f.name for f in dataclasses.fields(cls)}
-    return cls(**{**defaults(cls), **{k: v for k, v in (stored or {}).items() if k in names}})
+    declared = _declared_defaults(cls)
+    return cls(**{**declared, **{k: v for k, v in (stored or {}).items() if k in declared}})
 
 
 @dataclass(frozen=True)
