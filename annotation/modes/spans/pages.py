@@ -15,6 +15,8 @@ import re
 from typing import Any
 
 from django.utils import timezone
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
 
 from annotation import storage
 from annotation.models import Assignment, Caption, Item, Participant
@@ -53,6 +55,32 @@ def words(text: str) -> list[dict[str, Any]]:
     if at < len(text):
         pieces.append({"text": text[at:], "word": False})
     return pieces
+
+
+def caption_html(text: str) -> SafeString:
+    """The caption as the page shows it: each word a ``span.w`` with its code-point
+    offsets (what the page's script selects by), the spaces between as text, all escaped
+    as the template would. Built here, not by a template loop: a detailed caption has
+    hundreds of words, and the loop cost several lookups each (issue 48)."""
+    return mark_safe(
+        "".join(
+            f'<span class="w" data-start="{p["start"]}" data-end="{p["end"]}">'
+            f"{escape(p['text'])}</span>"
+            if p["word"]
+            else escape(p["text"])
+            for p in words(text)
+        )
+    )
+
+
+def _options(values: Any, selected: Any = None) -> SafeString:
+    """``<option>`` elements of ``values``, each its own label, ``selected`` marked so,
+    escaped as the template would."""
+    html = []
+    for value in values:
+        mark = " selected" if value == selected else ""
+        html.append(f'<option value="{escape(value)}"{mark}>{escape(value)}</option>')
+    return mark_safe("".join(html))
 
 
 def _marks_json(marks: Any) -> str:
@@ -121,6 +149,8 @@ class SpansPages(Pages):
         waited = (timezone.now() - assignment.served_at).total_seconds()
         remaining = max(0.0, float(config.min_seconds) - waited)
         answers = answers or {}
+        categories = config.category_list()
+        omission = answers.get("omission") or {}  # parse_form's dict, on a refused answer
         source = assignment.item.spec.get("source", "")
         decided = answers.get("suggestions") or {}
         suggestions = [
@@ -129,18 +159,24 @@ class SpansPages(Pages):
         ]
         return {
             "caption_text": caption.text,
-            "pieces": words(caption.text),
+            "caption_html": caption_html(caption.text),
             "length": len(caption.text),
             "source_text": source,
             "image": image,
             "image_url": storage.display_url(image.display) if image and image.display else "",
             "alt_text": (image.alt_text if image else "") or "Image the caption describes",
-            "categories": config.category_list(),
+            "categories": categories,
             "severities": SEVERITIES,
+            # Each of the ``max_spans`` fallback rows lists every severity and category: built
+            # once here rather than by two template loops per row (issue 48).
+            "severity_options": _options(SEVERITIES),
+            "category_options": _options(categories),
             "max_spans": config.max_spans,
             "rows": range(config.max_spans),
             "score": answers.get("score") if answers.get("score") is not None else "",
-            "omission": answers.get("omission") or {},
+            "omission": omission,
+            "omission_severities": _options(SEVERITIES, omission.get("severity")),
+            "omission_categories": _options(categories, omission.get("category")),
             # A refused submission's marks, for the script to list again (JSON text).
             "marks_json": _marks_json(answers.get("spans")),
             "unusable": bool(answers.get("unusable")),
