@@ -70,6 +70,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--server", default=harness.DEFAULT_SERVER)
     parser.add_argument("--database", default="capeval_bench_profile")
+    parser.add_argument(
+        "--dump",
+        default="",
+        help="also write each request kind's pstats to DUMP-next.prof and DUMP-submit.prof",
+    )
     args = parser.parse_args()
     harness.prepare_database(args.server, args.database)
     from django.conf import settings
@@ -186,6 +191,10 @@ def main() -> None:
             lines.append(f"- {1000 * tottime / counts[name]:.3f} {short}:{line} {func}")
     text = "\n".join(lines)
     print(text)
+    if args.dump:
+        # For callers and callees (``python -m pstats``), which the table cannot show.
+        for name, profile in profiles.items():
+            profile.dump_stats(f"{args.dump}-{name}.prof")
     harness.write_result("request-profile", {"table": text})
 
 
