@@ -19,9 +19,9 @@ from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
 from annotation import storage
-from annotation.models import Assignment, Caption, Item, Participant
+from annotation.models import Assignment, Item, Participant
 from annotation.modes.base import Pages
-from annotation.modes.spans.protocol import MAX_SPANS_JSON, shown_suggestions
+from annotation.modes.spans.protocol import MAX_SPANS_JSON, caption_of, shown_suggestions
 from rubrics.spans import SEVERITIES
 
 _NUMBER = re.compile(r"^[0-9]{1,7}(?:\.[0-9]{1,6})?$")
@@ -144,7 +144,7 @@ class SpansPages(Pages):
         item = assignment.item
         # The caption and its image in one read; the item's image is the caption's (the
         # importer makes one item per caption), read apart only if it ever is not.
-        caption = Caption.objects.select_related("image").get(pk=item.spec["caption"])
+        caption = caption_of(item)
         image = caption.image if item.image_id == caption.image_id else item.image
         waited = (timezone.now() - assignment.served_at).total_seconds()
         remaining = max(0.0, float(config.min_seconds) - waited)

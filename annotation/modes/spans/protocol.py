@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from annotation.errors import InvalidInput
-from annotation.models import Assignment, Caption, Item, Judgment, Participant, Study
+from annotation.models import Assignment, Caption, Item, Judgment, Participant, Study, rows
 from annotation.modes.base import CompletionProgress, Mode, Outcome
 from annotation.modes.settings import (
     CHECKS,
@@ -278,7 +278,9 @@ def suggestion_decisions(item: Item, config: SpansSettings, posted: Any) -> list
 
 
 def caption_of(item: Item) -> Caption:
-    return Caption.objects.get(pk=item.spec["caption"])
+    """The item's caption with its image: one fixed statement (``rows.by_pk``), as every
+    page and answer reads it; built by the ORM it was a tenth of the request (issue 48)."""
+    return rows.by_pk(Caption, item.spec["caption"], related="image")
 
 
 def _field_of(message: str) -> str:
