@@ -13,16 +13,16 @@ import re
 from collections import defaultdict
 from typing import Any
 
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import QuerySet
 
 from annotation.errors import Forbidden, ServiceError
-from annotation.identities import linked_q
 from annotation.models import Assignment, Caption, Image, Item, Judgment, Participant, Study
 from annotation.modes import catch
 from annotation.modes.base import CompletionProgress, Mode, Outcome
 from annotation.modes.thumb import integrity
 from annotation.modes.thumb.captions import unjudged_caption_notes
 from annotation.modes.thumb.catch import new_catch_item
+from annotation.modes.thumb.eligible import Eligible
 from annotation.modes.thumb.models import Rater
 from annotation.modes.thumb.settings import ThumbSettings
 from annotation.modes.thumb.stages import (
@@ -156,42 +156,18 @@ class ThumbProtocol(Mode):
         return [{"key": f"c{n}", **group} for n, group in enumerate(groups.values(), start=1)]
 
     def eligible_items(self, participant: Participant) -> QuerySet[Item]:
-        study_items = Item.objects.filter(study_id=participant.study_id)
-        stage1_done = Item.objects.filter(
-            study_id=participant.study_id,
-            kind=STAGE1,
-            image_id=OuterRef("image_id"),
-            judgment_count__gte=1,
-        )
-        same_person = linked_q(participant, prefix="participant__")
-        own_stage1 = Judgment.objects.filter(
-            same_person,
-            item__study_id=participant.study_id,
-            item__kind=STAGE1,
-            item__image_id=OuterRef("image_id"),
-        )
-        # The check goes to a third annotator: no one (nor their browser) of either stage.
-        own_stage = Judgment.objects.filter(
-            same_person,
-            item__study_id=participant.study_id,
-            item__kind__in=[STAGE1, STAGE2],
-            item__image_id=OuterRef("image_id"),
-        )
-        allowed = (
-            Q(kind=STAGE1)
-            | Q(Exists(stage1_done), ~Exists(own_stage1), kind=STAGE2)
-            | Q(~Exists(own_stage), kind=CHECK)
-        )
-        if _is_native(participant):
-            allowed |= Q(kind=FLUENCY)
+        # Stage 1 to anyone; stage 2 once stage 1 has a judgment, to no one linked to its
+        # annotator; the check to a third annotator, no one linked to either stage's; the
+        # fluency round to a native speaker: one written-out condition (eligible.py says why).
+        allowed = Item.objects.filter(Eligible(participant))
         if not self.settings(participant.study).catch_rate:
-            return study_items.filter(allowed)
+            return allowed
         # A catch trial reserved for the annotator comes first; no item of an image they
         # met in a catch trial is served to them afterwards.
         reserved = catch.pending(participant)
         if reserved.exists():
             return reserved
-        return study_items.filter(allowed).exclude(image_id__in=catch.used_images(participant))
+        return allowed.exclude(image_id__in=catch.used_images(participant))
 
     # ------------------------------------------------------------------ submissions
 
