@@ -278,8 +278,9 @@ def test_after_submit_returns_the_fluency_round_unsaved_and_counts_its_own_annot
 
     outcome = MODE.after_submit(participant, judgment)
 
+    # The state keeps the count of their judgments, this one included (issue 48).
     assert (outcome.state, outcome.status, outcome.result, outcome.exclusion) == (
-        None,
+        {"judged": 1},
         None,
         {},
         "",

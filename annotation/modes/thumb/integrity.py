@@ -59,11 +59,42 @@ def catch_answered_right(kind: str, scores: dict[str, Any]) -> bool:
     return catch_rules.thumb_caught(kind, scores["precision"], scores.get("fluency_errors") or {})
 
 
+#: The participant's state key that counts their judgments (``judged``).
+JUDGED = "judged"
+
+
+def kept_count(participant: Participant) -> int | None:
+    """The count of the participant's judgments their state keeps, or None if it keeps none."""
+    count = (participant.state or {}).get(JUDGED)
+    return count if isinstance(count, int) else None
+
+
+def judged(participant: Participant, counted: int | None = None) -> int:
+    """How many judgments the participant has stored: kept in their state by ``after_submit``
+    (``judged_state``), so a page and an answer need not count them (issue 48); for a state
+    that keeps no count yet (a participant who has not answered since it is kept), counted:
+    ``counted`` when a read already has it (``stages.judged_before``), else here. Every
+    judgment of a THumB participant is stored through a submission, which keeps it."""
+    count = kept_count(participant)
+    if count is not None:
+        return count
+    if counted is not None:
+        return counted
+    return Judgment.objects.filter(participant_id=participant.pk).count()
+
+
+def judged_state(participant: Participant, before: int) -> dict[str, Any]:
+    """The participant's state once the judgment being submitted is stored: ``before``, the
+    judgments they had, and this one (``after_submit`` is called before it is stored, with
+    the state as locked)."""
+    return {**(participant.state or {}), JUDGED: before + 1}
+
+
 def completion_earned(participant: Participant, config: Any) -> bool:
     """Enough items judged and, when catch trials are on, the catch rule applied (at least
     ``catch_min_seen`` answered) and passed: junk earned a code before the rule had seen
     enough catch trials (issue 29, row 6). A flagged participant never earns it."""
-    if Judgment.objects.filter(participant_id=participant.pk).count() < config.completion_images:
+    if judged(participant) < config.completion_images:
         return False
     if catch.is_flagged(participant):
         return False
@@ -79,7 +110,7 @@ def completion_earned(participant: Participant, config: Any) -> bool:
 def completion_progress(participant: Participant, config: Any) -> CompletionProgress:
     """Images judged toward ``completion_earned``, counted as it counts them (every
     judgment is one image's caption set)."""
-    done = Judgment.objects.filter(participant_id=participant.pk).count()
+    done = judged(participant)
     note = "and enough attention checks passed" if config.catch_rate else ""
     return CompletionProgress(done, config.completion_images, "images", note)
 
@@ -106,28 +137,43 @@ LIMIT 5
 """
 
 
-def linked_flag(participant: Participant, item: Item) -> dict[str, str] | None:
-    """A ``linked_annotator`` flag, once, when an id linked to the participant (same browser
-    or network, ``annotation.identities``) has judged an image of the study: the two are
-    never served each other's stage 2 or check, and the researcher should know why."""
+def linked_needed(participant: Participant) -> bool:
+    """Whether a submission must look for linked ids (``LINKED_OTHERS``): the participant
+    is not flagged yet and has a browser or network to be linked through."""
     if any(
         isinstance(flag, dict) and flag.get("kind") == LINKED_FLAG
         for flag in participant.flags or []
     ):
-        return None
-    if not (participant.browser_id or participant.network):
-        return None
-    params = [
+        return False
+    return bool(participant.browser_id or participant.network)
+
+
+def linked_params(participant: Participant, study_id: int) -> list[Any]:
+    """``LINKED_OTHERS``' params."""
+    return [
         participant.study_id,
         participant.browser_id or None,
         participant.study_id,
         participant.network or None,
         participant.pk,
-        item.study_id,
+        study_id,
     ]
-    with connection.cursor() as cursor:
-        cursor.execute(LINKED_OTHERS, params)
-        names = [name for (name,) in cursor.fetchall()]
+
+
+def linked_flag(
+    participant: Participant, item: Item, names: list[str] | None = None
+) -> dict[str, str] | None:
+    """A ``linked_annotator`` flag, once, when an id linked to the participant (same browser
+    or network, ``annotation.identities``) has judged an image of the study: the two are
+    never served each other's stage 2 or check, and the researcher should know why.
+    ``names``: ``LINKED_OTHERS``' pseudonyms when a read of this submission already has
+    them (``stages.linked_names``), else read here."""
+    if not linked_needed(participant):
+        return None
+    if names is None:
+        with connection.cursor() as cursor:
+            cursor.execute(LINKED_OTHERS, linked_params(participant, item.study_id))
+            names = [name for (name,) in cursor.fetchall()]
     if not names:
         return None
     detail = (

@@ -23,7 +23,11 @@ from annotation.modes.thumb.stages import (
     REVIEWS,
     STAGE1,
     STAGE2,
+    STAGE_COLUMNS,
+    STAGE_ROWS,
+    keep_stages,
     reviewed_payload,
+    stage_params,
 )
 from rubrics import thumb as rubric
 
@@ -33,20 +37,59 @@ _FORM_AMOUNT = re.compile(r"^(c\d+)-amount-([a-z_]+)$")
 #: How a review page names the stage it starts from ("stage 1: 4").
 _REVIEWED_LABEL = {STAGE1: "stage 1", STAGE2: "stage 2"}
 
-#: The progress line's numbers in one statement: per kind of the study's items, how many ask
-#: for answers (``target`` above 0: a people design leaves some out) and how many answers they
-#: still need, from the counters the services keep on each item; and the annotator's
-#: finished sets (an uncorrelated subquery: run once, repeated on each row). Written out
-#: (issue 48): the ORM's filtered aggregates cost the web worker more to build than the
-#: database to run them. Params: participant id, the submitted status, study id.
-PROGRESS = f"""
-SELECT i."kind", SUM(CASE WHEN i."target" > 0 THEN 1 ELSE 0 END),
-       SUM(i."target") - SUM(i."judgment_count"),
+#: Every column of an image, the id first (the page's image: its file, size and alt text).
+IMAGE_FIELDS = tuple(f.attname for f in Image._meta.concrete_fields)
+
+#: A page's own reads in one statement: the lease's image; the progress line's numbers (how
+#: many stage-1 items ask for answers, ``target`` above 0: a people design leaves some out;
+#: per stage, how many answers its items still need, from the counters the services keep on
+#: each item; the annotator's finished sets); and, on a review's page, the image's stages
+#: (``stages.STAGE_COLUMNS``: what the review starts from), one row each (none: one row of
+#: NULLs). Written out (issue 48): the image, the progress and the stages were three
+#: statements, and the ORM's filtered aggregates cost the web worker more to build than the
+#: database to run them. ``{stages}``: ``_STAGES_JOIN`` on a review's page, else empty.
+#: Params: the submitted status, participant id; ``_PROGRESS``' params; on a review's
+#: page ``STAGE_COLUMNS``' and ``STAGE_ROWS``' params; the image id.
+PAGE = f"""
+SELECT {rows.columns("m", Image, IMAGE_FIELDS)},
        (SELECT COUNT(*) FROM "{Assignment._meta.db_table}" a
-        WHERE a."participant_id" = %s AND a."status" = %s)
-FROM "{Item._meta.db_table}" i
-WHERE i."study_id" = %s
-GROUP BY i."kind"
+        WHERE a."status" = %s AND a."participant_id" = %s),
+       pr."images", pr."stage1", pr."stage2", pr."fluency", pr."check"{{stage_columns}}
+FROM "{Image._meta.db_table}" m
+CROSS JOIN ({{progress}}) pr
+{{stages}}
+WHERE m."id" = %s
+ORDER BY {{order}}
+"""
+#: The progress line's per-stage numbers (``PAGE``'s ``pr``). Params: the four stages, with
+#: stage 1 first once more, and the study id.
+_PROGRESS = f"""
+  SELECT COALESCE(SUM(CASE WHEN i."kind" = %s AND i."target" > 0 THEN 1 ELSE 0 END), 0)
+           AS "images",
+         COALESCE(SUM(CASE WHEN i."kind" = %s THEN i."target" - i."judgment_count" ELSE 0 END), 0)
+           AS "stage1",
+         COALESCE(SUM(CASE WHEN i."kind" = %s THEN i."target" - i."judgment_count" ELSE 0 END), 0)
+           AS "stage2",
+         COALESCE(SUM(CASE WHEN i."kind" = %s THEN i."target" - i."judgment_count" ELSE 0 END), 0)
+           AS "fluency",
+         COALESCE(SUM(CASE WHEN i."kind" = %s THEN i."target" - i."judgment_count" ELSE 0 END), 0)
+           AS "check"
+  FROM "{Item._meta.db_table}" i WHERE i."study_id" = %s
+"""
+_STAGES_JOIN = f"LEFT JOIN (SELECT {STAGE_COLUMNS}\n{STAGE_ROWS}) s ON 1 = 1"
+_STAGE_SELECT = ", s.sid, s.skind, s.spayload, s.sexcluded, s.slinked, s.snative"
+#: PAGE for a page without stages to read, and for a review's.
+PAGE_PLAIN = PAGE.format(progress=_PROGRESS, stage_columns="", stages="", order="1")
+PAGE_REVIEW = PAGE.format(
+    progress=_PROGRESS, stage_columns=_STAGE_SELECT, stages=_STAGES_JOIN, order="s.sid"
+)
+#: The progress line alone (``_progress``: a page without its image). Params: PAGE's first
+#: two, then ``_PROGRESS``'.
+PROGRESS = f"""
+SELECT (SELECT COUNT(*) FROM "{Assignment._meta.db_table}" a
+        WHERE a."status" = %s AND a."participant_id" = %s),
+       pr."images", pr."stage1", pr."stage2", pr."fluency", pr."check"
+FROM ({_PROGRESS}) pr
 """
 
 _OPTION_TEXT = {
@@ -74,6 +117,17 @@ _FLUENCY_TABLE = tuple(
 )
 
 
+def rubric_context() -> dict[str, Any]:
+    """What the rubric dialog shows (``modes/thumb/rubric.html``): the same on every page."""
+    return {
+        "precision_definition": rubric.PRECISION_DEFINITION,
+        "recall_definition": rubric.RECALL_DEFINITION,
+        "rules": rubric.RULES,
+        "examples": rubric.EXAMPLES,
+        "fluency_table": _FLUENCY_TABLE,
+    }
+
+
 class ThumbPages(Pages):
     intro_template = "modes/thumb/intro.html"
     item_template = "modes/thumb/item.html"
@@ -91,9 +145,8 @@ class ThumbPages(Pages):
         kind = STAGE1 if item.kind == CATCH else item.kind
         # The services and views hand the lease over with its participant and study loaded.
         study = assignment.participant.study
-        # One fixed statement: built by the ORM, this read cost more than the database its
-        # work (issue 48).
-        image = rows.by_pk(Image, item.image_id)
+        # The image, the progress line and a review's stages in one statement (``PAGE``).
+        image, progress = self._page_reads(assignment, study)
         prefill = (reviewed_payload(assignment) or {}).get("captions", {})
         groups = {group["key"]: group for group in item.spec["groups"]}
         order = display_order(
@@ -122,12 +175,8 @@ class ThumbPages(Pages):
             "image_width": image.width,
             "image_height": image.height,
             "groups": shown,
-            "progress": self._progress(assignment, study),
-            "precision_definition": rubric.PRECISION_DEFINITION,
-            "recall_definition": rubric.RECALL_DEFINITION,
-            "rules": rubric.RULES,
-            "examples": rubric.EXAMPLES,
-            "fluency_table": _FLUENCY_TABLE,
+            "progress": progress,
+            **rubric_context(),
             # The server's minimum for this set (crowd workers, issue 29), said up front so
             # an honest worker is not surprised by a refusal.
             "minimum_seconds": self.mode.min_seconds(assignment),
@@ -251,27 +300,50 @@ class ThumbPages(Pages):
         }
 
     @staticmethod
-    def _progress(assignment: Assignment, study: Study) -> dict[str, int]:
-        """The annotator's position (their finished sets, plus this one) and the study's
-        images and answers still needed per stage (``PROGRESS``)."""
-        params = [assignment.participant_id, Assignment.Status.SUBMITTED, study.pk]
+    def _page_reads(assignment: Assignment, study: Study) -> tuple[Image, dict[str, int]]:
+        """The lease's image and the progress line: the annotator's position (their finished
+        sets, plus this one) and the study's images and answers still needed per stage
+        (``PAGE``); on a review's page its stages are kept on the lease too."""
+        item = assignment.item
+        review = item.kind in REVIEWS
+        params: list[Any] = [Assignment.Status.SUBMITTED, assignment.participant_id]
+        params += [STAGE1, *KINDS, study.pk]
+        if review:
+            params += stage_params(assignment)
+        params.append(item.image_id)
         with connection.cursor() as cursor:
-            cursor.execute(PROGRESS, params)
-            rows = cursor.fetchall()
-        # No row: a study without items, so without a lease either (nothing done).
-        done = rows[0][3] if rows else 0
-        images = {kind: count for kind, count, _left, _done in rows}
-        left = {kind: remaining for kind, _count, remaining, _done in rows}
-        return {
-            "position": done + 1,
-            # The images people are asked about: not those a people design left out.
-            "images": images.get(STAGE1, 0),
-            "left_stage1": left.get(STAGE1, 0),
-            "left_stage2": left.get(STAGE2, 0),
-            "left_fluency": left.get(FLUENCY, 0),
-            "left_check": left.get(CHECK, 0),
-            "left": sum(left.get(kind, 0) for kind in KINDS),
-        }
+            cursor.execute(PAGE_REVIEW if review else PAGE_PLAIN, params)
+            found = cursor.fetchall()
+        if not found:
+            raise Image.DoesNotExist("Image matching query does not exist.")
+        width = len(IMAGE_FIELDS)
+        first = found[0]
+        image = rows.instance(Image, IMAGE_FIELDS, first[:width])
+        if review:
+            keep_stages(assignment, [row[width + 6 :] for row in found])
+        return image, _progress_line(first[width : width + 6])
+
+    @staticmethod
+    def _progress(assignment: Assignment, study: Study) -> dict[str, int]:
+        """The progress line alone (``PROGRESS``), as a page shows it with its image."""
+        params = [Assignment.Status.SUBMITTED, assignment.participant_id, STAGE1, *KINDS]
+        with connection.cursor() as cursor:
+            cursor.execute(PROGRESS, [*params, study.pk])
+            return _progress_line(cursor.fetchone())
+
+
+def _progress_line(numbers) -> dict[str, int]:
+    """The progress line from ``PROGRESS``' columns: the annotator's finished sets, the
+    images asked about, and the answers still needed per stage."""
+    done, images, *left = (int(n) for n in numbers)
+    remaining = dict(zip(KINDS, left, strict=True))
+    return {
+        "position": done + 1,
+        # The images people are asked about: not those a people design left out.
+        "images": images,
+        **{f"left_{kind}": remaining[kind] for kind in KINDS},
+        "left": sum(left),
+    }
 
 
 def _as_float(value: Any) -> float | None:

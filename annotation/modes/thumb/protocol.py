@@ -32,6 +32,8 @@ from annotation.modes.thumb.stages import (
     STAGE1,
     STAGE2,
     image_stages,
+    judged_before,
+    linked_names,
     reviewed_payload,
 )
 from rubrics import catch as catch_rules
@@ -310,8 +312,15 @@ class ThumbProtocol(Mode):
         """
         item = judgment.item
         config = self.settings(participant.study)
-        fields = self._catch_outcome(participant, judgment, config)
-        linked = integrity.linked_flag(participant, item)
+        # The submission's reads in one statement, or none (stages.submission_reads): the
+        # stages a review's validation read, the linked ids, the count of their judgments.
+        lease = judgment.assignment
+        names = linked_names(lease)
+        before = judged_before(lease)
+        fields = self._catch_outcome(participant, judgment, config, before)
+        # The count of their judgments, kept with them: no page or answer counts the rows.
+        fields["state"] = integrity.judged_state(participant, before)
+        linked = integrity.linked_flag(participant, item, names)
         if linked:
             fields = {**fields, "flags": (*fields.get("flags", ()), linked)}
         last_stage = STAGE2 if config.stage2 else STAGE1
@@ -363,7 +372,7 @@ class ThumbProtocol(Mode):
 
     @staticmethod
     def _catch_outcome(
-        participant: Participant, judgment: Judgment, config: ThumbSettings
+        participant: Participant, judgment: Judgment, config: ThumbSettings, before: int
     ) -> dict[str, Any]:
         """The catch-trial parts of the outcome (see ``annotation.modes.catch``): the rule
         after a catch trial, and maybe the next catch trial after any other item."""
@@ -383,7 +392,7 @@ class ThumbProtocol(Mode):
                 participant,
                 rate=config.catch_rate,
                 gammas=catch_rules.parse_gammas(config.catch_gammas),
-                draw=Judgment.objects.filter(participant_id=participant.pk).count(),
+                draw=before,
             )
             if made is not None:
                 fields["new_items"] = (made,)

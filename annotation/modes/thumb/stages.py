@@ -1,5 +1,6 @@
-"""THumB's stages, the kinds of its items, and the read of an image's stage-1 and stage-2
-judgments that a review's page and its answer share (issue 48).
+"""THumB's stages, the kinds of its items, and what an answer reads (issue 48): an image's
+stage-1 and stage-2 judgments, which a review's page and its answer share, with the answer's
+other reads in the same statement (the linked ids, the count of the participant's judgments).
 
 An image's caption set is scored in stage 1, reviewed by a second annotator in stage 2, maybe
 read again for fluency by a native speaker, and for a sample of its captions checked by a
@@ -14,6 +15,13 @@ from typing import Any
 from django.db import connection
 
 from annotation.models import Assignment, Item, Judgment, Participant, rows
+from annotation.modes.thumb.integrity import (
+    LINKED_OTHERS,
+    judged,
+    kept_count,
+    linked_needed,
+    linked_params,
+)
 from annotation.modes.thumb.models import Rater
 
 STAGE1 = "stage1"
@@ -23,6 +31,11 @@ CHECK = "check"
 KINDS = (STAGE1, STAGE2, FLUENCY, CHECK)
 #: The stage each review kind starts from and may change.
 REVIEWS = {STAGE2: STAGE1, CHECK: STAGE2}
+#: Where a lease keeps its image's stages for the rest of its request, and the linked ids'
+#: pseudonyms read with them.
+_KEPT = "_thumb_stages"
+_LINKED = "_thumb_linked"
+_COUNT = "_thumb_judged"
 
 
 @dataclass(frozen=True)
@@ -38,30 +51,44 @@ class StageJudgment:
     native: bool
 
 
-#: The judgments of stages 1 and 2 of an image, oldest first: their kind, payload and
+#: The judgments of stages 1 and 2 of an image, oldest first: their id, kind, payload and
 #: exclusion, whether by an id linked to the participant (``identities.linked_q``: itself,
 #: or the same study's browser or network; NULL for a browser or network it has not, which
 #: matches nothing) and whether by a registered native English speaker (a crowd worker's
 #: user id is NULL: no Rater row matches). Written out (issue 48): built by the ORM, this
-#: read cost a review's page and answer more than the database its work. Params: the
-#: participant's id, study id and browser id, study id and network; study id, image id, the
-#: two stages.
-STAGES = f"""
-SELECT i."kind", j."payload", j."excluded",
+#: read cost a review's page and answer more than the database its work. In two parts, so
+#: a page and an answer join them to their own reads (``pages.PAGE``, ``submission_reads``):
+#: ``STAGE_COLUMNS`` (params: the participant's id, study id and browser id, study id and
+#: network) and ``STAGE_ROWS`` (study id, image id, the two stages).
+STAGE_COLUMNS = f"""j."id" AS sid, i."kind" AS skind, j."payload" AS spayload,
+       j."excluded" AS sexcluded,
        (j."participant_id" = %s OR (p."study_id" = %s AND p."browser_id" = %s)
-        OR (p."study_id" = %s AND p."network" = %s)),
+        OR (p."study_id" = %s AND p."network" = %s)) AS slinked,
        EXISTS (SELECT 1 FROM "{Rater._meta.db_table}" r
-               WHERE r."user_id" = p."user_id" AND r."native_english")
-FROM "{Judgment._meta.db_table}" j
+               WHERE r."user_id" = p."user_id" AND r."native_english") AS snative"""
+STAGE_ROWS = f"""FROM "{Judgment._meta.db_table}" j
 JOIN "{Item._meta.db_table}" i ON i."id" = j."item_id"
 JOIN "{Participant._meta.db_table}" p ON p."id" = j."participant_id"
-WHERE i."study_id" = %s AND i."image_id" = %s AND i."kind" IN (%s, %s)
-ORDER BY j."id"
-"""
+WHERE i."study_id" = %s AND i."image_id" = %s AND i."kind" IN (%s, %s)"""
+#: A submission's reads in one statement, each a part of a UNION ALL with the stages'
+#: columns, as far as the submission still needs them (``submission_reads``): the stages
+#: (a review's validation and score, after_submit's native-speaker rule); the pseudonyms of
+#: linked ids that judged in the study (``integrity.LINKED_OTHERS``, the linked-id flag: a
+#: NULL judgment id, the pseudonym in the kind's column); and the participant's judgments
+#: counted (``integrity.judged``, for a state that does not keep the count yet: the count in
+#: the id's column, a NULL kind). Rows are told apart by those NULLs, not by their place
+#: (NULLs sort last on PostgreSQL, first on SQLite). Params: each part's, in this order.
+_STAGES_PART = f"SELECT {STAGE_COLUMNS}\n{STAGE_ROWS}"
+_LINKED_PART = f"""SELECT NULL AS sid, o."pseudonym" AS skind, NULL AS spayload,
+       NULL AS sexcluded, NULL AS slinked, NULL AS snative FROM ({LINKED_OTHERS}) o"""
+_COUNT_PART = f"""SELECT COUNT(*) AS sid, NULL AS skind, NULL AS spayload, NULL AS sexcluded,
+       NULL AS slinked, NULL AS snative
+FROM "{Judgment._meta.db_table}" cj WHERE cj."participant_id" = %s"""
+SUBMISSION_ORDER = "ORDER BY sid, skind"
 
 
 def image_stages(assignment: Assignment) -> list[StageJudgment]:
-    """The judgments of stages 1 and 2 of the lease's image, oldest first (``STAGES``).
+    """The judgments of stages 1 and 2 of the lease's image, oldest first (``STAGE_COLUMNS``).
 
     One read for what a submission asks of them (issue 48): validate (did the participant or
     a linked id judge the stage this one reviews), score (what the review changed) and
@@ -70,30 +97,94 @@ def image_stages(assignment: Assignment) -> list[StageJudgment]:
     (the judgment being submitted is stored after them, and a stage's item is locked while
     its one judgment is stored).
     """
-    stages = assignment.__dict__.get("_thumb_stages")
+    stages = assignment.__dict__.get(_KEPT)
     if stages is None:
-        item, participant = assignment.item, assignment.participant
-        study_id, browser, network = (
-            participant.study_id,
-            participant.browser_id or None,
-            participant.network or None,
+        submission_reads(assignment, stages=True)
+        stages = assignment.__dict__[_KEPT]
+    return stages
+
+
+def linked_names(assignment: Assignment) -> list[str]:
+    """The pseudonyms of ids linked to the lease's participant that judged in its study
+    (``integrity.LINKED_OTHERS``), read with the submission's other reads; [] when the
+    participant need not be looked at (``integrity.linked_needed``)."""
+    if not linked_needed(assignment.participant):
+        return []
+    if _LINKED not in assignment.__dict__:
+        submission_reads(assignment, stages=False)
+    return assignment.__dict__[_LINKED]
+
+
+def judged_before(assignment: Assignment) -> int:
+    """The participant's stored judgments before this submission (``integrity.judged``),
+    read with the submission's other reads when their state does not keep the count."""
+    participant = assignment.participant
+    if kept_count(participant) is None and _COUNT not in assignment.__dict__:
+        submission_reads(assignment, stages=False)
+    return judged(participant, assignment.__dict__.get(_COUNT))
+
+
+def submission_reads(assignment: Assignment, *, stages: bool) -> None:
+    """Read what the submission still needs in one statement, a UNION ALL of the parts
+    above (the stages if ``stages``; the linked ids and the count if needed and not read
+    yet), and keep it on the lease for the rest of its request."""
+    kept, participant = assignment.__dict__, assignment.participant
+    parts: list[str] = []
+    params: list[Any] = []
+    if stages:
+        parts.append(_STAGES_PART)
+        params += stage_params(assignment)
+    linked = _LINKED not in kept and linked_needed(participant)
+    if linked:
+        parts.append(_LINKED_PART)
+        params += linked_params(participant, assignment.item.study_id)
+    count = _COUNT not in kept and kept_count(participant) is None
+    if count:
+        parts.append(_COUNT_PART)
+        params.append(participant.pk)
+    if not parts:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("\nUNION ALL\n".join(parts) + "\n" + SUBMISSION_ORDER, params)
+        found = cursor.fetchall()
+    if stages:
+        keep_stages(assignment, found)
+    if linked:
+        kept[_LINKED] = [row[1] for row in found if row[0] is None]
+    if count:
+        kept[_COUNT] = next(int(row[0]) for row in found if row[1] is None)
+
+
+def stage_params(assignment: Assignment) -> list[Any]:
+    """``STAGE_COLUMNS``'s params, then ``STAGE_ROWS``'s, for the lease."""
+    item, participant = assignment.item, assignment.participant
+    study_id = participant.study_id
+    linked = [
+        participant.pk,
+        study_id,
+        participant.browser_id or None,
+        study_id,
+        participant.network or None,
+    ]
+    return [*linked, item.study_id, item.image_id, STAGE1, STAGE2]
+
+
+def keep_stages(assignment: Assignment, found) -> list[StageJudgment]:
+    """The stages of ``STAGE_COLUMNS`` rows (a statement's, oldest first; a row with a NULL
+    judgment id or kind, a LEFT JOIN's that found none or another part's of
+    ``submission_reads``, is skipped), kept on the lease."""
+    stages = [
+        StageJudgment(
+            kind=kind,
+            payload=rows.converted(Judgment, ("payload",), (payload,))[0],
+            excluded=bool(excluded),
+            linked=bool(linked),
+            native=bool(native),
         )
-        linked = [participant.pk, study_id, browser, study_id, network]
-        params = [*linked, item.study_id, item.image_id, STAGE1, STAGE2]
-        with connection.cursor() as cursor:
-            cursor.execute(STAGES, params)
-            found = cursor.fetchall()
-        stages = [
-            StageJudgment(
-                kind=kind,
-                payload=rows.converted(Judgment, ("payload",), (payload,))[0],
-                excluded=bool(excluded),
-                linked=bool(linked),
-                native=bool(native),
-            )
-            for kind, payload, excluded, linked, native in found
-        ]
-        assignment.__dict__["_thumb_stages"] = stages
+        for judgment_id, kind, payload, excluded, linked, native in found
+        if judgment_id is not None and kind is not None
+    ]
+    assignment.__dict__[_KEPT] = stages
     return stages
 
 
