@@ -4,7 +4,9 @@ Serving an item took ten ORM queries, each costing the web worker more in SQL bu
 the database its work. Here the common path is two statements: ``LOCK_WORKER`` (the lock,
 the participant's leases, and for a crowd worker the lapse rule's and the network limit's
 counts) and a claim (``CLAIM_POSTGRESQL``: choose, take the slot and insert the lease in one
-statement; ``CLAIM_SQLITE`` chooses and takes the slot, the lease is then inserted). Rare
+statement; ``CLAIM_SQLITE`` chooses and takes the slot, the lease is then inserted). A
+worker who holds a lease (a reload, the next part of a group) gets it back by ``LEASES``,
+with its item and its judgments, so the page needs no read of its own for its part. Rare
 paths (a lapse, a reopened lease, nothing left) keep the ORM code of ``assignments.py``.
 
 Both vendors: PostgreSQL locks rows (``FOR UPDATE``, ``SKIP LOCKED``) and takes
@@ -28,18 +30,27 @@ from django.core.exceptions import EmptyResultSet, FullResultSet
 from django.db import connection
 from django.db.models import QuerySet
 
-from annotation.models import Assignment, Item, Participant
+from annotation.models import Assignment, Item, Judgment, Participant
 from annotation.models.rows import columns as _columns
 from annotation.models.rows import instance as _instance
 
 P = Participant._meta.db_table
 A = Assignment._meta.db_table
 I = Item._meta.db_table  # noqa: E741 (the item table, as P and A name theirs)
+J = Judgment._meta.db_table
 
 #: The participant columns a claim reads as locked (everything else the view read holds).
 LOCKED_FIELDS = ("id", "state", "status", "flags", "completed_at")
 #: Every concrete column of an item, in model order (a claimed row becomes an instance).
 ITEM_FIELDS = tuple(f.attname for f in Item._meta.concrete_fields)
+#: Every concrete column of a lease, in model order.
+LEASE_FIELDS = tuple(f.attname for f in Assignment._meta.concrete_fields)
+#: What a lease read here carries of each of its judgments (``with_answers``): enough for
+#: the part to show next and when the previous one was answered; the rest is deferred.
+ANSWER_FIELDS = ("id", "assignment_id", "part", "created_at")
+#: Where Django's prefetching keeps a lease's judgments: ``lease.judgments`` (its ``count``,
+#: ``all``) reads them there instead of querying.
+ANSWERS_CACHE = Assignment.judgments.field.remote_field.cache_name
 
 
 #: Lock the worker's participant rows: the participant and its browser-mates, in id order
@@ -111,6 +122,25 @@ VENDOR = {
         "flags_agg": 'json_group_array(json(lp."flags"))',
     },
 }
+
+#: The participant's leases that matter to a serve (``assignments._leases_that_matter``):
+#: the open ones and this round's released ones, oldest first, each with its item and its
+#: judgments (a row per judgment, NULLs when it has none). Read after ``LOCK_WORKER``, in a
+#: statement of its own (see there), so it sees every lease and answer committed before the
+#: lock was granted; and nothing of theirs changes until this transaction ends (a
+#: submission locks the participant first). The judgments come with the lease so that the
+#: page knows which part to show without a query of its own (``with_answers``). Params:
+#: participant id, round.
+LEASES = f"""
+SELECT {_columns("a", Assignment, LEASE_FIELDS)}, {_columns("i", Item, ITEM_FIELDS)},
+       {_columns("j", Judgment, ANSWER_FIELDS)}
+FROM "{A}" a
+JOIN "{I}" i ON i."id" = a."item_id"
+LEFT JOIN "{J}" j ON j."assignment_id" = a."id"
+WHERE a."participant_id" = %s
+  AND (a."status" = 'open' OR (a."status" = 'released' AND a."round" = %s))
+ORDER BY a."served_at", a."id", j."id"
+"""
 
 #: PostgreSQL: choose, claim and lease in one statement. ``chosen`` is the first candidate
 #: (the mode's eligible items with capacity, not had this round, in serving order), locked
@@ -298,6 +328,41 @@ def lock_worker(participant: Participant, *, crowd: bool, now: datetime, since: 
             worker.lapse_flags = [locked.flags, *(json.loads(flags) if flags else [])]
             worker.network_leases = network_leases or 0
     return worker
+
+
+def with_answers(lease: Assignment, answers: list[Judgment]) -> Assignment:
+    """Give ``lease`` its judgments as read with it, as ``prefetch_related("judgments")``
+    would: ``lease.judgments.count()`` and ``.all()`` then answer from them (a filter on
+    them still queries). Only for judgments read under the participant's lock, which every
+    submission takes first: the list is then the lease's whole, current set."""
+    for answer in answers:
+        answer.assignment = lease
+    found = lease.judgments.all()
+    found._result_cache, found._prefetch_done = answers, True
+    cache = lease.__dict__.setdefault("_prefetched_objects_cache", {})
+    cache[ANSWERS_CACHE] = found
+    return lease
+
+
+def leases_that_matter(participant_id: int, round_number: int) -> list[Assignment]:
+    """Run ``LEASES``: the leases, oldest first, each with its item and its judgments."""
+    with connection.cursor() as cursor:
+        cursor.execute(LEASES, [participant_id, round_number])
+        rows = cursor.fetchall()
+    n_a, n_i = len(LEASE_FIELDS), len(ITEM_FIELDS)
+    leases: list[Assignment] = []
+    answers: dict[int, list[Judgment]] = {}
+    for row in rows:
+        if not leases or leases[-1].pk != row[0]:
+            lease = _instance(Assignment, LEASE_FIELDS, row[:n_a])
+            lease.item = _instance(Item, ITEM_FIELDS, row[n_a : n_a + n_i])
+            leases.append(lease)
+            answers[lease.pk] = []
+        if row[n_a + n_i] is not None:  # the judgment's id: NULL when the lease has none
+            answers[row[0]].append(_instance(Judgment, ANSWER_FIELDS, row[n_a + n_i :]))
+    for lease in leases:
+        with_answers(lease, answers[lease.pk])
+    return leases
 
 
 def claim(

@@ -271,16 +271,9 @@ def _leases_that_matter(locked: Participant, round_number: int) -> list[Assignme
     # One read for every lease that matters here: the open ones (the current lease, or
     # lapsed ones to give back) and this round's released ones, since an item that comes
     # back to them reopens its old lease (one lease per participant, item and round).
-    # With their items: an open one is returned with it (a reload).
-    return list(
-        Assignment.objects.filter(participant=locked)
-        .select_related("item")
-        .filter(
-            Q(status=Assignment.Status.OPEN)
-            | Q(status=Assignment.Status.RELEASED, round=round_number)
-        )
-        .order_by("served_at", "id")
-    )
+    # With their items and judgments: an open one is returned with them (a reload: the
+    # page shows the part after its answered ones), as is a reopened one.
+    return assignment_sql.leases_that_matter(locked.pk, round_number)
 
 
 def _give_back_own_lapsed(leases: list[Assignment], round_number: int) -> dict[int, Assignment]:
@@ -455,7 +448,8 @@ def _leased(
         released_by="",
     )
     lease._state.adding, lease._state.db = False, connection.alias
-    return lease
+    # A new lease has no judgment: the page's part needs no query.
+    return assignment_sql.with_answers(lease, [])
 
 
 def _claim_first(candidates: QuerySet[Item], new: dict) -> tuple[Item, int | None] | None:
@@ -512,13 +506,14 @@ def _lease(
     """
     expires_at = now + timedelta(seconds=seconds)
     if released is None:
-        return Assignment.objects.create(
+        created = Assignment.objects.create(
             participant=participant,
             item=item,
             round=round_number,
             served_at=now,
             expires_at=expires_at,
         )
+        return assignment_sql.with_answers(created, [])  # as ``_leased``'s
     lapsed = (
         participant.source != Participant.Source.ACCOUNT
         and released.submitted_at is None

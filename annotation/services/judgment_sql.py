@@ -2,11 +2,12 @@
 
 Storing an answer took three locking reads (participant, lease, item) and four writes, each
 an ORM query whose building cost the web worker more than the database its work. Here the
-locks and reads are one statement (``LOCK_SUBMISSION``), and on PostgreSQL the writes are
-another (``STORE_POSTGRESQL``: the judgment's INSERT and the lease, item and participant
-UPDATEs as one statement of data-modifying CTEs). SQLite has no writes in a CTE: there the
-writes stay the ORM's, one statement each, as do the rare writes on either vendor (an
-exclusion, new items, a new target, flags the outcome adds).
+locks and reads are one statement (``LOCK_SUBMISSION``), a lease of several parts adds one
+read of its judgments (``ANSWERS``), and on PostgreSQL the writes are another
+(``STORE_POSTGRESQL``: the judgment's INSERT and the lease, item and participant UPDATEs,
+and a lease's exclusion, as one statement of data-modifying CTEs). SQLite has no writes in
+a CTE: there the writes stay the ORM's, one statement each, as do the rare writes on either
+vendor (a participant's exclusion, new items, a new target, flags the outcome adds).
 
 Lock order, as everywhere: participant, assignment, item (PostgreSQL locks the rows of
 ``FOR UPDATE OF p, a, i`` in that order, the order of the FROM list). On SQLite the write
@@ -22,11 +23,18 @@ from django.db import connection
 from django.db.models.sql import InsertQuery
 
 from annotation.models import Assignment, Item, Judgment, Participant
-from annotation.services.assignment_sql import ITEM_FIELDS, _columns, _db, _instance
+from annotation.services.assignment_sql import (
+    ITEM_FIELDS,
+    _columns,
+    _db,
+    _instance,
+    with_answers,
+)
 
 P = Participant._meta.db_table
 A = Assignment._meta.db_table
 I = Item._meta.db_table  # noqa: E741 (the item table, as P and A name theirs)
+J = Judgment._meta.db_table
 
 #: The participant columns a submission reads as locked (the view's read holds the rest).
 LOCKED_FIELDS = ("id", "state", "status", "flags", "completed_at")
@@ -53,16 +61,38 @@ WHERE p."id" = %s AND a."token" = %s
 """
 LOCKS = {"postgresql": "FOR UPDATE OF p, a, i", "sqlite": ""}
 
+#: What a submission reads of each of its lease's earlier judgments: which parts are
+#: answered (a repeat, the next part), when (the part's minimum time counts from the
+#: previous answer, ``Assignment.part_shown_at``), and the result (a mode's ``after_submit``
+#: reads the earlier results of the lease, through ``lease.judgments``).
+ANSWER_FIELDS = ("id", "assignment_id", "part", "result", "created_at")
+
+#: The lease's judgments, in id order: one read for the answered parts, the time the
+#: previous part was answered and the mode's earlier results. After ``LOCK_SUBMISSION``, in
+#: a statement of its own: on PostgreSQL a statement that waited for a lock reads the rows it
+#: does not lock as they were when it began, and a concurrent submission of the same lease
+#: (a double click, two tabs) commits its judgment while this one waits for the participant.
+#: Params: lease id.
+ANSWERS = f"""
+SELECT {_columns("j", Judgment, ANSWER_FIELDS)}
+FROM "{J}" j
+WHERE j."assignment_id" = %s
+ORDER BY j."id"
+"""
+
 #: PostgreSQL: the submission's writes in one statement. ``judged`` inserts the judgment
 #: (the ORM's own INSERT, compiled, so every column is adapted as ``save`` would) and returns
 #: its id; on the lease's last part ``closed`` marks the lease submitted and ``counted``
 #: moves the item's slot from open lease to judgment (a retaken lease, given back when it
 #: lapsed, held no open slot: ``%s`` is 0 then); ``moved`` writes the participant's protocol
 #: state, status, flags and completion when the outcome changed any (all four, as locked or
-#: as changed: the row is locked, so nothing else changed them). A CTE that is not read
-#: still runs; the ``AND %s`` flags skip a write that does not apply. Params: the INSERT's,
-#: then submitted_at, lease id, last part; open slots to return, item id, last part; state,
-#: status, flags, completed_at, participant id, changed.
+#: as changed: the row is locked, so nothing else changed them); ``flagged`` excludes the
+#: lease's earlier judgments with the reason of an outcome's exclusion (a HUMANr group whose
+#: check failed; the new judgment is inserted excluded, and a CTE's UPDATE does not see
+#: the INSERT beside it). A CTE that is not read still runs; the ``AND %s`` flags skip a
+#: write that does not apply. Params: the INSERT's, then submitted_at, lease id, last part;
+#: open slots to return, item id, last part; state, status, flags, completed_at,
+#: participant id, changed; exclusion reason, lease id, excluded.
 STORE_POSTGRESQL = f"""
 WITH judged AS ({{insert}}),
 closed AS (
@@ -76,6 +106,10 @@ counted AS (
 moved AS (
   UPDATE "{P}" SET "state" = %s, "status" = %s, "flags" = %s, "completed_at" = %s
   WHERE "id" = %s AND %s
+),
+flagged AS (
+  UPDATE "{J}" SET "excluded" = TRUE, "exclusion_reason" = %s
+  WHERE "assignment_id" = %s AND %s
 )
 SELECT "id" FROM judged
 """
@@ -97,6 +131,16 @@ def lock_submission(participant_id: int, token: str) -> tuple[dict[str, Any], As
     return {name: getattr(locked, name) for name in LOCKED_FIELDS}, lease
 
 
+def answers(lease: Assignment) -> list[Judgment]:
+    """Run ``ANSWERS``: the lease's judgments (other columns deferred), also left on
+    ``lease`` as its ``judgments`` (``assignment_sql.with_answers``)."""
+    with connection.cursor() as cursor:
+        cursor.execute(ANSWERS, [lease.pk])
+        found = [_instance(Judgment, ANSWER_FIELDS, row) for row in cursor.fetchall()]
+    with_answers(lease, found)
+    return found
+
+
 def _json(model, name: str, value):
     # As ``save`` sends it (None is SQL NULL).
     return model._meta.get_field(name).get_db_prep_save(value, connection)
@@ -111,7 +155,8 @@ def store(
     participant: Participant,
     changed: bool,
 ) -> None:
-    """Run ``STORE_POSTGRESQL`` for ``judgment`` (unsaved; saved after, with its id)."""
+    """Run ``STORE_POSTGRESQL`` for ``judgment`` (unsaved; saved after, with its id); an
+    excluded judgment excludes the lease's earlier ones with its reason."""
     query = InsertQuery(Judgment)
     fields = [f for f in Judgment._meta.local_concrete_fields if f is not Judgment._meta.auto_field]
     query.insert_values(fields, [judgment])
@@ -132,6 +177,9 @@ def store(
         _db(participant.completed_at),
         participant.pk,
         changed,
+        judgment.exclusion_reason,
+        judgment.assignment_id,
+        judgment.excluded,
     ]
     with connection.cursor() as cursor:
         cursor.execute(STORE_POSTGRESQL.format(insert=insert), params)

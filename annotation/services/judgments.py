@@ -85,7 +85,8 @@ def judgment_submit(
             if mode is None:
                 mode = get_mode(study.mode)
             parts = mode.parts(assignment.item)
-            answered = _answered_parts(assignment, parts)
+            earlier = _answers(assignment, parts)
+            answered = {answer.part: answer.pk for answer in earlier}
             if part in answered:
                 stored = Judgment.objects.select_related("item").get(pk=answered[part])
                 stored.participant = participant
@@ -98,7 +99,7 @@ def judgment_submit(
             if retake:
                 _check_late(assignment, part, parts)
             _check_part(part, parts, done_parts=len(answered))
-            dwell = _check_dwell(assignment, part, mode, now)
+            dwell = _check_dwell(assignment, part, mode, now, earlier)
             payload = mode.validate(assignment, part, data)
             item = assignment.item  # locked with the lease
             if retake and item.judgment_count + item.open_lease_count >= item.target:
@@ -111,6 +112,8 @@ def judgment_submit(
             else:
                 _store(judgment, outcome, last_part=last_part, now=now, retake=retake)
                 _update_participant(participant, outcome, mode, now=now)
+            # The lease's judgments as it carries them (``_answers``) now include this one.
+            earlier.append(judgment)
             return Submitted(judgment, created=True, late=assignment.expires_at <= now)
     except IntegrityError:
         # A concurrent identical submission won the unique constraint: return its row.
@@ -151,14 +154,19 @@ def _lock(participant: Participant, token: str, study: Study) -> Assignment:
     return assignment
 
 
-def _answered_parts(assignment: Assignment, parts: int) -> dict[int, int]:
-    """The lease's stored judgments' ids by part. Its own step: it skips the read when it
-    cannot find anything, which is the common case."""
+def _answers(assignment: Assignment, parts: int) -> list[Judgment]:
+    """The lease's stored judgments in id order (``judgment_sql.ANSWERS``: part, time and
+    result), left on the lease as its ``judgments`` for the mode. Its own step: one read
+    answers every later question about them (a repeat, the next part, the part's clock,
+    the mode's earlier results), and it is skipped when it cannot find anything, which is
+    the common case."""
     if assignment.status == Assignment.Status.OPEN and parts == 1:
         # Storing the only part of a lease closes it in the same transaction, so an
         # open one-part lease has no judgment yet: nothing to look up.
-        return {}
-    return dict(Judgment.objects.filter(assignment=assignment).values_list("part", "id"))
+        found: list[Judgment] = []
+        judgment_sql.with_answers(assignment, found)
+        return found
+    return judgment_sql.answers(assignment)
 
 
 def _check_part(part: int, parts: int, *, done_parts: int) -> None:
@@ -172,10 +180,22 @@ def _check_part(part: int, parts: int, *, done_parts: int) -> None:
         )
 
 
-def _check_dwell(assignment: Assignment, part: int, mode: Mode, now: datetime) -> float:
+def _shown_at(assignment: Assignment, part: int, earlier: list[Judgment]) -> datetime:
+    """``Assignment.part_shown_at`` from the lease's judgments as read (no query): the
+    lease's start, or when the previous part was answered if that is later (a reopened
+    lease restarts the clock)."""
+    previous = next((answer.created_at for answer in earlier if answer.part == part - 1), None)
+    if part == 0 or previous is None:
+        return assignment.served_at
+    return max(previous, assignment.served_at)
+
+
+def _check_dwell(
+    assignment: Assignment, part: int, mode: Mode, now: datetime, earlier: list[Judgment]
+) -> float:
     """Seconds the part was shown; ``TooFast`` below the mode's minimum. Its own step: the
     refusal tells the page how long to wait before sending the answer again."""
-    dwell = (now - assignment.part_shown_at(part)).total_seconds()
+    dwell = (now - _shown_at(assignment, part, earlier)).total_seconds()
     minimum = mode.min_seconds(assignment)
     if dwell < minimum:
         raise TooFast(
@@ -267,11 +287,11 @@ def _store(
 
 
 def _plain(outcome: Outcome) -> bool:
-    """Whether the outcome writes only what ``STORE_POSTGRESQL`` writes (the common case):
-    no exclusion, new items, new target or flags of its own."""
+    """Whether the outcome writes only what ``STORE_POSTGRESQL`` writes (the common case,
+    and a lease's exclusion): no participant-level exclusion, new items, new target or
+    flags of its own."""
     return not (
-        outcome.exclusion
-        or outcome.exclude_participant
+        outcome.exclude_participant
         or outcome.new_items
         or outcome.item_target is not None
         or outcome.flags
@@ -289,6 +309,10 @@ def _store_at_once(
 ) -> None:
     """``_store`` and ``_update_participant`` of a plain outcome in one statement."""
     judgment.result = {**judgment.result, **outcome.result}
+    if outcome.exclusion:
+        # Earlier parts of the lease share the flag, as in ``_store`` (the statement's
+        # ``flagged``).
+        judgment.excluded, judgment.exclusion_reason = True, outcome.exclusion
     participant = judgment.participant
     changes = _participant_changes(participant, outcome, mode, now=now, completion=False)
     judgment_sql.store(
