@@ -27,25 +27,30 @@ from tests.factories.humanr import crowd, honest, humanr_study
 
 pytestmark = pytest.mark.django_db
 
-#: The view's participant and study, the service's lock and the lease, the lease's answers
-#: counted for the part, and the page's one read of its two captions (with the time the
-#: previous trial was answered).
-TRIAL_PAGE = 5
-#: What serving the group adds to its first page: the exposure rule's two reads (the worker's
-#: leases, the human captions) and the claim (two statements on SQLite).
+#: The view's participant and study, the service's lock, the lease with its item and its
+#: answers (``assignment_sql.LEASES``: the part to show comes with it), and the page's one
+#: read of its two captions (with the time the previous trial was answered).
+TRIAL_PAGE = 4
+#: What serving the group adds to its first page, instead of the lease's read: the exposure
+#: rule's reads (the worker's leases; the study's human captions, once per process) and
+#: the claim (two statements on SQLite).
 CLAIM = 3
-#: The submission service's: the view's read, the lock, the lease's answers, when the trial
-#: was shown, the store.
-ANSWER = 5
-#: The answer that ends a group: the service's, with the non-plain store of a failed check
-#: (the group's judgments flagged, the lease, the item, the participant's state), and the
-#: mode's one read of the group's earlier results.
-LAST_ANSWER = 10
-#: The draw of a check (its page and its answer, once each: ``validate`` checks the sides
-#: and ``score`` takes its trial back): the worker's leases (with their groups' images and
-#: answered checks), the study's human captions, the captions the comparisons show and the
-#: checks answered before. The answer also reads the check image's name.
-DRAW = 4
+#: The submission service's: the view's read, the lock, the lease's answers (``judgment_sql.
+#: ANSWERS``: the parts answered, when the previous one was, their results), the store.
+ANSWER = 4
+#: The answer that ends a group: the service's, with a failed check's exclusion of the
+#: group's judgments; on PostgreSQL all in the store's one statement (4), on SQLite the
+#: flag, the judgment, the lease, the item and the participant's state one statement each.
+#: The mode reads the group's earlier results from the service's read of the answers.
+LAST_ANSWER = 8
+#: The draw of a check's page: the worker's leases (with their groups' images and answered
+#: checks), the captions the comparisons show (once per process) and the checks answered
+#: before (the study's human captions are read once per process).
+DRAW = 3
+#: The draw of a check's answer (once: ``validate`` checks the sides and ``score`` takes
+#: its trial back): the worker's leases and the checks answered before; the check image's
+#: name comes with the study's human captions.
+DRAW_ANSWER = 2
 
 
 def _group(client, study):
@@ -83,13 +88,13 @@ def test_each_request_of_a_group_stays_within_its_statements(client, researcher,
         page = TRIAL_PAGE + (CLAIM if part == 0 else 0)
         answer = LAST_ANSWER if part == len(trials) - 1 else ANSWER
         if kind == CHECK:
-            page, answer = page + DRAW, answer + DRAW + 1
+            page, answer = page + DRAW, answer + DRAW_ANSWER
         assert len(get_sql) <= page, (part, kind, get_sql)
         assert len(post_sql) <= answer, (part, kind, post_sql)
     # Whether another group is left is the end-of-group page's question, not the answer's
     # (LAST_ANSWER has no read of it). The page asks it: the view's two reads, the worker's
-    # leases, the human captions and one EXISTS of the eligible groups.
-    assert len(end_page) <= 5, end_page
+    # leases and one EXISTS of the eligible groups (the human captions read once per process).
+    assert len(end_page) <= 4, end_page
 
 
 @pytest.mark.parametrize(("images", "left"), [(30, True), (12, False)])

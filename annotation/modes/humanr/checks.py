@@ -40,11 +40,13 @@ from functools import cached_property
 from typing import Any
 
 import numpy as np
-from django.db.models import FilteredRelation, Q
+from django.db import connection
+from django.db.models import Q
 from django.utils.crypto import salted_hmac
 
 from annotation.errors import ServiceError
-from annotation.models import Assignment, Caption, Item, ItemImage, Judgment, Participant
+from annotation.models import Assignment, Caption, Item, ItemImage, Judgment, Participant, Study
+from annotation.models.rows import columns, converted
 from rubrics.humanr import GROUP_SIZE
 
 #: The two images a check needs besides its group's: the shown one and the distractor's.
@@ -62,17 +64,16 @@ class CheckDraw:
 
 
 @dataclass
-class CheckCaptions:
-    """The human captions of a study's checks: ``human`` (image -> its human captions of
-    purpose ``study``, in id order), ``spare`` (those no comparison shows) and ``shown_at``
-    (caption -> when an answered check first showed it).
-
-    ``spare`` and ``shown_at`` are read on first use (a query each): only a lease whose
-    check is not answered yet is drawn, and the exposure rule of a claim usually finds
-    every earlier check of the worker answered (issue 48)."""
+class StudyCaptions:
+    """What a study's checks may show that never changes once the study is open (captions
+    land only in a draft, and its groups are built when it opens): ``human`` (image -> its
+    human captions of purpose ``study``, in id order), ``names`` (image -> its name, which
+    a check's stored result records) and ``spare`` (those no comparison shows, read on
+    first use: only a lease whose check is not answered yet is drawn)."""
 
     study_id: int
     human: dict[int, list[int]]
+    names: dict[int, str] = field(default_factory=dict)
 
     @cached_property
     def spare(self) -> dict[int, list[int]]:
@@ -82,6 +83,33 @@ class CheckCaptions:
             for image, ids in self.human.items()
             if (kept := [c for c in ids if c not in shown])
         }
+
+
+#: ``StudyCaptions`` per study public id (random, never reused, unlike a test database's
+#: pk), kept by the process for open studies: every claim's exposure rule and every check's
+#: draw read them, and reading them was a query each (two on a check's page and answer).
+#: Bounded: a process serving many studies reads them again rather than grow.
+_STUDY_CAPTIONS: dict[str, StudyCaptions] = {}
+_STUDY_CAPTIONS_MAX = 256
+
+
+@dataclass
+class CheckCaptions:
+    """The human captions of a study's checks: ``human`` and ``spare`` (``StudyCaptions``)
+    and ``shown_at`` (caption -> when an answered check first showed it), which grows as
+    checks are answered, so it is read per request, on first use (issue 48: the exposure
+    rule of a claim usually finds every earlier check of the worker answered)."""
+
+    study_id: int
+    fixed: StudyCaptions
+
+    @property
+    def human(self) -> dict[int, list[int]]:
+        return self.fixed.human
+
+    @property
+    def spare(self) -> dict[int, list[int]]:
+        return self.fixed.spare
 
     @cached_property
     def shown_at(self) -> dict[int, datetime]:
@@ -125,18 +153,27 @@ def comparison_captions(study_id: int) -> set[int]:
     return shown
 
 
-def check_captions(study_id: int) -> CheckCaptions:
-    """The study's ``CheckCaptions``: one query (its human captions), the rest on use."""
-    human: dict[int, list[int]] = {}
-    for caption_id, image_id in (
-        Caption.objects.filter(
-            study_id=study_id, purpose=Caption.Purpose.STUDY, system=Caption.HUMAN
-        )
-        .order_by("id")
-        .values_list("id", "image_id")
-    ):
-        human.setdefault(image_id, []).append(caption_id)
-    return CheckCaptions(study_id=study_id, human=human)
+def check_captions(study: Study) -> CheckCaptions:
+    """The study's ``CheckCaptions``: its human captions (one query, once per process for an
+    open study), the rest on use."""
+    key = str(study.public_id)
+    fixed = _STUDY_CAPTIONS.get(key)
+    if fixed is None:
+        fixed = StudyCaptions(study_id=study.pk, human={})
+        for caption_id, image_id, name in (
+            Caption.objects.filter(
+                study_id=study.pk, purpose=Caption.Purpose.STUDY, system=Caption.HUMAN
+            )
+            .order_by("id")
+            .values_list("id", "image_id", "image__name")
+        ):
+            fixed.human.setdefault(image_id, []).append(caption_id)
+            fixed.names[image_id] = name
+        if study.status != Study.Status.DRAFT:
+            if len(_STUDY_CAPTIONS) >= _STUDY_CAPTIONS_MAX:
+                _STUDY_CAPTIONS.clear()
+            _STUDY_CAPTIONS[key] = fixed
+    return CheckCaptions(study_id=study.pk, fixed=fixed)
 
 
 def _generator(study_seed: int, participant_id: int, item_id: int) -> np.random.Generator:
@@ -180,37 +217,53 @@ class WorkerLease:
 ANSWER_KEYS = ("image_id", "image_name", "reference_caption_id", "other_caption_id")
 
 
+#: The worker's leases (``worker_query``: the participant and its browser-mates), in id order,
+#: a row per lease and image of its group, with the lease's answered check (its judgment's
+#: id and ``result``, NULL while unanswered; a lease has at most one check judgment, one
+#: check per group and one judgment per part, so joining it keeps a row per image).
+#: ``{kind}``: the judgment's ``result["kind"]`` in the vendor's JSON; ``{upto}``: empty, or
+#: a bound on the lease id. One fixed statement (issue 48): built by the ORM (a filtered
+#: relation, JSON keys), this read cost a claim more CPU than the rest of its reads.
+#: Params: participant id, study id, browser id or None, then the bound if any.
+WORKER_LEASES = f"""
+SELECT {columns("a", Assignment, ("id", "participant_id", "item_id", "served_at"))},
+       ii."image_id", j."id", j."result"
+FROM "{Assignment._meta.db_table}" a
+LEFT JOIN "{ItemImage._meta.db_table}" ii ON ii."item_id" = a."item_id"
+LEFT JOIN "{Judgment._meta.db_table}" j ON j."assignment_id" = a."id" AND {{kind}} = '{_CHECK}'
+WHERE a."participant_id" IN (
+    SELECT p."id" FROM "{Participant._meta.db_table}" p
+    WHERE p."id" = %s OR (p."study_id" = %s AND p."browser_id" = %s))
+  {{upto}}
+ORDER BY a."id"
+"""
+#: ``WORKER_LEASES``'s ``{kind}`` per vendor.
+RESULT_KIND = {
+    "postgresql": """j."result" ->> 'kind'""",
+    "sqlite": """json_extract(j."result", '$.kind')""",
+}
+
+
 def worker_leases(participant: Participant, *, upto: int | None = None) -> dict[int, WorkerLease]:
     """The worker's leases by id, in id order (up to lease ``upto``, included), with their
-    groups' images and their answered checks: one query, a row per lease and image."""
-    leases = Assignment.objects.filter(
-        participant__in=Participant.objects.filter(worker_query(participant)).values("pk")
+    groups' images and their answered checks: one query (``WORKER_LEASES``)."""
+    sql = WORKER_LEASES.format(
+        kind=RESULT_KIND[connection.vendor], upto="" if upto is None else 'AND a."id" <= %s'
     )
-    if upto is not None:
-        leases = leases.filter(pk__lte=upto)
-    # A lease has at most one check judgment (one check per group, one judgment per part),
-    # so joining it keeps a row per image.
-    answer = FilteredRelation("judgments", condition=Q(judgments__result__kind=_CHECK))
-    rows = (
-        leases.alias(answer=answer)
-        .order_by("pk")
-        .values_list(
-            "pk",
-            "participant_id",
-            "item_id",
-            "served_at",
-            "item__item_images__image_id",
-            "answer__id",
-            *(f"answer__result__{key}" for key in ANSWER_KEYS),
-        )
-    )
+    # As ``worker_query``: an empty browser id names no browser.
+    params = [participant.pk, participant.study_id, participant.browser_id or None]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params if upto is None else [*params, upto])
+        rows = cursor.fetchall()
     found: dict[int, WorkerLease] = {}
-    for lease_id, participant_id, item_id, served_at, image_id, answer_id, *stored in rows:
+    for lease_id, participant_id, item_id, served_at, image_id, answer_id, result in rows:
         lease = found.get(lease_id)
         if lease is None:
+            (served_at,) = converted(Assignment, ("served_at",), (served_at,))
             lease = found[lease_id] = WorkerLease(participant_id, item_id, served_at)
             if answer_id is not None:
-                lease.answer = dict(zip(ANSWER_KEYS, stored, strict=True))
+                stored = converted(Judgment, ("result",), (result,))[0] or {}
+                lease.answer = {key: stored.get(key) for key in ANSWER_KEYS}
         if image_id is not None:
             lease.images.add(image_id)
     return found
@@ -227,6 +280,7 @@ class WorkerChecks:
     met: set[int]
     pool: list[int]
     rngs: dict[int, np.random.Generator]
+    names: dict[int, str] = field(default_factory=dict)
     choices: dict[int, tuple[list[int], list[int]]] = field(default_factory=dict)
     answers: dict[int, dict[str, Any]] = field(default_factory=dict)
 
@@ -250,14 +304,16 @@ def worker_checks(
     """Draw the checks of the worker's leases in id order (up to lease ``upto``, included).
 
     Each lease's draw bars what the worker met in the leases before it, so the draws chain:
-    two queries (the leases with their images and answered checks, the study's human
-    captions), two more only when a lease's check is not answered yet, then plain Python.
+    a query (the leases with their images and answered checks; the study's human captions
+    are read once per process), two more only when a lease's check is not answered yet (the
+    captions comparisons show, also once per process, and the checks answered before), then
+    plain Python.
     """
     leases = worker_leases(participant, upto=upto)
-    captions = check_captions(participant.study_id)
+    captions = check_captions(participant.study)
     pool = sorted(captions.human)
     image_of = {c: image for image, ids in captions.human.items() for c in ids}
-    checks = WorkerChecks(draws={}, met=set(), pool=pool, rngs={})
+    checks = WorkerChecks(draws={}, met=set(), pool=pool, rngs={}, names=captions.fixed.names)
     for lease_id, lease in leases.items():
         if lease.answer is not None:
             # A check the worker answered is what its judgment says (a lease reopened later
@@ -324,9 +380,12 @@ def served_check(
     distractor = foreign[int(rng.integers(len(foreign)))]
     name = ""
     if named:
-        name = (
-            Caption.objects.filter(pk=correct).values_list("image__name", flat=True).first() or ""
-        )
+        # The correct caption is one of the check image's: its name as read with the study's
+        # human captions (``StudyCaptions.names``), else by a query.
+        name = worker.names.get(draw.image_id)
+        if name is None:
+            found = Caption.objects.filter(pk=correct).values_list("image__name", flat=True)
+            name = found.first() or ""
     return {
         **trial,
         "image_id": draw.image_id,

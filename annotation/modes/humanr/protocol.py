@@ -275,9 +275,9 @@ class HumanrProtocol(Mode):
             return Outcome()
         # The group is complete: parts are stored in order, so the earlier ones are in the
         # database and this one, not stored yet, is the last. Flag it if its check failed.
-        earlier = Judgment.objects.filter(assignment_id=judgment.assignment_id).values_list(
-            "result", flat=True
-        )
+        # The lease's judgments: the submission service read them under its locks and left
+        # them on the lease (issue 48), else a query.
+        earlier = [answer.result for answer in judgment.assignment.judgments.all()]
         failed = any((result or {}).get("check_failed") for result in [*earlier, judgment.result])
         state = dict(participant.state or {})
         state["groups_done"] = state.get("groups_done", 0) + 1
