@@ -236,6 +236,14 @@ def study_captions(study: Study) -> StudyCaptions:
     return known
 
 
+def study_captions_counted(study: Study, count: int, last_id: int | None) -> StudyCaptions:
+    """``study_captions`` from the captions' count and largest id the caller read itself
+    (the arena reads them in its gold battle's one statement); kept on the study row alike."""
+    known = StudyCaptions((study.pk, study.created_at, count, last_id))
+    study.__dict__["_study_captions"] = known
+    return known
+
+
 def study_vocabulary(study: Study) -> tuple[str, ...]:
     """The T_RW vocabulary of the study's own captions (``StudyCaptions.vocabulary``)."""
     return study_captions(study).vocabulary

@@ -1,11 +1,12 @@
-"""The queries of an arena worker's battle page (GET next), pinned as ``test_request_queries``
-pins VICR's: each costs the web worker its ORM building, so a new one must be a decision.
+"""The queries of an arena worker's battle page (GET next) and answer (POST), pinned as
+``test_request_queries`` pins VICR's: each costs the web worker its ORM building, so a new
+one must be a decision.
 
 A crowd worker who entered through the signed link, uniform pairing, their second battle
 claimed after answering the first (the first page also reads the study's system pairs,
 once per process). No gold battles (``catch_rate`` 0), so the second battle is a system
-battle whatever the seeded draw; a gold one is drawn at submit, not here. Transaction
-statements are not counted.
+battle whatever the seeded draw; a gold one is drawn at submit, not here. The answers: one
+that draws no gold battle and one that does. Transaction statements are not counted.
 """
 
 import re
@@ -17,19 +18,21 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from annotation.models import Assignment, Item
+from annotation.modes import catch
 from annotation.services.assignments import assignment_next
 from annotation.services.participants import crowd_link_token
 from tests.annotation.test_request_queries import _counted
-from tests.factories.arena import answer, arena_study, worker
+from tests.factories.arena import answer, arena_study, shown_left, worker
 
 pytestmark = pytest.mark.django_db
 
-#: Session, the participant with its study (handed to the service); the lease: the participant lock
-#: (with the lapse rule's and the network's counts), a reserved gold battle, the worker's history,
-#: whether the drawn pair has room, then the claim (issue 48: choose, claim and insert in one
-#: statement on PostgreSQL; the claim, then the insert, on SQLite); the page: both captions with the
-#: image.
-GET_NEXT_QUERIES = {"postgresql": 8, "sqlite": 9}
+#: Session, the participant with its study (handed to the service); the lease: the participant
+#: lock (with the lapse rule's and the network's counts), the mode's one read
+#: (``modes/arena/serving.py``: a reserved gold battle, the worker's history and which system
+#: pairs have a battle for them, in one statement; three ORM queries before), then the claim
+#: (issue 48: choose, claim and insert in one statement on PostgreSQL; the claim, then the
+#: insert, on SQLite); the page: both captions with the image.
+GET_NEXT_QUERIES = {"postgresql": 6, "sqlite": 7}
 
 #: The page's answer form (the only POST form a battle page has).
 FORM_ACTION = re.compile(r'<form method="post" action="([^"]+/submit/[^"]*)"')
@@ -54,8 +57,9 @@ def test_the_battle_page_queries_are_pinned(client, researcher):
 
 
 def _serve(person):
-    """Lease ``person`` their next battle, and whether serving it listed the pairs with room
-    (the study's own pairs are also read with a DISTINCT, once per process: not this)."""
+    """Lease ``person`` their next battle, and the statements serving it read that list the
+    pairs with room by a DISTINCT over every battle of the study (the study's own pairs are
+    also read with a DISTINCT, once per process: not this)."""
     with CaptureQueriesContext(connection) as queries:
         lease = assignment_next(participant=person)
     sql = [q["sql"] for q in queries.captured_queries]
@@ -64,8 +68,9 @@ def _serve(person):
 
 def test_a_drawn_pair_with_room_is_served_without_listing_every_pair(researcher):
     """Every serve listed the pairs with room (a DISTINCT over every battle of the study:
-    about 8 ms of PostgreSQL per page at 4,500 battles, growing with the study). A pair is
-    now drawn first and asked for one battle; the list is read only when it has none."""
+    about 8 ms of PostgreSQL per page at 4,500 battles, growing with the study). Each pair
+    is now asked for one battle with room for the worker, a probe that stops at its first
+    row, in the mode's one read (``modes/arena/serving.py``)."""
     study = arena_study(researcher, images=8, catch_rate=0)
     person = worker(study)
     for _ in range(4):
@@ -76,8 +81,8 @@ def test_a_drawn_pair_with_room_is_served_without_listing_every_pair(researcher)
 
 
 def test_a_worker_whose_drawn_pair_is_full_gets_a_pair_with_room(researcher):
-    """Two of the three pairs are full: a draw that lands on one lists the pairs with room
-    and draws again among them, so the worker gets every battle of the open pair."""
+    """Two of the three pairs are full: a draw that lands on one draws again among the pairs
+    with room, so the worker gets every battle of the open pair, and nothing after."""
     study = arena_study(researcher, images=6, catch_rate=0, cap_per_pair=100)
     full = [("alpha", "beta"), ("alpha", "gamma")]
     for a, b in full:
@@ -85,13 +90,58 @@ def test_a_worker_whose_drawn_pair_is_full_gets_a_pair_with_room(researcher):
             judgment_count=F("target")
         )
     person = worker(study)
-    served, listed = [], 0
+    served = []
     while True:
         lease, listing = _serve(person)
+        assert not listing, listing
         if lease is None:
             break
-        listed += bool(listing)
         served.append((lease.item.spec["system_a"], lease.item.spec["system_b"]))
         answer(person, lease, "tie")
     assert served == [("beta", "gamma")] * 6
-    assert listed >= 1  # the fallback ran: some draw landed on a full pair
+
+
+#: Session, the participant with its study (handed to the service); the submission (issue 48,
+#: ``services/judgment_sql.py``: participant, lease and item locked and read in one statement;
+#: then on PostgreSQL the judgment's insert and the lease, item and participant updates in one
+#: statement, on SQLite one statement each). No gold battle is drawn: the arena reads nothing.
+POST_ANSWER_QUERIES = {"postgresql": 4, "sqlite": 7}
+#: The same, when the answer draws a gold battle for the worker: the mode's one read
+#: (``serving.GOLD_VIEW``: a reserved gold battle, the study captions' key, the leases of the
+#: worker and their browser, the images with room; five ORM queries before), the texts of the
+#: two captions it alters; then, an answer that adds an item, the service writes each row in
+#: its own statement on both databases (the judgment, the gold battle, the lease, the item,
+#: the participant). The study's caption rows and vocabulary are read once per process
+#: (``catch.StudyCaptions``), before this.
+POST_GOLD_QUERIES = {"postgresql": 10, "sqlite": 10}
+
+
+def test_the_answer_queries_are_pinned(client, researcher):
+    study = arena_study(researcher, images=30, catch_rate=0.3, min_seconds=0)
+    known = catch.study_captions(study)
+    assert known.with_text and known.vocabulary  # the per-process reads, done
+    entry = client.get(reverse("crowd_entry", args=[crowd_link_token(study)]) + "?PROLIFIC_PID=W1")
+    assert entry.status_code == 302
+    url = reverse("participate_next", args=[study.public_id])
+    plain = gold = None
+    for _ in range(12):
+        page = client.get(url).content.decode()
+        golds = Item.objects.filter(study=study, kind="catch").count()
+        lease = Assignment.objects.get(status="open", participant__external_id="W1")
+        served = lease.item
+        # The real caption of a gold battle wins (the catch rule would end the worker).
+        outcome = shown_left(lease) if served.kind == "catch" else "tie"
+        with CaptureQueriesContext(connection) as posted:
+            answered = client.post(
+                FORM_ACTION.search(page).group(1), {"outcome": outcome, "part": "0"}
+            )
+        assert answered.status_code == 302
+        made = Item.objects.filter(study=study, kind="catch").count() > golds
+        if served.kind == "battle":
+            if made and gold is None:
+                gold = _counted(posted)
+            elif not made and plain is None:
+                plain = _counted(posted)
+    assert plain is not None and gold is not None, "the draws gave no plain or no gold answer"
+    assert len(plain) == POST_ANSWER_QUERIES[connection.vendor], plain
+    assert len(gold) == POST_GOLD_QUERIES[connection.vendor], gold

@@ -14,10 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from django.db.models import F
 
 from annotation.models import Caption, Item, Participant
 from annotation.modes import catch
+from annotation.modes.arena import serving
 from annotation.modes.catch import worker_seed
 from rubrics import catch as rules
 
@@ -44,11 +44,20 @@ def new_gold_item(
     # Drawn even when due: one seed, one sequence for the choices below.
     if rng.random() >= rules.insert_probability(rate) and not due:
         return None
-    if catch.pending(participant).exists():
+    # The reserved gold battle, the captions' key, the leases and the images with room,
+    # in one statement (``serving.GOLD_VIEW``; five ORM queries before).
+    view = serving.gold_view(participant)
+    if view.reserved:
         return None
-    known = catch.study_captions(study)
+    known = catch.study_captions_counted(study, *view.captions)
     captions = known.with_text
-    seen = catch.seen_captions(participant, caption_ids_of)
+    # ``catch.seen_captions`` over the leases read: every caption of an image shown, and
+    # the caption a gold battle's altered text came from.
+    seen: set[int] = set()
+    for spec in view.specs:
+        seen.update(caption_ids_of(spec))
+        if spec.get("catch"):
+            seen.add(int(spec["catch"]["source_caption_id"]))
     unseen = [row for row in captions if row[0] not in seen]
     if not unseen:
         return None
@@ -56,21 +65,15 @@ def new_gold_item(
     # goes to an image whose battles are all taken where there is one: near the end of a
     # study, a gold battle on the image of one of the last battles cost the worker that
     # battle and the study its answer (issue 46, row 2).
-    with_room = set(
-        Item.objects.filter(study_id=study.pk, kind="battle")
-        .alias(taken=F("judgment_count") + F("open_lease_count"))
-        .filter(taken__lt=F("target"))
-        .order_by()
-        .values_list("image_id", flat=True)
-        .distinct()
-    )
-    unseen = [row for row in unseen if row[1] not in with_room] or unseen
+    unseen = [row for row in unseen if row[1] not in view.with_room] or unseen
     # A human caption where the study has one: a gold battle's real caption must be one an
     # honest worker prefers. A wrong system caption against its alteration is fairly
     # answered "both bad", and now that the code waits for the gold rule (issue 45) that
     # would cost an honest worker the code.
     sources = [row for row in unseen if row[2] == Caption.HUMAN] or unseen
     source = sources[int(rng.integers(len(sources)))]
+    if source[1] in view.seen:
+        return None  # never an image the worker was shown (their own leases, as read)
     others = [row for row in unseen if row[1] != source[1] and row[2] == Caption.HUMAN]
     if not others:
         others = [row for row in unseen if row[1] != source[1]]

@@ -21,17 +21,18 @@ was shown.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 from typing import Any
 
 import numpy as np
-from django.db.models import F, QuerySet
+from django.db.models import QuerySet
 
 from annotation.errors import InvalidInput
 from annotation.models import Assignment, Caption, Item, Job, Judgment, Participant, Study
 from annotation.modes import catch
-from annotation.modes.arena import integrity
+from annotation.modes.arena import integrity, serving
 from annotation.modes.arena.gold import new_gold_item, worker_seed
 from annotation.modes.arena.settings import ArenaSettings
 from annotation.modes.base import CompletionProgress, Mode, Outcome
@@ -95,8 +96,14 @@ def left_is_a(study: Study, assignment: Assignment) -> bool:
     item = assignment.item
     where = f"gold:{item.spec['catch']['text']}" if item.kind == CATCH else f"{item.position}"
     battle = int.from_bytes(hashlib.sha256(where.encode()).digest()[:8], "big")
-    worker = worker_seed(assignment.participant)
-    rng = np.random.default_rng([study.seed, worker, battle, assignment.round, 0xA7E4A])
+    return _left_is_a(study.seed, worker_seed(assignment.participant), battle, assignment.round)
+
+
+@functools.lru_cache(maxsize=4096)
+def _left_is_a(seed: int, worker: int, battle: int, round_number: int) -> bool:
+    """``left_is_a``'s draw, kept per process: the page and the answer ask it of one lease,
+    and seeding a generator was most of a battle page's own CPU in the arena's code."""
+    rng = np.random.default_rng([seed, worker, battle, round_number, 0xA7E4A])
     return bool(rng.integers(2) == 0)
 
 
@@ -117,10 +124,6 @@ def _draw(
     """One of ``pairs`` with the design's probabilities, renormalised over them."""
     weights = np.array([probabilities[pair] for pair in pairs])
     return pairs[int(rng.choice(len(pairs), p=weights / weights.sum()))]
-
-
-def _of_pair(items: QuerySet[Item], pair: tuple[str, str]) -> QuerySet[Item]:
-    return items.filter(spec__system_a=pair[0], spec__system_b=pair[1])
 
 
 def system_pairs(systems: list[str]) -> list[tuple[str, str]]:
@@ -195,25 +198,6 @@ class ArenaProtocol(Mode):
         return items
 
     # ------------------------------------------------------------------ serving
-
-    def _history(self, participant: Participant) -> tuple[set[int], dict[tuple[str, str], int]]:
-        """The images the worker was ever shown and their leases per system pair, in one
-        query of two small columns (every lease counts, released ones too: a lapsed lease
-        still showed its battle)."""
-        seen: set[int] = set()
-        counts: dict[tuple[str, str], int] = {}
-        for image_id, kind, system_a, system_b in Assignment.objects.filter(
-            participant_id=participant.pk
-        ).values_list(
-            "item__image_id", "item__kind", "item__spec__system_a", "item__spec__system_b"
-        ):
-            seen.add(image_id)
-            if kind == BATTLE:
-                counts[(system_a, system_b)] = counts.get((system_a, system_b), 0) + 1
-        return seen, counts
-
-    def _seen_images(self, participant: Participant) -> set[int]:
-        return self._history(participant)[0]
 
     def study_pairs(self, study: Study) -> list[tuple[str, str]]:
         """The system pairs of the study's battles, read once per process and study.
@@ -293,42 +277,31 @@ class ArenaProtocol(Mode):
         if integrity.is_flagged(participant):
             # Flagged at the code's count: every further answer would be excluded.
             return items.none()
-        reserved = catch.pending(participant)
-        if reserved.exists():
-            return reserved
+        # The reserved gold battle, the worker's history and which pairs have a battle for
+        # them, in one statement (``serving``: three ORM queries before).
+        view = serving.worker_view(participant, self.study_pairs(participant.study))
+        if view.reserved:
+            return catch.pending(participant)
         config = self.settings(participant.study)
-        seen, counts = self._history(participant)
-        battles = items.filter(kind=BATTLE).exclude(image_id__in=seen)
+        seen, counts = view.seen, view.counts
         capped = [pair for pair, n in counts.items() if n >= config.cap_per_pair]
-        for system_a, system_b in capped:
-            battles = battles.exclude(spec__system_a=system_a, spec__system_b=system_b)
         probabilities = self.pair_probabilities(participant.study)
         allowed = sorted(pair for pair, p in probabilities.items() if p > 0 and pair not in capped)
         if not allowed:
-            return battles.none()
+            return items.none()
         rng = np.random.default_rng(
             [participant.study.seed, worker_seed(participant), sum(counts.values()), 0xA7E4A]
         )
-        with_room = battles.alias(taken=F("judgment_count") + F("open_lease_count")).filter(
-            taken__lt=F("target")
-        )
-        # Draw a pair, then ask whether it has a battle for this worker (a query that stops
-        # at its first row). Most draws find one. Only when it has none are the pairs with
-        # room listed (a scan of every battle: 5-10 ms of PostgreSQL on a 4,500-battle
-        # study, which every serve paid before) and the draw repeated among them: the pair
-        # served is the design's pair conditioned on having room, as before.
+        # Draw a pair; if it has no battle for this worker, draw again among the pairs that
+        # have one: the pair served is the design's pair conditioned on having room.
         pick = _draw(rng, allowed, probabilities)
-        if not _of_pair(with_room, pick).exists():
-            met = (
-                with_room.order_by()  # no default ordering column in the DISTINCT
-                .values_list("spec__system_a", "spec__system_b")
-                .distinct()
-            )
-            allowed = sorted(set(allowed) & set(met))
+        if pick not in view.room:
+            allowed = sorted(set(allowed) & view.room)
             if not allowed:
-                return battles.none()
+                return items.none()
             pick = _draw(rng, allowed, probabilities)
-        return _of_pair(battles, pick)
+        # Its battles on images they never saw (a capped pair is never drawn).
+        return serving.pair_battles(participant.study_id, pick, seen)
 
     def min_seconds(self, assignment: Assignment) -> float:
         return float(self.settings(assignment.participant.study).min_seconds)
@@ -417,7 +390,8 @@ class ArenaProtocol(Mode):
                     draw=state["battles"],
                     due=integrity.gold_due(participant, config, state),
                 )
-                if made is not None and made.image_id not in self._seen_images(participant):
+                # ``new_gold_item`` never makes one on an image the worker was shown.
+                if made is not None:
                     fields["new_items"] = (made,)
                     state["gold_made"] = state.get("gold_made", 0) + 1
         if not fields.get("exclude_participant"):

@@ -1,0 +1,236 @@
+"""What the arena reads to choose a worker's next battle, in one statement (issue 48).
+
+``ArenaProtocol.eligible_items`` needs, before the claim: whether a gold battle is reserved
+for the worker, the worker's history (the images they were shown, their leases per system
+pair: the cap, and the count that seeds the pair's draw), and which system pairs still have
+a battle for them. Three ORM queries read these on every serve, each costing the web worker
+more in SQL building than the database its work; ``WORKER_VIEW`` reads all three at once.
+
+Which pairs have room is asked of every pair of the study, one probe each that stops at
+its first battle with room on an image the worker never saw (on PostgreSQL through the
+pair index, ``migrations/0001_battle_pair_index``), rather than of the drawn pair only: the
+draw needs the history, which this same statement reads. A probe of a pair with room reads
+a row or a few; only a pair without room reads its battles through, which is what listing
+the pairs with room (a DISTINCT over every battle of the study, the fallback before) did
+for every pair at once.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass, field
+
+from django.db import connection
+from django.db.models import BooleanField, QuerySet
+from django.db.models.expressions import RawSQL
+
+from annotation.models import Assignment, Caption, Item, Participant
+from annotation.models.rows import converted
+
+A = Assignment._meta.db_table
+I = Item._meta.db_table  # noqa: E741 (the item table, as assignment_sql names it)
+C = Caption._meta.db_table
+P = Participant._meta.db_table
+
+#: Per vendor: a battle's system as text, the test that a battle is of one system (PostgreSQL:
+#: the expression ``spec -> 'system_a'`` of the pair index, so the probe can use it; the
+#: param is the name as JSON), and the test that a gold battle is reserved for a participant
+#: (``catch.pending``'s ``spec__catch__participant_id``; the param is the participant id).
+VENDOR = {
+    "postgresql": {
+        "system": "{alias}.\"spec\" ->> '{key}'",
+        "system_is": "({alias}.\"spec\" -> '{key}') = %s::jsonb",
+        "reserved_for": "(g.\"spec\" #> '{catch,participant_id}') = %s::jsonb",
+    },
+    "sqlite": {
+        "system": "JSON_EXTRACT({alias}.\"spec\", '$.{key}')",
+        "system_is": "JSON_EXTRACT({alias}.\"spec\", '$.{key}') = %s",
+        "reserved_for": "JSON_EXTRACT(g.\"spec\", '$.catch.participant_id') = %s",
+    },
+}
+
+#: The gold battles reserved for the worker and not answered yet (``catch.pending``): a
+#: ``'g'`` row each. Params: study id, participant id (as ``reserved_for`` takes it).
+RESERVED = f"""SELECT 'g', g."id", NULL, NULL, NULL FROM "{I}" g
+WHERE g."study_id" = %s AND g."kind" = 'catch' AND g."judgment_count" = 0
+  AND {{reserved_for}}"""
+
+#: Every lease the worker ever had (released ones too: a lapsed lease still showed its
+#: battle), an ``'h'`` row each: its image, its kind and, for a battle, its systems.
+#: Params: participant id.
+HISTORY = f"""SELECT 'h', hi."image_id", hi."kind", {{system_a}}, {{system_b}}
+FROM "{A}" h JOIN "{I}" hi ON hi."id" = h."item_id"
+WHERE h."participant_id" = %s"""
+
+#: Whether the study's ``n``-th system pair has a battle with room on an image the worker
+#: was never shown: an ``'r'`` row if it has. Params: n, study id, the two systems (as
+#: ``system_is`` takes them), participant id.
+ROOM = f"""SELECT 'r', %s, NULL, NULL, NULL WHERE EXISTS (
+  SELECT 1 FROM "{I}" b
+  WHERE b."study_id" = %s AND b."kind" = 'battle' AND {{a_is}} AND {{b_is}}
+    AND b."judgment_count" + b."open_lease_count" < b."target"
+    AND NOT EXISTS (
+      SELECT 1 FROM "{A}" s JOIN "{I}" si ON si."id" = s."item_id"
+      WHERE s."participant_id" = %s AND si."image_id" = b."image_id"))"""
+
+
+@dataclass
+class WorkerView:
+    """What ``WORKER_VIEW`` read of one worker."""
+
+    #: A gold battle is reserved for them and not answered yet.
+    reserved: bool = False
+    #: The images they were ever shown.
+    seen: set[int] = field(default_factory=set)
+    #: Their leases per system pair (battles only).
+    counts: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: The pairs (of those asked about) with a battle with room on an image they never saw.
+    room: set[tuple[str, str]] = field(default_factory=set)
+
+
+@functools.cache
+def _statement(vendor: str, pairs: int) -> str:
+    """``RESERVED``, ``HISTORY`` and ``pairs`` ``ROOM`` probes as one statement."""
+    words = VENDOR[vendor]
+    parts = [
+        RESERVED.format(reserved_for=words["reserved_for"]),
+        HISTORY.format(
+            system_a=words["system"].format(alias="hi", key="system_a"),
+            system_b=words["system"].format(alias="hi", key="system_b"),
+        ),
+    ]
+    probe = ROOM.format(
+        a_is=words["system_is"].format(alias="b", key="system_a"),
+        b_is=words["system_is"].format(alias="b", key="system_b"),
+    )
+    parts += [probe] * pairs
+    return "\nUNION ALL\n".join(parts)
+
+
+def worker_view(participant: Participant, pairs: list[tuple[str, str]] = ()) -> WorkerView:
+    """Read the worker's reserved gold battle, history, and which of ``pairs`` have room
+    for them, in one statement (``pairs`` empty: the first two only)."""
+    vendor = connection.vendor
+    as_param = json.dumps if vendor == "postgresql" else str
+    reserved_as = json.dumps if vendor == "postgresql" else int
+    params: list = [participant.study_id, reserved_as(participant.pk), participant.pk]
+    for n, (system_a, system_b) in enumerate(pairs):
+        params += [n, participant.study_id, as_param(system_a), as_param(system_b)]
+        params.append(participant.pk)
+    with connection.cursor() as cursor:
+        cursor.execute(_statement(vendor, len(pairs)), params)
+        rows = cursor.fetchall()
+    view = WorkerView()
+    for what, number, kind, system_a, system_b in rows:
+        if what == "g":
+            view.reserved = True
+        elif what == "h":
+            view.seen.add(number)
+            if kind == "battle":
+                pair = (system_a, system_b)
+                view.counts[pair] = view.counts.get(pair, 0) + 1
+        else:
+            view.room.add(pairs[int(number)])
+    return view
+
+
+#: Per vendor: the served pair's battles, as the WHERE of the item table (the claim embeds it,
+#: ``services/assignment_sql.eligible_where``). The same conditions as the ORM's
+#: ``filter(study_id=..., kind="battle", spec__system_a=..., spec__system_b=...)`` with the
+#: seen images excluded, written out: building those JSON lookups through the ORM was the
+#: largest part of choosing a battle's CPU. On PostgreSQL the expressions are the pair
+#: index's. ``{unseen}``: the seen images' exclusion, or nothing. Params: study id, the two
+#: systems (as ``system_is`` takes them), then the seen images' ids.
+PAIR_BATTLES = (
+    f'"{I}"."study_id" = %s AND "{I}"."kind" = \'battle\' AND {{a_is}} AND {{b_is}}{{unseen}}'
+)
+UNSEEN = f' AND NOT ("{I}"."image_id" IN ({{ids}}) AND "{I}"."image_id" IS NOT NULL)'
+
+
+def pair_battles(study_id: int, pair: tuple[str, str], seen: set[int]) -> QuerySet[Item]:
+    """The study's battles of ``pair`` on images not in ``seen``, as a queryset whose WHERE
+    is ``PAIR_BATTLES`` (one raw condition: nothing for the ORM to build)."""
+    vendor = connection.vendor
+    words = VENDOR[vendor]
+    as_param = json.dumps if vendor == "postgresql" else str
+    shown = sorted(image for image in seen if image is not None)
+    where = PAIR_BATTLES.format(
+        a_is=words["system_is"].format(alias=f'"{I}"', key="system_a"),
+        b_is=words["system_is"].format(alias=f'"{I}"', key="system_b"),
+        unseen=UNSEEN.format(ids=", ".join(["%s"] * len(shown))) if shown else "",
+    )
+    params = [study_id, as_param(pair[0]), as_param(pair[1]), *shown]
+    return Item.objects.filter(RawSQL(where, params, output_field=BooleanField()))
+
+
+#: What drawing a gold battle reads (``gold.new_gold_item``), in one statement: a gold
+#: battle reserved for the worker (``RESERVED``'s ``'g'`` rows: then none is made); a
+#: ``'c'`` row, how many study captions there are and the largest id (``catch.study_captions``'
+#: key of the captions this process keeps); an ``'s'`` row per lease of the worker or of
+#: anyone in their browser (``catch.seen_captions``' leases), with its item's image, spec and
+#: whether it was the worker's own; an ``'w'`` row per image with a battle with room. Five
+#: ORM queries before. Params: ``RESERVED``'s, study id, participant id twice, study id,
+#: browser id (None: no browser), study id.
+GOLD_VIEW = f"""{{reserved}}
+UNION ALL
+SELECT 'c', COUNT(c."id"), MAX(c."id"), NULL, NULL FROM "{C}" c
+WHERE c."study_id" = %s AND c."purpose" = 'study'
+UNION ALL
+SELECT 's', si."image_id", CASE WHEN s."participant_id" = %s THEN 1 ELSE 0 END, {{spec}}, NULL
+FROM "{A}" s JOIN "{I}" si ON si."id" = s."item_id" JOIN "{P}" sp ON sp."id" = s."participant_id"
+WHERE s."participant_id" = %s OR (sp."study_id" = %s AND sp."browser_id" = %s)
+UNION ALL
+SELECT 'w', w."image_id", NULL, NULL, NULL FROM (
+  SELECT DISTINCT r."image_id" FROM "{I}" r
+  WHERE r."study_id" = %s AND r."kind" = 'battle'
+    AND r."judgment_count" + r."open_lease_count" < r."target") w
+"""
+
+
+@dataclass
+class GoldView:
+    """What ``GOLD_VIEW`` read of one worker."""
+
+    reserved: bool = False
+    #: ``catch.study_captions``' count and largest id of the study's captions.
+    captions: tuple[int, int | None] = (0, None)
+    #: The specs of the items the worker or their browser was ever shown.
+    specs: list[dict] = field(default_factory=list)
+    #: The images the worker (not their browser) was ever shown.
+    seen: set[int] = field(default_factory=set)
+    #: The images with a battle with room.
+    with_room: set[int] = field(default_factory=set)
+
+
+@functools.cache
+def _gold_statement(vendor: str) -> str:
+    reserved = RESERVED.format(reserved_for=VENDOR[vendor]["reserved_for"])
+    # PostgreSQL: the spec as text, the type its other rows' NULLs take in the UNION.
+    spec = 'si."spec"::text' if vendor == "postgresql" else 'si."spec"'
+    return GOLD_VIEW.format(reserved=reserved, spec=spec)
+
+
+def gold_view(participant: Participant) -> GoldView:
+    """Run ``GOLD_VIEW`` for ``participant``."""
+    vendor = connection.vendor
+    reserved_as = json.dumps if vendor == "postgresql" else int
+    study_id = participant.study_id
+    params = [study_id, reserved_as(participant.pk), study_id, participant.pk, participant.pk]
+    params += [study_id, participant.browser_id or None, study_id]
+    with connection.cursor() as cursor:
+        cursor.execute(_gold_statement(vendor), params)
+        rows = cursor.fetchall()
+    view = GoldView()
+    for what, number, other, spec, _ in rows:
+        if what == "g":
+            view.reserved = True
+        elif what == "c":
+            view.captions = (int(number or 0), None if other is None else int(other))
+        elif what == "s":
+            view.specs.append(converted(Item, ("spec",), [spec])[0] or {})
+            if int(other):
+                view.seen.add(number)
+        else:
+            view.with_room.add(number)
+    return view
