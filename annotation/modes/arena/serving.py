@@ -63,16 +63,44 @@ HISTORY = f"""SELECT 'h', hi."image_id", hi."kind", {{system_a}}, {{system_b}}
 FROM "{A}" h JOIN "{I}" hi ON hi."id" = h."item_id"
 WHERE h."participant_id" = %s"""
 
-#: Whether the study's ``n``-th system pair has a battle with room on an image the worker
-#: was never shown: an ``'r'`` row if it has. Params: n, study id, the two systems (as
-#: ``system_is`` takes them), participant id.
-ROOM = f"""SELECT 'r', %s, NULL, NULL, NULL WHERE EXISTS (
-  SELECT 1 FROM "{I}" b
+#: Which of the study's system pairs (``{pairs}``: a VALUES row each, its number and its two
+#: systems as ``system_is`` takes them) has a battle with room on an image the worker was
+#: never shown: an ``'r'`` row each. One probe over the list, not a probe per pair: a
+#: statement of as many UNION parts as pairs took the database as long to plan as to run.
+#: ``{probe}``: ``ROOM_PROBE`` as the vendor runs it per row (PostgreSQL: a LATERAL subquery
+#: with LIMIT 1, so each row is an index probe that stops at its first battle; as a plain
+#: EXISTS the planner hashed every battle of the study, 100 times slower). Params: the
+#: VALUES rows', study id.
+ROOM = """SELECT 'r', pr."column1", NULL, NULL, NULL FROM (VALUES {pairs}) pr {probe}"""
+#: A battle of the row's pair with room on an image the worker was never shown (``SEEN``).
+ROOM_PROBE = f"""SELECT 1 FROM "{I}" b
   WHERE b."study_id" = %s AND b."kind" = 'battle' AND {{a_is}} AND {{b_is}}
     AND b."judgment_count" + b."open_lease_count" < b."target"
-    AND NOT EXISTS (
-      SELECT 1 FROM "{A}" s JOIN "{I}" si ON si."id" = s."item_id"
-      WHERE s."participant_id" = %s AND si."image_id" = b."image_id"))"""
+    AND NOT EXISTS (SELECT 1 FROM seen WHERE seen."image_id" = b."image_id")"""
+#: The images the worker was ever shown, read once for every probe (inlined, each probe
+#: joined the worker's whole history again: most of the probes' time). ``{materialized}``:
+#: PostgreSQL's keyword that keeps the CTE from being inlined. Params: participant id.
+SEEN = f"""WITH seen AS {{materialized}}(
+  SELECT si."image_id" FROM "{A}" s JOIN "{I}" si ON si."id" = s."item_id"
+  WHERE s."participant_id" = %s)
+"""
+#: Per vendor: a VALUES row of ``ROOM`` (PostgreSQL types it; the systems as JSON, as the
+#: pair index's expressions are), a system of the probed battle equal to the row's, and how
+#: the probe joins the row (SQLite has no LATERAL; it runs a correlated EXISTS row by row).
+ROOM_VENDOR = {
+    "postgresql": {
+        "row": "(%s::integer, %s::jsonb, %s::jsonb)",
+        "is": '(b."spec" -> \'{key}\') = pr."{column}"',
+        "probe": "CROSS JOIN LATERAL ({probe} LIMIT 1) room",
+        "materialized": "MATERIALIZED ",
+    },
+    "sqlite": {
+        "row": "(%s, %s, %s)",
+        "is": 'JSON_EXTRACT(b."spec", \'$.{key}\') = pr."{column}"',
+        "probe": "WHERE EXISTS ({probe})",
+        "materialized": "",
+    },
+}
 
 
 @dataclass
@@ -100,12 +128,20 @@ def _statement(vendor: str, pairs: int) -> str:
             system_b=words["system"].format(alias="hi", key="system_b"),
         ),
     ]
-    probe = ROOM.format(
-        a_is=words["system_is"].format(alias="b", key="system_a"),
-        b_is=words["system_is"].format(alias="b", key="system_b"),
-    )
-    parts += [probe] * pairs
-    return "\nUNION ALL\n".join(parts)
+    if pairs:
+        room = ROOM_VENDOR[vendor]
+        probe = ROOM_PROBE.format(
+            a_is=room["is"].format(key="system_a", column="column2"),
+            b_is=room["is"].format(key="system_b", column="column3"),
+        )
+        parts.append(
+            ROOM.format(
+                pairs=", ".join([room["row"]] * pairs),
+                probe=room["probe"].format(probe=probe),
+            )
+        )
+    union = "\nUNION ALL\n".join(parts)
+    return SEEN.format(materialized=ROOM_VENDOR[vendor]["materialized"]) + union if pairs else union
 
 
 def worker_view(participant: Participant, pairs: list[tuple[str, str]] = ()) -> WorkerView:
@@ -114,10 +150,12 @@ def worker_view(participant: Participant, pairs: list[tuple[str, str]] = ()) -> 
     vendor = connection.vendor
     as_param = json.dumps if vendor == "postgresql" else str
     reserved_as = json.dumps if vendor == "postgresql" else int
-    params: list = [participant.study_id, reserved_as(participant.pk), participant.pk]
+    params: list = [participant.pk] if pairs else []  # SEEN's
+    params += [participant.study_id, reserved_as(participant.pk), participant.pk]
     for n, (system_a, system_b) in enumerate(pairs):
-        params += [n, participant.study_id, as_param(system_a), as_param(system_b)]
-        params.append(participant.pk)
+        params += [n, as_param(system_a), as_param(system_b)]
+    if pairs:
+        params.append(participant.study_id)
     with connection.cursor() as cursor:
         cursor.execute(_statement(vendor, len(pairs)), params)
         rows = cursor.fetchall()
