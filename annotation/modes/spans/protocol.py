@@ -21,6 +21,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import connection
+
 from annotation.errors import InvalidInput
 from annotation.models import Assignment, Caption, Item, Judgment, Participant, Study, rows
 from annotation.modes.base import CompletionProgress, Mode, Outcome
@@ -38,6 +40,10 @@ from annotation.modes.settings import (
 from rubrics import spans as rules
 
 CAPTION = "caption"
+#: How many of a study's caption items are served (``target`` above 0). Params: study id,
+#: ``CAPTION``.
+SERVED_CAPTIONS = f"""SELECT COUNT(*) FROM "{Item._meta.db_table}"
+WHERE "study_id" = %s AND "kind" = %s AND "target" > 0"""
 #: Longest JSON list of marks a page may post: 50 marks of a 500-character note each is
 #: about 30 kB; anything longer is refused before it is parsed.
 MAX_SPANS_JSON = 64_000
@@ -408,8 +414,11 @@ class SpansProtocol(Mode):
     def _needed(self, study: Study) -> int:
         wanted = self.settings(study).completion_captions
         # No caption item yet (a draft): nothing to cap by. Items a people + judge design
-        # left out (target 0) are never served, so they do not count.
-        captions = Item.objects.filter(study_id=study.pk, kind=CAPTION, target__gt=0).count()
+        # left out (target 0) are never served, so they do not count. Every page and answer
+        # asks: one fixed statement (issue 48; the ORM's count cost more to build than to run).
+        with connection.cursor() as cursor:
+            cursor.execute(SERVED_CAPTIONS, [study.pk, CAPTION])
+            (captions,) = cursor.fetchone()
         return min(wanted, captions) if captions else wanted
 
     def completion_earned(self, participant: Participant) -> bool:
