@@ -81,8 +81,7 @@ def test_the_room_probes_read_the_pair_index(researcher):
     person = worker(study, "index-probe")
     pairs = get_mode(study.mode).study_pairs(study)[:1]
     sql = serving._statement(connection.vendor, len(pairs))
-    params = [study.pk, str(person.pk), person.pk]
-    params += [0, study.pk, f'"{pairs[0][0]}"', f'"{pairs[0][1]}"', person.pk]
+    params = serving.worker_view_params(person, pairs)
     with connection.cursor() as cursor:
         cursor.execute("EXPLAIN " + sql, params)
         plan = "\n".join(row[0] for row in cursor.fetchall())

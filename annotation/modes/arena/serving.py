@@ -144,9 +144,8 @@ def _statement(vendor: str, pairs: int) -> str:
     return SEEN.format(materialized=ROOM_VENDOR[vendor]["materialized"]) + union if pairs else union
 
 
-def worker_view(participant: Participant, pairs: list[tuple[str, str]] = ()) -> WorkerView:
-    """Read the worker's reserved gold battle, history, and which of ``pairs`` have room
-    for them, in one statement (``pairs`` empty: the first two only)."""
+def worker_view_params(participant: Participant, pairs: list[tuple[str, str]]) -> list:
+    """``_statement``'s params for ``participant`` and ``pairs``, in its parts' order."""
     vendor = connection.vendor
     as_param = json.dumps if vendor == "postgresql" else str
     reserved_as = json.dumps if vendor == "postgresql" else int
@@ -156,8 +155,15 @@ def worker_view(participant: Participant, pairs: list[tuple[str, str]] = ()) -> 
         params += [n, as_param(system_a), as_param(system_b)]
     if pairs:
         params.append(participant.study_id)
+    return params
+
+
+def worker_view(participant: Participant, pairs: list[tuple[str, str]] = ()) -> WorkerView:
+    """Read the worker's reserved gold battle, history, and which of ``pairs`` have room
+    for them, in one statement (``pairs`` empty: the first two only)."""
+    params = worker_view_params(participant, list(pairs))
     with connection.cursor() as cursor:
-        cursor.execute(_statement(vendor, len(pairs)), params)
+        cursor.execute(_statement(connection.vendor, len(pairs)), params)
         rows = cursor.fetchall()
     view = WorkerView()
     for what, number, kind, system_a, system_b in rows:
