@@ -58,12 +58,25 @@ def _conversion(model: type[Model], names: tuple[str, ...], vendor: str):
 def by_pk(model: type[Model], pk: Any, *, related: str | None = None) -> Model:
     """``model.objects.select_related(related).get(pk=pk)`` as one fixed statement (``related``:
     one foreign key of ``model``, or None). Raises ``model.DoesNotExist`` as ``get`` does."""
-    sql, width, target = _by_pk_statement(model, related, connection.vendor)
+    sql, _width, _target = _by_pk_statement(model, related, connection.vendor)
     with connection.cursor() as cursor:
         cursor.execute(sql, [pk])
         row = cursor.fetchone()
     if row is None:
         raise model.DoesNotExist(f"{model.__name__} matching query does not exist.")
+    return by_pk_instance(model, row, related=related)
+
+
+def by_pk_statement(model: type[Model], related: str | None = None) -> tuple[str, int]:
+    """``by_pk``'s statement (one param: the pk) and how many columns its row has, for a
+    caller that reads more in the same statement (a UNION with rows of its own)."""
+    sql, width, target = _by_pk_statement(model, related, connection.vendor)
+    return sql, width + (len(_attnames(target)) if target is not None else 0)
+
+
+def by_pk_instance(model: type[Model], row, *, related: str | None = None) -> Model:
+    """The instance ``by_pk`` gives for a row of ``by_pk_statement``."""
+    _sql, width, target = _by_pk_statement(model, related, connection.vendor)
     found = instance(model, _attnames(model), row[:width])
     if related is not None:
         other = None

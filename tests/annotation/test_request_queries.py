@@ -29,13 +29,14 @@ pytestmark = pytest.mark.django_db
 GET_NEXT_QUERIES = {"postgresql": 5, "sqlite": 6}
 #: Session, the participant with its study (handed to the service), the submission (issue 48,
 #: ``services/judgment_sql.py``: participant, lease and item locked and read in one statement; the
-#: pair's caption with its image and the pool, the mode's reads; then on PostgreSQL the insert and
+#: pair's caption with its image and the pool's ratings, the mode's one read (``SCORED`` in
+#: ``modes/vicr/protocol.py``; two before); then on PostgreSQL the insert and
 #: the lease, item and participant updates in one statement, on SQLite one statement each); the view
 #: builds the feedback (with the leaderboard) only to choose where to redirect (issue 42), and the
 #: GET below builds it again. The leaderboard's standings are cached per study for a few seconds
 #: (issue 48, ``modes/vicr/pages.py``): no query when cached, one on the study's first board
 #: (``LEADERBOARD_MISS``, the first round's POST).
-POST_SUBMIT_QUERIES = {"postgresql": 6, "sqlite": 9}
+POST_SUBMIT_QUERIES = {"postgresql": 5, "sqlite": 8}
 LEADERBOARD_MISS = 1
 #: Session, the participant with its study, the lease's latest judgment with its item, the
 #: pair's caption with its image; the leaderboard from the cache.

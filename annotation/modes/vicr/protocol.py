@@ -122,20 +122,37 @@ def pair_caption(item: Item) -> Caption:
     return cached
 
 
-#: The ratings of a game pair that count, in the order they were committed (``score``).
-#: Written out for the same reason as ``pair_caption``'s read.
-RATINGS = (
-    f'SELECT "payload" FROM "{Judgment._meta.db_table}" '
-    'WHERE "item_id" = %s AND NOT "excluded" ORDER BY "id"'
-)
+#: A game pair's caption with its image (``pair_caption``'s read) and the ratings that
+#: count (its judgments not excluded), in one statement for ``score`` (issue 48: a rating's
+#: answer made the two reads one after the other; built by the ORM each cost more than the
+#: database its work): the caption's row first (``0``), then a row per rating (``1``, its
+#: judgment id, its payload) in commit order, the other columns NULL. Params: caption id,
+#: item id.
+SCORED = """SELECT 0, NULL, NULL, {caption}
+UNION ALL
+SELECT 1, j."id", j."payload", {nulls} FROM "{judgments}" j
+WHERE j."item_id" = %s AND NOT j."excluded"
+ORDER BY 1, 2"""
 
 
-def counted_ratings(item: Item) -> list[Any]:
-    """The ratings of ``item``'s judgments that are not excluded, oldest first."""
+def caption_and_ratings(item: Item) -> tuple[Caption, list[Any]]:
+    """A game pair's caption (as ``pair_caption`` gives it, and kept on the item row as it
+    keeps it) and the ratings that count, oldest first, in one statement (``SCORED``)."""
+    caption_sql, width = rows.by_pk_statement(Caption, "image")
+    sql = SCORED.format(
+        caption=caption_sql.removeprefix("SELECT "),
+        nulls=", ".join(["NULL"] * width),
+        judgments=Judgment._meta.db_table,
+    )
     with connection.cursor() as cursor:
-        cursor.execute(RATINGS, [item.pk])
+        cursor.execute(sql, [item.spec["caption_id"], item.pk])
         found = cursor.fetchall()
-    return [rows.converted(Judgment, ("payload",), row)[0].get("rating") for row in found]
+    if not found or found[0][0] != 0:
+        raise Caption.DoesNotExist("Caption matching query does not exist.")
+    caption = rows.by_pk_instance(Caption, found[0][3:], related="image")
+    item.__dict__["_pair_caption"] = caption
+    ratings = [rows.converted(Judgment, ("payload",), (row[2],))[0] for row in found[1:]]
+    return caption, [payload.get("rating") for payload in ratings]
 
 
 def player_state(participant: Participant) -> rules.PlayerState:
@@ -336,21 +353,21 @@ class VicrProtocol(Mode):
                 else catch_rules.vicr_caught(rating),
             }
             return result
-        caption = pair_caption(item)
-        if item.kind in BLOCK_KINDS:
-            truth = caption_data.truth(caption)
-            points = rules.tutorial_points(rating, truth)
-            result = {"points": points, "truth": truth}
-            if item.kind == PROBATION:
-                # Every lease is round 0 now, so the attempt (1-based) is kept with the rating.
-                result["attempt"] = player_state(assignment.participant).probation_attempts + 1
-            return result
-        # The item row is locked: these are exactly the game ratings committed before ours
-        # (the item is a game pair, so every rating of it is a game rating).
-        humans = counted_ratings(item)
-        primed = _primed(caption_data.prime_ratings(caption))
-        pool = rules.consensus_pool(humans, primed)
-        return _game_result(rules.score_rating(rating, pool), len(pool), len(humans))
+        if item.kind not in BLOCK_KINDS:
+            # The item row is locked: these are exactly the game ratings committed before
+            # ours (the item is a game pair, so every rating of it is a game rating).
+            caption, humans = caption_and_ratings(item)
+            primed = _primed(caption_data.prime_ratings(caption))
+            pool = rules.consensus_pool(humans, primed)
+            return _game_result(rules.score_rating(rating, pool), len(pool), len(humans))
+        # A tutorial or probation pair: scored against its known truth.
+        truth = caption_data.truth(pair_caption(item))
+        points = rules.tutorial_points(rating, truth)
+        result = {"points": points, "truth": truth}
+        if item.kind == PROBATION:
+            # Every lease is round 0 now, so the attempt (1-based) is kept with the rating.
+            result["attempt"] = player_state(assignment.participant).probation_attempts + 1
+        return result
 
     def after_submit(self, participant: Participant, judgment: Judgment) -> Outcome:
         # The submission service holds the participant's row lock and gave ``participant``
