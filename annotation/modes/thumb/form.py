@@ -71,22 +71,55 @@ def _group(g, count, kind, label, errors, error_fields) -> str:
     if scored:
         out.append("\n")
         for field, legend, options, was in g["scales"]:
-            raw = f"{g['key']}-{field}"
-            name = escape(raw)
-            radios = "".join(
-                f'<label><input type="radio" name="{name}" value="{escape(o["value"])}"'
-                f"{' checked' if o['checked'] else ''}> {escape(o['value'])}</label>"
-                for o in options
-            )
-            error = _error(errors, error_fields, raw)
-            out.append(
-                f'<fieldset class="scale" id="{name}" data-was="{escape(was)}"'
-                f"{_described(error_fields, raw)}>\n"
-                f"<legend>{escape(legend)}, 1–5{_was(label, was)}</legend>\n"
-                f"{radios}\n{error}\n</fieldset>"
-            )
+            out.append(_radios(g, field, legend, options, was, label, errors, error_fields))
         out.append("\n")
     out.append("\n")
+    out.append(_fluency(g, key, number, label, errors, error_fields))
+    if scored:
+        out.append("\n")
+        for field, legend, options, was in g["penalties"]:
+            out.append(
+                _radios(g, field, legend, options, was, label, errors, error_fields, scale=False)
+            )
+        total = escape(g["total"]) if g["total"] else "—"
+        out.append(
+            f'\n<p class="total">Total: <output id="{key}-total" aria-live="polite">{total}'
+            "</output></p>\n"
+        )
+        if label:
+            out.append(_confirm(g, errors, error_fields))
+        out.append("\n")
+    out.append("\n</section>\n")
+    return "".join(out)
+
+
+def _radios(g, field, legend, options, was, label, errors, error_fields, *, scale=True) -> str:
+    """A score scale's fieldset (``scale``: its 1-5 points, its "was" value as data) or a
+    penalty's (each option's own text)."""
+    raw = f"{g['key']}-{field}"
+    name = escape(raw)
+    shown = "value" if scale else "text"
+    radios = "".join(
+        f'<label><input type="radio" name="{name}" value="{escape(o["value"])}"'
+        f"{' checked' if o['checked'] else ''}> {escape(o[shown])}</label>"
+        for o in options
+    )
+    error = _error(errors, error_fields, raw)
+    if scale:
+        head = f'<fieldset class="scale" id="{name}" data-was="{escape(was)}"'
+        legend_text = f"{escape(legend)}, 1–5"
+    else:
+        head = f'<fieldset class="pen" id="{name}"'
+        legend_text = escape(legend)
+    return (
+        f"{head}{_described(error_fields, raw)}>\n"
+        f"<legend>{legend_text}{_was(label, was)}</legend>\n"
+        f"{radios}\n{error}\n</fieldset>"
+    )
+
+
+def _fluency(g, key, number, label, errors, error_fields) -> str:
+    """The group's fluency errors: a ``<details>``, open when any is ticked or refused."""
     fluency_field = g["fields"]["fluency"]
     opened = (
         g["fluency_count"]
@@ -98,13 +131,13 @@ def _group(g, count, kind, label, errors, error_fields) -> str:
         if g["was_fluency"]
         else ""
     )
-    out.append(
+    out = [
         f'<details class="flu" id="{key}-fluency"{" open" if opened else ""}>\n'
         f"<summary>Fluency errors: <span data-flu-summary>{g['fluency_count']} ticked</span>"
         f"{was_fluency}</summary>\n"
         f'<fieldset><legend class="visually-hidden">Fluency errors of caption {number}'
         "</legend>\n"
-    )
+    ]
     for e in g["fluency"]:
         penalty = e["penalty"]
         if penalty:
@@ -130,40 +163,18 @@ def _group(g, count, kind, label, errors, error_fields) -> str:
     out.append("\n")
     out.append(_error(errors, error_fields, fluency_field, with_id=False))
     out.append("\n</fieldset></details>\n")
-    if scored:
-        out.append("\n")
-        for field, legend, options, was in g["penalties"]:
-            raw = f"{g['key']}-{field}"
-            name = escape(raw)
-            radios = "".join(
-                f'<label><input type="radio" name="{name}" value="{escape(o["value"])}"'
-                f"{' checked' if o['checked'] else ''}> {escape(o['text'])}</label>"
-                for o in options
-            )
-            error = _error(errors, error_fields, raw)
-            out.append(
-                f'<fieldset class="pen" id="{name}"{_described(error_fields, raw)}>\n'
-                f"<legend>{escape(legend)}{_was(label, was)}</legend>\n"
-                f"{radios}\n{error}\n</fieldset>"
-            )
-        total = escape(g["total"]) if g["total"] else "—"
-        out.append(
-            f'\n<p class="total">Total: <output id="{key}-total" aria-live="polite">{total}'
-            "</output></p>\n"
-        )
-        if label:
-            raw = f"{g['key']}-confirm"
-            name = escape(raw)
-            invalid = (
-                f' aria-describedby="{name}-err" aria-invalid="true"' if raw in error_fields else ""
-            )
-            out.append(
-                f'<div class="confirm" id="{name}">\n'
-                f'<label><input type="checkbox" name="{name}" value="yes"'
-                f"{' checked' if g['confirmed'] else ''}{invalid}> I checked this caption "
-                "against the image</label>\n"
-                f"{_error(errors, error_fields, raw)}\n</div>"
-            )
-        out.append("\n")
-    out.append("\n</section>\n")
     return "".join(out)
+
+
+def _confirm(g, errors, error_fields) -> str:
+    """A review's "I checked this caption" box."""
+    raw = f"{g['key']}-confirm"
+    name = escape(raw)
+    invalid = f' aria-describedby="{name}-err" aria-invalid="true"' if raw in error_fields else ""
+    return (
+        f'<div class="confirm" id="{name}">\n'
+        f'<label><input type="checkbox" name="{name}" value="yes"'
+        f"{' checked' if g['confirmed'] else ''}{invalid}> I checked this caption "
+        "against the image</label>\n"
+        f"{_error(errors, error_fields, raw)}\n</div>"
+    )
