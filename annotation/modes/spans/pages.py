@@ -83,6 +83,28 @@ def _options(values: Any, selected: Any = None) -> SafeString:
     return mark_safe("".join(html))
 
 
+def fallback_rows(count: int, length: int, severities: str, categories: str) -> SafeString:
+    """The ``count`` rows of number fields a mark is given by without JavaScript, each with
+    the option lists ``severities`` and ``categories`` (already HTML), as the template's
+    loop over them gave: a mark's row is five fields, and at the default of ten rows the
+    loop was about a fifth of the page's rendering (issue 48)."""
+    row = (
+        '\n      <div class="spans-row">\n'
+        '        <label>Start <input type="number" name="span-{i}-start" min="0" max="{n}"'
+        ' inputmode="numeric"></label>\n'
+        '        <label>End <input type="number" name="span-{i}-end" min="1" max="{n}"'
+        ' inputmode="numeric"></label>\n'
+        '        <label>Severity <select name="span-{i}-severity">{s}</select></label>\n'
+        '        <label>Category <select name="span-{i}-category">{c}</select></label>\n'
+        '        <label>Note <input type="text" name="span-{i}-note" maxlength="500"></label>\n'
+        "      </div>\n      "
+    )
+    n = int(length)
+    return mark_safe(
+        "".join(row.format(i=i, n=n, s=severities, c=categories) for i in range(count))
+    )
+
+
 def _marks_json(marks: Any) -> str:
     if isinstance(marks, str):
         return marks if len(marks) <= MAX_SPANS_JSON else "[]"
@@ -157,6 +179,7 @@ class SpansPages(Pages):
             {**s, "decision": decided.get(s["id"], "") if isinstance(decided, dict) else ""}
             for s in shown_suggestions(assignment.item, config)
         ]
+        severity_options, category_options = _options(SEVERITIES), _options(categories)
         return {
             "caption_text": caption.text,
             "caption_html": caption_html(caption.text),
@@ -167,12 +190,13 @@ class SpansPages(Pages):
             "alt_text": (image.alt_text if image else "") or "Image the caption describes",
             "categories": categories,
             "severities": SEVERITIES,
-            # Each of the ``max_spans`` fallback rows lists every severity and category: built
-            # once here rather than by two template loops per row (issue 48).
-            "severity_options": _options(SEVERITIES),
-            "category_options": _options(categories),
+            "category_options": category_options,
             "max_spans": config.max_spans,
-            "rows": range(config.max_spans),
+            # Each of the ``max_spans`` fallback rows lists every severity and category: the
+            # option lists are built once, the rows by ``fallback_rows`` (issue 48).
+            "fallback_rows": fallback_rows(
+                config.max_spans, len(caption.text), severity_options, category_options
+            ),
             "score": answers.get("score") if answers.get("score") is not None else "",
             "omission": omission,
             "omission_severities": _options(SEVERITIES, omission.get("severity")),
