@@ -9,6 +9,7 @@ are listed as text with Edit and Remove buttons, and the list is posted as JSON 
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -76,6 +77,13 @@ def caption_html(text: str) -> SafeString:
 def _options(values: Any, selected: Any = None) -> SafeString:
     """``<option>`` elements of ``values``, each its own label, ``selected`` marked so,
     escaped as the template would."""
+    return _option_list(tuple(values), selected if isinstance(selected, str) else None)
+
+
+@functools.lru_cache(maxsize=512)
+def _option_list(values: tuple[str, ...], selected: str | None) -> SafeString:
+    # Kept per process: a study's severities and categories are the same on every page
+    # (four lists a page, each escaped value by value, issue 48).
     html = []
     for value in values:
         mark = " selected" if value == selected else ""
