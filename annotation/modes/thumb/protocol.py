@@ -33,6 +33,7 @@ from annotation.modes.thumb.stages import (
     STAGE2,
     image_stages,
     judged_before,
+    later_kinds,
     linked_names,
     reviewed_payload,
 )
@@ -313,7 +314,8 @@ class ThumbProtocol(Mode):
         item = judgment.item
         config = self.settings(participant.study)
         # The submission's reads in one statement, or none (stages.submission_reads): the
-        # stages a review's validation read, the linked ids, the count of their judgments.
+        # stages a review's validation read, the linked ids, the count of their judgments,
+        # the image's fluency round and check when its last stage was judged before.
         lease = judgment.assignment
         names = linked_names(lease)
         before = judged_before(lease)
@@ -326,16 +328,9 @@ class ThumbProtocol(Mode):
         last_stage = STAGE2 if config.stage2 else STAGE1
         if item.kind != last_stage:
             return Outcome(**fields)
-        later: set[str] = set()
         # The image's fluency round and check are made only here, by its one last-stage item
-        # (build_items): before that item's first judgment, the common case (its row is
-        # locked with its counters), there are none to look for.
-        if item.judgment_count:
-            later = set(
-                Item.objects.filter(
-                    study_id=item.study_id, image_id=item.image_id, kind__in=[FLUENCY, CHECK]
-                ).values_list("kind", flat=True)
-            )
+        # (build_items): none before its first judgment, else read with the other reads.
+        later = later_kinds(lease)
         shown = {key: value for key, value in item.spec.items() if key != "check_keys"}
         new_items = []
         if config.require_native_fluency and FLUENCY not in later:

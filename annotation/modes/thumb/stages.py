@@ -1,6 +1,7 @@
 """THumB's stages, the kinds of its items, and what an answer reads (issue 48): an image's
 stage-1 and stage-2 judgments, which a review's page and its answer share, with the answer's
-other reads in the same statement (the linked ids, the count of the participant's judgments).
+other reads in the same statement (the linked ids, the count of the participant's judgments,
+the image's fluency round and check when its last stage was judged before).
 
 An image's caption set is scored in stage 1, reviewed by a second annotator in stage 2, maybe
 read again for fluency by a native speaker, and for a sample of its captions checked by a
@@ -36,6 +37,10 @@ REVIEWS = {STAGE2: STAGE1, CHECK: STAGE2}
 _KEPT = "_thumb_stages"
 _LINKED = "_thumb_linked"
 _COUNT = "_thumb_judged"
+_LATER = "_thumb_later"
+#: The kinds that may be an image's last stage (stage 1 when the study has no stage 2):
+#: storing its judgment makes the image's fluency round and check (``protocol.after_submit``).
+LAST_STAGES = (STAGE1, STAGE2)
 
 
 @dataclass(frozen=True)
@@ -76,14 +81,21 @@ WHERE i."study_id" = %s AND i."image_id" = %s AND i."kind" IN (%s, %s)"""
 #: linked ids that judged in the study (``integrity.LINKED_OTHERS``, the linked-id flag: a
 #: NULL judgment id, the pseudonym in the kind's column); and the participant's judgments
 #: counted (``integrity.judged``, for a state that does not keep the count yet: the count in
-#: the id's column, a NULL kind). Rows are told apart by those NULLs, not by their place
-#: (NULLs sort last on PostgreSQL, first on SQLite). Params: each part's, in this order.
+#: the id's column, a NULL kind); and the kinds of the image's fluency round and check made
+#: so far (``later_kinds``: a NULL judgment id, the kind in the kind's column and FALSE,
+#: not NULL, in the linked column). Rows are told apart by those NULLs, not by their place
+#: (NULLs sort last on PostgreSQL, first on SQLite). Params: each part's, in this order
+#: (``_LATER_PART``: study id, image id, the two kinds).
 _STAGES_PART = f"SELECT {STAGE_COLUMNS}\n{STAGE_ROWS}"
 _LINKED_PART = f"""SELECT NULL AS sid, o."pseudonym" AS skind, NULL AS spayload,
        NULL AS sexcluded, NULL AS slinked, NULL AS snative FROM ({LINKED_OTHERS}) o"""
 _COUNT_PART = f"""SELECT COUNT(*) AS sid, NULL AS skind, NULL AS spayload, NULL AS sexcluded,
        NULL AS slinked, NULL AS snative
 FROM "{Judgment._meta.db_table}" cj WHERE cj."participant_id" = %s"""
+_LATER_PART = f"""SELECT NULL AS sid, li."kind" AS skind, NULL AS spayload, NULL AS sexcluded,
+       FALSE AS slinked, NULL AS snative
+FROM "{Item._meta.db_table}" li
+WHERE li."study_id" = %s AND li."image_id" = %s AND li."kind" IN (%s, %s)"""
 SUBMISSION_ORDER = "ORDER BY sid, skind"
 
 
@@ -124,10 +136,30 @@ def judged_before(assignment: Assignment) -> int:
     return judged(participant, assignment.__dict__.get(_COUNT))
 
 
+def later_kinds(assignment: Assignment) -> set[str]:
+    """The kinds of the image's fluency round and check made so far, for the submission of
+    its last stage (``LAST_STAGES``), read with the submission's other reads. They are made
+    only by that item's submissions, under its lock (``protocol.after_submit``): before its
+    first judgment, the common case (its row is locked with its counters), there are none
+    and nothing is read."""
+    if not _later_needed(assignment):
+        return set()
+    if _LATER not in assignment.__dict__:
+        submission_reads(assignment, stages=False)
+    return assignment.__dict__[_LATER]
+
+
+def _later_needed(assignment: Assignment) -> bool:
+    """Whether ``later_kinds`` must read: a last-stage kind judged before (its counters as
+    locked with it)."""
+    item = assignment.item
+    return item.kind in LAST_STAGES and bool(item.judgment_count)
+
+
 def submission_reads(assignment: Assignment, *, stages: bool) -> None:
     """Read what the submission still needs in one statement, a UNION ALL of the parts
-    above (the stages if ``stages``; the linked ids and the count if needed and not read
-    yet), and keep it on the lease for the rest of its request."""
+    above (the stages if ``stages``; the linked ids, the count and the later kinds if
+    needed and not read yet), and keep it on the lease for the rest of its request."""
     kept, participant = assignment.__dict__, assignment.participant
     parts: list[str] = []
     params: list[Any] = []
@@ -142,6 +174,11 @@ def submission_reads(assignment: Assignment, *, stages: bool) -> None:
     if count:
         parts.append(_COUNT_PART)
         params.append(participant.pk)
+    later = _LATER not in kept and _later_needed(assignment)
+    if later:
+        item = assignment.item
+        parts.append(_LATER_PART)
+        params += [item.study_id, item.image_id, FLUENCY, CHECK]
     if not parts:
         return
     with connection.cursor() as cursor:
@@ -150,9 +187,11 @@ def submission_reads(assignment: Assignment, *, stages: bool) -> None:
     if stages:
         keep_stages(assignment, found)
     if linked:
-        kept[_LINKED] = [row[1] for row in found if row[0] is None]
+        kept[_LINKED] = [row[1] for row in found if row[0] is None and row[4] is None]
     if count:
         kept[_COUNT] = next(int(row[0]) for row in found if row[1] is None)
+    if later:
+        kept[_LATER] = {row[1] for row in found if row[0] is None and row[4] is not None}
 
 
 def stage_params(assignment: Assignment) -> list[Any]:
