@@ -4,10 +4,11 @@ Storing an answer took three locking reads (participant, lease, item) and four w
 an ORM query whose building cost the web worker more than the database its work. Here the
 locks and reads are one statement (``LOCK_SUBMISSION``), a lease of several parts adds one
 read of its judgments (``ANSWERS``), and on PostgreSQL the writes are another
-(``STORE_POSTGRESQL``: the judgment's INSERT and the lease, item and participant UPDATEs,
-and a lease's exclusion, as one statement of data-modifying CTEs). SQLite has no writes in
-a CTE: there the writes stay the ORM's, one statement each, as do the rare writes on either
-vendor (a participant's exclusion, new items, a new target, flags the outcome adds).
+(``STORE_POSTGRESQL``: the judgment's INSERT, the INSERT of the items an outcome makes (a
+THumB image's fluency round and check, a catch trial), the lease, item and participant
+UPDATEs, and a lease's exclusion, as one statement of data-modifying CTEs). SQLite has no
+writes in a CTE: there the writes stay the ORM's, one statement each, as do the rare writes
+on either vendor (a participant's exclusion, a new target, flags the outcome adds).
 
 Lock order, as everywhere: participant, assignment, item (PostgreSQL locks the rows of
 ``FOR UPDATE OF p, a, i`` in that order, the order of the FROM list). On SQLite the write
@@ -82,19 +83,26 @@ ORDER BY j."id"
 
 #: PostgreSQL: the submission's writes in one statement. ``judged`` inserts the judgment
 #: (the ORM's own INSERT, compiled, so every column is adapted as ``save`` would) and returns
-#: its id; on the lease's last part ``closed`` marks the lease submitted and ``counted``
-#: moves the item's slot from open lease to judgment (a retaken lease, given back when it
-#: lapsed, held no open slot: ``%s`` is 0 then); ``moved`` writes the participant's protocol
-#: state, status, flags and completion when the outcome changed any (all four, as locked or
-#: as changed: the row is locked, so nothing else changed them); ``flagged`` excludes the
-#: lease's earlier judgments with the reason of an outcome's exclusion (a HUMANr group whose
-#: check failed; the new judgment is inserted excluded, and a CTE's UPDATE does not see
-#: the INSERT beside it). A CTE that is not read still runs; the ``AND %s`` flags skip a
-#: write that does not apply. Params: the INSERT's, then submitted_at, lease id, last part;
-#: open slots to return, item id, last part; state, status, flags, completed_at,
-#: participant id, changed; exclusion reason, lease id, excluded.
+#: its id; ``made`` inserts the items the outcome makes (the ORM's own INSERT of
+#: ``bulk_create``, compiled likewise; ``NO_ITEMS``, which inserts nothing, when it makes
+#: none) and returns their ids; on the lease's last part ``closed`` marks the lease
+#: submitted and ``counted`` moves the item's slot from open lease to judgment (a retaken
+#: lease, given back when it lapsed, held no open slot: ``%s`` is 0 then); ``moved`` writes
+#: the participant's protocol state, status, flags and completion when the outcome changed
+#: any (all four, as locked or as changed: the row is locked, so nothing else changed them);
+#: ``flagged`` excludes the lease's earlier judgments with the reason of an outcome's
+#: exclusion (a HUMANr group whose check failed; the new judgment is inserted excluded, and
+#: a CTE's UPDATE does not see the INSERT beside it). A CTE that is not read still runs; the
+#: ``AND %s`` flags skip a write that does not apply. One row: the judgment's id and the new
+#: items' ids in ascending order, which is the order they were inserted in (one statement
+#: draws them from the sequence row by row, as ``bulk_create`` relies on), or NULL for none.
+#: ``{insert}``, ``{items}``: the compiled INSERTs. Params: the judgment INSERT's, then the
+#: items INSERT's (none for ``NO_ITEMS``), then submitted_at, lease id, last part; open
+#: slots to return, item id, last part; state, status, flags, completed_at, participant id,
+#: changed; exclusion reason, lease id, excluded.
 STORE_POSTGRESQL = f"""
 WITH judged AS ({{insert}}),
+made AS ({{items}}),
 closed AS (
   UPDATE "{A}" SET "status" = 'submitted', "submitted_at" = %s WHERE "id" = %s AND %s
 ),
@@ -111,8 +119,11 @@ flagged AS (
   UPDATE "{J}" SET "excluded" = TRUE, "exclusion_reason" = %s
   WHERE "assignment_id" = %s AND %s
 )
-SELECT "id" FROM judged
+SELECT j."id", (SELECT array_agg(m."id" ORDER BY m."id") FROM made m) FROM judged j
 """
+#: ``STORE_POSTGRESQL``'s ``made`` when the outcome makes no item: no row, an id column of
+#: the item table's type (``array_agg`` needs one). No params.
+NO_ITEMS = f'SELECT "id" FROM "{I}" WHERE FALSE'
 
 
 def lock_submission(participant_id: int, token: str) -> tuple[dict[str, Any], Assignment] | None:
@@ -146,6 +157,20 @@ def _json(model, name: str, value):
     return model._meta.get_field(name).get_db_prep_save(value, connection)
 
 
+def _insert(model, objs: list) -> tuple[str, list[Any]]:
+    """The ORM's INSERT of ``objs`` (unsaved), returning their ids, compiled as ``save``
+    (one row) or ``bulk_create`` (several: one statement on PostgreSQL) would send it: every
+    concrete column but the id, each value through its field's ``pre_save`` and adaptation."""
+    query = InsertQuery(model)
+    auto = model._meta.auto_field
+    fields = [f for f in model._meta.local_concrete_fields if f is not auto and not f.generated]
+    query.insert_values(fields, objs)
+    compiler = query.get_compiler(connection=connection)
+    compiler.returning_fields = [model._meta.pk]
+    ((sql, params),) = compiler.as_sql()
+    return sql, list(params)
+
+
 def store(
     judgment: Judgment,
     *,
@@ -154,17 +179,16 @@ def store(
     now: datetime,
     participant: Participant,
     changed: bool,
+    new_items: tuple[Item, ...] = (),
 ) -> None:
-    """Run ``STORE_POSTGRESQL`` for ``judgment`` (unsaved; saved after, with its id); an
-    excluded judgment excludes the lease's earlier ones with its reason."""
-    query = InsertQuery(Judgment)
-    fields = [f for f in Judgment._meta.local_concrete_fields if f is not Judgment._meta.auto_field]
-    query.insert_values(fields, [judgment])
-    compiler = query.get_compiler(connection=connection)
-    compiler.returning_fields = [Judgment._meta.pk]
-    ((insert, insert_params),) = compiler.as_sql()
+    """Run ``STORE_POSTGRESQL`` for ``judgment`` and ``new_items`` (unsaved; saved after,
+    with their ids, as ``save`` and ``bulk_create`` leave them); an excluded judgment
+    excludes the lease's earlier ones with its reason."""
+    insert, insert_params = _insert(Judgment, [judgment])
+    items, items_params = _insert(Item, list(new_items)) if new_items else (NO_ITEMS, [])
     params = [
         *insert_params,
+        *items_params,
         _db(now),
         judgment.assignment_id,
         last_part,
@@ -182,6 +206,9 @@ def store(
         judgment.excluded,
     ]
     with connection.cursor() as cursor:
-        cursor.execute(STORE_POSTGRESQL.format(insert=insert), params)
-        (judgment.pk,) = cursor.fetchone()
-    judgment._state.adding, judgment._state.db = False, connection.alias
+        cursor.execute(STORE_POSTGRESQL.format(insert=insert, items=items), params)
+        judgment.pk, made = cursor.fetchone()
+    for item, pk in zip(new_items, made or (), strict=True):
+        item.pk = pk
+    for saved in (judgment, *new_items):
+        saved._state.adding, saved._state.db = False, connection.alias

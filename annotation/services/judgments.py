@@ -287,15 +287,10 @@ def _store(
 
 
 def _plain(outcome: Outcome) -> bool:
-    """Whether the outcome writes only what ``STORE_POSTGRESQL`` writes (the common case,
-    and a lease's exclusion): no participant-level exclusion, new items, new target or
-    flags of its own."""
-    return not (
-        outcome.exclude_participant
-        or outcome.new_items
-        or outcome.item_target is not None
-        or outcome.flags
-    )
+    """Whether the outcome writes only what ``STORE_POSTGRESQL`` writes (the common case, a
+    lease's exclusion, new items): no participant-level exclusion, new target or flags of
+    its own."""
+    return not (outcome.exclude_participant or outcome.item_target is not None or outcome.flags)
 
 
 def _store_at_once(
@@ -307,7 +302,8 @@ def _store_at_once(
     now: datetime,
     retake: bool,
 ) -> None:
-    """``_store`` and ``_update_participant`` of a plain outcome in one statement."""
+    """``_store`` and ``_update_participant`` of a plain outcome in one statement, its new
+    items included (saved with their ids, as ``bulk_create`` leaves them)."""
     judgment.result = {**judgment.result, **outcome.result}
     if outcome.exclusion:
         # Earlier parts of the lease share the flag, as in ``_store`` (the statement's
@@ -322,6 +318,7 @@ def _store_at_once(
         now=now,
         participant=participant,
         changed=bool(changes),
+        new_items=outcome.new_items,
     )
     if last_part:
         judgment.assignment.status = Assignment.Status.SUBMITTED
