@@ -222,9 +222,10 @@ ANSWER_KEYS = ("image_id", "image_name", "reference_caption_id", "other_caption_
 #: id and ``result``, NULL while unanswered; a lease has at most one check judgment, one
 #: check per group and one judgment per part, so joining it keeps a row per image).
 #: ``{kind}``: the judgment's ``result["kind"]`` in the vendor's JSON; ``{upto}``: empty, or
-#: a bound on the lease id. One fixed statement (issue 48): built by the ORM (a filtered
-#: relation, JSON keys), this read cost a claim more CPU than the rest of its reads.
-#: Params: participant id, study id, browser id or None, then the bound if any.
+#: a bound on the lease id; ``{shown}``: empty, or ``SHOWN``. One fixed statement (issue 48):
+#: built by the ORM (a filtered relation, JSON keys), this read cost a claim more CPU than
+#: the rest of its reads. Params: participant id, study id, browser id or None, then the
+#: bound if any, then ``SHOWN``'s if any.
 WORKER_LEASES = f"""
 SELECT {columns("a", Assignment, ("id", "participant_id", "item_id", "served_at"))},
        ii."image_id", j."id", j."result"
@@ -235,7 +236,21 @@ WHERE a."participant_id" IN (
     SELECT p."id" FROM "{Participant._meta.db_table}" p
     WHERE p."id" = %s OR (p."study_id" = %s AND p."browser_id" = %s))
   {{upto}}
-ORDER BY a."id"
+{{shown}}
+ORDER BY 1, 4
+"""
+#: ``CheckCaptions.shown_at``'s read as rows of ``WORKER_LEASES`` (issue 48: a check's page
+#: and answer drew their check with two reads, the worker's leases and this): the study's
+#: answered checks, each with a NULL lease id, its time where a lease has ``served_at``
+#: and its two captions where a lease has its image and its judgment's id (NULL when not
+#: an integer, as ``shown_at`` skips them); ``ORDER BY 1, 4`` puts them in time order.
+#: ``{kind}``, ``{reference}``, ``{other}``: the vendor's reads of ``result`` (alias
+#: ``sj``). Params: study id.
+SHOWN = f"""
+UNION ALL
+SELECT NULL, NULL, NULL, sj."created_at", {{reference}}, {{other}}, NULL
+FROM "{Judgment._meta.db_table}" sj
+WHERE sj."study_id" = %s AND {{kind}} = '{_CHECK}'
 """
 #: ``WORKER_LEASES``'s ``{kind}`` per vendor.
 RESULT_KIND = {
@@ -244,19 +259,64 @@ RESULT_KIND = {
 }
 
 
-def worker_leases(participant: Participant, *, upto: int | None = None) -> dict[int, WorkerLease]:
+def int_key(alias: str, key: str) -> str:
+    """The vendor's read of ``result[key]`` of judgment ``alias`` when it is an integer (a
+    stored caption id), else NULL."""
+    if connection.vendor == "postgresql":
+        text = f"""({alias}."result" ->> '{key}')"""
+        return (
+            f"""CASE WHEN jsonb_typeof({alias}."result" -> '{key}') = 'number'"""
+            f""" AND {text} ~ '^-?[0-9]+$' THEN {text}::bigint END"""
+        )
+    return (
+        f"""CASE WHEN json_type({alias}."result", '$.{key}') = 'integer'"""
+        f""" THEN json_extract({alias}."result", '$.{key}') END"""
+    )
+
+
+def result_kind(alias: str) -> str:
+    """The vendor's read of ``result["kind"]`` of judgment ``alias``."""
+    return RESULT_KIND[connection.vendor].replace("j.", f"{alias}.", 1)
+
+
+def _shown_sql() -> str:
+    return SHOWN.format(
+        kind=result_kind("sj"),
+        reference=int_key("sj", "reference_caption_id"),
+        other=int_key("sj", "other_caption_id"),
+    )
+
+
+def worker_leases(
+    participant: Participant, *, upto: int | None = None, shown: bool = False
+) -> tuple[dict[int, WorkerLease], dict[int, datetime] | None]:
     """The worker's leases by id, in id order (up to lease ``upto``, included), with their
-    groups' images and their answered checks: one query (``WORKER_LEASES``)."""
+    groups' images and their answered checks: one query (``WORKER_LEASES``). With
+    ``shown``, the same query also reads ``CheckCaptions.shown_at`` (returned second; else
+    None)."""
     sql = WORKER_LEASES.format(
-        kind=RESULT_KIND[connection.vendor], upto="" if upto is None else 'AND a."id" <= %s'
+        kind=RESULT_KIND[connection.vendor],
+        upto="" if upto is None else 'AND a."id" <= %s',
+        shown=_shown_sql() if shown else "",
     )
     # As ``worker_query``: an empty browser id names no browser.
     params = [participant.pk, participant.study_id, participant.browser_id or None]
+    if upto is not None:
+        params.append(upto)
+    if shown:
+        params.append(participant.study_id)
     with connection.cursor() as cursor:
-        cursor.execute(sql, params if upto is None else [*params, upto])
+        cursor.execute(sql, params)
         rows = cursor.fetchall()
     found: dict[int, WorkerLease] = {}
+    first: dict[int, datetime] | None = {} if shown else None
     for lease_id, participant_id, item_id, served_at, image_id, answer_id, result in rows:
+        if lease_id is None:  # a row of ``SHOWN``: an answered check's time and captions
+            (created,) = converted(Judgment, ("created_at",), (served_at,))
+            for caption in (image_id, answer_id):
+                if caption is not None and first is not None:
+                    first.setdefault(int(caption), created)
+            continue
         lease = found.get(lease_id)
         if lease is None:
             (served_at,) = converted(Assignment, ("served_at",), (served_at,))
@@ -266,7 +326,7 @@ def worker_leases(participant: Participant, *, upto: int | None = None) -> dict[
                 lease.answer = {key: stored.get(key) for key in ANSWER_KEYS}
         if image_id is not None:
             lease.images.add(image_id)
-    return found
+    return found, first
 
 
 @dataclass
@@ -299,18 +359,21 @@ class WorkerChecks:
 
 
 def worker_checks(
-    participant: Participant, study_seed: int, *, upto: int | None = None
+    participant: Participant, study_seed: int, *, upto: int | None = None, shown: bool = False
 ) -> WorkerChecks:
     """Draw the checks of the worker's leases in id order (up to lease ``upto``, included).
 
     Each lease's draw bars what the worker met in the leases before it, so the draws chain:
     a query (the leases with their images and answered checks; the study's human captions
-    are read once per process), two more only when a lease's check is not answered yet (the
-    captions comparisons show, also once per process, and the checks answered before), then
-    plain Python.
+    are read once per process), more only when a lease's check is not answered yet (the
+    captions comparisons show, once per process, and the checks answered before), then
+    plain Python. ``shown``: read the checks answered before in the leases' query (issue 48:
+    ``served_check``, whose lease's check is unanswered, saves a statement), else on use.
     """
-    leases = worker_leases(participant, upto=upto)
+    leases, first = worker_leases(participant, upto=upto, shown=shown)
     captions = check_captions(participant.study)
+    if first is not None:
+        captions.__dict__["shown_at"] = first  # ``CheckCaptions.shown_at``, read already
     pool = sorted(captions.human)
     image_of = {c: image for image, ids in captions.human.items() for c in ids}
     checks = WorkerChecks(draws={}, met=set(), pool=pool, rngs={}, names=captions.fixed.names)
@@ -361,7 +424,9 @@ def served_check(
     """
     participant = assignment.participant
     seed = assignment.item.spec["seed"]
-    worker = worker_checks(participant, seed, upto=assignment.pk)
+    # The lease's own check is unanswered (else its judgment is read back): its draw needs
+    # the checks answered before, read with the leases.
+    worker = worker_checks(participant, seed, upto=assignment.pk, shown=True)
     stored = worker.answers.get(assignment.pk)
     if stored is not None:  # answered: what it showed (a reopened lease would draw anew)
         return {**trial, **stored, "system": ""}
