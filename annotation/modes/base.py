@@ -486,6 +486,14 @@ class Mode(ImportingMode, CaptionsMode):
         """Items this participant may be given now (the service filters capacity and repeats)."""
         return Item.objects.filter(study_id=participant.study_id)
 
+    def fresh_items(self, participant: Participant) -> QuerySet[Item]:
+        """The items ``assignment_next``'s common case, one claim statement, may lease:
+        ``eligible_items`` unless the mode can decide its rule inside that statement where
+        ``eligible_items`` would read first (HUMANr's exposure rule). Either all of
+        ``eligible_items``' items or none of them: when nothing is claimed from these, the
+        service takes its full path, which asks ``eligible_items``."""
+        return self.eligible_items(participant)
+
     def current_round(self, participant: Participant) -> int:
         """Which pass over the items the participant is in (a new round may serve one again)."""
         return 0

@@ -194,7 +194,7 @@ def _claim_fresh(
     or released this round): the claim's own statement checks that, after the lock, so a
     lease another tab of theirs took while this request waited is seen. None otherwise, or
     when nothing could be claimed without waiting; the caller then takes the full path."""
-    items = mode.eligible_items(locked)
+    items = mode.fresh_items(locked)
     eligible = assignment_sql.eligible_where(items)
     if eligible == assignment_sql.NOTHING:
         return None  # the mode's filter matches nothing: the full path settles it

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from annotation.models import Assignment
 from annotation.modes.base import get_mode
+from annotation.modes.humanr.checks import check_captions
 from annotation.modes.humanr.protocol import CHECK, reference_on_left
 from annotation.services.assignments import assignment_next
 from annotation.services.judgments import judgment_submit
@@ -27,30 +28,36 @@ from tests.factories.humanr import crowd, honest, humanr_study
 
 pytestmark = pytest.mark.django_db
 
-#: The view's participant and study, the service's lock, the lease with its item and its
-#: answers (``assignment_sql.LEASES``: the part to show comes with it), and the page's one
-#: read of its two captions (with the time the previous trial was answered).
+#: The statements of each kind of request, per vendor, pinned (a change up or down fails:
+#: update the pin with the reason). A later trial's page: the view's participant and study,
+#: the service's lock, the lease with its item and its answers (``assignment_sql.LEASES``:
+#: the part to show comes with it), and the page's one read of its two captions (with the
+#: time the previous trial was answered).
 TRIAL_PAGE = 4
-#: What serving the group adds to its first page, instead of the lease's read: the exposure
-#: rule's reads (the worker's leases; the study's human captions, once per process) and
-#: the claim (two statements on SQLite).
-CLAIM = 3
-#: The submission service's: the view's read, the lock, the lease's answers (``judgment_sql.
-#: ANSWERS``: the parts answered, when the previous one was, their results), the store.
+#: A group's first page: the view's read, the lock, the claim and the captions. The
+#: exposure rule runs inside the claim's statement (``modes/humanr/exposure.py``: the worker
+#: has no check left unanswered), not as a read of the worker's leases before it. On SQLite
+#: the claim is two statements (no writes in a CTE: the UPDATE, then the lease's INSERT).
+FIRST_PAGE = {"postgresql": 4, "sqlite": 5}
+#: An answer: the view's read, the lock, the lease's answers (``judgment_sql.ANSWERS``: the
+#: parts answered, when the previous one was, their results), the store.
 ANSWER = 4
 #: The answer that ends a group: the service's, with a failed check's exclusion of the
-#: group's judgments; on PostgreSQL all in the store's one statement (4), on SQLite the
-#: flag, the judgment, the lease, the item and the participant's state one statement each.
-#: The mode reads the group's earlier results from the service's read of the answers.
-LAST_ANSWER = 8
-#: The draw of a check's page: the worker's leases (with their groups' images and answered
-#: checks), the captions the comparisons show (once per process) and the checks answered
-#: before (the study's human captions are read once per process).
-DRAW = 3
-#: The draw of a check's answer (once: ``validate`` checks the sides and ``score`` takes
-#: its trial back): the worker's leases and the checks answered before; the check image's
-#: name comes with the study's human captions.
-DRAW_ANSWER = 2
+#: group's judgments; on PostgreSQL all in the store's one statement, on SQLite the flag,
+#: the judgment, the lease, the item and the participant's state one statement each. The
+#: mode reads the group's earlier results from the service's read of the answers.
+LAST_ANSWER = {"postgresql": 4, "sqlite": 8}
+#: What drawing the check adds to its page and its answer: one read, the worker's leases
+#: (with their groups' images and answered checks) and the checks answered before
+#: (``checks.WORKER_LEASES`` with ``SHOWN``); the study's human captions are read once per
+#: process. (``score`` takes the check ``validate`` drew back: the answer draws once.)
+DRAW = 1
+#: The reads a process makes once per open study, on the first check page it shows: the
+#: study's human captions and the captions its comparisons show (``checks.StudyCaptions``).
+ONCE_PER_PROCESS = 2
+#: The end-of-group page: the view's two reads, the worker's leases and one EXISTS of the
+#: eligible groups (the exact rule: a whole query, ``exposure.Exposure``).
+END_PAGE = 4
 
 
 def _group(client, study):
@@ -77,24 +84,53 @@ def _group(client, study):
     raise AssertionError("the group did not end")
 
 
-@pytest.mark.parametrize("seed", [7, 3])
-def test_each_request_of_a_group_stays_within_its_statements(client, researcher, seed):
-    """Seed 7 puts the group's check last (its answer also ends the group), seed 3 fifth."""
+def expected(part: int, kind: str, parts: int, cold: bool) -> tuple[int, int]:
+    """The pinned statements of a trial's page and answer on this vendor."""
+    vendor = connection.vendor
+    page = FIRST_PAGE[vendor] if part == 0 else TRIAL_PAGE
+    answer = LAST_ANSWER[vendor] if part == parts - 1 else ANSWER
+    if kind == CHECK:
+        page += DRAW + (ONCE_PER_PROCESS if cold else 0)
+        answer += DRAW
+    return page, answer
+
+
+@pytest.mark.parametrize("cold", [True, False])
+@pytest.mark.parametrize("seed", [7, 3, 21])
+def test_each_request_of_a_group_makes_its_pinned_statements(client, researcher, seed, cold):
+    """Seed 7 puts the group's check last (its answer also ends the group), seed 3 fifth,
+    seed 21 first (its page is also the group's first). ``cold``: the process has not read
+    the study's captions yet (else they are read before, as a process serving the study
+    would have)."""
     study = humanr_study(researcher, images=30, seed=seed)
+    if not cold:
+        check_captions(study).spare  # noqa: B018 (read, as an earlier request would)
     _enter(client, study, "P1")
     trials, end_page, _html = _group(client, study)
-    assert [kind for _, kind, _, _ in trials].count(CHECK) == 1
+    kinds = [kind for _, kind, _, _ in trials]
+    assert kinds.count(CHECK) == 1
+    assert kinds.index(CHECK) == {7: len(trials) - 1, 3: 4, 21: 0}[seed]
     for part, kind, get_sql, post_sql in trials:
-        page = TRIAL_PAGE + (CLAIM if part == 0 else 0)
-        answer = LAST_ANSWER if part == len(trials) - 1 else ANSWER
-        if kind == CHECK:
-            page, answer = page + DRAW, answer + DRAW_ANSWER
-        assert len(get_sql) <= page, (part, kind, get_sql)
-        assert len(post_sql) <= answer, (part, kind, post_sql)
+        page, answer = expected(part, kind, len(trials), cold)
+        assert len(get_sql) == page, (part, kind, get_sql)
+        assert len(post_sql) == answer, (part, kind, post_sql)
     # Whether another group is left is the end-of-group page's question, not the answer's
-    # (LAST_ANSWER has no read of it). The page asks it: the view's two reads, the worker's
-    # leases and one EXISTS of the eligible groups (the human captions read once per process).
-    assert len(end_page) <= 4, end_page
+    # (LAST_ANSWER has no read of it).
+    assert len(end_page) == END_PAGE, end_page
+
+
+def test_the_first_page_reads_no_lease_of_the_worker_before_the_claim(client, researcher):
+    """The exposure rule's read of the worker's leases is gone from a group's first page:
+    the rule is part of the claim's statement (which runs after the lock)."""
+    study = humanr_study(researcher, images=30, seed=3)
+    _enter(client, study, "P1")
+    with CaptureQueriesContext(connection) as shown:
+        page = client.get(reverse("participate_next", args=[study.public_id]))
+    assert page.status_code == 200
+    statements = counted(shown)
+    assert not any('LEFT JOIN "annotation_itemimage" ii' in sql for sql in statements)
+    claim = [sql for sql in statements if 'UPDATE "annotation_item"' in sql]
+    assert len(claim) == 1 and 'SELECT 1 FROM "annotation_assignment" ua' in claim[0]
 
 
 @pytest.mark.parametrize(("images", "left"), [(45, True), (12, False)])

@@ -38,7 +38,9 @@ name their fixed check's two images). A worker is only served groups sharing no 
 any group they, or another participant of their browser, were ever served, nor with the
 checks drawn for them, so nobody meets an image twice and a check's foreign caption cannot
 be recognised from memory (``eligible_items``; any kind of participant;
-docs/protocol-choices.md says what this means for capacity). With the default
+docs/protocol-choices.md says what this means for capacity). The rule is ``exposure``'s:
+inside the claim's statement when every check the worker was shown is answered
+(``fresh_items``), else computed from a read of their leases (issue 48). With the default
 ``workers_per_comparison`` of 1 each comparison is judged once, and the groups of one image
 go to different workers, as in the paper.
 
@@ -70,7 +72,8 @@ from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
-from django.db.models import Count, F, Q, QuerySet
+from django.db.models import BooleanField, F, Q, QuerySet
+from django.db.models.expressions import RawSQL
 
 from annotation.errors import Conflict, ServiceError
 from annotation.models import Assignment, Caption, Item, ItemImage, Judgment, Participant, Study
@@ -80,12 +83,8 @@ from annotation.modes.humanr.allocation import (
     counted_values,
     judged_systems_groups,
 )
-from annotation.modes.humanr.checks import (
-    CHECK_IMAGES,
-    served_check,
-    shown_trial,
-    worker_checks,
-)
+from annotation.modes.humanr.checks import served_check, shown_trial
+from annotation.modes.humanr.exposure import exact_items, guarded_sql, worker_items
 from annotation.modes.humanr.settings import HumanrSettings
 from rubrics import adaptive
 from rubrics import humanr as rules
@@ -166,6 +165,18 @@ class HumanrProtocol(Mode):
         ]
 
     def eligible_items(self, participant: Participant) -> QuerySet[Item]:
+        return self._groups(participant, fresh=False)
+
+    def fresh_items(self, participant: Participant) -> QuerySet[Item]:
+        # The exposure rule inside the claim's statement, with no read of the worker's leases
+        # before it (a group's first page: 5 statements otherwise), when it can be written
+        # so: every check the worker was shown answered; else nothing, and the service's
+        # full path asks ``eligible_items`` (issue 48, ``exposure.GUARDED``).
+        return self._groups(participant, fresh=True)
+
+    def _groups(self, participant: Participant, *, fresh: bool) -> QuerySet[Item]:
+        """The groups ``participant`` may be served; ``fresh``: with the exposure rule as
+        ``exposure.GUARDED`` (``fresh_items``), else as read (``exposure.exact_items``)."""
         items = Item.objects.filter(study_id=participant.study_id, kind=GROUP)
         config = self.settings(participant.study)
         limit = config.max_failed_checks
@@ -181,42 +192,16 @@ class HumanrProtocol(Mode):
         # A worker is a browser (docs/protocol-choices.md, crowd workers): a second crowd id
         # from the same browser is admitted but flagged, so what the browser's other
         # participants were served counts too, their groups included.
-        served = Assignment.objects.filter(participant_id=participant.pk).values("item_id")
-        met = served
-        if participant.browser_id:
-            # The OR stays on the participant rows (two indexed lookups), so the leases are
-            # still found through their participant index.
-            worker = Participant.objects.filter(
-                Q(pk=participant.pk)
-                | Q(study_id=participant.study_id, browser_id=participant.browser_id)
-            )
-            met = Assignment.objects.filter(participant_id__in=worker.values("pk")).values(
-                "item_id"
-            )
-        seen_images = ItemImage.objects.filter(item_id__in=met).values("image_id")
-        sharing = ItemImage.objects.filter(image_id__in=seen_images).values("item_id")
-        items = items.exclude(Q(pk__in=sharing) & ~Q(pk__in=served))
-        # Attention checks are drawn per lease from the images the worker has not met
-        # (modes/humanr/checks.py): the images of the checks they were shown bar the groups
-        # showing them, and a group is only served while two unmet images are left besides
-        # its own for its check (near the end of a small study, not before).
-        worker = worker_checks(participant, participant.study.seed)
-        if drawn := worker.check_images:
-            showing = ItemImage.objects.filter(image_id__in=drawn).values("item_id")
-            items = items.exclude(Q(pk__in=showing) & ~Q(pk__in=served))
-        left = worker.unmet_in_pool - CHECK_IMAGES
-        if left < rules.GROUP_SIZE + 1:  # a group has 9 images (11 if built before)
-            # A subquery, not an aggregate on the items: the assignment service locks the
-            # candidates (FOR UPDATE is not allowed with GROUP BY on PostgreSQL).
-            too_big = (
-                ItemImage.objects.filter(item__study_id=participant.study_id)
-                .values("item_id")
-                .annotate(shown=Count("id"))
-                .filter(shown__gt=left)
-                .values("item_id")
-            )
-            items = items.exclude(Q(pk__in=too_big) & ~Q(pk__in=served))
+        # Checks: the images of the checks drawn for them bar the groups showing them too,
+        # and near the end of a small study a group must leave two unmet images for its
+        # check (modes/humanr/checks.py).
+        if fresh:
+            sql, params = guarded_sql(participant, f'"{Item._meta.db_table}"')
+            items = items.filter(RawSQL(sql, params, output_field=BooleanField()))
+        else:
+            items = exact_items(participant, items)
         if config.adaptive_target_half_width:
+            served = Assignment.objects.filter(participant_id=participant.pk).values("item_id")
             settled = adaptive_settled_groups(
                 participant.study_id, config.adaptive_target_half_width
             )
@@ -225,7 +210,7 @@ class HumanrProtocol(Mode):
             items = items.exclude(Q(pk__in=settled) & ~Q(pk__in=served))
             # One vote per worker and system: past the code, no second group of a system.
             if config.adaptive_spread_workers and self.completion_earned(participant):
-                judged = judged_systems_groups(participant.study_id, met)
+                judged = judged_systems_groups(participant.study_id, worker_items(participant))
                 if judged is not None:
                     items = items.exclude(Q(pk__in=judged) & ~Q(pk__in=served))
         return items
