@@ -7,7 +7,8 @@ must still become the instances the ORM would have given: ``instance`` converts 
 column with the ORM's own converters (JSON, timestamps, UUIDs, decimals per database) and
 builds the instance with ``from_db``, so it is saved, compared and related like any other.
 ``by_pk`` is the commonest such read, ``objects.select_related(...).get(pk=...)``, as one
-statement worked out once per model and relation.
+statement worked out once per model and relation. ``cursor`` is the cursor they all run on:
+on PostgreSQL it lets the server keep each statement's plan.
 """
 
 from __future__ import annotations
@@ -15,8 +16,61 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+import psycopg
 from django.db import connection
+from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 from django.db.models import Model
+
+#: After how many runs on one connection a fixed statement is prepared (psycopg's default).
+PREPARE_AFTER = 5
+
+
+def cursor():
+    """A cursor for the hot path's fixed statements (``by_pk``, the services' ``*_sql``
+    modules, a mode's written-out reads), used as ``connection.cursor()`` is.
+
+    On PostgreSQL it binds parameters on the server, so psycopg prepares a statement once it
+    has run ``PREPARE_AFTER`` times on the connection, and the server plans it no more (or
+    keeps a generic plan once custom plans buy nothing). Django's own cursors bind on the
+    client, where nothing is ever prepared: planning these statements took the server 0.3-0.8
+    ms each against 0.03-0.2 ms running them (``EXPLAIN ANALYZE`` on the spans benchmark's
+    database, issue 48), most of its CPU per request. Only a persistent connection
+    (``CAPEVAL_DB_CONN_MAX_AGE``) runs a statement that often. Behind PgBouncer in
+    transaction mode (``DISABLE_SERVER_SIDE_CURSORS``, set by
+    ``CAPEVAL_DB_TRANSACTION_POOLING``) the next transaction may reach another server
+    connection, which never saw the statement prepared: there, and on SQLite, this is
+    Django's cursor. Either way the cursor is Django's wrapper (``_prepare_cursor``, as
+    ``connection.cursor()`` wraps its own), so query counts, logging and execute wrappers see
+    its statements as any other.
+    """
+    if connection.vendor != "postgresql" or connection.settings_dict.get(
+        "DISABLE_SERVER_SIDE_CURSORS"
+    ):
+        return connection.cursor()
+    connection.close_if_health_check_failed()
+    connection.ensure_connection()
+    raw = connection.connection
+    # Django connects with prepared statements off (for poolers); its client-binding
+    # cursors never prepare whatever this says, so turning it on affects these only.
+    if raw.prepare_threshold != PREPARE_AFTER:
+        raw.prepare_threshold = PREPARE_AFTER
+    with connection.wrap_database_errors:
+        bound = psycopg.Cursor(raw)
+    connection.validate_thread_sharing()
+    if connection.queries_logged:
+        return _Logged(bound, connection)
+    return connection.make_cursor(bound)
+
+
+class _Logged(CursorDebugWrapper):
+    """Django's debug wrapper (``DEBUG``, ``CaptureQueriesContext``), logging a server-bound
+    statement as it logs its own, with the values in: Django would ask psycopg for the text
+    it ran, which is ``$1`` for the values and nothing at all for a prepared statement."""
+
+    def execute(self, sql, params=None):
+        shown = self.db.ops.compose_sql(sql, params) if params is not None else sql
+        with self.debug_sql(shown):
+            return CursorWrapper.execute(self, sql, params)
 
 
 def columns(alias: str, model: type[Model], names: tuple[str, ...]) -> str:
@@ -59,9 +113,9 @@ def by_pk(model: type[Model], pk: Any, *, related: str | None = None) -> Model:
     """``model.objects.select_related(related).get(pk=pk)`` as one fixed statement (``related``:
     one foreign key of ``model``, or None). Raises ``model.DoesNotExist`` as ``get`` does."""
     sql, _width, _target = _by_pk_statement(model, related, connection.vendor)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [pk])
-        row = cursor.fetchone()
+    with cursor() as reading:
+        reading.execute(sql, [pk])
+        row = reading.fetchone()
     if row is None:
         raise model.DoesNotExist(f"{model.__name__} matching query does not exist.")
     return by_pk_instance(model, row, related=related)

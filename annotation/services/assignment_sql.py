@@ -32,6 +32,7 @@ from django.db.models import QuerySet
 
 from annotation.models import Assignment, Item, Judgment, Participant
 from annotation.models.rows import columns as _columns
+from annotation.models.rows import cursor as _cursor
 from annotation.models.rows import instance as _instance
 
 P = Participant._meta.db_table
@@ -310,7 +311,7 @@ def lock_worker(participant: Participant, *, crowd: bool, now: datetime, since: 
     # The select list's params (above) come before the filter's.
     params += [participant.pk, participant.study_id, browser]
     sql = LOCK_WORKER.format(extra=extra, lock=vendor["lock"])
-    with connection.cursor() as cursor:
+    with _cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     worker = Worker(locked={})
@@ -346,7 +347,7 @@ def with_answers(lease: Assignment, answers: list[Judgment]) -> Assignment:
 
 def leases_that_matter(participant_id: int, round_number: int) -> list[Assignment]:
     """Run ``LEASES``: the leases, oldest first, each with its item and its judgments."""
-    with connection.cursor() as cursor:
+    with _cursor() as cursor:
         cursor.execute(LEASES, [participant_id, round_number])
         rows = cursor.fetchall()
     n_a, n_i = len(LEASE_FIELDS), len(ITEM_FIELDS)
@@ -406,7 +407,7 @@ def claim(
     else:
         sql = CLAIM_SQLITE.format(candidate=candidate)
         params = list(params)
-    with connection.cursor() as cursor:
+    with _cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
     if row is None:

@@ -24,6 +24,7 @@ from django.db import connection
 from django.db.models.sql import InsertQuery
 
 from annotation.models import Assignment, Item, Judgment, Participant
+from annotation.models.rows import cursor as _cursor
 from annotation.services.assignment_sql import (
     ITEM_FIELDS,
     _columns,
@@ -130,7 +131,7 @@ def lock_submission(participant_id: int, token: str) -> tuple[dict[str, Any], As
     """Run ``LOCK_SUBMISSION``: the participant's locked columns and the lease with its item,
     or None when the token names no lease of theirs."""
     sql = LOCK_SUBMISSION.format(lock=LOCKS[connection.vendor])
-    with connection.cursor() as cursor:
+    with _cursor() as cursor:
         cursor.execute(sql, [participant_id, token])
         row = cursor.fetchone()
     if row is None:
@@ -145,7 +146,7 @@ def lock_submission(participant_id: int, token: str) -> tuple[dict[str, Any], As
 def answers(lease: Assignment) -> list[Judgment]:
     """Run ``ANSWERS``: the lease's judgments (other columns deferred), also left on
     ``lease`` as its ``judgments`` (``assignment_sql.with_answers``)."""
-    with connection.cursor() as cursor:
+    with _cursor() as cursor:
         cursor.execute(ANSWERS, [lease.pk])
         found = [_instance(Judgment, ANSWER_FIELDS, row) for row in cursor.fetchall()]
     with_answers(lease, found)
@@ -205,7 +206,7 @@ def store(
         judgment.assignment_id,
         judgment.excluded,
     ]
-    with connection.cursor() as cursor:
+    with _cursor() as cursor:
         cursor.execute(STORE_POSTGRESQL.format(insert=insert, items=items), params)
         judgment.pk, made = cursor.fetchone()
     for item, pk in zip(new_items, made or (), strict=True):

@@ -18,6 +18,7 @@ from django.db import connection
 
 from annotation.models import Assignment, Item, Judgment, Participant, Study
 from annotation.models.rows import columns as _columns
+from annotation.models.rows import cursor as _cursor
 from annotation.models.rows import instance as _instance
 
 P = Participant._meta.db_table
@@ -54,7 +55,7 @@ def crowd_participant(ids: list[int], public_id: UUID | str) -> Participant | No
     except ValueError:
         return None
     sql = CROWD_PARTICIPANT.format(ids=", ".join(["%s"] * len(ids)))
-    with connection.cursor() as cursor:
+    with _cursor() as cursor:
         cursor.execute(sql, [*ids, stored])
         row = cursor.fetchone()
     if row is None:
@@ -81,7 +82,7 @@ LIMIT 1
 def latest_answer(token: str, participant_id: int) -> Judgment | None:
     """The participant's latest stored answer on their lease ``token``, its ``item`` loaded;
     None when they have none there (someone else's lease, or none stored)."""
-    with connection.cursor() as cursor:
+    with _cursor() as cursor:
         cursor.execute(LATEST_ANSWER, [token, participant_id])
         row = cursor.fetchone()
     if row is None:

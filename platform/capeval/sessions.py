@@ -15,7 +15,7 @@ from django.contrib.sessions.models import Session
 from django.db import connection
 from django.utils import timezone
 
-from annotation.models.rows import columns, instance
+from annotation.models.rows import columns, cursor, instance
 
 FIELDS = ("session_key", "session_data", "expire_date")
 
@@ -33,9 +33,9 @@ class SessionStore(db.SessionStore):
         if self.get_model_class() is not Session:
             return super()._get_session_from_db()
         now = connection.ops.adapt_datetimefield_value(timezone.now())
-        with connection.cursor() as cursor:
-            cursor.execute(LIVE_SESSION, [self.session_key, now])
-            row = cursor.fetchone()
+        with cursor() as reading:
+            reading.execute(LIVE_SESSION, [self.session_key, now])
+            row = reading.fetchone()
         if row is None:
             self._session_key = None
             return None

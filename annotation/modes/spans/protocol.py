@@ -21,8 +21,6 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import connection
-
 from annotation.errors import InvalidInput
 from annotation.models import Assignment, Caption, Item, Judgment, Participant, Study, rows
 from annotation.modes.base import CompletionProgress, Mode, Outcome
@@ -416,7 +414,7 @@ class SpansProtocol(Mode):
         # No caption item yet (a draft): nothing to cap by. Items a people + judge design
         # left out (target 0) are never served, so they do not count. Every page and answer
         # asks: one fixed statement (issue 48; the ORM's count cost more to build than to run).
-        with connection.cursor() as cursor:
+        with rows.cursor() as cursor:
             cursor.execute(SERVED_CAPTIONS, [study.pk, CAPTION])
             (captions,) = cursor.fetchone()
         return min(wanted, captions) if captions else wanted

@@ -17,9 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import connection
-
 from annotation.models import Assignment, Item, Judgment, Participant
+from annotation.models.rows import cursor as _cursor
 from annotation.modes import catch
 from annotation.modes.base import CompletionProgress
 from annotation.modes.settings import CHECKS, number
@@ -171,7 +170,7 @@ def linked_flag(
     if not linked_needed(participant):
         return None
     if names is None:
-        with connection.cursor() as cursor:
+        with _cursor() as cursor:
             cursor.execute(LINKED_OTHERS, linked_params(participant, item.study_id))
             names = [name for (name,) in cursor.fetchall()]
     if not names:

@@ -9,8 +9,6 @@ import re
 from collections import defaultdict
 from typing import Any
 
-from django.db import connection
-
 from annotation import storage
 from annotation.models import Assignment, Image, Item, Study, rows
 from annotation.modes.base import Pages
@@ -311,7 +309,7 @@ class ThumbPages(Pages):
         if review:
             params += stage_params(assignment)
         params.append(item.image_id)
-        with connection.cursor() as cursor:
+        with rows.cursor() as cursor:
             cursor.execute(PAGE_REVIEW if review else PAGE_PLAIN, params)
             found = cursor.fetchall()
         if not found:
@@ -327,7 +325,7 @@ class ThumbPages(Pages):
     def _progress(assignment: Assignment, study: Study) -> dict[str, int]:
         """The progress line alone (``PROGRESS``), as a page shows it with its image."""
         params = [Assignment.Status.SUBMITTED, assignment.participant_id, STAGE1, *KINDS]
-        with connection.cursor() as cursor:
+        with rows.cursor() as cursor:
             cursor.execute(PROGRESS, [*params, study.pk])
             return _progress_line(cursor.fetchone())
 

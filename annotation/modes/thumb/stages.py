@@ -13,8 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import connection
-
 from annotation.models import Assignment, Item, Judgment, Participant, rows
 from annotation.modes.thumb.integrity import (
     LINKED_OTHERS,
@@ -181,7 +179,7 @@ def submission_reads(assignment: Assignment, *, stages: bool) -> None:
         params += [item.study_id, item.image_id, FLUENCY, CHECK]
     if not parts:
         return
-    with connection.cursor() as cursor:
+    with rows.cursor() as cursor:
         cursor.execute("\nUNION ALL\n".join(parts) + "\n" + SUBMISSION_ORDER, params)
         found = cursor.fetchall()
     if stages:

@@ -46,7 +46,6 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
-from django.db import connection
 from django.db.models import QuerySet
 
 from annotation.errors import Conflict
@@ -144,7 +143,7 @@ def caption_and_ratings(item: Item) -> tuple[Caption, list[Any]]:
         nulls=", ".join(["NULL"] * width),
         judgments=Judgment._meta.db_table,
     )
-    with connection.cursor() as cursor:
+    with rows.cursor() as cursor:
         cursor.execute(sql, [item.spec["caption_id"], item.pk])
         found = cursor.fetchall()
     if not found or found[0][0] != 0:

@@ -19,9 +19,11 @@ Environment variables:
   AWS), ``CAPEVAL_S3_REGION`` and boto3's own credentials (``AWS_ACCESS_KEY_ID``,
   ``AWS_SECRET_ACCESS_KEY``, or an instance role).
 - ``CAPEVAL_DB_CONN_MAX_AGE``: seconds a process keeps its database connection (default 0:
-  one per request; the compose file sets 60).
+  one per request; the compose file sets 60). A kept connection also keeps the hot path's
+  statements prepared (``annotation.models.rows.cursor``).
 - ``CAPEVAL_DB_TRANSACTION_POOLING``: ``true`` when ``DATABASE_URL`` names PgBouncer in
-  transaction mode (no server-side cursors; ``tests/annotation/test_two_nodes.py``).
+  transaction mode (no server-side cursors, no prepared statements;
+  ``tests/annotation/test_two_nodes.py``).
 - ``CAPEVAL_DISPLAY_URL``: a base URL (ending in ``/``) where display renditions are public,
   e.g. a CDN in front of the object store; pages name their images there instead of the
   web nodes' ``/media/`` (default: empty, through the nodes).
