@@ -17,7 +17,7 @@ import numpy as np
 
 from annotation.models import Caption, Item, Participant
 from annotation.modes import catch
-from annotation.modes.arena import serving
+from annotation.modes.arena import serving, shown
 from annotation.modes.catch import worker_seed
 from rubrics import catch as rules
 
@@ -78,7 +78,8 @@ def new_gold_item(
     if not others:
         others = [row for row in unseen if row[1] != source[1]]
     other = others[int(rng.integers(len(others)))] if others else None
-    texts = catch.caption_texts(source, other)
+    # Kept by the process while no admin change comes (``shown``): a read of its own before.
+    texts = shown.caption_texts(known.key, view.stamp, source, other)
     try:
         made = rules.make_catch(
             source=texts[source[0]],

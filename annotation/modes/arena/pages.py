@@ -10,13 +10,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from django.db import connection
 from django.utils import timezone
 
 from annotation import storage
-from annotation.models import Assignment, Caption, Image, Item, Participant
-from annotation.models.rows import columns, instance
-from annotation.modes.arena import integrity
+from annotation.models import Assignment, Item, Participant
+from annotation.modes.arena import integrity, shown
 from annotation.modes.arena.protocol import (
     CATCH,
     CRITERION_LABELS,
@@ -29,25 +27,6 @@ from annotation.modes.base import Pages
 
 #: The key that chooses each outcome (listed on the page; ``arena.js`` binds them).
 OUTCOME_KEYS = {"a": "1", "b": "2", "tie": "3", "bothbad": "4"}
-
-#: Every column of an image, its id first (the page hands the row to ``_image.html``).
-IMAGE_FIELDS = ("id", *(f.attname for f in Image._meta.concrete_fields if f.attname != "id"))
-#: The page's only read: both captions' texts, each with its image's columns, in one
-#: statement (issue 48: the ORM's ``select_related`` read cost the page more CPU in building
-#: and turning rows into instances than the database its work). Params: the two caption ids.
-SHOWN = f"""SELECT c."id", c."text", {columns("im", Image, IMAGE_FIELDS)}
-FROM "{Caption._meta.db_table}" c JOIN "{Image._meta.db_table}" im ON im."id" = c."image_id"
-WHERE c."id" IN (%s, %s)"""
-
-
-def _shown(first: int, second: int) -> tuple[dict[int, str], Image]:
-    """The texts of captions ``first`` and ``second`` by id, and ``first``'s image."""
-    with connection.cursor() as cursor:
-        cursor.execute(SHOWN, [first, second])
-        rows = cursor.fetchall()
-    texts = {row[0]: row[1] for row in rows}
-    image = next(instance(Image, IMAGE_FIELDS, row[2:]) for row in rows if row[0] == first)
-    return texts, image
 
 
 class ArenaPages(Pages):
@@ -70,7 +49,9 @@ class ArenaPages(Pages):
         config = self.mode.settings(study)
         item = assignment.item
         first, second = battle_captions(item)
-        texts, image = _shown(first, second)
+        # Kept by the process when no admin change came since they were read (``shown``):
+        # issue 48, the page's own read was a fifth of a battle's statements.
+        texts, image = shown.page_rows(study, item, first, second, shown.stamp_of(participant))
         text_a, text_b = texts[first], texts[second]
         if item.kind == CATCH:
             text_b = item.spec["catch"]["text"]

@@ -32,7 +32,7 @@ from django.db.models import QuerySet
 from annotation.errors import InvalidInput
 from annotation.models import Assignment, Caption, Item, Job, Judgment, Participant, Study
 from annotation.modes import catch
-from annotation.modes.arena import integrity, serving
+from annotation.modes.arena import integrity, serving, shown
 from annotation.modes.arena.gold import new_gold_item, worker_seed
 from annotation.modes.arena.settings import ArenaSettings
 from annotation.modes.base import CompletionProgress, Mode, Outcome
@@ -280,6 +280,8 @@ class ArenaProtocol(Mode):
         # The reserved gold battle, the worker's history and which pairs have a battle for
         # them, in one statement (``serving``: three ORM queries before).
         view = serving.worker_view(participant, self.study_pairs(participant.study))
+        # The battle page's rows, kept by the process, are shown if read after this stamp.
+        shown.keep_stamp(participant, view.stamp)
         if view.reserved:
             return catch.pending(participant)
         config = self.settings(participant.study)

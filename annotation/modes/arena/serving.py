@@ -4,7 +4,9 @@
 for the worker, the worker's history (the images they were shown, their leases per system
 pair: the cap, and the count that seeds the pair's draw), and which system pairs still have
 a battle for them. Three ORM queries read these on every serve, each costing the web worker
-more in SQL building than the database its work; ``WORKER_VIEW`` reads all three at once.
+more in SQL building than the database its work; ``WORKER_VIEW`` reads all three at once,
+and with them the admin log's stamp that lets the battle page show the rows the process
+keeps instead of reading its captions (``shown.py``).
 
 Which pairs have room is asked of every pair of the study, one probe each that stops at
 its first battle with room on an image the worker never saw (on PostgreSQL through the
@@ -27,6 +29,8 @@ from django.db.models.expressions import RawSQL
 
 from annotation.models import Assignment, Caption, Item, Participant
 from annotation.models.rows import converted
+from annotation.models.rows import cursor as _cursor
+from annotation.modes.arena import shown
 
 A = Assignment._meta.db_table
 I = Item._meta.db_table  # noqa: E741 (the item table, as assignment_sql names it)
@@ -115,11 +119,15 @@ class WorkerView:
     counts: dict[tuple[str, str], int] = field(default_factory=dict)
     #: The pairs (of those asked about) with a battle with room on an image they never saw.
     room: set[tuple[str, str]] = field(default_factory=set)
+    #: The admin log's stamp (``shown.STAMP``): the battle page's kept rows are as fresh.
+    stamp: tuple[int, int] | None = None
 
 
 @functools.cache
 def _statement(vendor: str, pairs: int) -> str:
-    """``RESERVED``, ``HISTORY`` and ``pairs`` ``ROOM`` probes as one statement."""
+    """``RESERVED``, ``HISTORY``, ``pairs`` ``ROOM`` probes and the admin log's stamp
+    (``shown.STAMP``, read here so the battle page needs no read of its own) as one
+    statement."""
     words = VENDOR[vendor]
     parts = [
         RESERVED.format(reserved_for=words["reserved_for"]),
@@ -140,6 +148,7 @@ def _statement(vendor: str, pairs: int) -> str:
                 probe=room["probe"].format(probe=probe),
             )
         )
+    parts.append(shown.STAMP)
     union = "\nUNION ALL\n".join(parts)
     return SEEN.format(materialized=ROOM_VENDOR[vendor]["materialized"]) + union if pairs else union
 
@@ -159,10 +168,10 @@ def worker_view_params(participant: Participant, pairs: list[tuple[str, str]]) -
 
 
 def worker_view(participant: Participant, pairs: list[tuple[str, str]] = ()) -> WorkerView:
-    """Read the worker's reserved gold battle, history, and which of ``pairs`` have room
-    for them, in one statement (``pairs`` empty: the first two only)."""
+    """Read the worker's reserved gold battle, history, which of ``pairs`` have room for
+    them (``pairs`` empty: none asked), and the admin log's stamp, in one statement."""
     params = worker_view_params(participant, list(pairs))
-    with connection.cursor() as cursor:
+    with _cursor() as cursor:
         cursor.execute(_statement(connection.vendor, len(pairs)), params)
         rows = cursor.fetchall()
     view = WorkerView()
@@ -174,8 +183,9 @@ def worker_view(participant: Participant, pairs: list[tuple[str, str]] = ()) -> 
             if kind == "battle":
                 pair = (system_a, system_b)
                 view.counts[pair] = view.counts.get(pair, 0) + 1
-        else:
+        elif what == "r":
             view.room.add(pairs[int(number)])
+    view.stamp = shown.stamp(rows)
     return view
 
 
@@ -198,13 +208,13 @@ def pair_battles(study_id: int, pair: tuple[str, str], seen: set[int]) -> QueryS
     vendor = connection.vendor
     words = VENDOR[vendor]
     as_param = json.dumps if vendor == "postgresql" else str
-    shown = sorted(image for image in seen if image is not None)
+    unseen_ids = sorted(image for image in seen if image is not None)
     where = PAIR_BATTLES.format(
         a_is=words["system_is"].format(alias=f'"{I}"', key="system_a"),
         b_is=words["system_is"].format(alias=f'"{I}"', key="system_b"),
-        unseen=UNSEEN.format(ids=", ".join(["%s"] * len(shown))) if shown else "",
+        unseen=UNSEEN.format(ids=", ".join(["%s"] * len(unseen_ids))) if unseen_ids else "",
     )
-    params = [study_id, as_param(pair[0]), as_param(pair[1]), *shown]
+    params = [study_id, as_param(pair[0]), as_param(pair[1]), *unseen_ids]
     return Item.objects.filter(RawSQL(where, params, output_field=BooleanField()))
 
 
@@ -213,7 +223,8 @@ def pair_battles(study_id: int, pair: tuple[str, str], seen: set[int]) -> QueryS
 #: ``'c'`` row, how many study captions there are and the largest id (``catch.study_captions``'
 #: key of the captions this process keeps); an ``'s'`` row per lease of the worker or of
 #: anyone in their browser (``catch.seen_captions``' leases), with its item's image, spec and
-#: whether it was the worker's own; an ``'w'`` row per image with a battle with room. Five
+#: whether it was the worker's own; an ``'w'`` row per image with a battle with room; and,
+#: appended by ``_gold_statement``, the admin log's stamp (``shown.STAMP``). Five
 #: ORM queries before. Params: ``RESERVED``'s, study id, participant id twice, study id,
 #: browser id (None: no browser), study id.
 GOLD_VIEW = f"""{{reserved}}
@@ -245,6 +256,8 @@ class GoldView:
     seen: set[int] = field(default_factory=set)
     #: The images with a battle with room.
     with_room: set[int] = field(default_factory=set)
+    #: The admin log's stamp (``shown.STAMP``): the study's texts kept are as fresh.
+    stamp: tuple[int, int] | None = None
 
 
 @functools.cache
@@ -252,7 +265,8 @@ def _gold_statement(vendor: str) -> str:
     reserved = RESERVED.format(reserved_for=VENDOR[vendor]["reserved_for"])
     # PostgreSQL: the spec as text, the type its other rows' NULLs take in the UNION.
     spec = 'si."spec"::text' if vendor == "postgresql" else 'si."spec"'
-    return GOLD_VIEW.format(reserved=reserved, spec=spec)
+    # And the admin log's stamp: the texts the process keeps are as fresh (``shown``).
+    return GOLD_VIEW.format(reserved=reserved, spec=spec) + "UNION ALL\n" + shown.STAMP
 
 
 def gold_view(participant: Participant) -> GoldView:
@@ -262,7 +276,7 @@ def gold_view(participant: Participant) -> GoldView:
     study_id = participant.study_id
     params = [study_id, reserved_as(participant.pk), study_id, participant.pk, participant.pk]
     params += [study_id, participant.browser_id or None, study_id]
-    with connection.cursor() as cursor:
+    with _cursor() as cursor:
         cursor.execute(_gold_statement(vendor), params)
         rows = cursor.fetchall()
     view = GoldView()
@@ -275,6 +289,7 @@ def gold_view(participant: Participant) -> GoldView:
             view.specs.append(converted(Item, ("spec",), [spec])[0] or {})
             if int(other):
                 view.seen.add(number)
-        else:
+        elif what == "w":
             view.with_room.add(number)
+    view.stamp = shown.stamp(rows)
     return view
