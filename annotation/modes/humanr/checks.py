@@ -46,7 +46,7 @@ from django.utils.crypto import salted_hmac
 
 from annotation.errors import ServiceError
 from annotation.models import Assignment, Caption, Item, ItemImage, Judgment, Participant, Study
-from annotation.models.rows import columns, converted
+from annotation.models.rows import columns, converted, cursor
 from rubrics.humanr import GROUP_SIZE
 
 #: The two images a check needs besides its group's: the shown one and the distractor's.
@@ -305,9 +305,9 @@ def worker_leases(
         params.append(upto)
     if shown:
         params.append(participant.study_id)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        rows = cursor.fetchall()
+    with cursor() as reading:
+        reading.execute(sql, params)
+        rows = reading.fetchall()
     found: dict[int, WorkerLease] = {}
     first: dict[int, datetime] | None = {} if shown else None
     for lease_id, participant_id, item_id, served_at, image_id, answer_id, result in rows:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from django.db import connection
 from django.db.models import F
 from django.utils import timezone
 from django.utils.functional import SimpleLazyObject
@@ -19,7 +18,7 @@ from django.utils.safestring import mark_safe
 
 from annotation import storage
 from annotation.models import Assignment, Caption, Image, Item, Judgment, Participant, Study
-from annotation.models.rows import columns, instance
+from annotation.models.rows import columns, cursor, instance
 from annotation.modes.base import Pages
 from annotation.modes.humanr.checks import shown_trial
 from annotation.modes.humanr.protocol import GROUP, adaptive_summary, sides_shown
@@ -70,9 +69,9 @@ WHERE c."id" IN (%s, %s)
 def trial_captions(assignment: Assignment, part: int, ids: tuple[int, int]):
     """Run ``TRIAL_CAPTIONS``: the captions by id, each with its ``image``, and when the
     previous trial was answered (None for the first, or when there is none)."""
-    with connection.cursor() as cursor:
-        cursor.execute(TRIAL_CAPTIONS, [assignment.pk, part - 1, *ids])
-        found = cursor.fetchall()
+    with cursor() as reading:
+        reading.execute(TRIAL_CAPTIONS, [assignment.pk, part - 1, *ids])
+        found = reading.fetchall()
     captions: dict[int, Caption] = {}
     previous_at = None
     width = len(CAPTION_FIELDS)
