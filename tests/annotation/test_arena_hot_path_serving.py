@@ -133,3 +133,27 @@ def test_the_gold_read_answers_what_the_orm_reads_did(researcher):
             if lease is not None:
                 answer(who, lease, "a")
     assert reserved, "no gold battle was reserved: the reserved rows went untested"
+
+
+def test_a_pairs_battles_are_one_statement_whatever_the_worker_saw(researcher):
+    """The claim's condition on a pair's battles: the same items as the ORM's filter for any
+    set of seen images, and on PostgreSQL the same text for every such set (one array
+    param), so the prepared claim (``rows.cursor``) is planned once, not per image seen."""
+    from annotation.services.assignment_sql import eligible_where
+
+    study = arena_study(researcher, images=6)
+    pair = get_mode("arena").study_pairs(study)[0]
+    images = sorted(set(Item.objects.filter(study=study).values_list("image_id", flat=True)))
+    texts, sizes = set(), set()
+    for seen in (set(), {images[0]}, set(images[:3]), {*images[1:4], None}, set(images[2:4])):
+        items = serving.pair_battles(study.pk, pair, seen)
+        expected = Item.objects.filter(
+            study=study, kind="battle", spec__system_a=pair[0], spec__system_b=pair[1]
+        ).exclude(image_id__in=[image for image in seen if image is not None])
+        assert set(items.values_list("pk", flat=True)) == set(expected.values_list("pk", flat=True))
+        if seen - {None}:
+            texts.add(eligible_where(items)[0])
+            sizes.add(len(seen - {None}))
+    # SQLite, which has no arrays: a text per number of images seen.
+    assert len(sizes) == 3
+    assert len(texts) == (1 if connection.vendor == "postgresql" else len(sizes))

@@ -194,12 +194,21 @@ def worker_view(participant: Participant, pairs: list[tuple[str, str]] = ()) -> 
 #: ``filter(study_id=..., kind="battle", spec__system_a=..., spec__system_b=...)`` with the
 #: seen images excluded, written out: building those JSON lookups through the ORM was the
 #: largest part of choosing a battle's CPU. On PostgreSQL the expressions are the pair
-#: index's. ``{unseen}``: the seen images' exclusion, or nothing. Params: study id, the two
-#: systems (as ``system_is`` takes them), then the seen images' ids.
+#: index's. ``{unseen}``: the seen images' exclusion (``UNSEEN``), or nothing. Params: study
+#: id, the two systems (as ``system_is`` takes them), then ``UNSEEN``'s.
 PAIR_BATTLES = (
     f'"{I}"."study_id" = %s AND "{I}"."kind" = \'battle\' AND {{a_is}} AND {{b_is}}{{unseen}}'
 )
-UNSEEN = f' AND NOT ("{I}"."image_id" IN ({{ids}}) AND "{I}"."image_id" IS NOT NULL)'
+#: Per vendor: the seen images' exclusion. On PostgreSQL one array param, so the claim's text
+#: is the same whatever the worker saw and the server keeps its plan (``rows.cursor``; a list
+#: of ``%s`` made a new statement per image seen, planned every time); SQLite has no arrays:
+#: a param per image. ``{ids}``: that many ``%s``.
+UNSEEN = {
+    "postgresql": (
+        f' AND NOT ("{I}"."image_id" = ANY(%s::bigint[]) AND "{I}"."image_id" IS NOT NULL)'
+    ),
+    "sqlite": f' AND NOT ("{I}"."image_id" IN ({{ids}}) AND "{I}"."image_id" IS NOT NULL)',
+}
 
 
 def pair_battles(study_id: int, pair: tuple[str, str], seen: set[int]) -> QuerySet[Item]:
@@ -212,9 +221,11 @@ def pair_battles(study_id: int, pair: tuple[str, str], seen: set[int]) -> QueryS
     where = PAIR_BATTLES.format(
         a_is=words["system_is"].format(alias=f'"{I}"', key="system_a"),
         b_is=words["system_is"].format(alias=f'"{I}"', key="system_b"),
-        unseen=UNSEEN.format(ids=", ".join(["%s"] * len(unseen_ids))) if unseen_ids else "",
+        unseen=UNSEEN[vendor].format(ids=", ".join(["%s"] * len(unseen_ids))) if unseen_ids else "",
     )
-    params = [study_id, as_param(pair[0]), as_param(pair[1]), *unseen_ids]
+    params = [study_id, as_param(pair[0]), as_param(pair[1])]
+    if unseen_ids:
+        params += [unseen_ids] if vendor == "postgresql" else unseen_ids
     return Item.objects.filter(RawSQL(where, params, output_field=BooleanField()))
 
 
