@@ -39,9 +39,8 @@ def cursor():
     transaction mode (``DISABLE_SERVER_SIDE_CURSORS``, set by
     ``CAPEVAL_DB_TRANSACTION_POOLING``) the next transaction may reach another server
     connection, which never saw the statement prepared: there, and on SQLite, this is
-    Django's cursor. Either way the cursor is Django's wrapper (``_prepare_cursor``, as
-    ``connection.cursor()`` wraps its own), so query counts, logging and execute wrappers see
-    its statements as any other.
+    Django's cursor. Either way the cursor is Django's wrapper, so query counts, logging and
+    execute wrappers see its statements as any other.
     """
     if connection.vendor != "postgresql" or connection.settings_dict.get(
         "DISABLE_SERVER_SIDE_CURSORS"
