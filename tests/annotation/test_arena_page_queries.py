@@ -34,12 +34,11 @@ pytestmark = pytest.mark.django_db
 #: (``modes/arena/serving.py``: a reserved gold battle, the worker's history, which system
 #: pairs have a battle for them and the admin log's stamp, in one statement; three ORM
 #: queries before), then the claim (issue 48: choose, claim and insert in one statement on
-#: PostgreSQL; the claim, then the insert, on SQLite). The page reads nothing when the
-#: process keeps its image's rows from a page shown since the stamp (``modes/arena/shown.py``:
-#: every image has a battle per pair, so most pages); else (``PAGE_READ``) it reads the
-#: image's captions with the image, as every page did before.
+#: PostgreSQL; the claim, then the insert, on SQLite). The page reads nothing: the mode's one
+#: read also reads the study's page rows when the process's are older than the stamp read
+#: with them, or it has none (``modes/arena/shown.py``, ``PAGES``); before that, a page whose
+#: image the process had not shown since the stamp read its captions and image, a sixth.
 GET_NEXT_QUERIES = {"postgresql": 5, "sqlite": 6}
-PAGE_READ = 1
 
 #: The page's answer form (the only POST form a battle page has).
 FORM_ACTION = re.compile(r'<form method="post" action="([^"]+/submit/[^"]*)"')
@@ -78,8 +77,10 @@ def test_the_battle_page_queries_are_pinned(client, researcher, kept):
     lease = Assignment.objects.get(status="open", participant__external_id="W1")
     assert FORM_ACTION.search(html).group(1).endswith(f"/{lease.token}/")
     sql = _counted(served)
-    expected = GET_NEXT_QUERIES[connection.vendor] + (0 if kept else PAGE_READ)
-    assert len(sql) == expected, sql
+    assert len(sql) == GET_NEXT_QUERIES[connection.vendor], sql
+    if connection.vendor == "postgresql":
+        # Issue 48's bound: 4 statements besides the session's, kept or not.
+        assert len(sql) - 1 <= 4, sql
 
 
 def _serve(person):

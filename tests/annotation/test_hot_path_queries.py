@@ -47,8 +47,10 @@ MAX_QUERIES = 4
 #: - THumB's GET: the crowd progress (judgments), the image, and the page's progress line (the
 #:   annotator's finished sets and the study's remaining work, one statement); its POST: the
 #:   linked-id flag's read and the completion code's count (a review also reads its stages).
-#: - The arena's GET: a reserved gold battle, the worker's history, the drawn pair's room, the
-#:   study's pairs (once per process), the captions.
+#: - The arena's GET: the mode's one read (a reserved gold battle, the worker's history, the
+#:   pairs' room, the admin log's stamp and, once per process and stamp, the study's page
+#:   rows: the page reads none of its own), and once per process the study's pairs and the
+#:   progress line's reads (the first round here; the second is within the bound).
 #: - Spans: the crowd progress (the study's captions) on GET; the mode's reads on POST.
 OVER = {
     ("vicr", "post", "postgresql"): 6,
@@ -62,8 +64,8 @@ OVER = {
     ("thumb", "post", "postgresql"): 5,
     ("thumb", "get", "sqlite"): 7,
     ("thumb", "post", "sqlite"): 7,
-    ("arena", "get", "postgresql"): 10,
-    ("arena", "get", "sqlite"): 11,
+    ("arena", "get", "postgresql"): 7,
+    ("arena", "get", "sqlite"): 8,
     ("arena", "post", "sqlite"): 6,
     ("spans", "get", "postgresql"): 5,
     ("spans", "post", "postgresql"): 5,

@@ -51,7 +51,9 @@ class ArenaPages(Pages):
         first, second = battle_captions(item)
         # Kept by the process when no admin change came since they were read (``shown``):
         # issue 48, the page's own read was a fifth of a battle's statements.
-        texts, image = shown.page_rows(study, item, first, second, shown.stamp_of(participant))
+        texts, image = shown.page_rows(
+            study, item, first, second, shown.stamp_of(participant), shown.pages_of(participant)
+        )
         text_a, text_b = texts[first], texts[second]
         if item.kind == CATCH:
             text_b = item.spec["catch"]["text"]

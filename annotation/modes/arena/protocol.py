@@ -279,9 +279,11 @@ class ArenaProtocol(Mode):
             return items.none()
         # The reserved gold battle, the worker's history and which pairs have a battle for
         # them, in one statement (``serving``: three ORM queries before).
-        view = serving.worker_view(participant, self.study_pairs(participant.study))
+        # And the study's page rows, when the process's are older than the admin log's stamp
+        # (the battle is not chosen yet: a page's own read was a fifth statement, issue 48).
+        view = serving.worker_view(participant, self.study_pairs(participant.study), pages=True)
         # The battle page's rows, kept by the process, are shown if read after this stamp.
-        shown.keep_stamp(participant, view.stamp)
+        shown.keep_stamp(participant, view.stamp, view.pages)
         if view.reserved:
             return catch.pending(participant)
         config = self.settings(participant.study)

@@ -121,13 +121,16 @@ class WorkerView:
     room: set[tuple[str, str]] = field(default_factory=set)
     #: The admin log's stamp (``shown.STAMP``): the battle page's kept rows are as fresh.
     stamp: tuple[int, int] | None = None
+    #: The study's page rows as fresh as ``stamp`` (``shown.study_pages``), or None.
+    pages: shown.StudyPages | None = None
 
 
 @functools.cache
-def _statement(vendor: str, pairs: int) -> str:
+def _statement(vendor: str, pairs: int, pages: bool = False) -> str:
     """``RESERVED``, ``HISTORY``, ``pairs`` ``ROOM`` probes and the admin log's stamp
     (``shown.STAMP``, read here so the battle page needs no read of its own) as one
-    statement."""
+    statement; with ``pages``, and the study's page rows if the process's are older than
+    that stamp (``shown.PAGES``: one text, so the server keeps its plan, ``rows.cursor``)."""
     words = VENDOR[vendor]
     parts = [
         RESERVED.format(reserved_for=words["reserved_for"]),
@@ -149,6 +152,8 @@ def _statement(vendor: str, pairs: int) -> str:
             )
         )
     parts.append(shown.STAMP)
+    if pages:
+        parts.append(shown.pages_part(vendor))
     union = "\nUNION ALL\n".join(parts)
     return SEEN.format(materialized=ROOM_VENDOR[vendor]["materialized"]) + union if pairs else union
 
@@ -167,12 +172,19 @@ def worker_view_params(participant: Participant, pairs: list[tuple[str, str]]) -
     return params
 
 
-def worker_view(participant: Participant, pairs: list[tuple[str, str]] = ()) -> WorkerView:
+def worker_view(
+    participant: Participant, pairs: list[tuple[str, str]] = (), *, pages: bool = False
+) -> WorkerView:
     """Read the worker's reserved gold battle, history, which of ``pairs`` have room for
-    them (``pairs`` empty: none asked), and the admin log's stamp, in one statement."""
+    them (``pairs`` empty: none asked), and the admin log's stamp, in one statement; with
+    ``pages``, the study's page rows too, unless the process keeps them as fresh
+    (``shown.PAGES``: the battle page then reads nothing, whatever image it shows)."""
     params = worker_view_params(participant, list(pairs))
+    asked = shown.pages_params(participant.study) if pages else None
+    if asked is not None:
+        params += asked[0]
     with _cursor() as cursor:
-        cursor.execute(_statement(connection.vendor, len(pairs)), params)
+        cursor.execute(_statement(connection.vendor, len(pairs), asked is not None), params)
         rows = cursor.fetchall()
     view = WorkerView()
     for what, number, kind, system_a, system_b in rows:
@@ -186,6 +198,8 @@ def worker_view(participant: Participant, pairs: list[tuple[str, str]] = ()) -> 
         elif what == "r":
             view.room.add(pairs[int(number)])
     view.stamp = shown.stamp(rows)
+    if asked is not None:
+        view.pages = shown.study_pages(participant.study, view.stamp, rows, *asked[1:])
     return view
 
 

@@ -22,6 +22,14 @@ pairs and captions that other caches here keep (``protocol.study_pairs``,
 ``catch.StudyCaptions``). No service deletes log rows: deleting a user in the admin, which
 takes their rows, writes a newer one.
 
+The battle is claimed after that read, so a page of an image the process had not shown since
+the stamp still read its rows, a statement of its own (a quarter of the pages in the arena
+bench). So the same read also reads every page row of the study when the process's are older
+than its stamp, or it has none (``PAGES``, ``study_pages``): once per process and stamp, and
+the page reads nothing, whatever image it shows. A study longer than ``MAX_PAGES_CHARS``, or
+one that finds no room beside those kept at the same stamp, is shown from its images' own
+reads, kept per image as below.
+
 A request that read no stamp (a reload of a held battle, a refused answer shown again, a
 preview) reads the rows as before and keeps nothing: only rows read after a stamp are known
 to be as fresh as it. The process keeps at most ``MAX_CHARS`` characters of caption text
@@ -38,6 +46,7 @@ as before). What a gold battle stores is made from them, so they are kept as the
 from __future__ import annotations
 
 import copy
+import json
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -101,21 +110,41 @@ _chars = 0
 _LOCK = threading.Lock()
 
 
-def keep_stamp(participant: Participant, stamp: tuple[int, int] | None) -> None:
-    """Note on the request's participant the stamp ``STAMP`` read for it."""
-    participant.__dict__[_ATTRIBUTE] = stamp
+def keep_stamp(
+    participant: Participant, stamp: tuple[int, int] | None, pages: StudyPages | None = None
+) -> None:
+    """Note on the request's participant the stamp ``STAMP`` read for it, and the study's
+    page rows as fresh as that stamp (``study_pages``), if the process has them."""
+    participant.__dict__[_ATTRIBUTE] = (stamp, pages)
 
 
 def stamp_of(participant: Participant) -> tuple[int, int] | None:
     """The stamp this request read for ``participant``, or None."""
-    return participant.__dict__.get(_ATTRIBUTE)
+    return participant.__dict__.get(_ATTRIBUTE, (None, None))[0]
+
+
+def pages_of(participant: Participant) -> StudyPages | None:
+    """The study's page rows this request may show (read after its stamp), or None."""
+    return participant.__dict__.get(_ATTRIBUTE, (None, None))[1]
 
 
 def page_rows(
-    study: Study, item: Item, first: int, second: int, stamp: tuple[int, int] | None
+    study: Study,
+    item: Item,
+    first: int,
+    second: int,
+    stamp: tuple[int, int] | None,
+    pages: StudyPages | None = None,
 ) -> tuple[dict[int, str], Image]:
-    """The texts of captions ``first`` and ``second`` by id, and ``first``'s image: kept
-    when the image's rows were read after ``stamp``, else read (and kept, after a stamp)."""
+    """The texts of captions ``first`` and ``second`` by id, and ``first``'s image: from
+    ``pages`` (the study's rows as read after this request's stamp, ``study_pages``), or
+    kept when the image's rows were read after ``stamp``, else read (and kept, after a
+    stamp)."""
+    if pages is not None and pages.stamp == stamp:
+        image_id = pages.image_of.get(first)
+        if image_id in pages.images and second in pages.texts:
+            texts = {first: pages.texts[first], second: pages.texts[second]}
+            return texts, copy.copy(pages.images[image_id])
     key = (str(study.public_id), item.image_id)
     usable = stamp is not None and study.status != Study.Status.DRAFT
     if usable:
@@ -155,13 +184,152 @@ def _keep(key: tuple[str, int], kept: Kept) -> None:
             _chars -= _KEPT.popitem(last=False)[1].chars
 
 
+#: Per vendor: an image's columns (``IMAGE_FIELDS``) as one JSON array, as text: so an
+#: image is one row of the worker view's five columns (``PAGES``).
+IMAGE_JSON = {
+    "postgresql": "json_build_array({columns})::text",
+    "sqlite": "json_array({columns})",
+}
+#: Whether the admin log's stamp (``STAMP``'s two values) is not the one the process's rows
+#: were read after (params: its largest id and count; -1, -1 when none were read). No
+#: column of the rows it filters: PostgreSQL works it out once per statement.
+STALE = f"""((SELECT COALESCE(MAX(sl."id"), 0) FROM "{LOG}" sl) <> CAST(%s AS BIGINT)
+  OR (SELECT COUNT(sn."id") FROM "{LOG}" sn
+      WHERE sn."id" > (SELECT COALESCE(MAX(sm."id"), 0) FROM "{LOG}" sm) - {STAMP_WINDOW})
+     <> CAST(%s AS BIGINT))"""
+#: The part of the arena's read before a claim (``serving.WORKER_VIEW``) that reads every
+#: page row of the study when the process's are older than the stamp read with them (or it
+#: has none): an ``'i'`` row per image (its columns as ``IMAGE_JSON``) and a ``'t'`` row per
+#: caption (its text and, as text, its image). The battle is claimed after this read, so the
+#: page's image is not known yet: the study's rows are read, once per process and stamp,
+#: rather than the page's after the claim, a statement of its own on a page whose image the
+#: process had not shown (issue 48). One statement text whatever the process keeps.
+#: ``{image_json}``: the vendor's ``IMAGE_JSON``. Params: study id and ``STALE``'s, twice.
+PAGES = f"""SELECT 'i', im."id", {{image_json}}, NULL, NULL FROM "{Image._meta.db_table}" im
+WHERE im."study_id" = %s AND {STALE}
+UNION ALL
+SELECT 't', c."id", c."text", NULL, CAST(c."image_id" AS TEXT)
+FROM "{Caption._meta.db_table}" c
+WHERE c."study_id" = %s AND {STALE}"""
+
+#: The caption text the process keeps of whole studies' pages at most, in characters. A
+#: study longer than this, or that finds no room beside the studies kept at the same stamp
+#: (those are never dropped for it: two studies served in turn would read each other out
+#: on every page), is shown from its images' own reads (``page_rows``), as before.
+MAX_PAGES_CHARS = 8_000_000
+
+
+@dataclass(frozen=True)
+class StudyPages:
+    """Every page row of a study as read after ``stamp``: its images, its captions' texts,
+    and each caption's image."""
+
+    stamp: tuple[int, int]
+    images: dict[int, Image]
+    texts: dict[int, str]
+    image_of: dict[int, int]
+    chars: int
+
+
+#: Study public id -> its ``StudyPages``, least recently served first.
+_PAGES: OrderedDict[str, StudyPages] = OrderedDict()
+_pages_chars = 0
+#: Study public id -> the stamp at which it found no room (re-read once the stamp changes),
+#: or None: longer than ``MAX_PAGES_CHARS`` (never read whole again by this process).
+_TOO_LONG: dict[str, tuple[int, int] | None] = {}
+#: What ``pages_params`` passes for "nothing kept": no stamp is this.
+_NONE = (-1, -1)
+
+
+def pages_part(vendor: str) -> str:
+    """``PAGES`` as ``vendor`` runs it."""
+    image_json = IMAGE_JSON[vendor].format(columns=columns("im", Image, IMAGE_FIELDS))
+    return PAGES.format(image_json=image_json)
+
+
+def pages_params(study: Study) -> tuple[list, tuple[int, int], StudyPages | None] | None:
+    """``PAGES``' params for ``study``, the stamp they name and the rows kept at that stamp
+    (None: none); None when the study's pages are not read whole (a draft, too long)."""
+    key = str(study.public_id)
+    if study.status == Study.Status.DRAFT:
+        return None
+    with _LOCK:
+        if key in _TOO_LONG:
+            if _TOO_LONG[key] is None:
+                return None
+            kept, since = None, _TOO_LONG[key]
+        else:
+            kept = _PAGES.get(key)
+            since = kept.stamp if kept is not None else _NONE
+    return [study.pk, *since, study.pk, *since], since, kept
+
+
+def study_pages(
+    study: Study,
+    stamp: tuple[int, int] | None,
+    rows,
+    since: tuple[int, int],
+    kept: StudyPages | None,
+) -> StudyPages | None:
+    """The study's page rows as fresh as ``stamp`` (the one read with ``rows``, the worker
+    view's): those kept, if the stamp is still ``since``; else those in ``rows``, kept if
+    they fit. None when the process has none to show (the page then reads its own)."""
+    if stamp is None:
+        return None
+    key = str(study.public_id)
+    if stamp == since:
+        if kept is not None:
+            with _LOCK:
+                if _PAGES.get(key) is kept:
+                    _PAGES.move_to_end(key)
+        return kept
+    images: dict[int, Image] = {}
+    texts: dict[int, str] = {}
+    image_of: dict[int, int] = {}
+    for what, number, value, _, image in rows:
+        if what == "i":
+            images[number] = instance(Image, IMAGE_FIELDS, json.loads(value))
+        elif what == "t":
+            texts[number] = value
+            image_of[number] = int(image)
+    pages = StudyPages(stamp, images, texts, image_of, sum(len(text) for text in texts.values()))
+    return pages if _keep_pages(key, pages) else None
+
+
+def _keep_pages(key: str, pages: StudyPages) -> bool:
+    """Keep ``pages`` under ``key`` if they fit (``MAX_PAGES_CHARS``), first dropping the
+    studies kept at another stamp, then no other; whether they were kept."""
+    global _pages_chars
+    with _LOCK:
+        old = _PAGES.pop(key, None)
+        if old is not None:
+            _pages_chars -= old.chars
+        if pages.chars > MAX_PAGES_CHARS:
+            _TOO_LONG[key] = None
+            return False
+        for other in [k for k, kept in _PAGES.items() if kept.stamp != pages.stamp]:
+            if _pages_chars + pages.chars <= MAX_PAGES_CHARS:
+                break
+            _pages_chars -= _PAGES.pop(other).chars
+        if _pages_chars + pages.chars > MAX_PAGES_CHARS:
+            _TOO_LONG[key] = pages.stamp
+            return False
+        _TOO_LONG.pop(key, None)
+        _PAGES[key] = pages
+        _pages_chars += pages.chars
+        return True
+
+
 def forget() -> None:
     """Drop every kept row and text (tests: as if the process had just started)."""
-    global _chars
+    global _chars, _pages_chars
     with _LOCK:
         _KEPT.clear()
         _chars = 0
         _STUDY_TEXTS.clear()
+        _PAGES.clear()
+        _pages_chars = 0
+        _TOO_LONG.clear()
 
 
 #: Every text of a study's own captions, which a gold battle's source and T_RC text are
