@@ -47,13 +47,18 @@ ANSWER = 4
 #: the judgment, the lease, the item and the participant's state one statement each. The
 #: mode reads the group's earlier results from the service's read of the answers.
 LAST_ANSWER = {"postgresql": 4, "sqlite": 8}
-#: What drawing the check adds to its page and its answer: one read, the worker's leases
-#: (with their groups' images and answered checks) and the checks answered before
-#: (``checks.WORKER_LEASES`` with ``SHOWN``); the study's human captions are read once per
-#: process. (``score`` takes the check ``validate`` drew back: the answer draws once.)
-DRAW = 1
+#: What drawing the check adds to its page and its answer: nothing. The page's draw is one
+#: read, the worker's leases (with their groups' images and answered checks) and the checks
+#: answered before (``checks.WORKER_LEASES`` with ``SHOWN``), in place of the captions' read:
+#: the check's captions and image were read with the study's human captions, once per
+#: process, and the previous answer's time comes with the lease's answers. The answer reads
+#: nothing to draw: its form says what the page showed (``checks.shown_field``, verified
+#: with the site's secret and against the study's captions). Issue 48: it was one read more
+#: on each.
+DRAW = 0
 #: The reads a process makes once per open study, on the first check page it shows: the
-#: study's human captions and the captions its comparisons show (``checks.StudyCaptions``).
+#: study's human captions (with their texts and images) and the captions its comparisons
+#: show (``checks.StudyCaptions``).
 ONCE_PER_PROCESS = 2
 #: The end-of-group page: the view's two reads, the worker's leases and one EXISTS of the
 #: eligible groups (the exact rule: a whole query, ``exposure.Exposure``).
@@ -72,7 +77,8 @@ def _group(client, study):
         assert page.status_code == 200 and action
         part = page.context["part"]
         kind = page.context["assignment"].item.spec["trials"][part]["kind"]
-        body = {"part": str(part), "raw": "5", "left": str(page.context["left_caption"].pk)}
+        left = str(page.context["left_caption"].pk)
+        body = {"part": str(part), "raw": "5", "left": left, "shown": page.context["shown"]}
         with CaptureQueriesContext(connection) as answered:
             reply = client.post(action.group(1), body)
         assert reply.status_code == 302

@@ -36,14 +36,16 @@ MAX_QUERIES = 4
 #:   a submission's writes are four statements (judgment, lease, item, participant: POST +3).
 #: - VICR's POST: the mode's reads when it scores (the pair's caption, the pool of ratings),
 #:   and on the study's first board the leaderboard's standings (then cached).
-#: - HUMANr: a group's first page (the claim) reads the worker's leases (with their groups'
-#:   images and answered checks) for the exposure rule, and the study's human captions once
-#:   per process; every other trial's page is the lock, the lease with its answers and the
-#:   captions, and every answer the lock, the lease's answers and the store (within the
-#:   bound on both vendors). The attention check's page and answer draw the check from the
-#:   worker's leases and the checks answered before (the page also the captions comparisons
-#:   show, once per process): three reads more on the page, two on the answer (the check is
-#:   among the first two trials here; ``test_crowd_humanr_hot_path.py`` pins each trial's).
+#: - HUMANr: every trial's page is the lock, the lease with its answers (or the claim, the
+#:   exposure rule inside it) and the captions, and every answer the lock, the lease's
+#:   answers and the store (within the bound on both vendors). The attention check's page
+#:   draws the check (one read, the worker's leases and the checks answered before) in
+#:   place of the captions' read, but the first check page a process shows also reads the
+#:   study's human captions and the captions its comparisons show (once per process: two
+#:   reads more). Its answer verifies what the page's form says it showed (``shown``); the
+#:   answers here send only the part, the slider and the left caption, so the check is
+#:   drawn again (one read more). The check is among the first two trials here;
+#:   ``test_crowd_humanr_hot_path.py`` pins each trial's, with the page's own form.
 #: - THumB's GET: the crowd progress (judgments), the image, and the page's progress line (the
 #:   annotator's finished sets and the study's remaining work, one statement); its POST: the
 #:   linked-id flag's read and the completion code's count (a review also reads its stages).
@@ -56,10 +58,10 @@ OVER = {
     ("vicr", "post", "postgresql"): 6,
     ("vicr", "get", "sqlite"): 5,
     ("vicr", "post", "sqlite"): 9,
-    ("humanr", "get", "postgresql"): 7,
-    ("humanr", "post", "postgresql"): 6,
-    ("humanr", "get", "sqlite"): 7,
-    ("humanr", "post", "sqlite"): 6,
+    ("humanr", "get", "postgresql"): 6,
+    ("humanr", "post", "postgresql"): 5,
+    ("humanr", "get", "sqlite"): 6,
+    ("humanr", "post", "sqlite"): 5,
     ("thumb", "get", "postgresql"): 6,
     ("thumb", "post", "postgresql"): 5,
     ("thumb", "get", "sqlite"): 7,

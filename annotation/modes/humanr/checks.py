@@ -25,8 +25,10 @@ lease's participant, the lease's item), of what the worker met in their earlier 
 (which never change either; a check the worker answered is read back from its judgment).
 The secret (``salted_hmac`` over ``SECRET_KEY``) makes one id's draw unpredictable from
 another's, also for someone who knows the study seed. The page, the scoring and the
-exposure rule compute the same draw; the judgment's ``result`` records what was shown,
-which is what the report and the exclusion rule read.
+exposure rule compute the same draw (the answer takes it from the page's form once the
+server's tag and the study's captions verify it: ``shown_field``, ``posted_check``); the
+judgment's ``result`` records what was shown, which is what the report and the exclusion
+rule read.
 
 A worker is a browser, as for exposure (``HumanrProtocol.eligible_items``): the leases of
 every participant of the study sharing the lease participant's ``browser_id`` count.
@@ -42,7 +44,7 @@ from typing import Any
 import numpy as np
 from django.db import connection
 from django.db.models import Q
-from django.utils.crypto import salted_hmac
+from django.utils.crypto import constant_time_compare, salted_hmac
 
 from annotation.errors import ServiceError
 from annotation.models import Assignment, Caption, Item, ItemImage, Judgment, Participant, Study
@@ -66,14 +68,24 @@ class CheckDraw:
 @dataclass
 class StudyCaptions:
     """What a study's checks may show that never changes once the study is open (captions
-    land only in a draft, and its groups are built when it opens): ``human`` (image -> its
-    human captions of purpose ``study``, in id order), ``names`` (image -> its name, which
-    a check's stored result records) and ``spare`` (those no comparison shows, read on
-    first use: only a lease whose check is not answered yet is drawn)."""
+    and images land only in a draft, and its groups are built when it opens): ``human``
+    (image -> its human captions of purpose ``study``, in id order), ``names`` (image -> its
+    name, which a check's stored result records), ``texts`` (caption -> its text) and
+    ``images`` (image -> ``IMAGE_FIELDS``' values) of those captions, which a check's page
+    shows (issue 48: read with the captions, the page needs no read of its own after the
+    draw), and ``spare`` (those no comparison shows, read on first use: only a lease whose
+    check is not answered yet is drawn)."""
 
     study_id: int
     human: dict[int, list[int]]
     names: dict[int, str] = field(default_factory=dict)
+    texts: dict[int, str] = field(default_factory=dict)
+    images: dict[int, tuple[Any, ...]] = field(default_factory=dict)
+
+    @cached_property
+    def image_of(self) -> dict[int, int]:
+        """Caption -> its image, of the human captions."""
+        return {caption: image for image, ids in self.human.items() for caption in ids}
 
     @cached_property
     def spare(self) -> dict[int, list[int]]:
@@ -88,7 +100,10 @@ class StudyCaptions:
 #: ``StudyCaptions`` per study public id (random, never reused, unlike a test database's
 #: pk), kept by the process for open studies: every claim's exposure rule and every check's
 #: draw read them, and reading them was a query each (two on a check's page and answer).
-#: Bounded: a process serving many studies reads them again rather than grow.
+#: Never stale: a study with items never goes back to draft (``study_reopen``), and only a
+#: draft takes captions and images. Bounded: a process serving many studies reads them
+#: again rather than grow (the texts are the bulk: a study of 1,000 images with 10 human
+#: captions each keeps about 10,000 short strings).
 _STUDY_CAPTIONS: dict[str, StudyCaptions] = {}
 _STUDY_CAPTIONS_MAX = 256
 
@@ -153,22 +168,30 @@ def comparison_captions(study_id: int) -> set[int]:
     return shown
 
 
+#: What ``StudyCaptions.images`` keeps of an image: what a trial page shows of it
+#: (``pages.IMAGE_FIELDS`` but the id).
+IMAGE_FIELDS = ("display", "width", "height", "alt_text")
+
+
 def check_captions(study: Study) -> CheckCaptions:
-    """The study's ``CheckCaptions``: its human captions (one query, once per process for an
-    open study), the rest on use."""
+    """The study's ``CheckCaptions``: its human captions with their texts and images (one
+    query, once per process for an open study), the rest on use."""
     key = str(study.public_id)
     fixed = _STUDY_CAPTIONS.get(key)
     if fixed is None:
         fixed = StudyCaptions(study_id=study.pk, human={})
-        for caption_id, image_id, name in (
+        image_columns = tuple(f"image__{name}" for name in IMAGE_FIELDS)
+        for caption_id, image_id, name, text, *image in (
             Caption.objects.filter(
                 study_id=study.pk, purpose=Caption.Purpose.STUDY, system=Caption.HUMAN
             )
             .order_by("id")
-            .values_list("id", "image_id", "image__name")
+            .values_list("id", "image_id", "image__name", "text", *image_columns)
         ):
             fixed.human.setdefault(image_id, []).append(caption_id)
             fixed.names[image_id] = name
+            fixed.texts[caption_id] = text
+            fixed.images[image_id] = tuple(image)
         if study.status != Study.Status.DRAFT:
             if len(_STUDY_CAPTIONS) >= _STUDY_CAPTIONS_MAX:
                 _STUDY_CAPTIONS.clear()
@@ -440,7 +463,7 @@ def served_check(
         draw = _draw(rng, worker.pool, group) or _draw(rng, worker.pool, set())
         if draw is None:  # a pool of fewer than two images: the build refuses such a study
             raise ServiceError("This study has too few images for an attention check.")
-    own, foreign = worker.choices.get(assignment.pk) or _human_captions(draw)
+    own, foreign = worker.choices.get(assignment.pk) or _human_captions(participant.study, draw)
     correct = own[int(rng.integers(len(own)))]
     distractor = foreign[int(rng.integers(len(foreign)))]
     name = ""
@@ -462,17 +485,95 @@ def served_check(
     }
 
 
-def _human_captions(draw: CheckDraw) -> tuple[list[int], list[int]]:
-    """Every human caption of the draw's two images, in id order (the fallback's choice)."""
-    captions: dict[int, list[int]] = {}
-    for image_id, caption_id in (
-        Caption.objects.filter(
-            image_id__in=[draw.image_id, draw.distractor_image_id],
-            purpose=Caption.Purpose.STUDY,
-            system=Caption.HUMAN,
-        )
-        .order_by("id")
-        .values_list("image_id", "id")
-    ):
-        captions.setdefault(image_id, []).append(caption_id)
-    return captions[draw.image_id], captions[draw.distractor_image_id]
+def _human_captions(study: Study, draw: CheckDraw) -> tuple[list[int], list[int]]:
+    """Every human caption of the draw's two images, in id order (the fallback's choice), as
+    read with the study's (``StudyCaptions.human``: the draw's images come from its pool)."""
+    human = check_captions(study).human
+    return human[draw.image_id], human[draw.distractor_image_id]
+
+
+# ---------------------------------------------------------------------- the page's form
+
+#: A trial page's ``shown`` field (issue 48): what lets the answer to a check go without
+#: drawing it again, a read of the worker's leases. The page sends back its left caption's
+#: id (``left``); ``shown`` adds the right one's, masked, and a tag over both: 16 hex digits
+#: of the right caption's id XOR a pad, then ``_TAG_HEX`` of the tag. Pad and tag are HMACs
+#: of the site's secret (``salted_hmac``) over the lease (id, token, ``served_at``) and the
+#: part, so a worker can neither read the right caption's id (the pad is used for one
+#: presentation only: a reload sends the same value) nor make a field for captions the
+#: server did not show them on that presentation. Every trial's page has it, so it does
+#: not tell a check from a comparison. ``posted_check`` then checks the captions against
+#: what the server keeps (the study's human captions, the group's images); a field that
+#: does not verify, or none, falls back to drawing the check again (``served_check``).
+_PAD_SALT = "capeval.humanr.shown-pad"
+_TAG_SALT = "capeval.humanr.shown-tag"
+_ID_HEX = 16
+_TAG_HEX = 32
+
+
+def _presentation(assignment: Assignment, part: int) -> str:
+    served = assignment.served_at.isoformat() if assignment.served_at else ""
+    return f"{int(assignment.pk or 0)}:{assignment.token}:{served}:{int(part)}"
+
+
+def _pad(presentation: str) -> int:
+    digest = salted_hmac(_PAD_SALT, presentation, algorithm="sha256").digest()
+    return int.from_bytes(digest[: _ID_HEX // 2], "big")
+
+
+def _tag(presentation: str, left: int, right: int) -> str:
+    text = f"{presentation}:{int(left)}:{int(right)}"
+    return salted_hmac(_TAG_SALT, text, algorithm="sha256").hexdigest()[:_TAG_HEX]
+
+
+def shown_field(assignment: Assignment, part: int, left: int, right: int) -> str:
+    """The ``shown`` field of the page showing ``left`` and ``right`` for ``part``."""
+    presentation = _presentation(assignment, part)
+    masked = int(right) ^ _pad(presentation)
+    return f"{masked:0{_ID_HEX}x}{_tag(presentation, left, right)}"
+
+
+def posted_right(assignment: Assignment, part: int, left: Any, shown: Any) -> int | None:
+    """The right caption's id of the page whose form sent ``left`` and ``shown``, or None
+    when the field is missing or was not made by the server for this presentation (another
+    lease, part or ``served_at``, an edited id or tag)."""
+    if not isinstance(shown, str) or len(shown) != _ID_HEX + _TAG_HEX:
+        return None
+    left_text = str(left)
+    if not (left_text.isascii() and left_text.isdigit()):
+        return None
+    try:
+        masked = int(shown[:_ID_HEX], 16)
+    except ValueError:
+        return None
+    presentation = _presentation(assignment, part)
+    right = masked ^ _pad(presentation)
+    if not constant_time_compare(_tag(presentation, int(left_text), right), shown[_ID_HEX:]):
+        return None
+    return right
+
+
+def posted_check(
+    assignment: Assignment, trial: dict[str, Any], reference: int, other: int
+) -> dict[str, Any] | None:
+    """The check trial ``assignment`` showed with ``reference`` (the correct caption) and
+    ``other`` (the distractor), as ``served_check`` gives it, from what a verified ``shown``
+    field says; None when the captions are not what a check of this lease may show: a
+    human caption of purpose ``study`` each, of two images, neither of the group's."""
+    captions = check_captions(assignment.participant.study).fixed
+    image = captions.image_of.get(reference)
+    distractor = captions.image_of.get(other)
+    group = {
+        shown["image_id"] for shown in assignment.item.spec["trials"] if shown["kind"] != _CHECK
+    }
+    if image is None or distractor is None or image == distractor or {image, distractor} & group:
+        return None
+    return {
+        **trial,
+        "image_id": image,
+        "image_name": captions.names.get(image, ""),
+        "system": "",
+        "reference_caption_id": reference,
+        "other_caption_id": other,
+        "distractor_image_id": distractor,
+    }

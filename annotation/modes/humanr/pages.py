@@ -20,8 +20,9 @@ from annotation import storage
 from annotation.models import Assignment, Caption, Image, Item, Judgment, Participant, Study
 from annotation.models.rows import columns, cursor, instance
 from annotation.modes.base import Pages
-from annotation.modes.humanr.checks import shown_trial
-from annotation.modes.humanr.protocol import GROUP, adaptive_summary, sides_shown
+from annotation.modes.humanr.checks import IMAGE_FIELDS as KEPT_IMAGE_FIELDS
+from annotation.modes.humanr.checks import check_captions, shown_field, shown_trial
+from annotation.modes.humanr.protocol import CHECK, GROUP, adaptive_summary, sides_shown
 from rubrics import humanr as rules
 
 #: Accessible name of each answer; the page shows the digits and the three anchors. The
@@ -84,6 +85,43 @@ def trial_captions(assignment: Assignment, part: int, ids: tuple[int, int]):
     return captions, previous_at
 
 
+#: Where a lease's answers read with it are kept (as ``prefetch_related("judgments")``
+#: keeps them: the services' ``with_answers``).
+ANSWERS_CACHE = Assignment.judgments.field.remote_field.cache_name
+
+
+def check_captions_shown(assignment: Assignment, part: int, ids: tuple[int, int]):
+    """``trial_captions`` of a check's page without its statement (issue 48: the check's
+    draw reads the worker's leases first, so its page made one statement more than a
+    comparison's): the captions and the check image as the study's human captions were
+    read (``checks.StudyCaptions``, once per process), the previous answer's time from the
+    lease's answers as the service read them. None when a caption is not among them."""
+    fixed = check_captions(assignment.participant.study).fixed
+    if not all(caption in fixed.texts for caption in ids):
+        return None
+    captions: dict[int, Caption] = {}
+    for caption_id in ids:
+        image_id = fixed.image_of[caption_id]
+        caption = Caption(id=caption_id, image_id=image_id, text=fixed.texts[caption_id])
+        image = dict(zip(KEPT_IMAGE_FIELDS, fixed.images[image_id], strict=True))
+        caption.image = Image(id=image_id, **image)
+        captions[caption_id] = caption
+    return captions, previous_answer_at(assignment, part)
+
+
+def previous_answer_at(assignment: Assignment, part: int):
+    """When part ``part - 1`` of the lease was answered (``TRIAL_CAPTIONS``' last column):
+    from its answers as the service read them with the lease (``assignment_sql.LEASES``),
+    else a query (a page shown again after a refused answer)."""
+    if part == 0:
+        return None
+    if ANSWERS_CACHE in getattr(assignment, "_prefetched_objects_cache", {}):
+        answers = [a for a in assignment.judgments.all() if a.part == part - 1]
+        return min(answers, key=lambda a: a.pk).created_at if answers else None
+    found = Judgment.objects.filter(assignment_id=assignment.pk, part=part - 1).order_by("id")
+    return found.values_list("created_at", flat=True).first()
+
+
 class HumanrPages(Pages):
     intro_template = "modes/humanr/intro.html"
     item_template = "modes/humanr/item.html"
@@ -91,7 +129,7 @@ class HumanrPages(Pages):
     finished_template = "modes/humanr/finished.html"
 
     def parse_form(self, post: dict[str, Any], part: int) -> dict[str, Any]:
-        return {"raw": post.get("raw"), "left": post.get("left")}
+        return {"raw": post.get("raw"), "left": post.get("left"), "shown": post.get("shown")}
 
     def intro_context(self, study: Study) -> dict[str, Any]:
         return {"group_sizes": group_sizes(study)}
@@ -101,8 +139,12 @@ class HumanrPages(Pages):
         trial = shown_trial(assignment, part, named=False)
         left_id, right_id = sides_shown(trial, item.spec["seed"], assignment.pk, part)
         # When the previous trial was answered (``Assignment.part_shown_at``), read with
-        # the captions rather than by a query of its own (issue 48).
-        captions, previous_at = trial_captions(assignment, part, (left_id, right_id))
+        # the captions rather than by a query of its own (issue 48); a check's captions were
+        # read with the study's, once per process (its draw is the page's read).
+        found = None
+        if trial["kind"] == CHECK:
+            found = check_captions_shown(assignment, part, (left_id, right_id))
+        captions, previous_at = found or trial_captions(assignment, part, (left_id, right_id))
         image = captions[trial["reference_caption_id"]].image
         # The services and views hand the lease over with its participant and study loaded.
         config = self.mode.settings(assignment.participant.study)
@@ -122,6 +164,9 @@ class HumanrPages(Pages):
             "alt_text": image.alt_text or "The image the two captions describe",
             "scale_points": SCALE_POINTS,
             "remaining_seconds": math.ceil(remaining * 10) / 10,
+            # The right caption and what the page showed, for the answer to a check
+            # (``checks.shown_field``); on every trial, so that it does not tell the check.
+            "shown": shown_field(assignment, part, left_id, right_id),
         }
 
     def feedback_context(self, judgment: Judgment) -> dict[str, Any]:

@@ -30,7 +30,8 @@ distractor (a human caption of another image). A check's trial in the spec holds
 place (its ids are None): what it shows is drawn for each lease when served, from every
 image of the study the worker has not met (``checks``, issue 29), so that what a scout id
 learns of a check says nothing about the next id's. ``checks.shown_trial`` is the trial
-as a lease shows it; the page, ``validate`` and ``score`` all read it.
+as a lease shows it; the page, ``validate`` and ``score`` all read it (the answer to a
+check takes it from the page's ``shown`` field once verified, ``checks.posted_check``).
 
 Exposure. Each group's ``ItemImage`` rows name every image its comparisons show
 (``group_image_ids``; within a group they all differ; groups built before issue 29 also
@@ -83,7 +84,7 @@ from annotation.modes.humanr.allocation import (
     counted_values,
     judged_systems_groups,
 )
-from annotation.modes.humanr.checks import served_check, shown_trial
+from annotation.modes.humanr.checks import posted_check, posted_right, served_check, shown_trial
 from annotation.modes.humanr.exposure import exact_items, guarded_sql, worker_items
 from annotation.modes.humanr.settings import HumanrSettings
 from rubrics import adaptive
@@ -226,7 +227,12 @@ class HumanrProtocol(Mode):
         raw = _parse_raw(data.get("raw"))
         shown_left = data.get("left")
         if shown_left not in (None, ""):
-            trial = shown_trial(assignment, part)
+            # A check's page says what it showed (``checks.shown_field``, verified there and
+            # against the study's captions); else, or when that does not verify, the check
+            # is drawn again (issue 48: a read of the worker's leases).
+            trial = self._posted(assignment, part, shown_left, data.get("shown"))
+            if trial is None:
+                trial = shown_trial(assignment, part)
             left, _right = sides_shown(trial, assignment.item.spec["seed"], assignment.pk, part)
             if str(shown_left) != str(left):
                 raise Conflict(
@@ -238,6 +244,22 @@ class HumanrProtocol(Mode):
             # takes the trial back instead of drawing the check again (issue 48).
             setattr(assignment, _VALIDATED, (part, trial))
         return {"raw": raw}
+
+    def _posted(
+        self, assignment: Assignment, part: int, left: Any, shown: Any
+    ) -> dict[str, Any] | None:
+        """The check trial ``part`` of ``assignment`` as its page showed it, from the form's
+        ``left`` and ``shown`` fields; None for a comparison, or a field that does not verify
+        (``checks.posted_right``, ``checks.posted_check``)."""
+        trial = assignment.item.spec["trials"][part]
+        if trial["kind"] != CHECK:
+            return None
+        right = posted_right(assignment, part, left, shown)
+        if right is None:
+            return None
+        on_left = reference_on_left(assignment.item.spec["seed"], assignment.pk, part)
+        reference, other = (int(left), right) if on_left else (right, int(left))
+        return posted_check(assignment, trial, reference, other)
 
     def score(
         self, *, item: Item, assignment: Assignment, part: int, payload: dict[str, Any]
