@@ -59,6 +59,9 @@ import _harness as harness
 FORM = re.compile(r'<form method="post" action="([^"]+)" class="hr-form"')
 PART = re.compile(r'name="part" value="(\d+)"')
 LEFT = re.compile(r'name="left" value="(\d+)"')
+#: The page's ``shown`` field (issue 48), sent back as a browser sends every hidden field;
+#: older code has none.
+SHOWN = re.compile(r'name="shown" value="([0-9a-f]+)"')
 SYSTEMS = ("GIT", "ClipCap")
 
 
@@ -246,6 +249,9 @@ def answer_until_deadline(base: str, k: int, arrived: dict, deadline: float) -> 
                 "raw": str(raw),
                 "left": LEFT.search(page.text).group(1),
             }
+            shown = SHOWN.search(page.text)
+            if shown:
+                data["shown"] = shown.group(1)
             began = time.perf_counter()
             answer = session.post(
                 base + action, data=data, allow_redirects=False, timeout=harness.REQUEST_TIMEOUT
