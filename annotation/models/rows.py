@@ -17,7 +17,7 @@ import functools
 from typing import Any
 
 import psycopg
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 from django.db.models import Model
 
@@ -42,23 +42,25 @@ def cursor():
     Django's cursor. Either way the cursor is Django's wrapper, so query counts, logging and
     execute wrappers see its statements as any other.
     """
-    if connection.vendor != "postgresql" or connection.settings_dict.get(
-        "DISABLE_SERVER_SIDE_CURSORS"
-    ):
-        return connection.cursor()
-    connection.close_if_health_check_failed()
-    connection.ensure_connection()
-    raw = connection.connection
+    # The connection itself, not ``django.db.connection``: each attribute read through
+    # that proxy looks the thread's connection up again (about a microsecond each, a
+    # hundred per answer in the hot path's helpers here, issue 48).
+    db = connections[DEFAULT_DB_ALIAS]
+    if db.vendor != "postgresql" or db.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS"):
+        return db.cursor()
+    db.close_if_health_check_failed()
+    db.ensure_connection()
+    raw = db.connection
     # Django connects with prepared statements off (for poolers); its client-binding
     # cursors never prepare whatever this says, so turning it on affects these only.
     if raw.prepare_threshold != PREPARE_AFTER:
         raw.prepare_threshold = PREPARE_AFTER
-    with connection.wrap_database_errors:
+    with db.wrap_database_errors:
         bound = psycopg.Cursor(raw)
-    connection.validate_thread_sharing()
-    if connection.queries_logged:
-        return _Logged(bound, connection)
-    return connection.make_cursor(bound)
+    db.validate_thread_sharing()
+    if db.queries_logged:
+        return _Logged(bound, db)
+    return db.make_cursor(bound)
 
 
 class _Logged(CursorDebugWrapper):
@@ -80,16 +82,22 @@ def columns(alias: str, model: type[Model], names: tuple[str, ...]) -> str:
 def instance(model: type[Model], names: tuple[str, ...], values) -> Model:
     """A ``model`` instance from raw column values of ``names`` (attnames), converted as the
     ORM converts them."""
-    ordered, order, _converters = _conversion(model, names, connection.vendor)
-    values = converted(model, names, values)
-    return model.from_db(connection.alias, ordered, [values[i] for i in order])
+    db = connections[DEFAULT_DB_ALIAS]  # once, not per converter (``cursor``)
+    ordered, order, converters = _conversion(model, names, db.vendor)
+    values = _converted(db, converters, values)
+    return model.from_db(db.alias, ordered, [values[i] for i in order])
 
 
 def converted(model: type[Model], names: tuple[str, ...], values) -> list:
     """Raw column values of ``names`` (attnames of ``model``) as the ORM gives them."""
+    db = connections[DEFAULT_DB_ALIAS]
+    return _converted(db, _conversion(model, names, db.vendor)[2], values)
+
+
+def _converted(db, converters, values) -> list:
     values = list(values)
-    for index, col, convert in _conversion(model, names, connection.vendor)[2]:
-        values[index] = convert(values[index], col, connection)
+    for index, col, convert in converters:
+        values[index] = convert(values[index], col, db)
     return values
 
 
