@@ -68,6 +68,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 
@@ -302,6 +303,9 @@ def run_design(owner, *, seed, names, s, truth, args, adaptive: bool) -> dict:
                     "top_right": top_set(fitted, args.top) == true_top,
                     # The weighted fit beside the plain one (adaptive designs, issue 47).
                     **_weighted_scores(job.result.get("weighted_leaderboard"), names, s, args),
+                    # What was served and what the design serves next (issue 47: does the
+                    # adaptive study serve its design's pairs?).
+                    **_pairs_traced(study),
                 }
             )
             next_check += args.step
@@ -317,6 +321,26 @@ def run_design(owner, *, seed, names, s, truth, args, adaptive: bool) -> dict:
         "serve_submit_ms_mean": round(1000 * serve_submit / max(battles, 1), 2),
         "report_seconds_mean": round(statistics.mean(report_seconds), 3),
         "seconds": round(time.perf_counter() - started, 1),
+    }
+
+
+def _pairs_traced(study) -> dict:
+    """Battles stored so far per system pair (``"a|b"``, a < b), and the pair probabilities
+    the study serves by until the next report (the mode's own ``pair_probabilities``,
+    which the report just refitted: uniform for a uniform study)."""
+    from annotation.models import Judgment
+    from annotation.modes import get_mode
+
+    served = Counter(
+        "|".join(sorted(pair))
+        for pair in Judgment.objects.filter(study=study, item__kind="battle").values_list(
+            "item__spec__system_a", "item__spec__system_b"
+        )
+    )
+    design = get_mode(study.mode).pair_probabilities(study)
+    return {
+        "pairs_served": dict(sorted(served.items())),
+        "design_next": {"|".join(sorted(pair)): round(p, 5) for pair, p in design.items()},
     }
 
 
