@@ -16,11 +16,10 @@ from annotation.models import Assignment, Caption, Item
 from annotation.modes import get_mode
 from annotation.modes.arena import serving, shown
 from annotation.modes.arena.protocol import battle_captions
-from annotation.services.assignments import assignment_next
 from annotation.services.participants import crowd_link_token
 from tests.annotation.test_arena_hot_path_page import _image_columns, _old_rows
 from tests.annotation.test_request_queries import _counted
-from tests.factories.arena import answer, arena_study, worker
+from tests.factories.arena import arena_study, serve_gold, worker
 
 pytestmark = pytest.mark.django_db
 
@@ -107,12 +106,7 @@ def test_the_study_rows_are_what_the_old_read_gave(researcher):
     view = serving.worker_view(person, pages=True)
     assert view.pages is not None and view.pages.stamp == view.stamp
     items = list(Item.objects.filter(study=study))
-    lease = None
-    while lease is None or lease.item.kind != "catch":
-        if lease is not None:
-            answer(person, lease, "tie")
-        lease = assignment_next(participant=person)
-        assert lease is not None, "no gold battle was served"
+    lease = serve_gold(person)
     for item in [*items, lease.item]:
         first, second = battle_captions(item)
         with CaptureQueriesContext(connection) as queries:

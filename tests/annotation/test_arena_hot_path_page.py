@@ -18,9 +18,8 @@ from annotation.models import Assignment, Caption, Image, Item
 from annotation.modes import catch, get_mode
 from annotation.modes.arena import serving, shown
 from annotation.modes.arena.protocol import battle_captions
-from annotation.services.assignments import assignment_next
 from annotation.services.participants import crowd_link_token
-from tests.factories.arena import answer, arena_study, worker
+from tests.factories.arena import arena_study, serve_gold, worker
 
 pytestmark = pytest.mark.django_db
 
@@ -84,12 +83,7 @@ def test_the_kept_rows_are_what_the_old_read_gave(researcher):
             assert (texts[first], texts[second]) == (old_texts[first], old_texts[second])
             assert _image_columns(image) == old_image
     # A gold battle (its real caption on both sides, its image that caption's).
-    lease = None
-    while lease is None or lease.item.kind != "catch":
-        if lease is not None:
-            answer(person, lease, "tie")
-        lease = assignment_next(participant=person)
-        assert lease is not None, "no gold battle was served"
+    lease = serve_gold(person)
     first, second = battle_captions(lease.item)
     texts, image = shown.page_rows(study, lease.item, first, second, shown.stamp_of(person))
     old_texts, old_image = _old_rows(first, second)
