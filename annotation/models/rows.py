@@ -116,6 +116,22 @@ def _conversion(model: type[Model], names: tuple[str, ...], vendor: str):
     return ordered, [names.index(name) for name in ordered], converters
 
 
+def cache_name(model: type[Model], relation: str) -> str:
+    """Where Django's prefetching keeps ``relation`` (a reverse relation of ``model``) on an
+    instance: a hand-written read that also reads those rows leaves them there
+    (``services.assignment_sql.with_answers``), so ``instance.<relation>.all()`` does not
+    query."""
+    return getattr(model, relation).field.remote_field.cache_name
+
+
+def prefetched(instance: Model, relation: str) -> list | None:
+    """The rows of ``relation`` read with ``instance`` (as ``cache_name`` keeps them), or
+    None when they were not read with it."""
+    kept = instance.__dict__.get("_prefetched_objects_cache", {})
+    found = kept.get(cache_name(type(instance), relation))
+    return None if found is None else list(found)
+
+
 def by_pk(model: type[Model], pk: Any, *, related: str | None = None) -> Model:
     """``model.objects.select_related(related).get(pk=pk)`` as one fixed statement (``related``:
     one foreign key of ``model``, or None). Raises ``model.DoesNotExist`` as ``get`` does."""

@@ -31,6 +31,7 @@ from django.db import connection
 from django.db.models import QuerySet
 
 from annotation.models import Assignment, Item, Judgment, Participant
+from annotation.models.rows import cache_name as _cache_name
 from annotation.models.rows import columns as _columns
 from annotation.models.rows import cursor as _cursor
 from annotation.models.rows import instance as _instance
@@ -51,7 +52,7 @@ LEASE_FIELDS = tuple(f.attname for f in Assignment._meta.concrete_fields)
 ANSWER_FIELDS = ("id", "assignment_id", "part", "created_at")
 #: Where Django's prefetching keeps a lease's judgments: ``lease.judgments`` (its ``count``,
 #: ``all``) reads them there instead of querying.
-ANSWERS_CACHE = Assignment.judgments.field.remote_field.cache_name
+ANSWERS_CACHE = _cache_name(Assignment, "judgments")
 
 
 #: Lock the worker's participant rows: the participant and its browser-mates, in id order

@@ -18,7 +18,7 @@ from django.utils.safestring import mark_safe
 
 from annotation import storage
 from annotation.models import Assignment, Caption, Image, Item, Judgment, Participant, Study
-from annotation.models.rows import columns, cursor, instance
+from annotation.models.rows import columns, cursor, instance, prefetched
 from annotation.modes.base import Pages
 from annotation.modes.humanr.checks import IMAGE_FIELDS as KEPT_IMAGE_FIELDS
 from annotation.modes.humanr.checks import check_captions, shown_field, shown_trial
@@ -85,11 +85,6 @@ def trial_captions(assignment: Assignment, part: int, ids: tuple[int, int]):
     return captions, previous_at
 
 
-#: Where a lease's answers read with it are kept (as ``prefetch_related("judgments")``
-#: keeps them: the services' ``with_answers``).
-ANSWERS_CACHE = Assignment.judgments.field.remote_field.cache_name
-
-
 def check_captions_shown(assignment: Assignment, part: int, ids: tuple[int, int]):
     """``trial_captions`` of a check's page without its statement (issue 48: the check's
     draw reads the worker's leases first, so its page made one statement more than a
@@ -115,8 +110,9 @@ def previous_answer_at(assignment: Assignment, part: int):
     else a query (a page shown again after a refused answer)."""
     if part == 0:
         return None
-    if ANSWERS_CACHE in getattr(assignment, "_prefetched_objects_cache", {}):
-        answers = [a for a in assignment.judgments.all() if a.part == part - 1]
+    answers = prefetched(assignment, "judgments")
+    if answers is not None:
+        answers = [a for a in answers if a.part == part - 1]
         return min(answers, key=lambda a: a.pk).created_at if answers else None
     found = Judgment.objects.filter(assignment_id=assignment.pk, part=part - 1).order_by("id")
     return found.values_list("created_at", flat=True).first()
