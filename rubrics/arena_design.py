@@ -25,6 +25,19 @@ Var_c`` over the pair probabilities, for the fit the leaderboard reports:
 A share ``explore`` is spread uniformly, so every pair keeps probability at least ``explore
 / len(pairs)`` (the weighted fit, the robustness check beside the plain one, needs every
 pair served). When every order the goal needs is settled (all f = 0) the draw is uniform.
+
+**Counting the battles already served** (``served``, ``coming``; the plain fit). A design
+for ``H(q)`` alone is the best *stationary* allocation: the one to run from the start had
+the current fit been known then. It ignores that the study already holds ``n_p`` battles
+of each pair, most of them drawn before the fit knew where the doubt is, so the variance
+that matters lags (traced in ``bench/results-arena.md``: the pair at the top-4 boundary had
+2.4% of a study's battles while the last design asked 11%). Given ``served`` and the
+``coming`` battles until the design is next refitted, the plain design instead minimises
+``sum_c f_c c' (H_past + m e H(u) + m (1 - e) H(q))^+ c``, with ``H_past = sum_p n_p I_p x_p
+x_p'`` the information already held, ``m`` = ``coming``, ``e`` = ``explore`` and ``u`` the
+uniform draw it still mixes in: the next battles go where the information is missing, so
+the cumulative allocation catches up with the current doubt within one refit rather than
+drifting towards it.
 """
 
 from __future__ import annotations
@@ -77,12 +90,16 @@ def adaptive_pair_probabilities(
     top: int = 4,
     system: int | None = None,
     fit: str = "ipw",
+    served: Sequence[float] | np.ndarray | None = None,
+    coming: float = 0.0,
 ) -> tuple[list[tuple[int, int]], np.ndarray]:
     """Sampling probabilities over pairs for ``goal`` (see the module docstring).
 
     ``scores`` and ``cov`` are the current fit on LMArena's scale (``rubrics.arena.fit``,
-    ``rubrics.arena.sandwich``). Returns the pairs (i < j, or as given) and their
-    probabilities, summing to 1.
+    ``rubrics.arena.sandwich``). ``served``: the battles already held of each pair (in the
+    pairs' order) and ``coming``: how many are expected before the next refit; with both,
+    the plain fit's design counts what is held (the module docstring). Returns the pairs
+    (i < j, or as given) and their probabilities, summing to 1.
     """
     s = np.asarray(scores, dtype=float)
     c = np.asarray(cov, dtype=float)
@@ -106,6 +123,15 @@ def adaptive_pair_probabilities(
                 raise ValueError(f"pair {(i, j)} is not two distinct systems")
     if not pairs:
         raise ValueError("no pairs to choose from")
+    held = None
+    if served is not None:
+        held = np.asarray(served, dtype=float)
+        if held.shape != (len(pairs),):
+            raise ValueError(f"{held.size} battle counts for {len(pairs)} pairs")
+        if not (np.all(np.isfinite(held)) and np.all(held >= 0)):
+            raise ValueError("battle counts must be finite and not negative")
+        if not (np.isfinite(coming) and coming > 0):
+            raise ValueError("coming must be a positive number of battles")
     ii = np.array([p[0] for p in pairs])
     jj = np.array([p[1] for p in pairs])
     x = np.zeros((len(pairs), k))
@@ -128,26 +154,45 @@ def adaptive_pair_probabilities(
         lever = contrasts @ np.linalg.pinv(x.T @ (info[:, None] * x)) @ x.T
         need = np.sqrt(info * (flip[:, None] * lever**2).sum(axis=0))
         greedy = need / need.sum() if need.sum() > 1e-12 else uniform
-    else:
+    elif held is None:
         greedy = _plain_design(x, info, contrasts, flip)
+    else:
+        # What is held and the uniform share still to come are fixed; the rest is chosen.
+        fixed = x.T @ (((held + coming * explore * uniform) * info)[:, None] * x)
+        greedy = _plain_design(x, info, contrasts, flip, fixed=fixed, scale=coming * (1 - explore))
     return pairs, (1.0 - explore) * greedy + explore * uniform
 
 
 def _plain_design(
-    x: np.ndarray, info: np.ndarray, contrasts: np.ndarray, weight: np.ndarray
+    x: np.ndarray,
+    info: np.ndarray,
+    contrasts: np.ndarray,
+    weight: np.ndarray,
+    *,
+    fixed: np.ndarray | None = None,
+    scale: float = 1.0,
 ) -> np.ndarray:
-    """The L-optimal design for the plain fit: min over the simplex of ``sum_c w_c c'
-    H(q)^+ c``, by Torsney's step ``q_p <- q_p sqrt(g_p / F)`` (``g_p = -dF/dq_p``), which
-    stays on the simplex and lowers F. Starts from the uniform design (every pair, so H is
-    the connected graph's Laplacian and the pseudo-inverse is the fit's variance)."""
+    """The L-optimal design for the plain fit: min over the simplex of ``F(q) = sum_c w_c
+    c' M(q)^+ c``, ``M(q) = fixed + scale H(q)`` (``fixed`` = 0, ``scale`` = 1: the
+    stationary design), by Torsney's step ``q_p <- q_p sqrt(g_p / sum_r q_r g_r)`` (``g_p =
+    -dF/dq_p``), which stays on the simplex; at the optimum no ``g_p`` exceeds that sum (the
+    equivalence theorem). F is convex in q; the best q met is returned, so a step that
+    overshoots (possible once ``fixed`` breaks F's homogeneity) costs nothing. Starts from
+    the uniform design (every pair, so M is a connected graph's Laplacian and the
+    pseudo-inverse is the fit's variance)."""
     q = np.full(len(info), 1.0 / len(info))
+    best, best_value = q, np.inf
+    base = np.zeros((x.shape[1], x.shape[1])) if fixed is None else fixed
     for _ in range(PLAIN_STEPS):
-        h_inv = np.linalg.pinv(x.T @ ((q * info)[:, None] * x))
-        lever = contrasts @ h_inv @ x.T
-        value = float(weight @ np.einsum("ci,ij,cj->c", contrasts, h_inv, contrasts))
-        if value <= 0:
+        m_inv = np.linalg.pinv(base + scale * (x.T @ ((q * info)[:, None] * x)))
+        lever = contrasts @ m_inv @ x.T
+        value = float(weight @ np.einsum("ci,ij,cj->c", contrasts, m_inv, contrasts))
+        if value < best_value:
+            best, best_value = q, value
+        g = scale * info * (weight @ lever**2)
+        total = float(q @ g)
+        if value <= 0 or total <= 0:
             break
-        g = info * (weight @ lever**2)
-        q = q * np.sqrt(g / value)
+        q = q * np.sqrt(g / total)
         q /= q.sum()
-    return q
+    return best

@@ -70,3 +70,92 @@ def test_the_plain_design_meets_the_equivalence_theorem():
     u = np.full(len(pairs), 1 / len(pairs))
     h_u = np.linalg.pinv(x.T @ ((u * info)[:, None] * x))
     assert value < weight @ np.einsum("ci,ij,cj->c", contrasts, h_u, contrasts)
+
+
+def _pairs_x_info(scores):
+    k = len(scores)
+    pairs = [(i, j) for i in range(k) for j in range(i + 1, k)]
+    x = np.zeros((len(pairs), k))
+    for row, (i, j) in enumerate(pairs):
+        x[row, i], x[row, j] = 1.0, -1.0
+    win = 1 / (1 + 10 ** (-(x @ scores) / 400))
+    return pairs, x, win * (1 - win)
+
+
+def _sequential_value(q, x, info, contrasts, weight, fixed, scale):
+    m_inv = np.linalg.pinv(fixed + scale * (x.T @ ((q * info)[:, None] * x)))
+    return float(weight @ np.einsum("ci,ij,cj->c", contrasts, m_inv, contrasts))
+
+
+# Battles already held: plenty of the near tie (2, 3), none beyond the uniform start elsewhere.
+HELD = np.array([20.0, 20, 20, 20, 20, 20, 20, 20, 20, 400])  # pairs in (i < j) order
+
+
+def test_the_design_that_counts_what_is_held_meets_the_equivalence_theorem():
+    """With a fixed part the criterion is still convex in q: q is optimal iff no pair's
+    gradient g_p exceeds sum_r q_r g_r; and it is the optimum an independent solver finds."""
+    from scipy.optimize import minimize
+
+    pairs, x, info = _pairs_x_info(SCORES)
+    contrasts = arena_design.goal_contrasts(SCORES, "order")
+    weight = np.array([0.1, 0.3, 0.5, 0.05])
+    fixed = x.T @ ((HELD * info)[:, None] * x)
+    scale = 200.0
+    q = arena_design._plain_design(x, info, contrasts, weight, fixed=fixed, scale=scale)
+    assert q.sum() == pytest.approx(1.0) and q.min() >= 0
+    m_inv = np.linalg.pinv(fixed + scale * (x.T @ ((q * info)[:, None] * x)))
+    g = scale * info * (weight @ (contrasts @ m_inv @ x.T) ** 2)
+    assert g.max() <= (q @ g) * 1.01
+    # SciPy's SLSQP over the simplex, from the uniform design: the same value.
+    n = len(pairs)
+    solved = minimize(
+        _sequential_value,
+        np.full(n, 1 / n),
+        args=(x, info, contrasts, weight, fixed, scale),
+        method="SLSQP",
+        bounds=[(0, 1)] * n,
+        constraints=[{"type": "eq", "fun": lambda v: v.sum() - 1}],
+        options={"ftol": 1e-12, "maxiter": 500},
+    )
+    assert solved.success
+    ours = _sequential_value(q, x, info, contrasts, weight, fixed, scale)
+    assert ours == pytest.approx(solved.fun, rel=2e-3)
+    assert ours <= solved.fun * (1 + 2e-3)
+
+
+def test_what_is_held_moves_the_next_battles_to_what_is_missing():
+    """Two doubts of the whole order, the near ties (0, 1) and (2, 3): the stationary design
+    splits the battles between them. With (0, 1) already held 400 times and the rest only
+    at the uniform start, the next battles go to (2, 3), the information still missing;
+    with every pair held alike, they split as before."""
+    scores = np.array([1100.0, 1090.0, 1000.0, 990.0, 800.0])
+    pairs, _, _ = _pairs_x_info(scores)
+    first, second = pairs.index((0, 1)), pairs.index((2, 3))
+
+    def design(**held):
+        _, p = arena_design.adaptive_pair_probabilities(
+            scores, COV, explore=0.1, goal="order", fit="plain", **held
+        )
+        return p
+
+    stationary = design()
+    assert stationary[first] == pytest.approx(stationary[second], abs=0.01)
+    assert stationary[first] + stationary[second] > 0.8
+    rich = np.full(len(pairs), 20.0)
+    rich[first] = 400
+    caught_up = design(served=rich, coming=200)
+    assert caught_up[second] > 0.8 and caught_up[first] < stationary[first] / 4
+    even = design(served=np.full(len(pairs), 20.0), coming=200)
+    assert even[first] == pytest.approx(even[second], abs=0.05)
+    for p in (caught_up, even):
+        assert p.sum() == pytest.approx(1.0)
+        assert p.min() >= 0.1 / len(pairs) - 1e-12
+
+
+def test_the_held_battles_are_checked():
+    with pytest.raises(ValueError, match="3 battle counts for 10 pairs"):
+        arena_design.adaptive_pair_probabilities(SCORES, COV, served=[1, 2, 3], coming=5)
+    with pytest.raises(ValueError, match="not negative"):
+        arena_design.adaptive_pair_probabilities(SCORES, COV, served=-HELD, coming=5)
+    with pytest.raises(ValueError, match="coming must be a positive"):
+        arena_design.adaptive_pair_probabilities(SCORES, COV, served=HELD, coming=0)
