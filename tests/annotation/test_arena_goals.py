@@ -11,12 +11,13 @@ from django.test import Client
 from django.urls import reverse
 
 from annotation.errors import ServiceError
+from annotation.models import Job
 from annotation.modes import get_mode
 from annotation.modes.arena.report import fits_disagree
 from annotation.services.reports import report_request
 from annotation.services.runner import job_run
 from rubrics import arena_design
-from tests.factories.arena import arena_study, judge, shown_left, worker
+from tests.factories.arena import arena_study, judge, kept_battles, shown_left, worker
 
 pytestmark = pytest.mark.django_db
 
@@ -84,14 +85,18 @@ def test_the_study_serves_for_its_goal_and_reports_both_fits(researcher):
     study, report = adaptive_study(researcher, adaptive_goal="top", adaptive_top=1)
     fitted = report["adaptive"]
     names = fitted["systems"]
+    pairs = [(names.index(a), names.index(b)) for a, b in get_mode("arena").study_pairs(study)]
     pairs, probs = arena_design.adaptive_pair_probabilities(
         np.array(fitted["scores"]),
         np.array(fitted["covariance"]),
         explore=0.2,
-        pairs=[(names.index(a), names.index(b)) for a, b in get_mode("arena").study_pairs(study)],
+        pairs=pairs,
         goal="top",
         top=1,
         fit="plain",
+        # The battles held, and at the study's first report as many again to come.
+        served=kept_battles(study, names, pairs),
+        coming=report["battles"],
     )
     expected = {
         tuple(sorted((names[i], names[j]))): p for (i, j), p in zip(pairs, probs, strict=True)
@@ -109,6 +114,43 @@ def test_the_study_serves_for_its_goal_and_reports_both_fits(researcher):
     client.force_login(researcher)
     page = client.get(reverse("study_report", args=[study.pk])).content.decode()
     assert "Weighted fit" not in page
+
+
+def test_the_design_counts_the_battles_held_and_the_refresh_rhythm(researcher):
+    """Issue 47: the design is the rule's for the battles the report holds and, as the
+    battles to come, those that came between the last two reports."""
+    study, report = adaptive_study(researcher, phases=2, adaptive_goal="top", adaptive_top=1)
+    first, second = (
+        job.result["battles"]
+        for job in Job.objects.filter(study=study, kind=Job.Kind.REPORT).order_by("id")
+    )
+    assert second == report["battles"] and 0 < first < second
+    fitted = report["adaptive"]
+    names = fitted["systems"]
+    pairs = [(names.index(a), names.index(b)) for a, b in get_mode("arena").study_pairs(study)]
+    held = kept_battles(study, names, pairs)
+    assert sum(held) == second
+
+    def design(**count):
+        chosen, probs = arena_design.adaptive_pair_probabilities(
+            np.array(fitted["scores"]),
+            np.array(fitted["covariance"]),
+            explore=0.2,
+            pairs=pairs,
+            goal="top",
+            top=1,
+            fit="plain",
+            **count,
+        )
+        return {
+            tuple(sorted((names[i], names[j]))): p for (i, j), p in zip(chosen, probs, strict=True)
+        }
+
+    served = get_mode("arena").pair_probabilities(study)
+    assert served == pytest.approx(design(served=held, coming=second - first))
+    # Not the design that ignores what is held, nor one with another horizon.
+    assert served != pytest.approx(design())
+    assert served != pytest.approx(design(served=held, coming=second))
 
 
 def test_an_adaptive_studys_page_shows_the_weighted_fit_beside_the_plain_one(researcher):

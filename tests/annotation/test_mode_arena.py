@@ -29,7 +29,7 @@ from annotation.services.reports import report_request
 from annotation.services.runner import job_run
 from annotation.services.simulation import crowd_simulate
 from rubrics import arena_design
-from tests.factories.arena import MODE, arena_study, judge, shown_left, worker
+from tests.factories.arena import MODE, arena_study, judge, kept_battles, shown_left, worker
 
 pytestmark = pytest.mark.django_db
 
@@ -431,16 +431,26 @@ def test_adaptive_pairing_stores_its_probabilities_and_the_report_balances_the_p
     # No report yet: the uniform design, 1/6 for each of the 6 pairs.
     first = Judgment.objects.filter(study=study)
     assert all(j.result["pair_probability"] == pytest.approx(1 / 6) for j in first)
-    fitted = run_report(study, researcher)["adaptive"]
+    first_report = run_report(study, researcher)
+    fitted, fitted_battles = first_report["adaptive"], first_report["battles"]
+    names = fitted["systems"]
+    every = [(i, j) for i in range(len(names)) for j in range(i + 1, len(names))]
+    held = kept_battles(study, names, every)  # what the report held, before the next phase
     for person in people[2:]:
         while judge(person, answer)[0] is not None:
             pass
 
     # The stored fit fed to the pure rule (tested by hand in tests/rubrics/test_arena.py).
-    names = fitted["systems"]
     # The study's default goal (the whole order) for the plain fit, its leaderboard.
     pairs, probs = arena_design.adaptive_pair_probabilities(
-        np.array(fitted["scores"]), np.array(fitted["covariance"]), explore=0.2, fit="plain"
+        np.array(fitted["scores"]),
+        np.array(fitted["covariance"]),
+        explore=0.2,
+        fit="plain",
+        pairs=every,
+        # What the first report held, and as many battles again to come.
+        served=held,
+        coming=fitted_battles,
     )
     design = {(names[i], names[j]): p for (i, j), p in zip(pairs, probs, strict=True)}
     later = Judgment.objects.filter(study=study).exclude(pk__in=[j.pk for j in first])

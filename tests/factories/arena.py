@@ -8,12 +8,13 @@ later on the server's clock (``min_seconds`` is measured from ``served_at``).
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import timedelta
 from itertools import count
 
 from django.utils import timezone
 
-from annotation.models import Assignment, Caption, Image, Participant, Study
+from annotation.models import Assignment, Caption, Image, Judgment, Participant, Study
 from annotation.modes import get_mode
 from annotation.modes.arena.protocol import left_is_a
 from annotation.services.assignments import assignment_next
@@ -157,3 +158,15 @@ def serve_gold(participant: Participant, outcome="tie") -> Assignment:
 
 
 MODE = get_mode("arena")
+
+
+def kept_battles(study: Study, names: list[str], pairs: list[tuple[int, int]]) -> list[float]:
+    """The study's kept battle judgments of each pair (indices into ``names``), counted
+    from the stored judgments: what a report holds, counted apart from the mode."""
+    held = Counter(
+        frozenset((spec["system_a"], spec["system_b"]))
+        for spec in Judgment.objects.filter(
+            study=study, item__kind="battle", excluded=False
+        ).values_list("item__spec", flat=True)
+    )
+    return [float(held[frozenset((names[i], names[j]))]) for i, j in pairs]

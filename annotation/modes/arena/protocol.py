@@ -80,6 +80,40 @@ _STUDY_PAIRS: dict[str, list[tuple[str, str]]] = {}
 #: The adaptive design of each (study, report job) this process served from.
 _DESIGNS: dict[tuple[str, int], dict[tuple[str, str], float]] = {}
 MAX_DESIGNS = 256
+#: How far back ``_coming`` looks for a report with fewer battles than the latest.
+MAX_EARLIER_REPORTS = 20
+
+
+def _held(result: dict[str, Any], pairs: list[tuple[int, int]]) -> list[float] | None:
+    """The kept battles of each pair (indices into the fit's systems) as the report counted
+    them (its ``matrices``, over the fit's systems); None when the report has no such table
+    (one from before it was stored): the design then ignores what is held."""
+    matrices = result.get("matrices") or {}
+    if matrices.get("systems") != (result.get("adaptive") or {}).get("systems"):
+        return None
+    counts = matrices["battles"]
+    return [float(counts[i][j]) for i, j in pairs]
+
+
+def _coming(latest: Job) -> float:
+    """How many battles the design is expected to serve before the next report: as many as
+    came between the last two reports that differ (a researcher's refresh rhythm so far),
+    or, at the first, as many as the report holds. Reports are asked for by hand, so the
+    rhythm is the only forecast; were it short, the design would spend the next battles on
+    the few pairs that matter most now, which a later report corrects."""
+    held = int(latest.result.get("battles") or 0)
+    earlier = (
+        Job.objects.filter(
+            study_id=latest.study_id,
+            kind=Job.Kind.REPORT,
+            status=Job.Status.DONE,
+            pk__lt=latest.pk,
+        )
+        .order_by("-id")
+        .values_list("result__battles", flat=True)[:MAX_EARLIER_REPORTS]
+    )
+    before = next((int(n) for n in earlier if n is not None and int(n) < held), 0)
+    return float(max(held - before, 1))
 
 
 def left_is_a(study: Study, assignment: Assignment) -> bool:
@@ -222,8 +256,10 @@ class ArenaProtocol(Mode):
 
     def pair_probabilities(self, study: Study) -> dict[tuple[str, str], float]:
         """The design's probability of each system pair: uniform, or adaptive from the
-        latest report's scores and covariance (``rubrics.arena.adaptive_pair_probabilities``:
-        the pairs that settle the unsettled adjacent orders)."""
+        latest report's scores, covariance and battles per pair
+        (``rubrics.arena_design.adaptive_pair_probabilities``: the pairs that most lower the
+        chance of getting the goal wrong, given the battles already held and those expected
+        before the next report, ``_coming``)."""
         config = self.settings(study)
         pairs = self.study_pairs(study)
         systems = sorted({name for pair in pairs for name in pair})
@@ -247,15 +283,19 @@ class ArenaProtocol(Mode):
         if design is None:
             names = fitted["systems"]
             index = {name: i for i, name in enumerate(names)}
+            chosen = [(index[a], index[b]) for a, b in pairs]
+            held = _held(latest.result, chosen)
             chosen, probs = arena_design.adaptive_pair_probabilities(
                 np.array(fitted["scores"]),
                 np.array(fitted["covariance"]),
                 explore=config.adaptive_explore,
-                pairs=[(index[a], index[b]) for a, b in pairs],
+                pairs=chosen,
                 goal=config.adaptive_goal,
                 top=min(config.adaptive_top, len(names) - 1),
                 system=index.get(config.adaptive_system),
                 fit="plain",
+                served=held,
+                coming=_coming(latest) if held is not None else 0.0,
             )
             design = {
                 tuple(sorted((names[i], names[j]))): float(p)
