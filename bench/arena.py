@@ -39,7 +39,10 @@ Assumptions of the simulated crowd (stated, not measured):
 audit's Elo 1127 ... 955, 720); ``--goal`` is the adaptive study's goal (the whole order,
 or the ``--top`` best systems), and each checkpoint also records whether the top set is
 right, for the plain leaderboard and for the weighted fit beside it; the summary gives the
-budget from which 90% of the seeds have it right.
+budget from which 90% of the seeds have it right (a lower bound on the saving when uniform
+pairing never gets there within the budget) and, beside it, ``top_design_share``: what the
+rule's own design would need had it known the truth from the first battle, by the plain
+fit's normal approximation (a yardstick, not a bound on every design).
 
 Scored at every checkpoint, per design: Kendall tau of the leaderboard's order with the
 true order, and coverage: the share of systems whose 95% interval holds its true score.
@@ -407,6 +410,70 @@ def design_bound(s: np.ndarray) -> dict[str, float]:
     return out
 
 
+#: Draws of the normal approximation in ``top_design_share`` (common to every N and design,
+#: so the chance of the right set grows with N draw by draw and bisection is exact).
+TOP_DRAWS = 4000
+
+
+def top_design_share(truth: dict[str, float], top: int, explore: float = 0.2) -> dict:
+    """What the adaptive rule's own design could save for the top set, had it known the
+    truth from the first battle (no crowd, no platform; a yardstick for the measured
+    figure, not a bound on every design).
+
+    At the estimand's scores (Elo, ``estimand``) the plain fit's scores after N battles of
+    a design q are about normal with covariance ``H(q)^+ / N`` (``H(q) = sum_p q_p I_p x_p
+    x_p'``). ``battles_p90``: the N from which the top ``top`` set is right in 90% of
+    ``TOP_DRAWS`` draws, for the uniform design and for
+    ``rubrics.arena_design.adaptive_pair_probabilities`` at the true scores (goal ``top``,
+    the plain fit, ``explore`` spread uniformly, the flip weights from the uniform design's
+    covariance at uniform's own N). ``share``: the second over the first.
+    """
+    from rubrics import arena as rules
+    from rubrics import arena_design
+
+    names = sorted(truth)
+    elo = np.array([truth[n] for n in names])
+    k = len(names)
+    pairs = [(i, j) for i in range(k) for j in range(i + 1, k)]
+    x = np.zeros((len(pairs), k))
+    for row, (i, j) in enumerate(pairs):
+        x[row, i], x[row, j] = 1.0, -1.0
+    win = rules.logistic((x @ elo) / rules.ELO_PER_NATURAL)
+    info = win * (1 - win)
+    best = set(np.argsort(-elo)[:top])
+    noise = np.random.default_rng(47).standard_normal((TOP_DRAWS, k))
+
+    def covariance(q: np.ndarray, n: float) -> np.ndarray:
+        # On the Elo scale: the information is per natural unit.
+        return np.linalg.pinv(x.T @ ((q * info)[:, None] * x)) * rules.ELO_PER_NATURAL**2 / n
+
+    def right_share(q: np.ndarray, n: float) -> float:
+        values, vectors = np.linalg.eigh(covariance(q, n))
+        draws = elo + (noise * np.sqrt(np.clip(values, 0, None))) @ vectors.T
+        tops = np.argsort(-draws, axis=1)[:, :top]
+        return float(np.mean([set(row) == best for row in tops]))
+
+    def battles_p90(q: np.ndarray) -> int:
+        low, high = 10.0, 10.0**7
+        while high / low > 1.01:
+            mid = np.sqrt(low * high)
+            low, high = (mid, high) if right_share(q, mid) < 0.9 else (low, mid)
+        return int(round(high))
+
+    uniform = np.full(len(pairs), 1 / len(pairs))
+    n_uniform = battles_p90(uniform)
+    _, rule = arena_design.adaptive_pair_probabilities(
+        elo, covariance(uniform, n_uniform), explore, pairs, goal="top", top=top, fit="plain"
+    )
+    n_rule = battles_p90(rule)
+    return {
+        "battles_p90_uniform": n_uniform,
+        "battles_p90_rule_at_truth": n_rule,
+        "share": round(n_rule / n_uniform, 3),
+        "draws": TOP_DRAWS,
+    }
+
+
 def battles_to_target(run: dict, budget: int, step: int) -> int:
     """First checkpoint from which tau stays >= the target (budget + step when never)."""
     reached = budget + step
@@ -492,6 +559,23 @@ def summarise(runs: list[dict], budget: int, step: int) -> dict:
                 1 - statistics.mean(a for _, a in pairs) / statistics.mean(u for u, _ in pairs), 3
             ),
         }
+    if len(summary) == 2:
+        # Issue 47's top-set target: the budget from which 90% of the seeds have the set
+        # right, per design. A design that never gets there within the budget needs more
+        # than the budget, so its saving is then a lower bound.
+        u_top = summary["uniform"]["battles_to_top_right_p90"]
+        a_top = summary["adaptive"]["battles_to_top_right_p90"]
+        summary["top_right_p90"] = {
+            "uniform": u_top if u_top is not None else f"> {budget}",
+            "adaptive": a_top if a_top is not None else f"> {budget}",
+            "saving": (
+                round(1 - a_top / u_top, 3)
+                if u_top is not None and a_top is not None
+                else f"> {round(1 - a_top / budget, 3)}"
+                if a_top is not None
+                else None
+            ),
+        }
     summary["target"] = "adaptive >= 30% fewer battles to tau >= 0.9, coverage >= 0.90"
     return summary
 
@@ -527,6 +611,7 @@ def design_part(args) -> dict:
     summary = summarise(runs, args.budget, args.step)
     return {
         "design_bound_battle_share": design_bound(s),
+        "top_design_share": top_yardstick(args, s),
         "assumptions": {
             "systems": args.systems,
             "crowd": args.crowd,
@@ -546,6 +631,14 @@ def design_part(args) -> dict:
         "summary": summary,
         "runs": runs,
     }
+
+
+def top_yardstick(args, s: np.ndarray) -> dict | None:
+    """``top_design_share`` at the crowd's estimand, for a study whose goal is the top set."""
+    if args.goal != "top":
+        return None
+    names = [f"system-{i:02d}" for i in range(len(s))]
+    return top_design_share(estimand(names, s), args.top)
 
 
 def fit_part() -> dict:
@@ -612,13 +705,16 @@ def main() -> int:
                 if (run["seed"], run["design"]) not in seen:
                     seen.add((run["seed"], run["design"]))
                     runs.append(run)
+        s = strengths(args.systems, args.crowd)
         result["design"] = {
-            "design_bound_battle_share": design_bound(strengths(args.systems, args.crowd)),
+            "design_bound_battle_share": design_bound(s),
+            "top_design_share": top_yardstick(args, s),
             "inputs": args.inputs.split(","),
             "summary": summarise(runs, args.budget, args.step),
             "runs": runs,
         }
         print(json.dumps(result["design"]["summary"], indent=2), flush=True)
+        print(json.dumps({"top_design_share": result["design"]["top_design_share"]}), flush=True)
     if args.part in ("all", "design"):
         result["design"] = design_part(args)
         print(json.dumps(result["design"]["summary"], indent=2), flush=True)

@@ -18,7 +18,7 @@ from scipy.optimize import minimize
 sys.path.append(str(Path(__file__).resolve().parents[2] / "bench"))
 
 import arena_bound  # noqa: E402 (the bench folder is not a package)
-from arena import design_bound  # noqa: E402
+from arena import design_bound, top_design_share  # noqa: E402
 
 EVEN = np.linspace(1.5, -1.5, 6)
 
@@ -63,3 +63,34 @@ def test_the_minimax_interval_holds_the_audits_optimum():
     share = arena_bound.minimax_share(EVEN, weighted=False)
     assert share["lower"] <= 0.658 <= share["upper"]
     assert share["upper"] - share["lower"] <= 0.002
+
+
+def test_the_top_yardstick_matches_the_two_system_formula():
+    """Two systems, the best one wanted: one pair, so every design is that pair, and the
+    set is right when the fitted gap keeps its sign: P = Phi(gap sqrt(N I)), so N_0.9 =
+    (z_0.9 / gap)^2 / I in natural units, I = p (1 - p) one battle's information."""
+    from scipy.stats import norm
+
+    from rubrics.arena import ELO_PER_NATURAL
+
+    truth = {"a": 1030.0, "b": 970.0}
+    found = top_design_share(truth, 1)
+    gap = 60.0 / ELO_PER_NATURAL
+    p = 1 / (1 + np.exp(-gap))
+    expected = (norm.ppf(0.9) / gap) ** 2 / (p * (1 - p))
+    # The bisection stops within 1% and the 4,000 draws place the 90% point within about
+    # 4% of N (the quantile's sampling error, at 3 standard errors).
+    assert found["battles_p90_uniform"] == pytest.approx(expected, rel=0.05)
+    assert found["battles_p90_rule_at_truth"] == found["battles_p90_uniform"]
+    assert found["share"] == 1.0
+
+
+def test_the_top_yardstick_finds_the_rules_design_cheaper_on_the_uneven_crowd():
+    """On the audit's uneven crowd the rule at the truth needs fewer battles than uniform
+    pairing for the top 4 (the audit's best static design: 0.38 of uniform's)."""
+    from arena import UNEVEN_ELO
+
+    truth = {f"s{i:02d}": float(v) for i, v in enumerate(UNEVEN_ELO)}
+    found = top_design_share(truth, 4)
+    assert found["share"] < 0.8
+    assert found["battles_p90_rule_at_truth"] < found["battles_p90_uniform"]
