@@ -258,10 +258,15 @@ def run_design(owner, *, seed, names, s, truth, args, adaptive: bool) -> dict:
                 refusals += 1
                 continue
             serve_submit += time.perf_counter() - t0
-            battles = Judgment.objects.filter(study=study, item__kind="battle").count()
+            # One battle judgment stored per answered battle lease (gold battles are not
+            # counted); checked against the table at every checkpoint below.
+            battles += lease.item.kind == "battle"
             still.append((participant, clicker, rng))
         crowd = still
         if battles >= next_check or not crowd:
+            stored = Judgment.objects.filter(study=study, item__kind="battle").count()
+            if stored != battles:
+                raise SystemExit(f"{stored} battle judgments stored, {battles} answered")
             t0 = time.perf_counter()
             job = report_request(study=study, user=owner)
             job_run(job=job)
