@@ -81,12 +81,14 @@ def adaptive_study(researcher, phases=1, **goal):
     return study, job.result
 
 
-def test_the_study_serves_for_its_goal_and_reports_both_fits(researcher):
-    study, report = adaptive_study(researcher, adaptive_goal="top", adaptive_top=1)
+def rule_design(study, report, **held) -> dict[tuple[str, str], float]:
+    """The pure rule's design (goal: the best system, the plain fit) for the report's fit
+    over the study's pairs, by system names; ``held``: the rule's ``served`` and
+    ``coming``."""
     fitted = report["adaptive"]
     names = fitted["systems"]
     pairs = [(names.index(a), names.index(b)) for a, b in get_mode("arena").study_pairs(study)]
-    pairs, probs = arena_design.adaptive_pair_probabilities(
+    chosen, probs = arena_design.adaptive_pair_probabilities(
         np.array(fitted["scores"]),
         np.array(fitted["covariance"]),
         explore=0.2,
@@ -94,16 +96,28 @@ def test_the_study_serves_for_its_goal_and_reports_both_fits(researcher):
         goal="top",
         top=1,
         fit="plain",
-        # The battles held, and at the study's first report as many again to come.
-        served=kept_battles(study, names, pairs),
-        coming=report["battles"],
+        **held,
     )
-    expected = {
-        tuple(sorted((names[i], names[j]))): p for (i, j), p in zip(pairs, probs, strict=True)
-    }
+    return {tuple(sorted((names[i], names[j]))): p for (i, j), p in zip(chosen, probs, strict=True)}
+
+
+def held_battles(study, report) -> list[float]:
+    """The kept battles per pair, in ``rule_design``'s order, counted apart from the mode."""
+    names = report["adaptive"]["systems"]
+    pairs = [(names.index(a), names.index(b)) for a, b in get_mode("arena").study_pairs(study)]
+    return kept_battles(study, names, pairs)
+
+
+def test_the_study_serves_for_its_goal_and_reports_both_fits(researcher):
+    study, report = adaptive_study(researcher, adaptive_goal="top", adaptive_top=1)
+    # The battles held, and at the study's first report as many again to come.
+    expected = rule_design(
+        study, report, served=held_battles(study, report), coming=report["battles"]
+    )
     served = get_mode("arena").pair_probabilities(study)
     assert served == pytest.approx(expected)
     # Not the whole order's design: the goal changes the draw.
+    fitted = report["adaptive"]
     _, order = arena_design.adaptive_pair_probabilities(
         np.array(fitted["scores"]), np.array(fitted["covariance"]), explore=0.2, fit="plain"
     )
@@ -125,32 +139,13 @@ def test_the_design_counts_the_battles_held_and_the_refresh_rhythm(researcher):
         for job in Job.objects.filter(study=study, kind=Job.Kind.REPORT).order_by("id")
     )
     assert second == report["battles"] and 0 < first < second
-    fitted = report["adaptive"]
-    names = fitted["systems"]
-    pairs = [(names.index(a), names.index(b)) for a, b in get_mode("arena").study_pairs(study)]
-    held = kept_battles(study, names, pairs)
+    held = held_battles(study, report)
     assert sum(held) == second
-
-    def design(**count):
-        chosen, probs = arena_design.adaptive_pair_probabilities(
-            np.array(fitted["scores"]),
-            np.array(fitted["covariance"]),
-            explore=0.2,
-            pairs=pairs,
-            goal="top",
-            top=1,
-            fit="plain",
-            **count,
-        )
-        return {
-            tuple(sorted((names[i], names[j]))): p for (i, j), p in zip(chosen, probs, strict=True)
-        }
-
     served = get_mode("arena").pair_probabilities(study)
-    assert served == pytest.approx(design(served=held, coming=second - first))
+    assert served == pytest.approx(rule_design(study, report, served=held, coming=second - first))
     # Not the design that ignores what is held, nor one with another horizon.
-    assert served != pytest.approx(design())
-    assert served != pytest.approx(design(served=held, coming=second))
+    assert served != pytest.approx(rule_design(study, report))
+    assert served != pytest.approx(rule_design(study, report, served=held, coming=second))
 
 
 def test_an_adaptive_studys_page_shows_the_weighted_fit_beside_the_plain_one(researcher):
