@@ -94,3 +94,38 @@ def test_the_top_yardstick_finds_the_rules_design_cheaper_on_the_uneven_crowd():
     found = top_design_share(truth, 4)
     assert found["share"] < 0.8
     assert found["battles_p90_rule_at_truth"] < found["battles_p90_uniform"]
+
+
+def _run(design, seed, rights):
+    """A run of ``bench/arena.py`` reduced to what ``summarise`` reads."""
+    return {
+        "seed": seed,
+        "design": design,
+        "serve_submit_ms_mean": 1.0,
+        "report_seconds_mean": 1.0,
+        "checkpoints": [
+            {
+                "battles": 100 * (n + 1),
+                "tau": 1.0,
+                "coverage": 1.0,
+                "raw_coverage": 1.0,
+                "mean_ci_width": 1.0,
+                "top_right": right,
+            }
+            for n, right in enumerate(rights)
+        ],
+    }
+
+
+def test_the_summary_gives_the_top_set_saving_or_its_lower_bound():
+    from arena import summarise
+
+    # Ten seeds a design: adaptive right from 200 battles in every seed; uniform right
+    # from 300 in 9 seeds (the 90% share), or never in 2 of them (then more than 300).
+    adaptive = [_run("adaptive", seed, [False, True, True]) for seed in range(10)]
+    uniform = [_run("uniform", seed, [False, False, seed > 0]) for seed in range(10)]
+    found = summarise(adaptive + uniform, budget=300, step=100)["top_right_p90"]
+    assert found == {"uniform": 300, "adaptive": 200, "saving": round(1 - 200 / 300, 3)}
+    never = [_run("uniform", seed, [False, False, seed > 1]) for seed in range(10)]
+    found = summarise(adaptive + never, budget=300, step=100)["top_right_p90"]
+    assert found == {"uniform": "> 300", "adaptive": 200, "saving": f"> {round(1 - 200 / 300, 3)}"}
