@@ -139,3 +139,4 @@ def test_without_the_sqlite_index_the_claim_reads_every_battle(researcher):
         plan = _sqlite_plan(sql, params, "index dropped")
         transaction.set_rollback(True)
     assert migration_sqlite.NAME not in plan, plan
+    assert "item_serving_order" in plan, plan
