@@ -50,15 +50,19 @@ def test_the_goal_decides_where_battles_go(fit):
         assert min(design.values()) >= 0.1 / len(design) - 1e-12
 
 
-def test_the_plain_design_meets_the_equivalence_theorem():
-    """A design q is L-optimal iff no pair's gradient g_p exceeds F(q) = sum_c w_c Var_c."""
-    k = len(SCORES)
+def _pairs_x_info(scores):
+    k = len(scores)
     pairs = [(i, j) for i in range(k) for j in range(i + 1, k)]
     x = np.zeros((len(pairs), k))
     for row, (i, j) in enumerate(pairs):
         x[row, i], x[row, j] = 1.0, -1.0
-    win = 1 / (1 + 10 ** (-(x @ SCORES) / 400))
-    info = win * (1 - win)
+    win = 1 / (1 + 10 ** (-(x @ scores) / 400))
+    return pairs, x, win * (1 - win)
+
+
+def test_the_plain_design_meets_the_equivalence_theorem():
+    """A design q is L-optimal iff no pair's gradient g_p exceeds F(q) = sum_c w_c Var_c."""
+    pairs, x, info = _pairs_x_info(SCORES)
     contrasts = arena_design.goal_contrasts(SCORES, "order")
     weight = np.array([0.1, 0.3, 0.5, 0.05])
     q = arena_design._plain_design(x, info, contrasts, weight)
@@ -70,16 +74,6 @@ def test_the_plain_design_meets_the_equivalence_theorem():
     u = np.full(len(pairs), 1 / len(pairs))
     h_u = np.linalg.pinv(x.T @ ((u * info)[:, None] * x))
     assert value < weight @ np.einsum("ci,ij,cj->c", contrasts, h_u, contrasts)
-
-
-def _pairs_x_info(scores):
-    k = len(scores)
-    pairs = [(i, j) for i in range(k) for j in range(i + 1, k)]
-    x = np.zeros((len(pairs), k))
-    for row, (i, j) in enumerate(pairs):
-        x[row, i], x[row, j] = 1.0, -1.0
-    win = 1 / (1 + 10 ** (-(x @ scores) / 400))
-    return pairs, x, win * (1 - win)
 
 
 def _sequential_value(q, x, info, contrasts, weight, fixed, scale):
