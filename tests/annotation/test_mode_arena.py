@@ -700,6 +700,9 @@ def test_serving_a_battle_costs_the_same_queries_whatever_the_history(researcher
         judge(person, "a")
     if adaptive:
         run_report(study, researcher)
+        # The first design asked for after a report reads that report (once per process:
+        # the test below); this test is about the worker's history, not that.
+        MODE.pair_probabilities(study)
 
     def serve_queries():
         """The queries to serve the worker's next system battle. A gold battle due first is
@@ -729,6 +732,51 @@ def test_serving_a_battle_costs_the_same_queries_whatever_the_history(researcher
         assert lease is not None, "the worker was served nothing more"
     late = serve_queries()
     assert early == late
+
+
+def test_the_design_reads_each_report_once_per_process(researcher):
+    """Serving and answering a battle each ask for the design. The latest report's id is
+    read every time; its result (the whole report: matrices, bootstrap) only on the first
+    ask after a report. Reading it on every ask was most of an adaptive battle's cost on
+    SQLite (issue 47's bench, 3,006 reads of a 1,500-battle study)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    study = arena_study(
+        researcher,
+        systems=("alpha", "beta", "gamma", "delta"),
+        images=30,
+        catch_rate=0,
+        adaptive=True,
+        bootstrap_rounds=20,
+    )
+    rng = np.random.default_rng(3)
+    people = [worker(study, f"once-{k}") for k in range(4)]
+    for person in people[:3]:
+        while judge(person, lambda lease: "ab"[rng.integers(2)])[0] is not None:
+            pass
+    run_report(study, researcher)
+
+    def ask():
+        with CaptureQueriesContext(connection) as queries:
+            design = MODE.pair_probabilities(study)
+        return design, [q["sql"] for q in queries]
+
+    first, first_sql = ask()
+    again, again_sql = ask()
+    assert len(set(first.values())) > 1, "no fit to adapt from: the test needs one"
+    assert again == first
+    assert any('"result"' in sql for sql in first_sql)
+    # The hit: one statement, the id alone.
+    assert len(again_sql) == 1 and '"result"' not in again_sql[0]
+
+    # A new report is read again, and its design served.
+    while judge(people[3], lambda lease: "ab"[rng.integers(2)])[0] is not None:
+        pass
+    run_report(study, researcher)
+    latest, latest_sql = ask()
+    assert any('"result"' in sql for sql in latest_sql)
+    assert latest != first
 
 
 # ------------------------------------------------------------------ attack: constant answers

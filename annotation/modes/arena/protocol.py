@@ -266,45 +266,62 @@ class ArenaProtocol(Mode):
         uniform = {pair: 1.0 / len(pairs) for pair in pairs} if pairs else {}
         if not config.adaptive or not pairs:
             return uniform
-        latest = (
+        # The latest report's id alone: its result (the whole report, matrices and
+        # bootstrap included) is read only when this process has no design for it yet,
+        # not on each of the two calls per battle (serve and answer).
+        latest_id = (
             Job.objects.filter(study_id=study.pk, kind=Job.Kind.REPORT, status=Job.Status.DONE)
             .order_by("-id")
+            .values_list("pk", flat=True)
             .first()
         )
-        fitted = (latest.result or {}).get("adaptive") if latest else None
-        if not fitted or "scores" not in fitted or sorted(fitted.get("systems", [])) != systems:
-            # No fit over these systems yet (or a report from before the scores were
-            # stored): the uniform design until a report has one.
+        if latest_id is None:
             return uniform
         # One design per report (its fit decides it): the plain fit's design takes a few
         # hundred small solves, which must not run on every serve.
-        key = (str(study.public_id), latest.pk)
+        key = (str(study.public_id), latest_id)
         design = _DESIGNS.get(key)
         if design is None:
-            names = fitted["systems"]
-            index = {name: i for i, name in enumerate(names)}
-            chosen = [(index[a], index[b]) for a, b in pairs]
-            held = _held(latest.result, chosen)
-            chosen, probs = arena_design.adaptive_pair_probabilities(
-                np.array(fitted["scores"]),
-                np.array(fitted["covariance"]),
-                explore=config.adaptive_explore,
-                pairs=chosen,
-                goal=config.adaptive_goal,
-                top=min(config.adaptive_top, len(names) - 1),
-                system=index.get(config.adaptive_system),
-                fit="plain",
-                served=held,
-                coming=_coming(latest) if held is not None else 0.0,
-            )
-            design = {
-                tuple(sorted((names[i], names[j]))): float(p)
-                for (i, j), p in zip(chosen, probs, strict=True)
-            }
+            design = self._design(Job.objects.get(pk=latest_id), pairs, systems, config)
             if len(_DESIGNS) >= MAX_DESIGNS:
                 _DESIGNS.clear()  # a bound, not a policy: rebuilt from the report when asked
             _DESIGNS[key] = design
-        return design
+        return design or uniform
+
+    def _design(
+        self,
+        latest: Job,
+        pairs: list[tuple[str, str]],
+        systems: list[str],
+        config: ArenaSettings,
+    ) -> dict[tuple[str, str], float]:
+        """The adaptive design that report ``latest`` decides; empty (serve uniformly)
+        when it has no fit over ``systems``."""
+        fitted = (latest.result or {}).get("adaptive")
+        if not fitted or "scores" not in fitted or sorted(fitted.get("systems", [])) != systems:
+            # No fit over these systems yet (or a report from before the scores were
+            # stored): the uniform design until a report has one.
+            return {}
+        names = fitted["systems"]
+        index = {name: i for i, name in enumerate(names)}
+        chosen = [(index[a], index[b]) for a, b in pairs]
+        held = _held(latest.result, chosen)
+        chosen, probs = arena_design.adaptive_pair_probabilities(
+            np.array(fitted["scores"]),
+            np.array(fitted["covariance"]),
+            explore=config.adaptive_explore,
+            pairs=chosen,
+            goal=config.adaptive_goal,
+            top=min(config.adaptive_top, len(names) - 1),
+            system=index.get(config.adaptive_system),
+            fit="plain",
+            served=held,
+            coming=_coming(latest) if held is not None else 0.0,
+        )
+        return {
+            tuple(sorted((names[i], names[j]))): float(p)
+            for (i, j), p in zip(chosen, probs, strict=True)
+        }
 
     def eligible_items(self, participant: Participant) -> QuerySet[Item]:
         """A reserved gold battle first; else the battles of one system pair drawn by the
