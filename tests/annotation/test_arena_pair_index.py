@@ -1,4 +1,4 @@
-"""The arena's battle-pair index serves the query the claim runs (issue 48).
+"""The arena's serving statements read the indexes they need (issues 47 and 48).
 
 Serving a battle filters a study's battles on the drawn system pair, two keys of
 ``Item.spec``. Without an index PostgreSQL read every battle of the study for each serve
@@ -7,6 +7,10 @@ ms on a 36,400-battle one. The arena's own migrations add an expression index; i
 while its expressions are the ones serving writes, so these tests plan the very query the
 claim runs, on a study of 6,000 battles, and require the index in the plan: on PostgreSQL
 with fresh statistics, on SQLite without any (Django never runs ANALYZE there).
+
+Drawing a gold battle asks which images still have a battle with room; that probe must go
+through each image's battles (the item's image index), stopping at the first with room,
+not through the study's.
 """
 
 from importlib import import_module
@@ -15,6 +19,7 @@ import pytest
 from django.db import connection, transaction
 
 from annotation.models import Item
+from annotation.modes.arena import serving
 from annotation.registry import get_mode
 from annotation.services.assignments import _candidates, assignment_next
 from tests.factories.arena import arena_study, worker
@@ -140,3 +145,47 @@ def test_without_the_sqlite_index_the_claim_reads_every_battle(researcher):
         transaction.set_rollback(True)
     assert migration_sqlite.NAME not in plan, plan
     assert "item_serving_order" in plan, plan
+
+
+def _gold_statement(person) -> tuple[str, list]:
+    """``GOLD_VIEW`` as ``serving.gold_view`` runs it for ``person``, and its params."""
+    seen: list[tuple[str, list]] = []
+
+    def keep(execute, sql, params, many, context):
+        seen.append((sql, list(params)))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(keep):
+        view = serving.gold_view(person)
+    assert len(seen) == 1, seen
+    assert view.with_room, "every image has battles with room: the probe has rows to find"
+    return seen[0]
+
+
+def _image_probe(plan: str) -> str:
+    """The plan's line for the ``'w'`` rows' probe of an image's battles (alias ``r``)."""
+    lines = [line for line in plan.splitlines() if line.startswith("SEARCH r ")]
+    assert len(lines) == 1, plan
+    return lines[0]
+
+
+@sqlite_only
+def test_the_sqlite_gold_view_probes_each_images_battles(researcher):
+    """Without statistics SQLite would read the study's battles through the serving-order
+    index for every image; the probe must search the image's own (its image index)."""
+    study = _large_study(researcher, analyze=False)
+    sql, params = _gold_statement(worker(study))
+    probe = _image_probe(_sqlite_plan(sql, params))
+    assert "(image_id=?)" in probe, probe
+    assert "item_serving_order" not in probe, probe
+
+
+@sqlite_only
+def test_without_the_hint_the_gold_view_reads_the_studys_battles(researcher):
+    """The check above can fail: the same statement without ``not_indexed``'s unary plus is
+    planned through the serving order, every battle of the study for each image."""
+    study = _large_study(researcher, analyze=False)
+    sql, params = _gold_statement(worker(study))
+    assert sql.count('+r."') == 2, sql
+    probe = _image_probe(_sqlite_plan(sql.replace('+r."', 'r."'), params, "no hint"))
+    assert "item_serving_order" in probe, probe
