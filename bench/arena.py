@@ -92,6 +92,9 @@ def setup_django() -> Path:
     os.environ["DATABASE_URL"] = f"sqlite:///{scratch / 'bench.sqlite3'}"
     os.environ["CAPEVAL_VAR_DIR"] = str(scratch)
     os.environ.pop("REDIS_URL", None)
+    # As a deployment runs: with DEBUG on, Django's cursor formats and keeps every
+    # statement's text (``last_executed_query``), which no answer or report reads.
+    os.environ["DEBUG"] = "false"
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "capeval.settings")
     import django
 
