@@ -4,7 +4,8 @@ the leaderboard fit at 1,000,000 battles.
     .venv/bin/python bench/arena.py [--part all|design|fit] [--seeds 20] [--first-seed 1]
         [--systems 6] [--images 200] [--budget 480] [--step 30] [--workers 40] [--clickers 3]
         [--designs uniform,adaptive|uniform|adaptive] [--tag=-x]
-        [--crowd even|uneven14] [--goal order|top] [--top 4]
+        [--crowd even|uneven14] [--goal order|top] [--top 4] [--keep FILE]
+    .venv/bin/python bench/arena.py --part summary --inputs FILE[,FILE...] [--keep FILE] ...
 
 The defaults fit this 2-core machine: 6 systems, 200 images (200 battles per pair, so a
 concentrated design never runs out of its favoured pair), 480 battles per study, a report
@@ -14,6 +15,12 @@ take 4-7 minutes a study: 21-26 ms a served and answered battle on SQLite, two p
 side by side.
 ``--designs`` runs one design only (two processes can then share the seeds; the studies
 are the same, built from the seed), ``--tag`` names the result files apart.
+
+``--keep FILE`` also adds each finished run to a kept file (``bench/arena-runs/*.json.gz``,
+committed): one setting's seeds, measured over several sessions, summarised together with
+``--part summary --inputs FILE``. Each run records the commit that ran it; a seed already
+kept must come out the same (the runs are seeded, never by database ids), or the run is
+refused: a file never mixes the outcomes of two designs' code.
 
 ``design``: each seed is its own study in one scratch SQLite file (migrated once), run twice:
 the mode's default settings (uniform pairing), and the same with ``adaptive=True``. The crowd
@@ -65,6 +72,8 @@ gunicorn beside ``bench/humanr_load.py``: ``bench/arena_load.py``. Results:
 from __future__ import annotations
 
 import argparse
+import fcntl
+import gzip
 import json
 import os
 import random
@@ -334,6 +343,7 @@ def run_design(owner, *, seed, names, s, truth, args, adaptive: bool) -> dict:
         "serve_submit_ms_mean": round(1000 * serve_submit / max(battles, 1), 2),
         "report_seconds_mean": round(statistics.mean(report_seconds), 3),
         "seconds": round(time.perf_counter() - started, 1),
+        "code": code_id(),
     }
 
 
@@ -370,6 +380,103 @@ def _weighted_scores(board, names, s, args) -> dict:
         "weighted_tau": round(tau, 4),
         "weighted_top_right": top_set(fitted, args.top) == true_top,
     }
+
+
+def code_id() -> str:
+    """The commit of the code that ran (``+changes`` when the tree differs from it)."""
+
+    def git(*words):
+        return subprocess.run(
+            ["git", *words], capture_output=True, text=True, cwd=ROOT, timeout=30
+        ).stdout.strip()
+
+    commit = git("rev-parse", "--short=12", "HEAD") or "unknown"
+    return commit + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
+#: What a seed's run has that another run of the same seed need not share: its timings and
+#: the code's commit. Everything else is the seeded study's outcome.
+TIMINGS = ("seconds", "serve_submit_ms_mean", "report_seconds_mean", "code")
+#: The settings a kept file's runs must share (``--keep``).
+KEPT_SETTINGS = (
+    "crowd",
+    "goal",
+    "top",
+    "systems",
+    "images",
+    "workers",
+    "clickers",
+    "budget",
+    "step",
+)
+
+
+def kept_settings(args) -> dict:
+    """The settings a kept file records (``KEPT_SETTINGS``), from the command line."""
+    return {name: getattr(args, name) for name in KEPT_SETTINGS}
+
+
+def compact(run: dict) -> dict:
+    """A run as kept in the repository: the per-pair traces of the last checkpoint only
+    (the served battles and the design there), every other checkpoint's outcome whole."""
+    points = [
+        {k: v for k, v in point.items() if k not in ("pairs_served", "design_next")}
+        for point in run["checkpoints"]
+    ]
+    if points:
+        points[-1] = run["checkpoints"][-1]
+    return {**run, "checkpoints": points}
+
+
+def read_runs(path: Path) -> list[dict]:
+    """Runs from a partial file (a list) or a kept file (``{"settings", "runs"}``, gzip)."""
+    if path.suffix == ".gz":
+        with gzip.open(path, "rt") as handle:
+            data = json.load(handle)
+    else:
+        data = json.loads(path.read_text())
+    return data["runs"] if isinstance(data, dict) else data
+
+
+def keep_runs(path: Path, runs: list[dict], settings: dict) -> dict[str, int]:
+    """Add ``runs`` to the kept file at ``path`` (made if missing), one run per seed and
+    design. A seed already kept must have come out the same, timings and code apart: the
+    runs are seeded, so a difference means the code changed what it serves, and the file
+    would then mix two designs; refused. Returns how many runs were added and re-found.
+    Two processes (one per design) may keep into one file: a lock file orders them."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _keep_locked(path, runs, settings)
+
+
+def _keep_locked(path: Path, runs: list[dict], settings: dict) -> dict[str, int]:
+    kept = {"settings": settings, "runs": []}
+    if path.exists():
+        with gzip.open(path, "rt") as handle:
+            kept = json.load(handle)
+        if kept["settings"] != settings:
+            raise SystemExit(f"{path} holds runs of other settings: {kept['settings']}")
+    index = {(r["seed"], r["design"]): r for r in kept["runs"]}
+    added = same = 0
+    for run in map(compact, runs):
+        old = index.get((run["seed"], run["design"]))
+        if old is None:
+            index[(run["seed"], run["design"])] = run
+            added += 1
+            continue
+        outcome = {k: v for k, v in run.items() if k not in TIMINGS}
+        if outcome != {k: v for k, v in old.items() if k not in TIMINGS}:
+            raise SystemExit(
+                f"seed {run['seed']} {run['design']} came out differently from the kept run "
+                f"(code {old.get('code')} against {run.get('code')}): not kept"
+            )
+        same += 1
+    kept["runs"] = [index[key] for key in sorted(index)]
+    # mtime=0: the same runs give the same bytes, so git sees no change for a re-found seed.
+    with gzip.GzipFile(path, "wb", mtime=0) as raw:
+        raw.write((json.dumps(kept, indent=1, sort_keys=True) + "\n").encode())
+    return {"added": added, "reproduced": same, "kept": len(kept["runs"])}
 
 
 def battles_to_share(runs: list[dict], key: str, share: float = 0.9) -> int | None:
@@ -610,6 +717,8 @@ def design_part(args) -> dict:
             partial = ROOT / "bench" / "results" / f"arena-design{args.tag}-partial.json"
             partial.parent.mkdir(exist_ok=True)
             partial.write_text(json.dumps(runs, indent=1) + "\n")
+            if args.keep:
+                keep_runs(Path(args.keep), [run], kept_settings(args))
             last = run["checkpoints"][-1]
             print(
                 f"seed {seed:2d} {run['design']:8s} {run['battles']} battles "
@@ -684,6 +793,11 @@ def main() -> int:
         "--designs", choices=["uniform,adaptive", "uniform", "adaptive"], default="uniform,adaptive"
     )
     parser.add_argument("--tag", default="", help="suffix of the result files")
+    parser.add_argument(
+        "--keep",
+        default="",
+        help="design, summary: also add the runs to this kept file (bench/arena-runs/*.json.gz)",
+    )
     # Issue 47: the audit's uneven 14-system crowd, and the adaptive study's goal.
     parser.add_argument("--crowd", choices=["even", "uneven14"], default="even")
     parser.add_argument("--goal", choices=["order", "top"], default="order")
@@ -710,16 +824,19 @@ def main() -> int:
     if args.part == "summary":
         runs, seen = [], set()
         for name in args.inputs.split(","):
-            for run in json.loads(Path(name).read_text()):
+            for run in read_runs(Path(name)):
                 # A seed run twice (two processes overlapping) counts once: the first given.
                 if (run["seed"], run["design"]) not in seen:
                     seen.add((run["seed"], run["design"]))
                     runs.append(run)
+        if args.keep:
+            print(json.dumps(keep_runs(Path(args.keep), runs, kept_settings(args))), flush=True)
         s = strengths(args.systems, args.crowd)
         result["design"] = {
             "design_bound_battle_share": design_bound(s),
             "top_design_share": top_yardstick(args, s),
             "inputs": args.inputs.split(","),
+            "codes": sorted({run.get("code", "not recorded") for run in runs}),
             "summary": summarise(runs, args.budget, args.step),
             "runs": runs,
         }
