@@ -428,14 +428,20 @@ def compact(run: dict) -> dict:
     return {**run, "checkpoints": points}
 
 
-def read_runs(path: Path) -> list[dict]:
-    """Runs from a partial file (a list) or a kept file (``{"settings", "runs"}``, gzip)."""
+def read_runs(path: Path, settings: dict | None = None) -> list[dict]:
+    """Runs from a partial file (a list) or a kept file (``{"settings", "runs"}``, gzip);
+    a kept file must have been kept with ``settings`` when they are given (a summary with
+    another budget or step would score its runs wrongly)."""
     if path.suffix == ".gz":
         with gzip.open(path, "rt") as handle:
             data = json.load(handle)
     else:
         data = json.loads(path.read_text())
-    return data["runs"] if isinstance(data, dict) else data
+    if isinstance(data, list):
+        return data
+    if settings is not None and data["settings"] != settings:
+        raise SystemExit(f"{path} holds runs of other settings: {data['settings']}")
+    return data["runs"]
 
 
 def keep_runs(path: Path, runs: list[dict], settings: dict) -> dict[str, int]:
@@ -824,7 +830,7 @@ def main() -> int:
     if args.part == "summary":
         runs, seen = [], set()
         for name in args.inputs.split(","):
-            for run in read_runs(Path(name)):
+            for run in read_runs(Path(name), kept_settings(args)):
                 # A seed run twice (two processes overlapping) counts once: the first given.
                 if (run["seed"], run["design"]) not in seen:
                     seen.add((run["seed"], run["design"]))

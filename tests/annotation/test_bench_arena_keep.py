@@ -79,3 +79,7 @@ def test_runs_of_other_settings_are_refused(tmp_path):
     with pytest.raises(SystemExit, match="other settings"):
         keep_runs(path, [run(2)], {**SETTINGS, "budget": 10_000})
     assert len(read_runs(path)) == 1
+    # Nor does a summary read them with another budget or step.
+    with pytest.raises(SystemExit, match="other settings"):
+        read_runs(path, {**SETTINGS, "step": 500})
+    assert read_runs(path, SETTINGS)[0]["seed"] == 1
