@@ -71,8 +71,10 @@ def adaptive_study(researcher, phases=1, **goal):
         a_won = rng.random() < 1 / (1 + np.exp(-gap))
         return "a" if a_won == (shown_left(lease) == "a") else "b"
 
-    for _ in range(phases):
-        for person in [worker(study) for _ in range(2)]:
+    # Named, not numbered by the factory: sides and draws follow the worker's crowd id, and
+    # the factory's numbers shift whenever another test makes a study or a worker first.
+    for phase in range(phases):
+        for person in [worker(study, f"goal-{phase}-{k}") for k in range(2)]:
             while judge(person, answer)[0] is not None:
                 pass
         job = report_request(study=study, user=researcher)
