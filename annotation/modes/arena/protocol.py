@@ -269,12 +269,7 @@ class ArenaProtocol(Mode):
         # The latest report's id alone: its result (the whole report, matrices and
         # bootstrap included) is read only when this process has no design for it yet,
         # not on each of the two calls per battle (serve and answer).
-        latest_id = (
-            Job.objects.filter(study_id=study.pk, kind=Job.Kind.REPORT, status=Job.Status.DONE)
-            .order_by("-id")
-            .values_list("pk", flat=True)
-            .first()
-        )
+        latest_id = serving.latest_report_id(study.pk)
         if latest_id is None:
             return uniform
         # One design per report (its fit decides it): the plain fit's design takes a few
