@@ -608,8 +608,18 @@ def battles_to_target(run: dict, budget: int, step: int) -> int:
 
 
 def summarise(runs: list[dict], budget: int, step: int) -> dict:
-    """Per design: battles to tau >= 0.9, coverage per checkpoint; then the paired saving."""
+    """Per design: battles to tau >= 0.9, coverage per checkpoint; then the paired saving.
+
+    With both designs present, only the seeds both ran count: a seed one process ran ahead
+    of the other (kept for a later session to pair) would weigh on one side only."""
     summary = {}
+    designs = {r["design"] for r in runs}
+    if {"uniform", "adaptive"} <= designs:
+        both = {r["seed"] for r in runs if r["design"] == "uniform"} & {
+            r["seed"] for r in runs if r["design"] == "adaptive"
+        }
+        summary["unpaired_runs_left_out"] = sum(r["seed"] not in both for r in runs)
+        runs = [r for r in runs if r["seed"] in both]
     for design in ("uniform", "adaptive"):
         mine = [r for r in runs if r["design"] == design]
         if not mine:
@@ -659,7 +669,7 @@ def summarise(runs: list[dict], budget: int, step: int) -> dict:
             "battles_to_top_right_p90": battles_to_share(mine, "top_right"),
             "battles_to_top_right_p90_weighted": battles_to_share(mine, "weighted_top_right"),
         }
-    if len(summary) == 2:
+    if "uniform" in summary and "adaptive" in summary:
         # Paired by seed: the same study data and the same seeded workers; the pair drawn
         # and the side shown come from the seed and the worker, never a database id.
         u_runs = {r["seed"]: r for r in runs if r["design"] == "uniform"}

@@ -129,3 +129,10 @@ def test_the_summary_gives_the_top_set_saving_or_its_lower_bound():
     never = [_run("uniform", seed, [False, False, seed > 1]) for seed in range(10)]
     found = summarise(adaptive + never, budget=300, step=100)["top_right_p90"]
     assert found == {"uniform": "> 300", "adaptive": 200, "saving": f"> {round(1 - 200 / 300, 3)}"}
+    # Uniform seeds the adaptive process never ran are left out: right from 100 in all of
+    # them, counted they would make uniform's 90% share 100 battles.
+    ahead = [_run("uniform", seed, [True, True, True]) for seed in range(10, 100)]
+    summary = summarise(adaptive + uniform + ahead, budget=300, step=100)
+    assert summary["top_right_p90"]["uniform"] == 300
+    assert summary["unpaired_runs_left_out"] == 90
+    assert summary["paired"]["seeds"] == 10
