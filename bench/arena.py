@@ -11,8 +11,8 @@ The defaults fit this 2-core machine: 6 systems, 200 images (200 battles per pai
 concentrated design never runs out of its favoured pair), 480 battles per study, a report
 every 30 battles, 20 seeds x 2 designs: about 15 s a study on a quiet machine (0.5 s a
 report job), 40-90 s under load. Issue 47's runs (14 systems, 1,000 images, 10,000 battles)
-take 4-7 minutes a study: 21-26 ms a served and answered battle on SQLite, two processes
-side by side.
+take 4-10 minutes a study: 21-48 ms a served and answered battle on SQLite, two processes
+side by side, on the machines so far (``bench/results-arena.md``).
 ``--designs`` runs one design only (two processes can then share the seeds; the studies
 are the same, built from the seed), ``--tag`` names the result files apart.
 
