@@ -457,13 +457,8 @@ def keep_runs(path: Path, runs: list[dict], settings: dict) -> dict[str, int]:
 
 
 def _keep_locked(path: Path, runs: list[dict], settings: dict) -> dict[str, int]:
-    kept = {"settings": settings, "runs": []}
-    if path.exists():
-        with gzip.open(path, "rt") as handle:
-            kept = json.load(handle)
-        if kept["settings"] != settings:
-            raise SystemExit(f"{path} holds runs of other settings: {kept['settings']}")
-    index = {(r["seed"], r["design"]): r for r in kept["runs"]}
+    kept = read_runs(path, settings) if path.exists() else []
+    index = {(r["seed"], r["design"]): r for r in kept}
     added = same = 0
     for run in map(compact, runs):
         old = index.get((run["seed"], run["design"]))
@@ -478,7 +473,7 @@ def _keep_locked(path: Path, runs: list[dict], settings: dict) -> dict[str, int]
                 f"(code {old.get('code')} against {run.get('code')}): not kept"
             )
         same += 1
-    kept["runs"] = [index[key] for key in sorted(index)]
+    kept = {"settings": settings, "runs": [index[key] for key in sorted(index)]}
     # mtime=0: the same runs give the same bytes, so git sees no change for a re-found seed.
     with gzip.GzipFile(path, "wb", mtime=0) as raw:
         raw.write((json.dumps(kept, indent=1, sort_keys=True) + "\n").encode())
