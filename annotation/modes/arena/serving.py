@@ -351,5 +351,5 @@ def latest_report_id(study_id: int) -> int | None:
     issue 47's bench), twice per battle of an adaptive study."""
     with _cursor() as cursor:
         cursor.execute(LATEST_REPORT, [study_id, Job.Kind.REPORT.value, Job.Status.DONE.value])
-        row = cursor.fetchone()
-    return row[0] if row else None
+        # An aggregate's one row: NULL when no report has finished.
+        return cursor.fetchone()[0]
