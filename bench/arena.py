@@ -21,6 +21,9 @@ committed): one setting's seeds, measured over several sessions, summarised toge
 ``--part summary --inputs FILE``. Each run records the commit that ran it; a seed already
 kept must come out the same (the runs are seeded, never by database ids), or the run is
 refused: a file never mixes the outcomes of two designs' code.
+A summary may also take the uniform runs of a file kept for another goal (a uniform study
+never reads the goal): ``--goal order --inputs order.json.gz,top4.json.gz`` pairs the
+order goal's adaptive seeds with the uniform seeds kept for the top 4.
 
 ``design``: each seed is its own study in one scratch SQLite file (migrated once), run twice:
 the mode's default settings (uniform pairing), and the same with ``adaptive=True``. The crowd
@@ -428,10 +431,18 @@ def compact(run: dict) -> dict:
     return {**run, "checkpoints": points}
 
 
-def read_runs(path: Path, settings: dict | None = None) -> list[dict]:
+def read_runs(
+    path: Path, settings: dict | None = None, *, lend_uniform: bool = False
+) -> list[dict]:
     """Runs from a partial file (a list) or a kept file (``{"settings", "runs"}``, gzip);
     a kept file must have been kept with ``settings`` when they are given (a summary with
-    another budget or step would score its runs wrongly)."""
+    another budget or step would score its runs wrongly).
+
+    ``lend_uniform`` (the summary): a kept file whose settings differ from ``settings`` in
+    the goal alone gives its uniform runs. A uniform study is built without the goal
+    (``build_study``) and scored with ``--top`` whatever the goal, so its run is the same
+    for every goal; the seeds of one uniform file then pair with each goal's adaptive runs.
+    """
     if path.suffix == ".gz":
         with gzip.open(path, "rt") as handle:
             data = json.load(handle)
@@ -439,9 +450,11 @@ def read_runs(path: Path, settings: dict | None = None) -> list[dict]:
         data = json.loads(path.read_text())
     if isinstance(data, list):
         return data
-    if settings is not None and data["settings"] != settings:
-        raise SystemExit(f"{path} holds runs of other settings: {data['settings']}")
-    return data["runs"]
+    if settings is None or data["settings"] == settings:
+        return data["runs"]
+    if lend_uniform and {**data["settings"], "goal": settings["goal"]} == settings:
+        return [run for run in data["runs"] if run["design"] == "uniform"]
+    raise SystemExit(f"{path} holds runs of other settings: {data['settings']}")
 
 
 def keep_runs(path: Path, runs: list[dict], settings: dict) -> dict[str, int]:
@@ -835,7 +848,7 @@ def main() -> int:
     if args.part == "summary":
         runs, seen = [], set()
         for name in args.inputs.split(","):
-            for run in read_runs(Path(name), kept_settings(args)):
+            for run in read_runs(Path(name), kept_settings(args), lend_uniform=True):
                 # A seed run twice (two processes overlapping) counts once: the first given.
                 if (run["seed"], run["design"]) not in seen:
                     seen.add((run["seed"], run["design"]))

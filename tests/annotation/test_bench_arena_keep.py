@@ -83,3 +83,21 @@ def test_runs_of_other_settings_are_refused(tmp_path):
     with pytest.raises(SystemExit, match="other settings"):
         read_runs(path, {**SETTINGS, "step": 500})
     assert read_runs(path, SETTINGS)[0]["seed"] == 1
+
+
+def test_a_summary_borrows_uniform_runs_of_another_goal_and_nothing_else(tmp_path):
+    """A uniform study never reads the goal, so the top 4's uniform seeds pair with the
+    order goal's adaptive ones; the other goal's adaptive runs, and any other setting,
+    are not borrowed, and keeping never borrows."""
+    path = tmp_path / "top4.json.gz"
+    keep_runs(path, [run(1), run(1, "uniform"), run(2, "uniform")], SETTINGS)
+    order = {**SETTINGS, "goal": "order"}
+    lent = read_runs(path, order, lend_uniform=True)
+    assert [(r["seed"], r["design"]) for r in lent] == [(1, "uniform"), (2, "uniform")]
+    assert len(read_runs(path, SETTINGS, lend_uniform=True)) == 3
+    with pytest.raises(SystemExit, match="other settings"):
+        read_runs(path, order)
+    with pytest.raises(SystemExit, match="other settings"):
+        read_runs(path, {**order, "step": 500}, lend_uniform=True)
+    with pytest.raises(SystemExit, match="other settings"):
+        keep_runs(path, [run(3)], order)
