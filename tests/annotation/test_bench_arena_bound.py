@@ -136,3 +136,19 @@ def test_the_summary_gives_the_top_set_saving_or_its_lower_bound():
     assert summary["top_right_p90"]["uniform"] == 300
     assert summary["unpaired_runs_left_out"] == 90
     assert summary["paired"]["seeds"] == 10
+
+
+def test_the_summary_gives_each_checkpoints_top_share_and_the_lowest_coverage():
+    from arena import summarise
+
+    runs = [_run("adaptive", seed, [False, seed < 3, True]) for seed in range(4)]
+    # Coverage by hand: 1.0 everywhere but the second checkpoint of seeds 0 and 1.
+    for run in runs[:2]:
+        run["checkpoints"][1]["coverage"] = 0.8
+    runs[0]["checkpoints"][2]["weighted_top_right"] = True
+    found = summarise(runs, budget=300, step=100)["adaptive"]
+    shares = {b: point["top_right_share"] for b, point in found["per_checkpoint"].items()}
+    assert shares == {"100": 0.0, "200": 0.75, "300": 1.0}
+    # A checkpoint without the weighted fit counts as wrong, as battles_to_share does.
+    assert found["per_checkpoint"]["300"]["weighted_top_right_share"] == 0.25
+    assert found["coverage_lowest_checkpoint"] == (0.9, 200)
