@@ -73,6 +73,17 @@ def test_a_seed_run_again_must_come_out_the_same(tmp_path):
     assert path.read_bytes() == before
 
 
+def test_another_machines_last_bits_are_the_same_outcome(tmp_path):
+    """Seed 1's uniform run on two machines differed only in the interval widths' last
+    bits (136.89994147954266 against ...263): BLAS rounding, not another outcome."""
+    path = tmp_path / "runs.json.gz"
+    keep_runs(path, [run(1, tau=136.89994147954263)], SETTINGS)
+    again = keep_runs(path, [run(1, tau=136.89994147954266, code="bbb")], SETTINGS)
+    assert again == {"added": 0, "reproduced": 1, "kept": 1}
+    with pytest.raises(SystemExit, match="came out differently"):
+        keep_runs(path, [run(1, tau=136.9, code="bbb")], SETTINGS)
+
+
 def test_runs_of_other_settings_are_refused(tmp_path):
     path = tmp_path / "runs.json.gz"
     keep_runs(path, [run(1)], SETTINGS)
