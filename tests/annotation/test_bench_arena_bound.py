@@ -152,3 +152,16 @@ def test_the_summary_gives_each_checkpoints_top_share_and_the_lowest_coverage():
     # A checkpoint without the weighted fit counts as wrong, as battles_to_share does.
     assert found["per_checkpoint"]["300"]["weighted_top_right_share"] == 0.25
     assert found["coverage_lowest_checkpoint"] == (0.9, 200)
+
+
+def test_the_summary_counts_each_systems_misses_where_runs_record_them():
+    from arena import summarise
+
+    runs = [_run("uniform", seed, [True, True]) for seed in range(3)]
+    runs[0]["checkpoints"][0]["missed"] = ["system-01", "system-13"]
+    runs[0]["checkpoints"][1]["missed"] = ["system-13"]
+    runs[1]["checkpoints"][1]["missed"] = []
+    found = summarise(runs, budget=200, step=100)["uniform"]
+    assert found["missed_by_system"] == {"system-01": 1, "system-13": 2}
+    # Seed 2 was kept before the record: its checkpoints are not counted as covered.
+    assert found["checkpoints_with_misses_recorded"] == 3
