@@ -21,6 +21,7 @@ from annotation.services.jobs import (
     job_sweep_stale,
     job_time_limits,
 )
+from annotation.services.reports import reports_refresh
 from annotation.services.runner import job_run
 
 logger = logging.getLogger(__name__)
@@ -69,6 +70,20 @@ def release_expired_leases() -> int:
 def crowd_sync_live() -> int:
     """Reclaim leases of crowd workers who left, for live studies linked to a crowd study."""
     return _crowd_sync_live()
+
+
+@shared_task
+def refresh_reports() -> int:
+    """Queue the reports that live studies' modes say are due (``reports_refresh``: an
+    adaptive arena design reads the latest report). A job the queue refused is failed by
+    ``enqueue`` and the next minute asks again; the others still go."""
+    jobs = reports_refresh()
+    for job in jobs:
+        try:
+            enqueue(job)
+        except Unavailable:
+            logger.warning("report %s of study %s not enqueued", job.pk, job.study_id)
+    return len(jobs)
 
 
 @shared_task

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 from django.db.models import Model, Q, QuerySet
 
 from annotation.errors import ServiceError
-from annotation.models import Assignment, Caption, Item, Judgment, Participant, Study, User
+from annotation.models import Assignment, Caption, Item, Job, Judgment, Participant, Study, User
 from annotation.modes import guidelines as task_guidelines
 from annotation.modes import settings as study_settings
 from annotation.modes.browsing import Browse, CaptionNote  # noqa: F401 (the contract's)
@@ -231,6 +231,14 @@ class Report:
     def run(self, study: Study, progress: Progress) -> dict[str, Any]:
         """Aggregate the study's judgments into the JSON the page renders."""
         raise NotImplementedError
+
+    def refresh_due(self, study: Study, latest: Job | None) -> bool:
+        """Whether the platform should refresh this live study's report unasked now:
+        its serving reads the latest report (``latest``, the study's latest finished one,
+        None if none) and enough answers came since. Asked each minute by the beat's
+        ``services.reports.reports_refresh``, never while a report of the study is
+        queued or running. Default: never (a report is the researcher's to ask for)."""
+        return False
 
     def summary(self, result: dict[str, Any]) -> dict[str, Any]:
         """What an export's datasheet says of the latest report ``result``: the values of

@@ -8,7 +8,9 @@ judge estimates (``services/people_judges.py``, issue 40), so
 import logging
 from typing import Any
 
-from annotation.models import Job
+from django.db.models import Exists, OuterRef
+
+from annotation.models import Job, Study
 from annotation.modes import get_mode
 from annotation.services.jobs import job_create
 from annotation.services.people_judges import people_judge_report
@@ -19,6 +21,31 @@ logger = logging.getLogger(__name__)
 def report_request(*, study, user, params: dict[str, Any] | None = None) -> Job:
     """Queue a report job for the study."""
     return job_create(kind=Job.Kind.REPORT, study=study, created_by=user, params=params or {})
+
+
+def reports_refresh() -> list[Job]:
+    """Queue a report for each live study whose mode says its report is due
+    (``Report.refresh_due``: an adaptive arena design reads the latest report, so a study
+    nobody looks at still adapts). Never a second one while one of the study's reports is
+    queued or running. Returns the new jobs; the beat's task enqueues them.
+
+    A job asked for by no one (``created_by`` empty), kept like any other report."""
+    busy = Job.objects.filter(
+        study_id=OuterRef("pk"),
+        kind=Job.Kind.REPORT,
+        status__in=(Job.Status.QUEUED, Job.Status.RUNNING),
+    )
+    jobs = []
+    for study in Study.objects.filter(status=Study.Status.LIVE).exclude(Exists(busy)):
+        mode = get_mode(study.mode)
+        latest = (
+            Job.objects.filter(study=study, kind=Job.Kind.REPORT, status=Job.Status.DONE)
+            .order_by("-id")
+            .first()
+        )
+        if mode.report.refresh_due(study, latest):
+            jobs.append(report_request(study=study, user=None, params={"refresh": True}))
+    return jobs
 
 
 def report_run(*, job: Job, progress) -> dict[str, Any]:

@@ -98,9 +98,10 @@ def _held(result: dict[str, Any], pairs: list[tuple[int, int]]) -> list[float] |
 def _coming(latest: Job) -> float:
     """How many battles the design is expected to serve before the next report: as many as
     came between the last two reports that differ (a researcher's refresh rhythm so far),
-    or, at the first, as many as the report holds. Reports are asked for by hand, so the
-    rhythm is the only forecast; were it short, the design would spend the next battles on
-    the few pairs that matter most now, which a later report corrects."""
+    or, at the first, as many as the report holds. Reports come by hand and every
+    ``adaptive_refresh`` battles unasked (``ArenaReport.refresh_due``), so the rhythm so
+    far is the forecast; were it short, the design would spend the next battles on the
+    few pairs that matter most now, which a later report corrects."""
     held = int(latest.result.get("battles") or 0)
     earlier = (
         Job.objects.filter(

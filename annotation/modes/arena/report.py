@@ -18,7 +18,7 @@ import numpy as np
 # matplotlib and scipy (about 90 MB) are imported where they are used, not here: the export path
 # imports this module through the mode registry and must stay inside its memory budget
 # (issue 27; tests/annotation/test_exports.py checks it).
-from annotation.models import Caption, Judgment, Participant, Study
+from annotation.models import Caption, Job, Judgment, Participant, Study
 from annotation.modes import catch
 from annotation.modes.arena import figures
 from annotation.modes.arena.protocol import (
@@ -360,6 +360,17 @@ class ArenaReport(Report):
             return {}
         why = result.get("leaderboard_error") or "no leaderboard yet"
         return {"figure_names": [], "figures_missing": [(n, why) for n in self.figure_names]}
+
+    def refresh_due(self, study: Study, latest: Job | None) -> bool:
+        """An adaptive study's design reads the latest report: due once ``adaptive_refresh``
+        battles were answered since it read them (its ``battles_stored``; gold battles and
+        any exclusion aside, so an exclusion never delays a refresh)."""
+        config = self.mode.settings(study)
+        if not config.adaptive or not config.adaptive_refresh:
+            return False
+        answered = Judgment.objects.filter(study=study, item__kind=BATTLE).count()
+        seen = int((latest.result or {}).get("battles_stored") or 0) if latest else 0
+        return answered - seen >= config.adaptive_refresh
 
     def human_pairs(self, study: Study) -> dict[str, list[tuple[int, int, int]]]:
         """Decisive kept battles as the metric lab's pairwise judgments, by system pair:

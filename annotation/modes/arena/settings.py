@@ -84,6 +84,18 @@ class ArenaSettings(catch.CatchSettings):
         max_length=100,
         doc="The system the goal 'system' compares with each of the others.",
     )
+    # The design reads the latest report; a live adaptive study gets a fresh one unasked
+    # once this many battles came since (the beat's report refresh, each minute). 250 is
+    # about a minute of a 60-worker crowd, and the fit over 14 systems takes under a second;
+    # a million battles between refreshes is no refresh in any study.
+    adaptive_refresh: int = whole(
+        250,
+        label="Battles between automatic refreshes (adaptive)",
+        low=0,
+        high=1_000_000,
+        doc="An adaptive study's report is refreshed unasked once this many battles came "
+        "since the latest one, and the design reads it (0: only when a researcher asks).",
+    )
     # Battles one worker may judge of one system pair; 100,000 is "no cap".
     cap_per_pair: int = whole(
         20,

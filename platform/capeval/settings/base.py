@@ -481,6 +481,12 @@ CELERY_BEAT_SCHEDULE = {
         "task": "annotation.tasks.release_expired_leases",
         "schedule": 60.0,
     },
+    # A live adaptive study's design reads its latest report: refresh those that are due
+    # (Report.refresh_due; docs/architecture.md, "Long work").
+    "refresh-reports": {
+        "task": "annotation.tasks.refresh_reports",
+        "schedule": 60.0,
+    },
     # Crowd reclaim for studies without webhooks (docs/crowd.md).
     "crowd-sync": {
         "task": "annotation.tasks.crowd_sync_live",
