@@ -6,11 +6,10 @@ for a uniform, closed or fresh study."""
 
 from __future__ import annotations
 
-import math
-import random
-
 import pytest
 from django.conf import settings
+from django.test import Client
+from django.urls import reverse
 
 from annotation.models import Job, Judgment
 from annotation.modes import get_mode
@@ -18,47 +17,9 @@ from annotation.services.reports import reports_refresh
 from annotation.services.runner import job_run
 from annotation.services.studies import study_close
 from annotation.tasks import refresh_reports
-from tests.factories.arena import arena_study, judge, shown_left, worker
+from tests.factories.arena import answer_battles, bradley_terry_study
 
 pytestmark = pytest.mark.django_db
-
-STRENGTH = {"alpha": 1.5, "beta": 0.5, "gamma": 0.0, "delta": -1.0}
-
-
-RNG = random.Random(47)
-
-
-def favourite(lease) -> str:
-    """A Bradley-Terry crowd's answer (each system loses sometimes, or nothing is fit)."""
-    spec = lease.item.spec
-    gap = STRENGTH[spec["system_a"]] - STRENGTH[spec["system_b"]]
-    a_wins = RNG.random() < 1 / (1 + math.exp(-gap))
-    return "a" if a_wins == (shown_left(lease) == "a") else "b"
-
-
-def study_of(researcher, **settings):
-    return arena_study(
-        researcher,
-        systems=tuple(STRENGTH),
-        images=40,
-        catch_rate=0,
-        battle_target=5,
-        bootstrap_rounds=20,
-        cap_per_pair=1000,
-        **settings,
-    )
-
-
-def answer_battles(study, how_many: int, name: str) -> None:
-    """``how_many`` battles answered by fresh workers (each takes what they may)."""
-    answered = 0
-    for k in range(100):
-        person = worker(study, f"{name}-{k}")
-        while answered < how_many and judge(person, favourite)[0] is not None:
-            answered += 1
-        if answered == how_many:
-            return
-    raise AssertionError(f"only {answered} battles could be served")
 
 
 def battles(study) -> int:
@@ -66,7 +27,7 @@ def battles(study) -> int:
 
 
 def test_a_report_is_queued_once_the_set_number_of_battles_came(researcher):
-    study = study_of(researcher, adaptive=True, adaptive_refresh=30)
+    study = bradley_terry_study(researcher, adaptive=True, adaptive_refresh=30)
     answer_battles(study, 29, "early")
     assert reports_refresh() == []
 
@@ -89,9 +50,9 @@ def test_a_report_is_queued_once_the_set_number_of_battles_came(researcher):
 
 
 def test_uniform_closed_and_by_hand_only_studies_are_left_alone(researcher):
-    uniform = study_of(researcher)
-    by_hand = study_of(researcher, adaptive=True, adaptive_refresh=0)
-    closed = study_of(researcher, adaptive=True, adaptive_refresh=10)
+    uniform = bradley_terry_study(researcher)
+    by_hand = bradley_terry_study(researcher, adaptive=True, adaptive_refresh=0)
+    closed = bradley_terry_study(researcher, adaptive=True, adaptive_refresh=10)
     for number, study in enumerate((uniform, by_hand, closed)):
         answer_battles(study, 20, f"left-{number}")
     study_close(study=closed)
@@ -102,7 +63,7 @@ def test_uniform_closed_and_by_hand_only_studies_are_left_alone(researcher):
 def test_the_beats_task_makes_a_study_nobody_looks_at_adapt(
     researcher, django_capture_on_commit_callbacks
 ):
-    study = study_of(researcher, adaptive=True, adaptive_refresh=60)
+    study = bradley_terry_study(researcher, adaptive=True, adaptive_refresh=60)
     mode = get_mode("arena")
     pairs = mode.study_pairs(study)
     uniform = {pair: 1 / len(pairs) for pair in pairs}
@@ -125,3 +86,38 @@ def test_the_beats_task_makes_a_study_nobody_looks_at_adapt(
     # Nothing due right after: the report has read every battle.
     with django_capture_on_commit_callbacks(execute=True):
         assert refresh_reports() == 0
+
+
+def test_the_dashboard_says_which_report_the_design_reads_and_when_the_next_comes(researcher):
+    study = bradley_terry_study(
+        researcher, adaptive=True, adaptive_refresh=60, adaptive_goal="top", adaptive_top=2
+    )
+    client = Client()
+    client.force_login(researcher)
+
+    def panel() -> str:
+        page = client.get(reverse("study_detail", args=[study.pk])).content.decode()
+        return " ".join(page.split())  # the template's line breaks apart
+
+    before = panel()
+    assert "getting which 2 systems are the best wrong" in before
+    assert "No report yet: every pair is served evenly." in before
+    assert "made automatically after 60 more battles (every 60)" in before
+    assert "Served most now" not in before
+
+    answer_battles(study, 60, "panel")
+    assert "A report is due: it is made within a minute." in panel()
+    [job] = reports_refresh()
+    job_run(job=job)
+    answer_battles(study, 5, "panel-after")
+    after = panel()
+    assert "The design reads the report of 60 battles" in after
+    assert "5 battles came since" in after and "after 55 more battles (every 60)" in after
+    design = get_mode("arena").pair_probabilities(study)
+    (a, b), share = max(design.items(), key=lambda pair: pair[1])
+    assert f"Served most now: {a} against {b} ({round(100 * share, 1)}%)" in after
+    assert share > 1 / len(design)
+
+    uniform = bradley_terry_study(researcher)
+    page = client.get(reverse("study_detail", args=[uniform.pk])).content.decode()
+    assert "Adaptive pairing" not in page

@@ -1,7 +1,8 @@
 """A mode's own panel on the live dashboard, in Chromium (issue 44).
 
 The shared dashboard renders whatever panel the mode gives (``mode.dashboard``): VICR's
-adaptive stopping says what it saved, HUMANr's adaptive allocation what is settled. Each
+adaptive stopping says what it saved, HUMANr's adaptive allocation what is settled, the
+arena's adaptive pairing which report its design reads and when the next one comes. Each
 study page with its panel passes axe and fits a phone and a laptop; with
 ``CAPEVAL_SCREENSHOTS`` set, its screenshots are taken (``tests/e2e/layout.py``).
 """
@@ -15,8 +16,11 @@ try:
 except ImportError:  # the browser fixture skips, or fails on CI, and says why
     expect = None
 
+from annotation.services.reports import reports_refresh
+from annotation.services.runner import job_run
 from tests.e2e.axe import assert_no_serious_a11y_violations
 from tests.e2e.layout import assert_fits_every_width
+from tests.factories.arena import answer_battles, bradley_terry_study
 from tests.factories.humanr import humanr_study
 from tests.factories.vicr import in_game, play, vicr_study
 
@@ -59,3 +63,24 @@ def test_humanrs_panel_says_what_allocation_settled(page, login, researcher):
     )
     assert_no_serious_a11y_violations(page, context="a HUMANr study page with its panel")
     assert_fits_every_width(page, "a HUMANr study page with its panel", shot="dashboard-humanr")
+
+
+def test_the_arenas_panel_says_which_report_the_design_reads(page, login, researcher):
+    study = bradley_terry_study(researcher, adaptive=True, adaptive_refresh=40)
+    answer_battles(study, 40, "e2e-panel")
+    for job in reports_refresh():
+        job_run(job=job)
+    answer_battles(study, 3, "e2e-panel-after")
+    login(page, researcher)
+    page.goto(f"/studies/{study.pk}/")
+
+    expect(page.get_by_role("heading", name="Adaptive pairing")).to_be_visible()
+    expect(page.locator("#design-report")).to_contain_text(
+        "The design reads the report of 40 battles"
+    )
+    expect(page.locator("#design-report")).to_contain_text(
+        "The next report is made automatically after 37 more battles (every 40)."
+    )
+    expect(page.locator("#design-pairs")).to_contain_text("Served most now:")
+    assert_no_serious_a11y_violations(page, context="an adaptive arena study page")
+    assert_fits_every_width(page, "an adaptive arena study page", shot="dashboard-arena")

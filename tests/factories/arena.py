@@ -8,6 +8,8 @@ later on the server's clock (``min_seconds`` is measured from ``served_at``).
 
 from __future__ import annotations
 
+import math
+import random
 from collections import Counter
 from datetime import timedelta
 from itertools import count
@@ -170,3 +172,44 @@ def kept_battles(study: Study, names: list[str], pairs: list[tuple[int, int]]) -
         ).values_list("item__spec", flat=True)
     )
     return [float(held[frozenset((names[i], names[j]))]) for i, j in pairs]
+
+
+#: The strengths (log-odds) of ``bradley_terry_study``'s systems.
+BT_STRENGTH = {"alpha": 1.5, "beta": 0.5, "gamma": 0.0, "delta": -1.0}
+
+
+def bradley_terry_study(owner, **settings) -> Study:
+    """A live four-system study for ``answer_battles``' Bradley-Terry crowd: 40 images, no
+    gold battles, a pair of one worker capped far away."""
+    return arena_study(
+        owner,
+        systems=tuple(BT_STRENGTH),
+        images=40,
+        catch_rate=0,
+        battle_target=5,
+        bootstrap_rounds=20,
+        cap_per_pair=1000,
+        **settings,
+    )
+
+
+def answer_battles(study: Study, how_many: int, name: str) -> None:
+    """``how_many`` battles answered by fresh workers named ``name-k``, each taking what
+    they may, with Bradley-Terry choices by ``BT_STRENGTH`` (every system loses sometimes,
+    or no fit exists). Seeded by ``name``: the same answers whatever ran before."""
+    rng = random.Random(name)
+
+    def choice(lease: Assignment) -> str:
+        spec = lease.item.spec
+        gap = BT_STRENGTH[spec["system_a"]] - BT_STRENGTH[spec["system_b"]]
+        a_wins = rng.random() < 1 / (1 + math.exp(-gap))
+        return "a" if a_wins == (shown_left(lease) == "a") else "b"
+
+    answered = 0
+    for k in range(100):
+        person = worker(study, f"{name}-{k}")
+        while answered < how_many and judge(person, choice)[0] is not None:
+            answered += 1
+        if answered == how_many:
+            return
+    raise AssertionError(f"only {answered} battles could be served")
