@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 from django.db.models import Model, Q, QuerySet
 
 from annotation.errors import ServiceError
-from annotation.models import Assignment, Caption, Item, Job, Judgment, Participant, Study, User
+from annotation.models import Assignment, Caption, Item, Judgment, Participant, Study, User
 from annotation.modes import guidelines as task_guidelines
 from annotation.modes import settings as study_settings
 from annotation.modes.browsing import Browse, CaptionNote  # noqa: F401 (the contract's)
@@ -232,12 +232,12 @@ class Report:
         """Aggregate the study's judgments into the JSON the page renders."""
         raise NotImplementedError
 
-    def refresh_due(self, study: Study, latest: Job | None) -> bool:
-        """Whether the platform should refresh this live study's report unasked now:
-        its serving reads the latest report (``latest``, the study's latest finished one,
-        None if none) and enough answers came since. Asked each minute by the beat's
-        ``services.reports.reports_refresh``, never while a report of the study is
-        queued or running. Default: never (a report is the researcher's to ask for)."""
+    def refresh_due(self, study: Study) -> bool:
+        """Whether the platform should refresh this live study's report unasked now: its
+        serving reads the latest finished report and enough answers came since. Asked each
+        minute by the beat's ``services.reports.reports_refresh``, never while a report of
+        the study is queued or running; a few queries at most, never a whole stored report.
+        Default: never (a report is the researcher's to ask for)."""
         return False
 
     def summary(self, result: dict[str, Any]) -> dict[str, Any]:

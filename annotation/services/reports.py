@@ -37,13 +37,7 @@ def reports_refresh() -> list[Job]:
     )
     jobs = []
     for study in Study.objects.filter(status=Study.Status.LIVE).exclude(Exists(busy)):
-        mode = get_mode(study.mode)
-        latest = (
-            Job.objects.filter(study=study, kind=Job.Kind.REPORT, status=Job.Status.DONE)
-            .order_by("-id")
-            .first()
-        )
-        if mode.report.refresh_due(study, latest):
+        if get_mode(study.mode).report.refresh_due(study):
             jobs.append(report_request(study=study, user=None, params={"refresh": True}))
     return jobs
 

@@ -11,6 +11,8 @@ graph) leaves its section empty with the reason, never a NaN.
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -347,6 +349,36 @@ def agreement_section(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return section
 
 
+@dataclass(frozen=True)
+class RefreshState:
+    """Where an adaptive study stands between two reports (``refresh_state``)."""
+
+    answered: int  # battle judgments stored (gold battles aside)
+    seen: int  # of them, those the latest finished report read (its ``battles_stored``)
+    report_at: datetime | None  # when that report finished; None: no report yet
+    next_in: int | None  # battles until a refresh is due (0: due); None: refresh is off
+
+
+def refresh_state(study: Study, config) -> RefreshState | None:
+    """The adaptive design's refresh state; None for a uniform study. Two queries, neither
+    reading a stored report whole (its ``battles_stored`` alone). An exclusion never delays
+    a refresh: every battle answered counts."""
+    if not config.adaptive:
+        return None
+    answered = Judgment.objects.filter(study=study, item__kind=BATTLE).count()
+    latest = (
+        Job.objects.filter(study=study, kind=Job.Kind.REPORT, status=Job.Status.DONE)
+        .order_by("-id")
+        .values_list("finished_at", "result__battles_stored")
+        .first()
+    )
+    report_at, seen = latest or (None, 0)
+    seen = int(seen or 0)
+    refresh = config.adaptive_refresh
+    next_in = max(refresh - (answered - seen), 0) if refresh else None
+    return RefreshState(answered=answered, seen=seen, report_at=report_at, next_in=next_in)
+
+
 class ArenaReport(Report):
     template = "modes/arena/report.html"
     figure_names = figures.NAMES
@@ -361,16 +393,11 @@ class ArenaReport(Report):
         why = result.get("leaderboard_error") or "no leaderboard yet"
         return {"figure_names": [], "figures_missing": [(n, why) for n in self.figure_names]}
 
-    def refresh_due(self, study: Study, latest: Job | None) -> bool:
+    def refresh_due(self, study: Study) -> bool:
         """An adaptive study's design reads the latest report: due once ``adaptive_refresh``
-        battles were answered since it read them (its ``battles_stored``; gold battles and
-        any exclusion aside, so an exclusion never delays a refresh)."""
-        config = self.mode.settings(study)
-        if not config.adaptive or not config.adaptive_refresh:
-            return False
-        answered = Judgment.objects.filter(study=study, item__kind=BATTLE).count()
-        seen = int((latest.result or {}).get("battles_stored") or 0) if latest else 0
-        return answered - seen >= config.adaptive_refresh
+        battles were answered since that report read them (``refresh_state``)."""
+        state = refresh_state(study, self.mode.settings(study))
+        return state is not None and state.next_in == 0
 
     def human_pairs(self, study: Study) -> dict[str, list[tuple[int, int, int]]]:
         """Decisive kept battles as the metric lab's pairwise judgments, by system pair:
