@@ -29,11 +29,12 @@ order goal's adaptive seeds with the uniform seeds kept for the top 4.
 the mode's default settings (uniform pairing), and the same with ``adaptive=True``. The crowd
 answers through ``assignment_next`` and ``judgment_submit`` (the calls the views make, as
 ``annotation/services/simulation.py`` does) until ``--budget`` battle judgments are stored;
-every ``--step`` battles a report job (a researcher refreshing the report; the report job
-is what refits, so this is also how often the adaptive design is updated) is created by
-``report_request`` and run by ``services.runner.job_run`` (the Celery task's code path):
-its stored leaderboard is what is scored, and the adaptive design reads its covariance for
-the next draws, as it does live.
+every ``--step`` battles a report job is run by ``services.runner.job_run`` (the Celery
+task's code path) and its stored leaderboard is scored (``report_at_checkpoint``): the
+platform's own refresh when the beat's ``reports_refresh`` finds the adaptive study due
+(``adaptive_refresh``, 250 battles by default: every checkpoint of ``--step 250``), else a
+researcher's ``report_request``. The adaptive design reads the latest report's covariance
+for the next draws, as it does live.
 
 Assumptions of the simulated crowd (stated, not measured):
 
@@ -221,12 +222,10 @@ def run_design(owner, *, seed, names, s, truth, args, adaptive: bool) -> dict:
     from scipy.stats import kendalltau
 
     from annotation.errors import ServiceError
-    from annotation.models import Job, Judgment, Participant
+    from annotation.models import Judgment, Participant
     from annotation.services.assignments import assignment_next
     from annotation.services.judgments import judgment_submit
     from annotation.services.participants import participant_for_crowd_worker
-    from annotation.services.reports import report_request
-    from annotation.services.runner import job_run
 
     goal = {"adaptive_goal": args.goal, "adaptive_top": args.top}
     study = build_study(
@@ -253,6 +252,7 @@ def run_design(owner, *, seed, names, s, truth, args, adaptive: bool) -> dict:
     serve_submit = 0.0
     report_seconds = []
     next_check = args.step
+    reported = 0  # battles at the last checkpoint's report
     started = time.perf_counter()
     while battles < args.budget and crowd:
         still = []
@@ -286,12 +286,9 @@ def run_design(owner, *, seed, names, s, truth, args, adaptive: bool) -> dict:
             if stored != battles:
                 raise SystemExit(f"{stored} battle judgments stored, {battles} answered")
             t0 = time.perf_counter()
-            job = report_request(study=study, user=owner)
-            job_run(job=job)
-            job.refresh_from_db()
+            job = report_at_checkpoint(study, owner, battles - reported)
+            reported = battles
             report_seconds.append(time.perf_counter() - t0)
-            if job.status != Job.Status.DONE:
-                raise SystemExit(f"report failed: {job.error}")
             board = job.result["leaderboard"]
             fitted = {row["system"]: row["score"] for row in board}
             if set(fitted) != set(names):
@@ -356,6 +353,38 @@ def run_design(owner, *, seed, names, s, truth, args, adaptive: bool) -> dict:
         "seconds": round(time.perf_counter() - started, 1),
         "code": code_id(),
     }
+
+
+def report_at_checkpoint(study, owner, since: int):
+    """The report scored at a checkpoint, finished. First the beat's minute
+    (``reports_refresh``, what ``tasks.refresh_reports`` runs: the crowd answers about 275
+    battles a minute, near the default ``adaptive_refresh`` of 250): an adaptive study due
+    a refresh gets the platform's own report, which its design then reads, as live. Else
+    (a uniform study; a step shorter than ``adaptive_refresh``; the crowd's last battles)
+    the researcher asks for one to read, which an adaptive design reads too. An adaptive
+    study left unrefreshed after ``since`` >= ``adaptive_refresh`` battles since the last
+    report stops the bench: it would measure a path the platform does not take."""
+    from annotation.models import Job
+    from annotation.modes import get_mode
+    from annotation.services.reports import report_request, reports_refresh
+    from annotation.services.runner import job_run
+
+    refreshed = reports_refresh()
+    for job in refreshed:  # the worker runs every queued report, this study's or not
+        job_run(job=job)
+    mine = [job for job in refreshed if job.study_id == study.pk]
+    config = get_mode(study.mode).settings(study)
+    if config.adaptive and not mine and 0 < config.adaptive_refresh <= since:
+        raise SystemExit(f"study {study.pk}: not refreshed after {since} battles")
+    if mine:
+        job = mine[0]
+    else:
+        job = report_request(study=study, user=owner)
+        job_run(job=job)
+    job.refresh_from_db()
+    if job.status != Job.Status.DONE:
+        raise SystemExit(f"report failed: {job.error}")
+    return job
 
 
 def _pairs_traced(study) -> dict:
