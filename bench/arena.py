@@ -507,6 +507,16 @@ def same_outcome(a, b) -> bool:
     return a == b
 
 
+def known_fields(new, old):
+    """``new`` cut to the fields ``old`` has, at every depth (a checkpoint recorded since
+    with a field more, ``missed`` since 2f3b2b7, compares on the fields both have)."""
+    if isinstance(new, dict) and isinstance(old, dict):
+        return {k: known_fields(v, old[k]) for k, v in new.items() if k in old}
+    if isinstance(new, list) and isinstance(old, list) and len(new) == len(old):
+        return [known_fields(a, b) for a, b in zip(new, old, strict=True)]
+    return new
+
+
 def keep_runs(path: Path, runs: list[dict], settings: dict) -> dict[str, int]:
     """Add ``runs`` to the kept file at ``path`` (made if missing), one run per seed and
     design. A seed already kept must have come out the same, timings and code apart: the
@@ -530,11 +540,16 @@ def _keep_locked(path: Path, runs: list[dict], settings: dict) -> dict[str, int]
             added += 1
             continue
         outcome = {k: v for k, v in run.items() if k not in TIMINGS}
-        if not same_outcome(outcome, {k: v for k, v in old.items() if k not in TIMINGS}):
+        before = {k: v for k, v in old.items() if k not in TIMINGS}
+        # Every field the kept run has must come out the same (a field it lacks must be
+        # new, not lost); a run that recorded more replaces it, its code and timings too.
+        if not same_outcome(known_fields(outcome, before), before):
             raise SystemExit(
                 f"seed {run['seed']} {run['design']} came out differently from the kept run "
                 f"(code {old.get('code')} against {run.get('code')}): not kept"
             )
+        if known_fields(outcome, before) != outcome:
+            index[(run["seed"], run["design"])] = run
         same += 1
     kept = {"settings": settings, "runs": [index[key] for key in sorted(index)]}
     # mtime=0: the same runs give the same bytes, so git sees no change for a re-found seed.

@@ -73,6 +73,29 @@ def test_a_seed_run_again_must_come_out_the_same(tmp_path):
     assert path.read_bytes() == before
 
 
+def test_a_field_recorded_since_enriches_the_kept_run_and_nothing_else(tmp_path):
+    """Seed 1 kept before checkpoints recorded ``missed`` (2f3b2b7) came out the same in
+    every field it has, with ``missed`` besides: the same outcome, kept with the new field.
+    A field the kept run has and the new one lacks is another outcome."""
+    path = tmp_path / "runs.json.gz"
+    keep_runs(path, [run(1)], SETTINGS)
+    richer = run(1, code="bbb")
+    for point in richer["checkpoints"]:
+        point["missed"] = ["a"]
+    assert keep_runs(path, [richer], SETTINGS) == {"added": 0, "reproduced": 1, "kept": 1}
+    [kept] = read_runs(path)
+    assert [p["missed"] for p in kept["checkpoints"]] == [["a"], ["a"]]
+    assert kept["code"] == "bbb", "the kept run is the one that recorded the field"
+    # Now kept with the field: a run without it, or with it but another tau, is refused.
+    with pytest.raises(SystemExit, match="came out differently"):
+        keep_runs(path, [run(1, code="ccc")], SETTINGS)
+    other = run(1, tau=0.9, code="ccc")
+    for point in other["checkpoints"]:
+        point["missed"] = ["a"]
+    with pytest.raises(SystemExit, match="came out differently"):
+        keep_runs(path, [other], SETTINGS)
+
+
 def test_another_machines_last_bits_are_the_same_outcome(tmp_path):
     """Seed 1's uniform run on two machines differed only in the interval widths' last
     bits (136.89994147954266 against ...263): BLAS rounding, not another outcome."""
