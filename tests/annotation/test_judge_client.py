@@ -83,6 +83,9 @@ class FakeOpenAI(BaseHTTPRequestHandler):
         reply = prompt.split(":")[-1]
         if kind == "slow":
             time.sleep(1.5)
+        if kind == "stall":
+            # Until the client gave up: released when the test ends, whatever the timeout.
+            state["release"].wait(60)
         if kind == "429" and n == 1:
             return self._send(429, {"error": {"message": "slow down"}}, [("Retry-After", "1")])
         if kind == "500" and n == 1:
@@ -124,11 +127,13 @@ def server():
         "in_flight": 0,
         "most_in_flight": 0,
         "connections": Counter(),
+        "release": threading.Event(),
     }
     httpd.state["times"] = _DefaultList()
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     yield httpd
+    httpd.state["release"].set()
     httpd.shutdown()
     httpd.server_close()
 
@@ -178,7 +183,7 @@ def test_every_documented_behaviour_in_one_batch(server, caplog):
         item("ok:4"),
         item("garbage:I would say it is quite good"),
         item("range:9"),
-        item("slow:3"),
+        item("stall:3"),
         item("429:2"),
         item("500:5"),
         item("broken:x"),
@@ -188,6 +193,9 @@ def test_every_documented_behaviour_in_one_batch(server, caplog):
     out = run(
         server,
         items,
+        # 3 s an attempt, not the helper's 0.5: on a loaded CI machine (load average 7-12)
+        # the 400 item's three attempts each missed 0.5 s before their request was sent.
+        timeout=3.0,
         price_prompt_per_1k=0.5,
         price_completion_per_1k=2.0,
         progress=lambda done, total: progress.append((done, total)),
@@ -199,9 +207,9 @@ def test_every_documented_behaviour_in_one_batch(server, caplog):
     assert by["garbage:I would say it is quite good"].raw == "I would say it is quite good"
     assert by["range:9"].error == "unusable reply: rating 9 is outside 1-5"
     assert by["range:9"].raw == "9"
-    # slow: every attempt times out (1 + 2 retries), then a clear error.
-    assert by["slow:3"].error == "timed out after 0.5 s (3 attempts)"
-    assert server.state["requests"]["slow:3"] == 3
+    # stall: every attempt times out (1 + 2 retries), then a clear error.
+    assert by["stall:3"].error == "timed out after 3 s (3 attempts)"
+    assert server.state["requests"]["stall:3"] == 3
     # 429 with Retry-After: 1 -> waited about a second (not the 0.05 s backoff), then ok.
     assert by["429:2"].answer == 2 and by["429:2"].attempts == 2
     first, second = server.state["times"]["429:2"]
