@@ -17,11 +17,17 @@ from annotation.modes.arena.report import fits_disagree
 from annotation.services.reports import report_request
 from annotation.services.runner import job_run
 from rubrics import arena_design
-from tests.factories.arena import arena_study, judge, kept_battles, shown_left, worker
+from tests.factories.arena import (
+    BT_STRENGTH,
+    arena_study,
+    bradley_terry_study,
+    judge,
+    kept_battles,
+    shown_left,
+    worker,
+)
 
 pytestmark = pytest.mark.django_db
-
-STRENGTH = {"alpha": 1.5, "beta": 0.5, "gamma": 0.0, "delta": -1.0}
 
 
 def row(system, score, low, high):
@@ -52,22 +58,12 @@ def test_the_goal_is_checked_when_the_study_is_made_and_opened(researcher):
 def adaptive_study(researcher, phases=1, **goal):
     """An adaptive study answered by a Bradley-Terry crowd, two workers a phase, the report
     computed after each phase (the next phase is drawn from it); the last report."""
-    study = arena_study(
-        researcher,
-        systems=tuple(STRENGTH),
-        images=40,
-        catch_rate=0,
-        adaptive=True,
-        battle_target=5,
-        bootstrap_rounds=20,
-        cap_per_pair=1000,
-        **goal,
-    )
+    study = bradley_terry_study(researcher, adaptive=True, **goal)
     rng = np.random.default_rng(8)
 
     def answer(lease):
         spec = lease.item.spec
-        gap = STRENGTH[spec["system_a"]] - STRENGTH[spec["system_b"]]
+        gap = BT_STRENGTH[spec["system_a"]] - BT_STRENGTH[spec["system_b"]]
         a_won = rng.random() < 1 / (1 + np.exp(-gap))
         return "a" if a_won == (shown_left(lease) == "a") else "b"
 

@@ -179,8 +179,8 @@ BT_STRENGTH = {"alpha": 1.5, "beta": 0.5, "gamma": 0.0, "delta": -1.0}
 
 
 def bradley_terry_study(owner, **settings) -> Study:
-    """A live four-system study for ``answer_battles``' Bradley-Terry crowd: 40 images, no
-    gold battles, a pair of one worker capped far away."""
+    """A live study of ``BT_STRENGTH``'s four systems for a Bradley-Terry crowd
+    (``answer_battles``'): 40 images, no gold battles, a pair of one worker capped far away."""
     return arena_study(
         owner,
         systems=tuple(BT_STRENGTH),
